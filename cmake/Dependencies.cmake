@@ -1,0 +1,28 @@
+# Debian packages (tools/install-deps.sh installs them). Each failure says which package to install.
+find_package(Threads REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(PkgConfig REQUIRED)
+
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+find_path(CPPZMQ_INCLUDE_DIR zmq.hpp)
+if(NOT CPPZMQ_INCLUDE_DIR)
+  message(FATAL_ERROR "zmq.hpp not found: install cppzmq-dev (tools/install-deps.sh)")
+endif()
+
+find_library(GFLAGS_LIBRARY gflags)
+find_path(GFLAGS_INCLUDE_DIR gflags/gflags.h)
+if(NOT GFLAGS_LIBRARY OR NOT GFLAGS_INCLUDE_DIR)
+  message(FATAL_ERROR "gflags not found: install libgflags-dev (tools/install-deps.sh)")
+endif()
+add_library(zps_gflags INTERFACE)
+target_link_libraries(zps_gflags INTERFACE ${GFLAGS_LIBRARY})
+target_include_directories(zps_gflags INTERFACE ${GFLAGS_INCLUDE_DIR})
+
+find_library(GLOG_LIBRARY glog)
+find_path(GLOG_INCLUDE_DIR glog/logging.h)
+if(NOT GLOG_LIBRARY OR NOT GLOG_INCLUDE_DIR)
+  message(FATAL_ERROR "glog not found: install libgoogle-glog-dev (tools/install-deps.sh)")
+endif()
+add_library(zps_glog INTERFACE)
+target_link_libraries(zps_glog INTERFACE ${GLOG_LIBRARY} zps_gflags)
+target_include_directories(zps_glog INTERFACE ${GLOG_INCLUDE_DIR})

@@ -1,0 +1,28 @@
+// The CUDA entry points of a build without CUDA: every one reports why, so callers (the server's
+// engine selection, tests/cuda) can fall back or skip with a message instead of failing to link.
+#include <string>
+
+#include "kernels/cuda/cuda_sum.h"
+#include "kernels/cuda_reducer.h"
+
+namespace zps::kernels {
+namespace {
+
+constexpr const char* kNoCuda =
+    "this zps build has no CUDA (configure with nvcc present or -DZPS_WITH_CUDA=ON)";
+
+}  // namespace
+
+bool cudaDeviceAvailable(std::string* why) {
+  if (why != nullptr) *why = kNoCuda;
+  return false;
+}
+
+StatusOr<std::unique_ptr<Reducer>> makeCudaReducer(int /*device*/) { return Unavailable(kNoCuda); }
+
+Status cudaSumDevice(void* /*dst*/, const void* /*src*/, size_t /*count*/, DType /*dtype*/,
+                     void* /*stream*/) {
+  return Unavailable(kNoCuda);
+}
+
+}  // namespace zps::kernels

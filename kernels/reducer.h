@@ -1,0 +1,38 @@
+// The reduction interface shared by the CPU reducer (always built) and the CUDA reducer (built with CUDA).
+// A Reducer is owned by one server engine thread and called only from that thread; implementations need no
+// internal locking. The server's sum engine talks only to this interface, so the CUDA engine slots in later.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "zps/dtype.h"
+#include "zps/status.h"
+
+namespace zps::kernels {
+
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+  virtual const char* name() const = 0;
+
+  // dst[i] += src[i] for i in [0, count). Both are host pointers. dst is our own buffer, aligned to at least
+  // 64 bytes; src usually points into a receive buffer and may have ANY alignment. Integer sums wrap
+  // (two's complement); float16/bfloat16 are summed in float32 and rounded to nearest even once per call.
+  virtual Status sum(void* dst, const void* src, size_t count, DType dtype) = 0;
+};
+
+// The vectorised CPU reducer. Never fails for a valid dtype.
+std::unique_ptr<Reducer> makeCpuReducer();
+
+// Free function form of the CPU reducer, for callers without a Reducer object (worker-side local reduce).
+void cpuSum(void* dst, const void* src, size_t count, DType dtype);
+
+// IEEE binary16 and bfloat16 conversions (round to nearest even; NaN stays NaN).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+float bfloat16ToFloat(uint16_t b);
+uint16_t floatToBfloat16(float f);
+
+}  // namespace zps::kernels

@@ -1,0 +1,327 @@
+#include "ps/common/config.h"
+
+#include <arpa/inet.h>
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+
+DEFINE_double(rendezvous_timeout, 300, "ZPS_RENDEZVOUS_TIMEOUT: seconds to wait for every node to register");
+DEFINE_double(rendezvous_log_interval, 10,
+              "ZPS_RENDEZVOUS_LOG_INTERVAL: seconds between 'still waiting for' reports");
+DEFINE_double(connect_timeout, 120,
+              "ZPS_CONNECT_TIMEOUT: seconds to keep resolving and connecting to the scheduler and servers");
+DEFINE_double(heartbeat_interval, 5,
+              "ZPS_HEARTBEAT_INTERVAL (or PS_HEARTBEAT_INTERVAL): seconds between heartbeats");
+DEFINE_double(heartbeat_timeout, 30,
+              "ZPS_HEARTBEAT_TIMEOUT (or PS_HEARTBEAT_TIMEOUT): seconds of silence before a node is dead");
+DEFINE_double(request_timeout, 300, "ZPS_REQUEST_TIMEOUT: seconds a worker waits for a push/pull reply");
+DEFINE_double(shutdown_linger, 1, "ZPS_SHUTDOWN_LINGER: seconds to flush final messages before exit");
+DEFINE_int64(partition_bytes, 4 << 20, "ZPS_PARTITION_BYTES: tensors are cut into partitions of this size");
+DEFINE_int32(server_engine_threads, 2, "ZPS_SERVER_ENGINE_THREADS: summation threads per server");
+DEFINE_int64(max_message_bytes, int64_t{1} << 30,
+             "ZPS_MAX_MESSAGE_BYTES: largest frame a peer may send (ZMQ_MAXMSGSIZE)");
+DEFINE_int32(server_id, -1, "ZPS_SERVER_ID: rank this server asks for (-1: arrival order)");
+
+namespace zps {
+namespace {
+
+bool flagGiven(const char* name) {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// A seconds setting: the flag if given, else the first env var present, else the flag's default.
+Status secondsSetting(const EnvLookup& env, const char* flag, double flag_value,
+                      std::vector<std::string> env_names, std::chrono::milliseconds* out) {
+  if (!flagGiven(flag)) {
+    for (const auto& name : env_names) {
+      if (auto v = env(name)) {
+        ZPS_ASSIGN_OR_RETURN(*out, parseSeconds(name, *v, "a number of seconds, e.g. " + name + "=30"));
+        return Status::OK();
+      }
+    }
+  }
+  auto parsed = parseSeconds(std::string("--") + flag, std::to_string(flag_value), "");
+  if (!parsed.ok()) return parsed.status();
+  *out = *parsed;
+  return Status::OK();
+}
+
+Status integerSetting(const EnvLookup& env, const char* flag, long long flag_value, const char* env_name,
+                      long long min, long long max, long long* out) {
+  std::string hint = "a whole number in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (!flagGiven(flag)) {
+    if (auto v = env(env_name)) {
+      ZPS_ASSIGN_OR_RETURN(*out, parseInteger(env_name, *v, min, max, hint));
+      return Status::OK();
+    }
+  }
+  if (flag_value < min || flag_value > max)
+    return InvalidArgument(std::string("--") + flag + "=" + std::to_string(flag_value) + " is out of range; use " +
+                           hint);
+  *out = flag_value;
+  return Status::OK();
+}
+
+StatusOr<std::string> required(const EnvLookup& env, const std::string& name, const std::string& what) {
+  auto v = env(name);
+  if (!v || trim(*v).empty()) return InvalidArgument(name + " is not set; set it to " + what);
+  return trim(*v);
+}
+
+}  // namespace
+
+const char* roleName(Role role) {
+  switch (role) {
+    case Role::kScheduler: return "scheduler";
+    case Role::kServer: return "server";
+    case Role::kWorker: return "worker";
+  }
+  return "unknown";
+}
+
+EnvLookup processEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+StatusOr<long long> parseInteger(const std::string& name, const std::string& value, long long min,
+                                 long long max, const std::string& hint) {
+  std::string v = trim(value);
+  std::string fix = hint.empty() ? "" : "; set it to " + hint;
+  if (v.empty()) return InvalidArgument(name + " is empty" + fix);
+  errno = 0;
+  char* end = nullptr;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (errno == ERANGE || end == v.c_str() || *end != '\0')
+    return InvalidArgument(name + "='" + value + "' is not a whole number" + fix);
+  if (n < min || n > max)
+    return InvalidArgument(name + "=" + v + " is out of range [" + std::to_string(min) + ", " +
+                           std::to_string(max) + "]" + fix);
+  return n;
+}
+
+StatusOr<std::chrono::milliseconds> parseSeconds(const std::string& name, const std::string& value,
+                                                 const std::string& hint) {
+  std::string v = trim(value);
+  std::string fix = hint.empty() ? "" : "; set it to " + hint;
+  errno = 0;
+  char* end = nullptr;
+  double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || errno == ERANGE || end == v.c_str() || *end != '\0' || !std::isfinite(s))
+    return InvalidArgument(name + "='" + value + "' is not a number of seconds" + fix);
+  if (s < 0 || s > 30 * 24 * 3600.0)
+    return InvalidArgument(name + "=" + v + " is out of range [0, 2592000] seconds" + fix);
+  return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)));
+}
+
+Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, const std::string& hostname,
+                            int* rank, std::string* source) {
+  *rank = -1;
+  *source = "arrival order";
+  std::vector<std::string> names;
+  if (role == Role::kWorker) names = {"DMLC_WORKER_ID", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"};
+  if (role == Role::kServer) names = {"ZPS_SERVER_ID", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"};
+  for (const auto& name : names) {
+    auto v = env(name);
+    if (!v || trim(*v).empty()) continue;
+    ZPS_ASSIGN_OR_RETURN(long long n, parseInteger(name, *v, 0, 1 << 20, "a rank from 0"));
+    *rank = static_cast<int>(n);
+    *source = name;
+    return Status::OK();
+  }
+  if (role == Role::kServer && FLAGS_server_id >= 0) {
+    *rank = FLAGS_server_id;
+    *source = "--server_id";
+    return Status::OK();
+  }
+  if (role == Role::kWorker) {
+    // A pod of a StatefulSet, MXJob or Volcano job is named <job>-<role>-<index>.
+    size_t dash = hostname.rfind('-');
+    if (dash != std::string::npos && dash + 1 < hostname.size() && dash + 1 + 7 > hostname.size()) {
+      std::string digits = hostname.substr(dash + 1);
+      if (digits.find_first_not_of("0123456789") == std::string::npos) {
+        int n = std::stoi(digits);
+        if (n < num_nodes) {
+          *rank = n;
+          *source = "hostname " + hostname;
+        } else {
+          LOG(WARNING) << "hostname " << hostname << " ends in -" << n << ", which is not a worker rank below "
+                       << num_nodes << "; using arrival order";
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+StatusOr<std::string> interfaceAddress(const std::string& interface) {
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return Unavailable("getifaddrs failed: " + std::string(strerror(errno)));
+  std::string found, names;
+  for (auto* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    if (!names.empty()) names += ", ";
+    names += it->ifa_name;
+    if (interface == it->ifa_name && found.empty()) {
+      char buf[INET_ADDRSTRLEN];
+      auto* sin = reinterpret_cast<struct sockaddr_in*>(it->ifa_addr);
+      inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf));
+      found = buf;
+    }
+  }
+  freeifaddrs(list);
+  if (found.empty())
+    return InvalidArgument("DMLC_INTERFACE=" + interface + " has no IPv4 address; interfaces with one: " + names);
+  return found;
+}
+
+std::string detectHostAddress() {
+  struct ifaddrs* list = nullptr;
+  std::string found = "127.0.0.1";
+  if (getifaddrs(&list) != 0) return found;
+  for (auto* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    if ((it->ifa_flags & IFF_UP) == 0 || (it->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<struct sockaddr_in*>(it->ifa_addr)->sin_addr, buf, sizeof(buf));
+    found = buf;
+    break;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
+  Config c;
+  if (role) {
+    c.role = *role;
+  } else {
+    ZPS_ASSIGN_OR_RETURN(std::string r, required(env, "DMLC_ROLE", "scheduler, server or worker"));
+    if (r == "scheduler") c.role = Role::kScheduler;
+    else if (r == "server") c.role = Role::kServer;
+    else if (r == "worker") c.role = Role::kWorker;
+    else return InvalidArgument("DMLC_ROLE='" + r + "' is not a role; set it to scheduler, server or worker");
+  }
+
+  const long long kMaxNodes = 65535;
+  ZPS_ASSIGN_OR_RETURN(std::string ns, required(env, "DMLC_NUM_SERVER", "the number of server nodes, e.g. 2"));
+  ZPS_ASSIGN_OR_RETURN(long long nsv, parseInteger("DMLC_NUM_SERVER", ns, 1, kMaxNodes,
+                                                   "the number of server nodes, e.g. DMLC_NUM_SERVER=2"));
+  ZPS_ASSIGN_OR_RETURN(std::string nw, required(env, "DMLC_NUM_WORKER", "the number of worker nodes, e.g. 2"));
+  ZPS_ASSIGN_OR_RETURN(long long nwv, parseInteger("DMLC_NUM_WORKER", nw, 1, kMaxNodes,
+                                                   "the number of worker nodes, e.g. DMLC_NUM_WORKER=2"));
+  c.num_servers = static_cast<int>(nsv);
+  c.num_workers = static_cast<int>(nwv);
+
+  ZPS_ASSIGN_OR_RETURN(std::string port, required(env, "DMLC_PS_ROOT_PORT", "the scheduler's TCP port, e.g. 9000"));
+  ZPS_ASSIGN_OR_RETURN(long long pv, parseInteger("DMLC_PS_ROOT_PORT", port, 1, 65535,
+                                                  "the scheduler's TCP port, e.g. DMLC_PS_ROOT_PORT=9000"));
+  c.root_port = static_cast<int>(pv);
+
+  if (c.role == Role::kScheduler) {
+    c.root_uri = trim(env("DMLC_PS_ROOT_URI").value_or(""));
+  } else {
+    ZPS_ASSIGN_OR_RETURN(c.root_uri,
+                         required(env, "DMLC_PS_ROOT_URI", "the scheduler's host name or IP, e.g. 10.0.0.1"));
+  }
+
+  if (auto v = env("PS_VERBOSE")) {
+    ZPS_ASSIGN_OR_RETURN(long long verbose, parseInteger("PS_VERBOSE", *v, 0, 3, "0, 1 or 2"));
+    c.verbose = static_cast<int>(verbose);
+  }
+
+  // The port a server binds: PORT (ps-lite) or DMLC_PORT (BytePS fork); 0 = a free port.
+  for (const char* name : {"DMLC_PORT", "PORT"}) {
+    if (auto v = env(name); v && !trim(*v).empty()) {
+      ZPS_ASSIGN_OR_RETURN(long long p, parseInteger(name, *v, 0, 65535, "a TCP port, or 0 for any free port"));
+      c.node_port = static_cast<int>(p);
+      break;
+    }
+  }
+
+  if (auto v = env("DMLC_NODE_HOST"); v && !trim(*v).empty()) {
+    c.node_host = trim(*v);
+  } else if (auto itf = env("DMLC_INTERFACE"); itf && !trim(*itf).empty()) {
+    ZPS_ASSIGN_OR_RETURN(c.node_host, interfaceAddress(trim(*itf)));
+  } else {
+    c.node_host = detectHostAddress();
+  }
+
+  char hostbuf[256] = {0};
+  if (auto h = env("HOSTNAME"); h && !h->empty()) c.hostname = *h;
+  else if (gethostname(hostbuf, sizeof(hostbuf) - 1) == 0) c.hostname = hostbuf;
+
+  if (c.role != Role::kScheduler) {
+    int n = c.role == Role::kWorker ? c.num_workers : c.num_servers;
+    ZPS_RETURN_IF_ERROR(resolveRequestedRank(env, c.role, n, c.hostname, &c.requested_rank, &c.rank_source));
+  }
+
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "rendezvous_timeout", FLAGS_rendezvous_timeout,
+                                     {"ZPS_RENDEZVOUS_TIMEOUT"}, &c.rendezvous_timeout));
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "rendezvous_log_interval", FLAGS_rendezvous_log_interval,
+                                     {"ZPS_RENDEZVOUS_LOG_INTERVAL"}, &c.rendezvous_log_interval));
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "connect_timeout", FLAGS_connect_timeout, {"ZPS_CONNECT_TIMEOUT"},
+                                     &c.connect_timeout));
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "heartbeat_interval", FLAGS_heartbeat_interval,
+                                     {"ZPS_HEARTBEAT_INTERVAL", "PS_HEARTBEAT_INTERVAL"}, &c.heartbeat_interval));
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "heartbeat_timeout", FLAGS_heartbeat_timeout,
+                                     {"ZPS_HEARTBEAT_TIMEOUT", "PS_HEARTBEAT_TIMEOUT"}, &c.heartbeat_timeout));
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "request_timeout", FLAGS_request_timeout, {"ZPS_REQUEST_TIMEOUT"},
+                                     &c.request_timeout));
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "shutdown_linger", FLAGS_shutdown_linger, {"ZPS_SHUTDOWN_LINGER"},
+                                     &c.shutdown_linger));
+  // ps-lite treats 0 as "heartbeats off"; we keep them on and read 0 as "use the default".
+  if (c.heartbeat_interval.count() == 0) c.heartbeat_interval = std::chrono::milliseconds(5000);
+  if (c.heartbeat_timeout.count() == 0) c.heartbeat_timeout = std::chrono::milliseconds(30000);
+  if (c.heartbeat_timeout < 2 * c.heartbeat_interval)
+    return InvalidArgument("heartbeat timeout (" + std::to_string(c.heartbeat_timeout.count()) +
+                           " ms) must be at least twice the heartbeat interval (" +
+                           std::to_string(c.heartbeat_interval.count()) + " ms); raise ZPS_HEARTBEAT_TIMEOUT");
+
+  long long v = 0;
+  ZPS_RETURN_IF_ERROR(integerSetting(env, "partition_bytes", FLAGS_partition_bytes, "ZPS_PARTITION_BYTES", 64,
+                                     int64_t{1} << 30, &v));
+  c.partition_bytes = static_cast<size_t>(v);
+  ZPS_RETURN_IF_ERROR(integerSetting(env, "server_engine_threads", FLAGS_server_engine_threads,
+                                     "ZPS_SERVER_ENGINE_THREADS", 1, 256, &v));
+  c.server_engine_threads = static_cast<int>(v);
+  ZPS_RETURN_IF_ERROR(integerSetting(env, "max_message_bytes", FLAGS_max_message_bytes, "ZPS_MAX_MESSAGE_BYTES",
+                                     4096, int64_t{1} << 34, &v));
+  c.max_message_bytes = static_cast<size_t>(v);
+  if (c.partition_bytes > c.max_message_bytes)
+    return InvalidArgument("ZPS_PARTITION_BYTES (" + std::to_string(c.partition_bytes) +
+                           ") exceeds ZPS_MAX_MESSAGE_BYTES (" + std::to_string(c.max_message_bytes) + ")");
+  return c;
+}
+
+void setupLogging(const char* argv0, int verbose) {
+  FLAGS_logtostderr = true;
+  FLAGS_colorlogtostderr = false;
+  if (FLAGS_v < verbose) FLAGS_v = verbose;
+  static bool initialized = false;
+  if (!initialized) {
+    google::InitGoogleLogging(argv0);
+    initialized = true;
+  }
+}
+
+}  // namespace zps

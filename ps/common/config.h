@@ -1,0 +1,76 @@
+// Config: every setting a zps process reads, from the DMLC environment (compatible with ps-lite, MXNet and
+// BytePS) and our own ZPS_* settings. Every ZPS_* setting is also a gflag of the same name in lower case
+// without the prefix (ZPS_RENDEZVOUS_TIMEOUT <-> --rendezvous_timeout); a flag given on the command line wins
+// over the environment. Values from the environment are hostile: each is validated and a bad one yields an
+// InvalidArgument whose message says what to change (the binary prints it and exits 2).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zps/status.h"
+
+namespace zps {
+
+enum class Role { kScheduler, kServer, kWorker };
+const char* roleName(Role role);
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup processEnv();  // getenv
+
+struct Config {
+  Role role = Role::kWorker;
+  std::string root_uri;      // DMLC_PS_ROOT_URI: scheduler host name or IP
+  int root_port = 0;         // DMLC_PS_ROOT_PORT
+  int num_servers = 0;       // DMLC_NUM_SERVER
+  int num_workers = 0;       // DMLC_NUM_WORKER
+  std::string node_host;     // the address this node advertises (DMLC_NODE_HOST, DMLC_INTERFACE, detected)
+  int node_port = 0;         // PORT / DMLC_PORT; 0 = any free port
+  int verbose = 0;           // PS_VERBOSE
+
+  // Requested rank: -1 = assigned by arrival order. rank_source names where it came from.
+  int requested_rank = -1;
+  std::string rank_source = "arrival order";
+  std::string hostname;
+
+  std::chrono::milliseconds rendezvous_timeout{300'000};
+  std::chrono::milliseconds rendezvous_log_interval{10'000};
+  std::chrono::milliseconds connect_timeout{120'000};
+  std::chrono::milliseconds heartbeat_interval{5'000};
+  std::chrono::milliseconds heartbeat_timeout{30'000};
+  std::chrono::milliseconds request_timeout{300'000};
+  std::chrono::milliseconds shutdown_linger{1'000};
+  size_t partition_bytes = 4 << 20;
+  int server_engine_threads = 2;
+  size_t max_message_bytes = size_t{1} << 30;
+};
+
+// Reads and validates the configuration of a process with the given role (taken from DMLC_ROLE when
+// role is nullopt). Scheduler: needs root port and counts. Server/worker: also the root URI.
+StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role = std::nullopt);
+
+// Strict parsers used by loadConfig, exposed for tests. `name` appears in the error message.
+StatusOr<long long> parseInteger(const std::string& name, const std::string& value, long long min,
+                                 long long max, const std::string& hint);
+StatusOr<std::chrono::milliseconds> parseSeconds(const std::string& name, const std::string& value,
+                                                 const std::string& hint);
+
+// The worker rank the environment asks for, in this order: DMLC_WORKER_ID, JOB_COMPLETION_INDEX,
+// VC_TASK_INDEX, a trailing "-N" in the hostname; otherwise -1 (arrival order). Servers use ZPS_SERVER_ID,
+// JOB_COMPLETION_INDEX, VC_TASK_INDEX. A hostname-derived rank >= num_nodes is ignored (it is a guess);
+// an explicit one is kept and the scheduler refuses it.
+Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, const std::string& hostname,
+                            int* rank, std::string* source);
+
+// The IPv4 address of a network interface, or an error naming the interfaces that exist.
+StatusOr<std::string> interfaceAddress(const std::string& interface);
+// The first non-loopback IPv4 address that is up, else 127.0.0.1.
+std::string detectHostAddress();
+
+// Applies --v from PS_VERBOSE and sends glog to stderr. Call once in main, after flag parsing.
+void setupLogging(const char* argv0, int verbose);
+
+}  // namespace zps

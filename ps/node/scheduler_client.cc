@@ -1,0 +1,203 @@
+#include "ps/node/scheduler_client.h"
+
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include "ps/node/resolve.h"
+#include "ps/wire/codec.h"
+
+namespace zps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+pb::Role toWireRole(Role r) { return r == Role::kServer ? pb::SERVER : r == Role::kWorker ? pb::WORKER : pb::SCHEDULER; }
+
+double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
+
+}  // namespace
+
+SchedulerClient::SchedulerClient(const Config& config, int listen_port)
+    : config_(config), listen_port_(listen_port) {
+  TransportOptions options;
+  options.name = "scheduler-link";
+  options.max_frame_bytes = 16 << 20;
+  options.linger = config.shutdown_linger;
+  transport_ = makeZmqTransport(options);
+}
+
+SchedulerClient::~SchedulerClient() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  transport_->close();
+}
+
+Status SchedulerClient::sendControl(const pb::Control& c) { return transport_->send(scheduler_, wire::encodeControl(c)); }
+
+StatusOr<pb::RegisterReply> SchedulerClient::start() {
+  ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(config_.root_uri, config_.connect_timeout,
+                                                        "scheduler host (DMLC_PS_ROOT_URI)"));
+  scheduler_address_ = config_.root_uri + ":" + std::to_string(config_.root_port);
+  ZPS_ASSIGN_OR_RETURN(scheduler_, transport_->connect(ip, config_.root_port));
+
+  pb::Control c;
+  auto* reg = c.mutable_register_();
+  reg->set_magic(wire::kMagic);
+  reg->set_protocol_version(wire::kProtocolVersion);
+  reg->set_role(toWireRole(config_.role));
+  reg->set_host(config_.node_host);
+  reg->set_port(static_cast<uint32_t>(listen_port_));
+  reg->set_requested_rank(config_.requested_rank);
+  reg->set_rank_source(config_.rank_source);
+  reg->set_hostname(config_.hostname);
+  reg->set_pid(static_cast<uint32_t>(getpid()));
+  reg->set_expected_servers(static_cast<uint32_t>(config_.num_servers));
+  reg->set_expected_workers(static_cast<uint32_t>(config_.num_workers));
+  ZPS_RETURN_IF_ERROR(sendControl(c));
+  LOG(INFO) << roleName(config_.role) << " registering with scheduler " << scheduler_address_ << " (" << ip
+            << "), advertising " << config_.node_host << ":" << listen_port_ << ", rank from " << config_.rank_source
+            << (config_.requested_rank >= 0 ? " = " + std::to_string(config_.requested_rank) : "");
+  last_heard_ = Clock::now();
+  thread_ = std::thread([this] { loop(); });
+
+  // The scheduler gives up after its rendezvous timeout and tells us why; we wait a little longer so its
+  // report, not our own timeout, is what the user sees.
+  auto wait = config_.rendezvous_timeout + config_.connect_timeout / 4 + std::chrono::seconds(5);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, wait, [&] { return reply_.has_value() || shutdown_.has_value(); })) {
+    return DeadlineExceeded("no address book from scheduler " + scheduler_address_ + " after " +
+                            std::to_string(static_cast<int>(seconds(
+                                std::chrono::duration_cast<std::chrono::milliseconds>(wait)))) +
+                            " s; is the scheduler running there (DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT)?");
+  }
+  if (reply_.has_value()) {
+    if (!reply_->accepted()) return FailedPrecondition("scheduler refused this node: " + reply_->error());
+    return *reply_;
+  }
+  return Aborted("scheduler ended the job during start-up: " + shutdown_->reason());
+}
+
+void SchedulerClient::loop() {
+  auto next_heartbeat = Clock::now();
+  while (!stop_) {
+    auto now = Clock::now();
+    if (now >= next_heartbeat) {
+      pb::Control hb;
+      hb.mutable_heartbeat()->set_sent_unix_ms(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count());
+      (void)sendControl(hb);
+      next_heartbeat = now + config_.heartbeat_interval;
+    }
+    bool registered;
+    Clock::time_point last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      registered = reply_.has_value() && reply_->accepted();
+      last = last_heard_;
+      if (shutdown_.has_value()) break;
+    }
+    // Before registration completes the scheduler may simply not be up yet; start() bounds that wait.
+    if (registered && now - last > config_.heartbeat_timeout) {
+      pb::Shutdown s;
+      s.set_exit_code(1);
+      s.set_reason("scheduler " + scheduler_address_ + " has been silent for " +
+                   std::to_string(static_cast<int>(seconds(config_.heartbeat_timeout))) +
+                   " s (heartbeat timeout); it is dead or unreachable");
+      setShutdown(s);
+      break;
+    }
+    auto msg = transport_->recv(std::min(next_heartbeat, now + std::chrono::milliseconds(200)));
+    if (!msg.ok()) continue;
+    auto decoded = wire::decode(msg->frames, wire::Limits{});
+    if (!decoded.ok()) {
+      LOG_EVERY_N(WARNING, 10) << "malformed message from scheduler: " << decoded.status().message();
+      continue;
+    }
+    if (auto* control = std::get_if<pb::Control>(&decoded.value())) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_heard_ = Clock::now();
+      }
+      handle(*control);
+    } else {
+      LOG_EVERY_N(WARNING, 10) << "unexpected data message on the scheduler link";
+    }
+  }
+}
+
+void SchedulerClient::handle(const pb::Control& control) {
+  switch (control.body_case()) {
+    case pb::Control::kRegisterReply: {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!reply_.has_value()) reply_ = control.register_reply();
+      cv_.notify_all();
+      break;
+    }
+    case pb::Control::kBarrierRelease: {
+      const auto& r = control.barrier_release();
+      std::lock_guard<std::mutex> lock(mu_);
+      auto g = static_cast<size_t>(r.group()) & 3;
+      if (r.sequence() > barrier_released_[g]) barrier_released_[g] = r.sequence();
+      cv_.notify_all();
+      break;
+    }
+    case pb::Control::kShutdown: setShutdown(control.shutdown()); break;
+    case pb::Control::kHeartbeat: break;
+    default: LOG_EVERY_N(WARNING, 10) << "unexpected control message from the scheduler"; break;
+  }
+}
+
+void SchedulerClient::setShutdown(pb::Shutdown s) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_.has_value()) return;
+    shutdown_ = s;
+    cv_.notify_all();
+  }
+  if (on_shutdown_) on_shutdown_(s);
+}
+
+Status SchedulerClient::barrier(pb::BarrierGroup group, std::chrono::milliseconds timeout) {
+  auto g = static_cast<size_t>(group) & 3;
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = ++barrier_sent_[g];
+  }
+  pb::Control c;
+  c.mutable_barrier()->set_group(group);
+  c.mutable_barrier()->set_sequence(seq);
+  ZPS_RETURN_IF_ERROR(sendControl(c));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return barrier_released_[g] >= seq || shutdown_.has_value(); }))
+    return DeadlineExceeded("barrier " + std::to_string(seq) + " of group " + pb::BarrierGroup_Name(group) +
+                            " not released after " + std::to_string(static_cast<int>(seconds(timeout))) + " s");
+  if (barrier_released_[g] >= seq) return Status::OK();
+  return Aborted("job shut down during a barrier: " + shutdown_->reason());
+}
+
+StatusOr<pb::Shutdown> SchedulerClient::finish(bool ok, const std::string& message, std::chrono::milliseconds timeout) {
+  pb::Control c;
+  c.mutable_finished()->set_ok(ok);
+  c.mutable_finished()->set_message(message.substr(0, 2000));
+  ZPS_RETURN_IF_ERROR(sendControl(c));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return shutdown_.has_value(); }))
+    return DeadlineExceeded("scheduler " + scheduler_address_ + " did not end the job within " +
+                            std::to_string(static_cast<int>(seconds(timeout))) + " s of this worker finishing");
+  return *shutdown_;
+}
+
+pb::Shutdown SchedulerClient::waitShutdown() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return shutdown_.has_value(); });  // bounded: loop() synthesizes one on silence
+  return *shutdown_;
+}
+
+std::optional<pb::Shutdown> SchedulerClient::shutdown() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return shutdown_;
+}
+
+}  // namespace zps

@@ -1,0 +1,78 @@
+// SchedulerClient: a server's or worker's link to the scheduler. It registers, waits for the address book,
+// sends heartbeats, runs barriers, reports the end of a worker's program and receives the scheduler's
+// Shutdown. It owns its own transport and thread, so control traffic never queues behind tensor traffic
+// and heartbeats flow while the role is busy.
+//
+// Lifetime: created and started by the role's main thread; lives until the process exits. Public methods
+// may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "proto/zps.pb.h"
+#include "ps/common/config.h"
+#include "ps/transport/transport.h"
+
+namespace zps {
+
+class SchedulerClient {
+ public:
+  // `listen_port` is the port this node accepts data connections on (0 for workers).
+  SchedulerClient(const Config& config, int listen_port);
+  ~SchedulerClient();
+
+  // Resolves the scheduler, registers and waits for the address book. Errors:
+  //  kInvalidArgument   the scheduler host does not resolve (user error, exit 2);
+  //  kFailedPrecondition the scheduler refused this node (the message says why);
+  //  kAborted           the scheduler shut the job down during rendezvous (message = its report);
+  //  kDeadlineExceeded  no address book in time.
+  StatusOr<pb::RegisterReply> start();
+
+  // Waits until every member of `group` reached this barrier.
+  Status barrier(pb::BarrierGroup group, std::chrono::milliseconds timeout);
+
+  // Tells the scheduler this worker's program ended and waits for the Shutdown that ends the job.
+  // Returns the exit code the scheduler asks for.
+  StatusOr<pb::Shutdown> finish(bool ok, const std::string& message, std::chrono::milliseconds timeout);
+
+  // Blocks until the job ends: the scheduler's Shutdown, or a synthesized one (exit 1) when the scheduler
+  // goes silent for the heartbeat timeout.
+  pb::Shutdown waitShutdown();
+  std::optional<pb::Shutdown> shutdown() const;
+  // Called once, on the client's thread, when the job is shut down. Set before start().
+  void onShutdown(std::function<void(const pb::Shutdown&)> callback) { on_shutdown_ = std::move(callback); }
+
+  std::string schedulerAddress() const { return scheduler_address_; }
+
+ private:
+  void loop();
+  void handle(const pb::Control& control);
+  void setShutdown(pb::Shutdown s);
+  Status sendControl(const pb::Control& c);
+
+  const Config config_;
+  const int listen_port_;
+  std::unique_ptr<Transport> transport_;
+  PeerId scheduler_ = 0;
+  std::string scheduler_address_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<pb::RegisterReply> reply_;
+  std::optional<pb::Shutdown> shutdown_;
+  uint64_t barrier_sent_[4] = {0, 0, 0, 0};
+  uint64_t barrier_released_[4] = {0, 0, 0, 0};
+  std::chrono::steady_clock::time_point last_heard_;
+  std::function<void(const pb::Shutdown&)> on_shutdown_;
+};
+
+}  // namespace zps

@@ -1,0 +1,202 @@
+// The server role. Threads:
+//  - the transport's I/O thread moves bytes;
+//  - this function's thread (the dispatcher) decodes each message, checks who sent it (HELLO binds a
+//    connection to a worker rank) and hands it to the engine thread that owns its key;
+//  - ZPS_SERVER_ENGINE_THREADS engine threads each own a SumStore for key % threads and send replies;
+//  - the SchedulerClient's thread handles heartbeats and the end of the job.
+#include "ps/server/server.h"
+
+#include <glog/logging.h>
+
+#include <atomic>
+#include <thread>
+#include <unordered_map>
+
+#include "kernels/reducer.h"
+#include "ps/common/bounded_queue.h"
+#include "ps/node/scheduler_client.h"
+#include "ps/server/sum_store.h"
+#include "ps/wire/codec.h"
+
+namespace zps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct EngineTask {
+  PeerId peer;
+  int worker;
+  wire::DataMessage msg;
+};
+
+// One summation thread and the keys it owns.
+class Engine {
+ public:
+  Engine(int index, int num_workers, Transport* transport)
+      : index_(index), reducer_(kernels::makeCpuReducer()), store_(num_workers, reducer_.get()),
+        transport_(transport), queue_(1024) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Engine() {
+    closed_ = true;
+    queue_.close();
+    thread_.join();
+  }
+  // Blocks when the engine is behind (backpressure on the dispatcher and, through it, on the workers).
+  void submit(EngineTask task) {
+    while (!queue_.push(std::move(task), Clock::now() + std::chrono::seconds(1))) {
+      if (closed_) return;
+      LOG_EVERY_N(WARNING, 10) << "server engine " << index_ << " queue is full; waiting";
+    }
+  }
+
+ private:
+  void run() {
+    std::vector<Outgoing> out;
+    for (;;) {
+      auto task = queue_.pop(Clock::now() + std::chrono::seconds(3600));
+      if (!task) {
+        if (closed_) return;
+        continue;
+      }
+      out.clear();
+      store_.handle(task->peer, task->worker, task->msg, &out);
+      for (auto& o : out) {
+        if (o.header.command() == pb::CMD_ERROR) {
+          LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task->worker << ": " << o.header.error();
+        }
+        (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
+      }
+    }
+  }
+  const int index_;
+  std::unique_ptr<kernels::Reducer> reducer_;
+  SumStore store_;
+  Transport* transport_;
+  BoundedQueue<EngineTask> queue_;
+  std::atomic<bool> closed_{false};
+  std::thread thread_;
+};
+
+class Server {
+ public:
+  explicit Server(const Config& config) : config_(config) {
+    TransportOptions options;
+    options.name = "server";
+    options.max_frame_bytes = config.max_message_bytes;
+    options.linger = config.shutdown_linger;
+    transport_ = makeZmqTransport(options);
+    limits_.max_payload_bytes = config.max_message_bytes;
+  }
+
+  int run() {
+    auto port = transport_->listen("0.0.0.0", config_.node_port);
+    if (!port.ok()) {
+      LOG(ERROR) << "server: " << port.status().message() << "; set PORT/DMLC_PORT to a free port or 0";
+      return 2;
+    }
+    client_ = std::make_unique<SchedulerClient>(config_, *port);
+    client_->onShutdown([this](const pb::Shutdown&) { stop_ = true; });
+    auto book = client_->start();
+    if (!book.ok()) {
+      LOG(ERROR) << "server: " << book.status().message();
+      return book.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    rank_ = book->rank();
+    LOG(INFO) << "server " << rank_ << " ready on " << config_.node_host << ":" << *port << " with "
+              << config_.server_engine_threads << " engine threads (cpu reducer)";
+    for (int i = 0; i < config_.server_engine_threads; ++i)
+      engines_.push_back(std::make_unique<Engine>(i, config_.num_workers, transport_.get()));
+
+    while (!stop_) {
+      auto msg = transport_->recv(Clock::now() + std::chrono::milliseconds(100));
+      if (!msg.ok()) continue;
+      dispatch(std::move(*msg));
+    }
+    engines_.clear();
+    pb::Shutdown s = client_->waitShutdown();
+    if (s.exit_code() == 0) LOG(INFO) << "server " << rank_ << ": " << s.reason() << "; exiting";
+    else LOG(ERROR) << "server " << rank_ << ": " << s.reason();
+    transport_->close();
+    return s.exit_code();
+  }
+
+ private:
+  void dispatch(TransportMessage msg) {
+    auto decoded = wire::decode(msg.frames, limits_);
+    if (!decoded.ok()) {
+      ++malformed_;
+      LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": malformed message from " << transport_->describe(msg.peer)
+                               << ": " << decoded.status().message() << " (" << malformed_ << " so far)";
+      return;
+    }
+    auto* data = std::get_if<wire::DataMessage>(&decoded.value());
+    if (data == nullptr) {
+      ++malformed_;
+      LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": control message on the data port ignored";
+      return;
+    }
+    const auto& h = data->header;
+    if (h.command() == pb::CMD_HELLO) {
+      hello(msg.peer, h);
+      return;
+    }
+    auto it = worker_of_peer_.find(msg.peer);
+    if (it == worker_of_peer_.end()) {
+      reply(msg.peer, errorReply(msg.peer, h, "send HELLO before any other message"));
+      return;
+    }
+    if (h.command() == pb::CMD_REPLY || h.command() == pb::CMD_ERROR) {
+      ++malformed_;
+      return;
+    }
+    size_t engine = h.key() % engines_.size();
+    engines_[engine]->submit(EngineTask{msg.peer, it->second, std::move(*data)});
+  }
+
+  void reply(PeerId peer, Outgoing o) { (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload))); }
+
+  void hello(PeerId peer, const pb::DataHeader& h) {
+    if (h.magic() != wire::kMagic || h.protocol_version() != wire::kProtocolVersion) {
+      reply(peer, errorReply(peer, h, "protocol mismatch: server speaks version " +
+                                          std::to_string(wire::kProtocolVersion)));
+      return;
+    }
+    int rank = h.worker_rank();
+    if (rank < 0 || rank >= config_.num_workers) {
+      reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " is out of range"));
+      return;
+    }
+    for (auto& [p, r] : worker_of_peer_) {
+      if (r == rank && p != peer) {
+        reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " is already connected"));
+        return;
+      }
+    }
+    worker_of_peer_[peer] = rank;
+    VLOG(1) << "server " << rank_ << ": worker " << rank << " connected from " << transport_->describe(peer);
+    Outgoing o;
+    o.header.set_command(pb::CMD_REPLY);
+    o.header.set_request_id(h.request_id());
+    reply(peer, std::move(o));
+  }
+
+  const Config config_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<SchedulerClient> client_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::unordered_map<PeerId, int> worker_of_peer_;
+  wire::Limits limits_;
+  std::atomic<bool> stop_{false};
+  int rank_ = -1;
+  uint64_t malformed_ = 0;
+};
+
+}  // namespace
+
+int runServer(const Config& config) {
+  Server server(config);
+  return server.run();
+}
+
+}  // namespace zps

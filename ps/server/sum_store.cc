@@ -1,0 +1,180 @@
+#include "ps/server/sum_store.h"
+
+#include <cstring>
+
+namespace zps {
+
+Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error) {
+  Outgoing o;
+  o.peer = peer;
+  o.header.set_command(pb::CMD_ERROR);
+  o.header.set_request_id(request.request_id());
+  o.header.set_key(request.key());
+  o.header.set_round(request.round());
+  o.header.set_dtype(request.dtype());
+  o.header.set_error(error.substr(0, 4000));
+  return o;
+}
+
+Outgoing SumStore::reply(PeerId peer, const pb::DataHeader& request, pb::DataCommand command) {
+  Outgoing o;
+  o.peer = peer;
+  o.header.set_command(command);
+  o.header.set_request_id(request.request_id());
+  o.header.set_key(request.key());
+  o.header.set_round(request.round());
+  o.header.set_dtype(request.dtype());
+  return o;
+}
+
+void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out) {
+  const auto& h = msg.header;
+  std::string where = "key " + std::to_string(h.key()) + " round " + std::to_string(h.round());
+  if (h.command() == pb::CMD_DECLARE) {
+    Status s = declare(msg);
+    out->push_back(s.ok() ? reply(peer, h, pb::CMD_REPLY) : errorReply(peer, h, s.message()));
+    return;
+  }
+  auto it = keys_.find(h.key());
+  if (it == keys_.end()) {
+    out->push_back(errorReply(peer, h, "key " + std::to_string(h.key()) + " was never declared"));
+    return;
+  }
+  KeyState& k = it->second;
+  if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
+    Status s = push(k, worker, msg);
+    if (!s.ok()) {
+      out->push_back(errorReply(peer, h, s.withContext(where + " of '" + k.name + "'").message()));
+      return;
+    }
+    if (h.command() == pb::CMD_PUSH) out->push_back(reply(peer, h, pb::CMD_REPLY));
+    completeReadyRounds(h.key(), k, out);
+    if (h.command() == pb::CMD_PUSH) return;
+  }
+  if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_PUSH_PULL) {
+    Status s = pull(k, peer, h, out);
+    if (!s.ok()) out->push_back(errorReply(peer, h, s.withContext(where + " of '" + k.name + "'").message()));
+    return;
+  }
+  if (h.command() != pb::CMD_PUSH)
+    out->push_back(errorReply(peer, h, "command " + pb::DataCommand_Name(h.command()) + " is not served here"));
+}
+
+Status SumStore::declare(const wire::DataMessage& msg) {
+  const auto& h = msg.header;
+  if (h.mode() != pb::MODE_SUM) return InvalidArgument("key mode " + pb::KeyMode_Name(h.mode()) + " is not supported yet");
+  if (h.num_elements() == 0) return InvalidArgument("key " + std::to_string(h.key()) + " declared with 0 elements");
+  auto it = keys_.find(h.key());
+  if (it != keys_.end()) {
+    const KeyState& k = it->second;
+    if (k.dtype != msg.dtype || k.num_elements != h.num_elements() || k.name != h.name())
+      return InvalidArgument("key " + std::to_string(h.key()) + " was declared as '" + k.name + "' (" +
+                             std::to_string(k.num_elements) + " x " + std::string(dtypeName(k.dtype)) +
+                             ") but this worker declares '" + h.name() + "' (" + std::to_string(h.num_elements()) +
+                             " x " + std::string(dtypeName(msg.dtype)) +
+                             "); every worker must declare the same tensors in the same order");
+    return Status::OK();
+  }
+  KeyState k;
+  k.name = h.name();
+  k.dtype = msg.dtype;
+  k.num_elements = h.num_elements();
+  k.bytes = static_cast<size_t>(h.num_elements() * dtypeSize(msg.dtype));  // bounded by the codec's payload limit
+  keys_.emplace(h.key(), std::move(k));
+  return Status::OK();
+}
+
+std::shared_ptr<AlignedBuffer> SumStore::takeBuffer(KeyState& k) {
+  while (!k.spare.empty()) {
+    auto buf = std::move(k.spare.back());
+    k.spare.pop_back();
+    if (buf.use_count() == 1) return buf;  // no pending send references it any more
+  }
+  return std::make_shared<AlignedBuffer>(k.bytes);
+}
+
+Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
+  const auto& h = msg.header;
+  if (msg.dtype != k.dtype || h.num_elements() != k.num_elements)
+    return InvalidArgument("push of " + std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
+                           " does not match the declared " + std::to_string(k.num_elements) + " x " +
+                           std::string(dtypeName(k.dtype)));
+  if (h.round() == 0) return InvalidArgument("rounds start at 1");
+  if (h.round() <= k.completed)
+    return FailedPrecondition("push arrived after the round completed (last completed round " +
+                              std::to_string(k.completed) + ")");
+  if (h.round() > k.completed + kMaxRoundsAhead)
+    return FailedPrecondition("push is too far ahead: last completed round is " + std::to_string(k.completed));
+  OpenRound& r = k.open[h.round()];
+  if (r.pushed.empty()) r.pushed.assign(num_workers_, false);
+  if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not summed twice
+  if (r.count == 0) {
+    r.sum = takeBuffer(k);
+    std::memcpy(r.sum->data(), msg.payload.data(), k.bytes);
+  } else {
+    ZPS_RETURN_IF_ERROR(reducer_->sum(r.sum->data(), msg.payload.data(), k.num_elements, k.dtype));
+  }
+  r.pushed[worker] = true;
+  ++r.count;
+  return Status::OK();
+}
+
+void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out) {
+  (void)key;
+  for (;;) {
+    auto it = k.open.find(k.completed + 1);
+    if (it == k.open.end() || it->second.count < num_workers_) return;
+    k.completed = it->first;
+    k.results.emplace_back(it->first, std::move(it->second.sum));
+    k.open.erase(it);
+    while (k.results.size() > kKeptResults) {
+      k.spare.push_back(std::move(k.results.front().second));
+      k.results.pop_front();
+    }
+    const auto& done = k.results.back();
+    std::vector<ParkedPull> still;
+    for (auto& p : k.parked) {
+      if (p.round != done.first) {
+        still.push_back(p);
+        continue;
+      }
+      Outgoing o;
+      o.peer = p.peer;
+      o.header.set_command(pb::CMD_REPLY);
+      o.header.set_request_id(p.request_id);
+      o.header.set_key(key);
+      o.header.set_round(p.round);
+      o.header.set_dtype(static_cast<uint32_t>(k.dtype));
+      o.header.set_num_elements(k.num_elements);
+      o.payload = Blob::fromBuffer(done.second);
+      out->push_back(std::move(o));
+    }
+    k.parked.swap(still);
+  }
+}
+
+Status SumStore::pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out) {
+  if (h.round() == 0) return InvalidArgument("rounds start at 1");
+  if (h.round() > k.completed + kMaxRoundsAhead)
+    return FailedPrecondition("pull is too far ahead: last completed round is " + std::to_string(k.completed));
+  if (h.round() <= k.completed) {
+    for (const auto& [round, buf] : k.results) {
+      if (round != h.round()) continue;
+      Outgoing o = reply(peer, h, pb::CMD_REPLY);
+      o.header.set_num_elements(k.num_elements);
+      o.header.set_dtype(static_cast<uint32_t>(k.dtype));
+      o.payload = Blob::fromBuffer(buf);
+      out->push_back(std::move(o));
+      return Status::OK();
+    }
+    return FailedPrecondition("the result of this round is no longer kept (last completed round " +
+                              std::to_string(k.completed) + ")");
+  }
+  // Honest workers park at most one pull per round each; a bound keeps a misbehaving one from growing it.
+  if (k.parked.size() >= static_cast<size_t>(num_workers_) * (kMaxRoundsAhead + 1) * 2)
+    return FailedPrecondition("too many pulls waiting on this key");
+  k.parked.push_back(ParkedPull{peer, h.request_id(), h.round(), h.command()});
+  return Status::OK();
+}
+
+}  // namespace zps

@@ -1,0 +1,85 @@
+// SumStore: the BytePS-style summation service for the keys of one engine thread. For every key and
+// round it sums exactly one push per worker, then answers that round's pulls with the sum. Pure logic:
+// no sockets, no threads. It is owned and called by exactly one server engine thread; keys are sharded
+// across engine threads, so no key is ever touched by two threads.
+//
+// Rounds: a key's rounds complete in order. Pushes may run ahead of the last completed round by up to
+// kMaxRoundsAhead (a worker may push round r+1 while others still pull round r); the results of the
+// last kKeptResults rounds stay available to pull. Each worker counts once per round: a repeated push is
+// acknowledged but not summed again.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/reducer.h"
+#include "ps/common/blob.h"
+#include "ps/transport/transport.h"
+#include "ps/wire/codec.h"
+
+namespace zps {
+
+struct Outgoing {
+  PeerId peer = 0;
+  pb::DataHeader header;
+  Blob payload;  // empty when the reply carries none
+};
+
+class SumStore {
+ public:
+  static constexpr uint64_t kMaxRoundsAhead = 2;
+  static constexpr size_t kKeptResults = 2;
+
+  SumStore(int num_workers, kernels::Reducer* reducer) : num_workers_(num_workers), reducer_(reducer) {}
+
+  // Handles a DECLARE, PUSH, PULL or PUSH_PULL from `worker` (a validated rank) and appends the replies
+  // to send, now or for parked pulls of other workers, to *out.
+  void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
+
+  size_t numKeys() const { return keys_.size(); }
+
+ private:
+  struct OpenRound {
+    std::shared_ptr<AlignedBuffer> sum;
+    std::vector<bool> pushed;
+    int count = 0;
+  };
+  struct ParkedPull {
+    PeerId peer;
+    uint64_t request_id;
+    uint64_t round;
+    pb::DataCommand command;
+  };
+  struct KeyState {
+    std::string name;
+    DType dtype;
+    uint64_t num_elements;
+    size_t bytes;
+    uint64_t completed = 0;  // last completed round (rounds start at 1)
+    std::map<uint64_t, OpenRound> open;
+    std::deque<std::pair<uint64_t, std::shared_ptr<AlignedBuffer>>> results;
+    std::vector<std::shared_ptr<AlignedBuffer>> spare;  // evicted result buffers no send still holds
+    std::vector<ParkedPull> parked;
+  };
+
+  Status declare(const wire::DataMessage& msg);
+  Status push(KeyState& k, int worker, const wire::DataMessage& msg);
+  // Answers a pull now if its round is done, parks it otherwise.
+  Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
+  void completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out);
+  std::shared_ptr<AlignedBuffer> takeBuffer(KeyState& k);
+  static Outgoing reply(PeerId peer, const pb::DataHeader& request, pb::DataCommand command);
+
+  const int num_workers_;
+  kernels::Reducer* reducer_;
+  std::unordered_map<uint64_t, KeyState> keys_;
+};
+
+Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error);
+
+}  // namespace zps

@@ -1,0 +1,57 @@
+// Transport: moves messages (lists of frames) between this process and its peers and never parses them.
+// Peers are named by a PeerId that the transport assigns: connect() returns one for an outgoing connection,
+// and every incoming connection gets one on its first message. A PeerId is therefore the transport's word
+// for who sent a message, never something read out of the message bytes.
+//
+// Threading: send() and recv() may be called from any thread; implementations run one I/O thread that
+// owns the sockets. recv() reads from a bounded queue, so a slow consumer slows its peers (backpressure)
+// instead of growing memory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/common/blob.h"
+#include "zps/status.h"
+
+namespace zps {
+
+using PeerId = uint64_t;
+
+struct TransportMessage {
+  PeerId peer = 0;
+  std::vector<Blob> frames;
+};
+
+struct TransportOptions {
+  size_t max_frame_bytes = size_t{1} << 30;  // larger incoming frames are refused by the socket
+  size_t recv_queue_capacity = 4096;         // messages waiting for recv()
+  std::chrono::milliseconds linger{1000};    // how long close() keeps flushing queued sends
+  std::string name = "transport";            // for log lines
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Listens on host:port (port 0 = a free port) and returns the bound port.
+  virtual StatusOr<int> listen(const std::string& host, int port) = 0;
+  // Starts connecting to host:port (an IP address) and returns the peer's id at once; messages sent before
+  // the connection is up are queued.
+  virtual StatusOr<PeerId> connect(const std::string& host, int port) = 0;
+  // Queues frames for the peer. The Blobs are sent without copying; they stay referenced until sent.
+  virtual Status send(PeerId peer, std::vector<Blob> frames) = 0;
+  // The next incoming message, or kDeadlineExceeded when none came before the deadline.
+  virtual StatusOr<TransportMessage> recv(std::chrono::steady_clock::time_point deadline) = 0;
+  // Flushes queued sends for up to the linger time, then stops the I/O thread. Idempotent.
+  virtual void close() = 0;
+  // A human-readable description of a peer ("tcp://1.2.3.4:5" or "incoming #3").
+  virtual std::string describe(PeerId peer) const = 0;
+};
+
+std::unique_ptr<Transport> makeZmqTransport(const TransportOptions& options);
+
+}  // namespace zps

@@ -1,0 +1,366 @@
+// ZeroMQ transport: one ROUTER socket for incoming connections (when listen() was called) and one DEALER
+// socket per outgoing connection, all owned by a single I/O thread. Other threads hand it work through a
+// command queue and an eventfd that zmq_poll watches, because ZeroMQ sockets must not be used from two
+// threads at once.
+//
+// Zero copy: a sent Blob becomes a zmq_msg_t that points at the Blob's bytes and holds a reference to its
+// owner until ZeroMQ frees it; a received zmq_msg_t becomes the owner of the Blob handed to recv().
+#include <arpa/inet.h>
+#include <glog/logging.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <atomic>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+
+#include "ps/common/bounded_queue.h"
+#include "ps/transport/transport.h"
+
+namespace zps {
+namespace {
+
+// Frames smaller than this are copied into ZeroMQ's own message; a heap-allocated owner reference would
+// cost more than the copy.
+constexpr size_t kCopyBelowBytes = 256;
+// Messages with more frames than this are drained and dropped here; the codec allows far fewer.
+constexpr size_t kMaxFramesPerMessage = 16;
+// Upper bound of messages taken from one socket per poll round, so one busy peer cannot starve the rest.
+constexpr int kRecvBatch = 64;
+
+struct ReceivedFrame {
+  zmq_msg_t msg;
+  ReceivedFrame() { zmq_msg_init(&msg); }
+  ~ReceivedFrame() { zmq_msg_close(&msg); }
+  ReceivedFrame(const ReceivedFrame&) = delete;
+  ReceivedFrame& operator=(const ReceivedFrame&) = delete;
+};
+
+void releaseOwner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
+
+std::string zmqError() { return zmq_strerror(zmq_errno()); }
+
+class ZmqTransport final : public Transport {
+ public:
+  explicit ZmqTransport(const TransportOptions& options)
+      : options_(options), recv_queue_(options.recv_queue_capacity) {
+    ctx_ = zmq_ctx_new();
+    CHECK(ctx_ != nullptr) << "zmq_ctx_new: " << zmqError();
+    zmq_ctx_set(ctx_, ZMQ_MAX_SOCKETS, 65536);
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    CHECK(wake_fd_ >= 0) << "eventfd failed";
+    io_thread_ = std::thread([this] { ioLoop(); });
+  }
+
+  ~ZmqTransport() override { close(); }
+
+  StatusOr<int> listen(const std::string& host, int port) override {
+    auto promise = std::make_shared<std::promise<StatusOr<int>>>();
+    auto future = promise->get_future();
+    enqueue(ListenCmd{host, port, promise});
+    if (future.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
+      return DeadlineExceeded(options_.name + ": I/O thread did not bind " + host + ":" + std::to_string(port) +
+                              " within 30 s");
+    return future.get();
+  }
+
+  StatusOr<PeerId> connect(const std::string& host, int port) override {
+    in6_addr buf6;
+    in_addr buf4;
+    if (inet_pton(AF_INET, host.c_str(), &buf4) != 1 && inet_pton(AF_INET6, host.c_str(), &buf6) != 1)
+      return InvalidArgument("connect needs an IP address, got '" + host + "' (resolve names first)");
+    if (port <= 0 || port > 65535) return InvalidArgument("port " + std::to_string(port) + " is out of range");
+    std::string endpoint = host.find(':') != std::string::npos
+                               ? "tcp://[" + host + "]:" + std::to_string(port)
+                               : "tcp://" + host + ":" + std::to_string(port);
+    PeerId id;
+    {
+      std::lock_guard<std::mutex> lock(names_mu_);
+      id = next_peer_++;
+      names_[id] = endpoint;
+    }
+    enqueue(ConnectCmd{id, endpoint});
+    return id;
+  }
+
+  Status send(PeerId peer, std::vector<Blob> frames) override {
+    if (closed_.load()) return Aborted(options_.name + " is closed");
+    if (frames.empty()) return InvalidArgument("cannot send a message with no frames");
+    enqueue(SendCmd{peer, std::move(frames)});
+    return Status::OK();
+  }
+
+  StatusOr<TransportMessage> recv(std::chrono::steady_clock::time_point deadline) override {
+    auto msg = recv_queue_.pop(deadline);
+    if (!msg) {
+      if (closed_.load()) return Aborted(options_.name + " is closed");
+      return DeadlineExceeded(options_.name + ": no message before the deadline");
+    }
+    return std::move(*msg);
+  }
+
+  void close() override {
+    if (closed_.exchange(true)) return;
+    enqueue(StopCmd{});
+    if (io_thread_.joinable()) io_thread_.join();
+    recv_queue_.close();
+    ::close(wake_fd_);
+    zmq_ctx_term(ctx_);
+  }
+
+  std::string describe(PeerId peer) const override {
+    std::lock_guard<std::mutex> lock(names_mu_);
+    auto it = names_.find(peer);
+    return it == names_.end() ? "peer #" + std::to_string(peer) : it->second;
+  }
+
+ private:
+  struct ListenCmd {
+    std::string host;
+    int port;
+    std::shared_ptr<std::promise<StatusOr<int>>> done;
+  };
+  struct ConnectCmd {
+    PeerId id;
+    std::string endpoint;
+  };
+  struct SendCmd {
+    PeerId peer;
+    std::vector<Blob> frames;
+  };
+  struct StopCmd {};
+  using Command = std::variant<ListenCmd, ConnectCmd, SendCmd, StopCmd>;
+
+  void enqueue(Command cmd) {
+    {
+      std::lock_guard<std::mutex> lock(cmd_mu_);
+      commands_.push_back(std::move(cmd));
+    }
+    uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+
+  void setCommonOptions(void* socket) {
+    int linger = static_cast<int>(options_.linger.count());
+    zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof(linger));
+    int64_t max_size = static_cast<int64_t>(options_.max_frame_bytes);
+    zmq_setsockopt(socket, ZMQ_MAXMSGSIZE, &max_size, sizeof(max_size));
+    // Unlimited send buffering: what we queue is bounded by the protocol (replies follow requests), and a
+    // full high-water mark would make ROUTER drop messages silently.
+    int hwm = 0;
+    zmq_setsockopt(socket, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+    int ipv6 = 1;
+    zmq_setsockopt(socket, ZMQ_IPV6, &ipv6, sizeof(ipv6));
+  }
+
+  void doListen(ListenCmd& cmd) {
+    if (router_ != nullptr) {
+      cmd.done->set_value(FailedPrecondition(options_.name + " is already listening"));
+      return;
+    }
+    void* s = zmq_socket(ctx_, ZMQ_ROUTER);
+    setCommonOptions(s);
+    int mandatory = 1;  // an unroutable reply is an error we log, not a silent drop
+    zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof(mandatory));
+    std::string host = cmd.host.empty() ? "0.0.0.0" : cmd.host;
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    std::string endpoint = "tcp://" + host + ":" + (cmd.port == 0 ? std::string("*") : std::to_string(cmd.port));
+    if (zmq_bind(s, endpoint.c_str()) != 0) {
+      std::string err = zmqError();
+      zmq_close(s);
+      cmd.done->set_value(Unavailable("cannot listen on " + endpoint + ": " + err));
+      return;
+    }
+    char last[256] = {0};
+    size_t len = sizeof(last) - 1;
+    zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, last, &len);
+    std::string bound(last);
+    int port = std::atoi(bound.substr(bound.rfind(':') + 1).c_str());
+    router_ = s;
+    VLOG(1) << options_.name << ": listening on " << bound;
+    cmd.done->set_value(port);
+  }
+
+  void doConnect(const ConnectCmd& cmd) {
+    void* s = zmq_socket(ctx_, ZMQ_DEALER);
+    setCommonOptions(s);
+    int reconnect_max = 1000;
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
+    if (zmq_connect(s, cmd.endpoint.c_str()) != 0) {
+      LOG(ERROR) << options_.name << ": cannot connect to " << cmd.endpoint << ": " << zmqError();
+      zmq_close(s);
+      return;
+    }
+    VLOG(1) << options_.name << ": connecting to " << cmd.endpoint;
+    dealers_[cmd.id] = s;
+  }
+
+  bool sendFrame(void* socket, const Blob& frame, bool more) {
+    zmq_msg_t msg;
+    if (frame.size() < kCopyBelowBytes || !frame.owner()) {
+      zmq_msg_init_size(&msg, frame.size());
+      if (frame.size() > 0) std::memcpy(zmq_msg_data(&msg), frame.data(), frame.size());
+    } else {
+      auto* hint = new std::shared_ptr<const void>(frame.owner());
+      zmq_msg_init_data(&msg, const_cast<uint8_t*>(frame.data()), frame.size(), releaseOwner, hint);
+    }
+    if (zmq_msg_send(&msg, socket, (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&msg);
+      return false;
+    }
+    return true;
+  }
+
+  void doSend(SendCmd& cmd) {
+    void* socket = nullptr;
+    const std::string* routing_id = nullptr;
+    if (auto it = dealers_.find(cmd.peer); it != dealers_.end()) {
+      socket = it->second;
+    } else if (auto in = incoming_ids_.find(cmd.peer); in != incoming_ids_.end() && router_ != nullptr) {
+      socket = router_;
+      routing_id = &in->second;
+    } else {
+      LOG_EVERY_N(WARNING, 100) << options_.name << ": dropping a message to unknown peer #" << cmd.peer;
+      return;
+    }
+    bool ok = true;
+    if (routing_id != nullptr) ok = sendFrame(socket, Blob::fromString(*routing_id), true);
+    for (size_t i = 0; ok && i < cmd.frames.size(); ++i) ok = sendFrame(socket, cmd.frames[i], i + 1 < cmd.frames.size());
+    if (!ok) {
+      LOG_EVERY_N(WARNING, 100) << options_.name << ": send to " << describe(cmd.peer) << " failed: " << zmqError();
+    }
+  }
+
+  // Receives one multi-part message from `socket`; returns false when none is waiting.
+  bool receiveOne(void* socket, bool is_router, PeerId dealer_peer) {
+    std::vector<Blob> frames;
+    std::string routing_id;
+    bool first = true;
+    bool dropped = false;
+    for (;;) {
+      auto frame = std::make_shared<ReceivedFrame>();
+      if (zmq_msg_recv(&frame->msg, socket, first ? ZMQ_DONTWAIT : 0) < 0) {
+        if (first) return false;
+        LOG(WARNING) << options_.name << ": receive failed mid-message: " << zmqError();
+        return true;
+      }
+      bool more = zmq_msg_more(&frame->msg) != 0;
+      if (is_router && first) {
+        routing_id.assign(static_cast<const char*>(zmq_msg_data(&frame->msg)), zmq_msg_size(&frame->msg));
+      } else if (frames.size() < kMaxFramesPerMessage) {
+        const void* data = zmq_msg_data(&frame->msg);
+        size_t size = zmq_msg_size(&frame->msg);
+        frames.emplace_back(std::shared_ptr<const void>(frame, data), data, size);
+      } else {
+        dropped = true;
+      }
+      first = false;
+      if (!more) break;
+    }
+    PeerId peer = dealer_peer;
+    if (is_router) {
+      auto it = peer_of_routing_id_.find(routing_id);
+      if (it == peer_of_routing_id_.end()) {
+        std::lock_guard<std::mutex> lock(names_mu_);
+        peer = next_peer_++;
+        names_[peer] = "incoming connection #" + std::to_string(peer);
+        peer_of_routing_id_[routing_id] = peer;
+        incoming_ids_[peer] = routing_id;
+      } else {
+        peer = it->second;
+      }
+    }
+    if (dropped || frames.empty()) {
+      LOG_EVERY_N(WARNING, 100) << options_.name << ": dropped a message with "
+                                << (frames.empty() ? "no frames" : "too many frames") << " from " << describe(peer);
+      return true;
+    }
+    recv_queue_.tryPush(TransportMessage{peer, std::move(frames)});
+    return true;
+  }
+
+  void ioLoop() {
+    bool stopping = false;
+    std::vector<zmq_pollitem_t> items;
+    std::vector<PeerId> item_peers;
+    while (!stopping) {
+      items.clear();
+      item_peers.clear();
+      items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+      item_peers.push_back(0);
+      bool room = !recv_queue_.full();
+      if (room) {
+        if (router_ != nullptr) {
+          items.push_back({router_, 0, ZMQ_POLLIN, 0});
+          item_peers.push_back(0);
+        }
+        for (auto& [id, s] : dealers_) {
+          items.push_back({s, 0, ZMQ_POLLIN, 0});
+          item_peers.push_back(id);
+        }
+      }
+      // When the receive queue is full we only watch for commands, and look again soon.
+      zmq_poll(items.data(), static_cast<int>(items.size()), room ? 100 : 2);
+
+      uint64_t counter;
+      while (::read(wake_fd_, &counter, sizeof(counter)) > 0) {
+      }
+      std::deque<Command> batch;
+      {
+        std::lock_guard<std::mutex> lock(cmd_mu_);
+        batch.swap(commands_);
+      }
+      for (auto& cmd : batch) {
+        if (auto* c = std::get_if<SendCmd>(&cmd)) doSend(*c);
+        else if (auto* l = std::get_if<ListenCmd>(&cmd)) doListen(*l);
+        else if (auto* k = std::get_if<ConnectCmd>(&cmd)) doConnect(*k);
+        else stopping = true;
+      }
+      for (size_t i = 1; i < items.size() && !stopping; ++i) {
+        if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
+        bool is_router = items[i].socket == router_;
+        for (int n = 0; n < kRecvBatch && !recv_queue_.full(); ++n) {
+          if (!receiveOne(items[i].socket, is_router, item_peers[i])) break;
+        }
+      }
+    }
+    if (router_ != nullptr) zmq_close(router_);
+    for (auto& [id, s] : dealers_) zmq_close(s);
+    dealers_.clear();
+  }
+
+  const TransportOptions options_;
+  void* ctx_ = nullptr;
+  int wake_fd_ = -1;
+  std::thread io_thread_;
+  std::atomic<bool> closed_{false};
+  BoundedQueue<TransportMessage> recv_queue_;
+
+  std::mutex cmd_mu_;
+  std::deque<Command> commands_;
+
+  mutable std::mutex names_mu_;  // guards next_peer_ and names_, read by describe() on any thread
+  PeerId next_peer_ = 1;
+  std::map<PeerId, std::string> names_;
+
+  // Owned by the I/O thread.
+  void* router_ = nullptr;
+  std::map<PeerId, void*> dealers_;
+  std::unordered_map<std::string, PeerId> peer_of_routing_id_;
+  std::unordered_map<PeerId, std::string> incoming_ids_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeZmqTransport(const TransportOptions& options) {
+  return std::make_unique<ZmqTransport>(options);
+}
+
+}  // namespace zps

@@ -1,0 +1,157 @@
+#include "ps/wire/codec.h"
+
+#include <string>
+
+namespace zps::wire {
+namespace {
+
+Status checkString(const std::string& field, const std::string& value, const Limits& limits) {
+  if (value.size() > limits.max_string_bytes)
+    return ProtocolError(field + " is " + std::to_string(value.size()) + " bytes, over the limit of " +
+                         std::to_string(limits.max_string_bytes));
+  return Status::OK();
+}
+
+Status checkRole(const char* field, int role) {
+  if (!pb::Role_IsValid(role) || role == pb::ROLE_UNSPECIFIED)
+    return ProtocolError(std::string(field) + " has invalid role value " + std::to_string(role));
+  return Status::OK();
+}
+
+Status checkGroup(int group) {
+  if (!pb::BarrierGroup_IsValid(group) || group == pb::GROUP_UNSPECIFIED)
+    return ProtocolError("barrier group " + std::to_string(group) + " is out of range (1..3)");
+  return Status::OK();
+}
+
+Status validateControl(const pb::Control& c, const Limits& limits) {
+  switch (c.body_case()) {
+    case pb::Control::kRegister: {
+      const auto& r = c.register_();
+      ZPS_RETURN_IF_ERROR(checkRole("register.role", r.role()));
+      if (r.role() == pb::SCHEDULER) return ProtocolError("a node cannot register as the scheduler");
+      if (r.port() > 65535) return ProtocolError("register.port " + std::to_string(r.port()) + " > 65535");
+      if (r.requested_rank() < -1) return ProtocolError("register.requested_rank is negative");
+      ZPS_RETURN_IF_ERROR(checkString("register.host", r.host(), limits));
+      ZPS_RETURN_IF_ERROR(checkString("register.hostname", r.hostname(), limits));
+      ZPS_RETURN_IF_ERROR(checkString("register.rank_source", r.rank_source(), limits));
+      return Status::OK();
+    }
+    case pb::Control::kRegisterReply: {
+      const auto& r = c.register_reply();
+      ZPS_RETURN_IF_ERROR(checkString("register_reply.error", r.error(), limits));
+      if (static_cast<size_t>(r.nodes_size()) > limits.max_address_book)
+        return ProtocolError("address book has " + std::to_string(r.nodes_size()) + " nodes, over the limit");
+      for (const auto& n : r.nodes()) {
+        ZPS_RETURN_IF_ERROR(checkRole("address book role", n.role()));
+        if (n.rank() < 0) return ProtocolError("address book has a negative rank");
+        if (n.port() > 65535) return ProtocolError("address book has port > 65535");
+        ZPS_RETURN_IF_ERROR(checkString("address book host", n.host(), limits));
+        ZPS_RETURN_IF_ERROR(checkString("address book hostname", n.hostname(), limits));
+      }
+      return Status::OK();
+    }
+    case pb::Control::kBarrier: return checkGroup(c.barrier().group());
+    case pb::Control::kBarrierRelease: return checkGroup(c.barrier_release().group());
+    case pb::Control::kHeartbeat: return Status::OK();
+    case pb::Control::kFinished: return checkString("finished.message", c.finished().message(), limits);
+    case pb::Control::kShutdown:
+      if (c.shutdown().exit_code() < 0 || c.shutdown().exit_code() > 255)
+        return ProtocolError("shutdown.exit_code out of range");
+      return checkString("shutdown.reason", c.shutdown().reason(), limits);
+    case pb::Control::BODY_NOT_SET: break;
+  }
+  return ProtocolError("control message has no (known) body");
+}
+
+bool commandHasPayload(pb::DataCommand cmd) { return cmd == pb::CMD_PUSH || cmd == pb::CMD_PUSH_PULL; }
+
+}  // namespace
+
+bool checkedBytes(uint64_t num_elements, size_t element_size, uint64_t* bytes) {
+  if (element_size != 0 && num_elements > UINT64_MAX / element_size) return false;
+  *bytes = num_elements * element_size;
+  return true;
+}
+
+const char* roleName(pb::Role role) {
+  switch (role) {
+    case pb::SCHEDULER: return "scheduler";
+    case pb::SERVER: return "server";
+    case pb::WORKER: return "worker";
+    default: return "unknown-role";
+  }
+}
+
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) {
+  if (frames.empty()) return ProtocolError("empty message (no frames)");
+  if (frames.size() > limits.max_frames)
+    return ProtocolError("message has " + std::to_string(frames.size()) + " frames, at most " +
+                         std::to_string(limits.max_frames) + " allowed");
+  const Blob& head = frames[0];
+  if (head.size() > limits.max_envelope_bytes)
+    return ProtocolError("header frame is " + std::to_string(head.size()) + " bytes, over the limit of " +
+                         std::to_string(limits.max_envelope_bytes));
+  if (head.size() > static_cast<size_t>(INT32_MAX)) return ProtocolError("header frame too large");
+  pb::Envelope env;
+  if (!env.ParseFromArray(head.data(), static_cast<int>(head.size())))
+    return ProtocolError("header frame of " + std::to_string(head.size()) + " bytes is not a valid envelope");
+
+  if (env.body_case() == pb::Envelope::kControl) {
+    if (frames.size() != 1) return ProtocolError("control message must not carry payload frames");
+    ZPS_RETURN_IF_ERROR(validateControl(env.control(), limits));
+    return Message(std::move(*env.mutable_control()));
+  }
+  if (env.body_case() != pb::Envelope::kData) return ProtocolError("envelope has no (known) body");
+
+  DataMessage msg;
+  msg.header = std::move(*env.mutable_data());
+  const auto& h = msg.header;
+  if (!pb::DataCommand_IsValid(h.command()) || h.command() == pb::CMD_UNSPECIFIED)
+    return ProtocolError("data command " + std::to_string(h.command()) + " is unknown");
+  if (!pb::KeyMode_IsValid(h.mode())) return ProtocolError("key mode " + std::to_string(h.mode()) + " is unknown");
+  auto dtype = dtypeFromInt(h.dtype());
+  if (!dtype) return ProtocolError("dtype " + std::to_string(h.dtype()) + " is unknown");
+  msg.dtype = *dtype;
+  ZPS_RETURN_IF_ERROR(checkString("data.name", h.name(), limits));
+  ZPS_RETURN_IF_ERROR(checkString("data.error", h.error(), limits));
+
+  uint64_t expected = 0;
+  if (!checkedBytes(h.num_elements(), dtypeSize(msg.dtype), &expected) || expected > limits.max_payload_bytes)
+    return ProtocolError("num_elements " + std::to_string(h.num_elements()) + " of " +
+                         std::string(dtypeName(msg.dtype)) + " exceeds the payload limit of " +
+                         std::to_string(limits.max_payload_bytes) + " bytes");
+
+  bool needs_payload = commandHasPayload(h.command());
+  bool may_have_payload = needs_payload || h.command() == pb::CMD_REPLY;
+  if (frames.size() == 2) {
+    if (!may_have_payload)
+      return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " must not carry a payload");
+    if (frames[1].size() != expected)
+      return ProtocolError("payload is " + std::to_string(frames[1].size()) + " bytes but " +
+                           std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
+                           " needs " + std::to_string(expected));
+    msg.payload = frames[1];
+  } else if (needs_payload) {
+    return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " is missing its payload frame");
+  }
+  return Message(std::move(msg));
+}
+
+std::vector<Blob> encodeControl(const pb::Control& control) {
+  pb::Envelope env;
+  *env.mutable_control() = control;
+  return {Blob::fromString(env.SerializeAsString())};
+}
+
+std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload) {
+  pb::Envelope env;
+  *env.mutable_data() = header;
+  std::vector<Blob> frames;
+  frames.reserve(2);
+  frames.push_back(Blob::fromString(env.SerializeAsString()));
+  if (payload.data() != nullptr) frames.push_back(std::move(payload));
+  return frames;
+}
+
+}  // namespace zps::wire

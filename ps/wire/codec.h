@@ -1,0 +1,49 @@
+// The codec: the ONLY parser of bytes that come from peers. A received message (a list of frames) leaves
+// decode() either as a validated Message or as a kProtocol Status saying what was wrong. Every size is
+// capped before anything is allocated, every enum and count is range-checked, and payload sizes must equal
+// num_elements * dtype size exactly (overflow-checked). The codec never touches sockets.
+#pragma once
+
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "proto/zps.pb.h"
+#include "ps/common/blob.h"
+#include "zps/dtype.h"
+#include "zps/status.h"
+
+namespace zps::wire {
+
+inline constexpr uint32_t kMagic = 0x5A505331;  // "ZPS1"
+inline constexpr uint32_t kProtocolVersion = 1;
+
+struct Limits {
+  size_t max_frames = 2;                  // envelope + at most one payload
+  size_t max_envelope_bytes = 1 << 20;    // an address book of thousands of nodes still fits
+  size_t max_payload_bytes = size_t{1} << 30;
+  size_t max_string_bytes = 4096;         // names, hosts, error texts
+  size_t max_address_book = 65536;
+};
+
+// A validated data-plane message. dtype is already range-checked; payload size already matches.
+struct DataMessage {
+  pb::DataHeader header;
+  DType dtype = DType::kFloat32;
+  Blob payload;  // empty for commands without one
+};
+
+using Message = std::variant<pb::Control, DataMessage>;
+
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits);
+
+// Encoders build frames for a (validated, our own) message. The payload Blob is sent without copying.
+std::vector<Blob> encodeControl(const pb::Control& control);
+std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload = Blob());
+
+// Checked num_elements * element size; false on overflow.
+bool checkedBytes(uint64_t num_elements, size_t element_size, uint64_t* bytes);
+
+const char* roleName(pb::Role role);
+
+}  // namespace zps::wire

@@ -1,0 +1,59 @@
+// Membership: who has registered with the scheduler, and the rank each node gets. Pure logic (no
+// sockets, no clock), owned by the scheduler's single logic thread; unit-tested directly.
+//
+// Rank rules: a node that asks for a rank (DMLC_WORKER_ID and friends) gets exactly that rank or is
+// refused (out of range, or taken by another node). Nodes that ask for none are given the lowest free
+// ranks in arrival order once every expected node is in.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "proto/zps.pb.h"
+#include "ps/transport/transport.h"
+#include "zps/status.h"
+
+namespace zps {
+
+struct Member {
+  PeerId peer = 0;
+  pb::Role role = pb::ROLE_UNSPECIFIED;
+  int requested_rank = -1;
+  std::string rank_source;
+  int rank = -1;  // final rank; set by assignRanks() for arrival-order nodes
+  std::string host;
+  int port = 0;
+  std::string hostname;
+  int pid = 0;
+
+  std::string describe() const;  // "worker 1 (host:port, pid 42, host name x)"
+};
+
+class Membership {
+ public:
+  Membership(int num_servers, int num_workers);
+
+  // Adds a registering node; kFailedPrecondition with a message for the node when it is refused.
+  Status add(PeerId peer, const pb::Register& reg);
+  // Forgets a node (it went silent before the job started).
+  void remove(PeerId peer);
+
+  bool complete() const;
+  // Gives arrival-order nodes the lowest free ranks. Call once complete() is true.
+  void assignRanks();
+
+  const Member* find(PeerId peer) const;
+  const std::vector<Member>& members() const { return members_; }
+  int expected(pb::Role role) const { return role == pb::SERVER ? num_servers_ : num_workers_; }
+  int registered(pb::Role role) const;
+
+  // "1/2 servers, 2/3 workers registered; missing: worker rank 1, 1 server (rank not fixed)"
+  std::string report() const;
+
+ private:
+  const int num_servers_;
+  const int num_workers_;
+  std::vector<Member> members_;  // in arrival order
+};
+
+}  // namespace zps

@@ -1,0 +1,283 @@
+// The scheduler role: rendezvous, rank assignment, barriers, liveness and the end of the job. All logic
+// runs on one thread (this function's); the transport's I/O thread only moves bytes.
+#include "scheduler/scheduler.h"
+
+#include <glog/logging.h>
+
+#include <map>
+#include <set>
+
+#include "ps/wire/codec.h"
+#include "scheduler/barrier_table.h"
+#include "scheduler/membership.h"
+
+namespace zps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+class Scheduler {
+ public:
+  explicit Scheduler(const Config& config)
+      : config_(config), membership_(config.num_servers, config.num_workers) {
+    TransportOptions options;
+    options.name = "scheduler";
+    options.max_frame_bytes = 1 << 20;
+    options.linger = config.shutdown_linger;
+    transport_ = makeZmqTransport(options);
+  }
+
+  int run() {
+    // Bind every interface, never the DMLC_PS_ROOT_URI name: in a pod that name is a Service, which the
+    // pod cannot bind (what DMLC_USE_KUBERNETES=1 asks of ps-lite, always on here).
+    auto port = transport_->listen("0.0.0.0", config_.root_port);
+    if (!port.ok()) {
+      LOG(ERROR) << "scheduler: " << port.status().message() << "; pick a free DMLC_PS_ROOT_PORT";
+      return 2;
+    }
+    start_ = Clock::now();
+    LOG(INFO) << "scheduler listening on 0.0.0.0:" << *port << ", waiting for " << config_.num_servers
+              << " servers and " << config_.num_workers << " workers (rendezvous timeout "
+              << config_.rendezvous_timeout.count() / 1000.0 << " s)";
+    auto next_report = start_ + config_.rendezvous_log_interval;
+    for (;;) {
+      auto now = Clock::now();
+      if (!running_) {
+        if (now - start_ >= config_.rendezvous_timeout) {
+          std::string report = "rendezvous timed out after " + std::to_string(static_cast<int>(secondsSince(start_))) +
+                               " s (ZPS_RENDEZVOUS_TIMEOUT): " + membership_.report();
+          return endJob(1, report);
+        }
+        if (now >= next_report) {
+          LOG(INFO) << "scheduler waiting " << static_cast<int>(secondsSince(start_)) << " s: " << membership_.report();
+          next_report = now + config_.rendezvous_log_interval;
+        }
+      }
+      if (int code = checkLiveness(now); code >= 0) return code;
+      if (exit_code_ >= 0) return exit_code_;
+      auto msg = transport_->recv(now + std::chrono::milliseconds(100));
+      if (!msg.ok()) continue;
+      auto decoded = wire::decode(msg->frames, limits_);
+      if (!decoded.ok()) {
+        ++malformed_;
+        LOG_EVERY_N(WARNING, 20) << "scheduler: malformed message from " << transport_->describe(msg->peer) << ": "
+                                 << decoded.status().message() << " (" << malformed_ << " malformed so far)";
+        continue;
+      }
+      auto* control = std::get_if<pb::Control>(&decoded.value());
+      if (control == nullptr) {
+        ++malformed_;
+        LOG_EVERY_N(WARNING, 20) << "scheduler: data message from " << transport_->describe(msg->peer) << " ignored";
+        continue;
+      }
+      handle(msg->peer, *control);
+      if (exit_code_ >= 0) return exit_code_;
+    }
+  }
+
+ private:
+  void send(PeerId peer, const pb::Control& c) { (void)transport_->send(peer, wire::encodeControl(c)); }
+
+  void refuse(PeerId peer, const std::string& why) {
+    LOG(WARNING) << "scheduler: refused a node from " << transport_->describe(peer) << ": " << why;
+    pb::Control c;
+    c.mutable_register_reply()->set_accepted(false);
+    c.mutable_register_reply()->set_error(why);
+    send(peer, c);
+  }
+
+  void handleRegister(PeerId peer, const pb::Register& reg) {
+    if (reg.magic() != wire::kMagic || reg.protocol_version() != wire::kProtocolVersion) {
+      refuse(peer, "protocol mismatch: node speaks magic " + std::to_string(reg.magic()) + " version " +
+                       std::to_string(reg.protocol_version()) + ", scheduler speaks magic " +
+                       std::to_string(wire::kMagic) + " version " + std::to_string(wire::kProtocolVersion));
+      return;
+    }
+    if (const Member* m = membership_.find(peer)) {
+      VLOG(1) << "scheduler: repeated registration from " << m->describe();
+      return;
+    }
+    if (running_) {
+      refuse(peer, "the job is already running with all nodes registered");
+      return;
+    }
+    if (static_cast<int>(reg.expected_servers()) != config_.num_servers ||
+        static_cast<int>(reg.expected_workers()) != config_.num_workers) {
+      refuse(peer, "node expects " + std::to_string(reg.expected_servers()) + " servers and " +
+                       std::to_string(reg.expected_workers()) + " workers but the scheduler expects " +
+                       std::to_string(config_.num_servers) + " and " + std::to_string(config_.num_workers) +
+                       "; set the same DMLC_NUM_SERVER and DMLC_NUM_WORKER everywhere");
+      return;
+    }
+    Status s = membership_.add(peer, reg);
+    if (!s.ok()) {
+      refuse(peer, s.message());
+      return;
+    }
+    last_seen_[peer] = Clock::now();
+    const Member* m = membership_.find(peer);
+    LOG(INFO) << "scheduler: registered " << m->describe() << " (rank from " << m->rank_source << "); "
+              << membership_.report();
+    if (membership_.complete()) startJob();
+  }
+
+  void startJob() {
+    membership_.assignRanks();
+    pb::RegisterReply book;
+    book.set_accepted(true);
+    book.set_heartbeat_interval_ms(static_cast<uint32_t>(config_.heartbeat_interval.count()));
+    book.set_heartbeat_timeout_ms(static_cast<uint32_t>(config_.heartbeat_timeout.count()));
+    for (const auto& m : membership_.members()) {
+      auto* n = book.add_nodes();
+      n->set_role(m.role);
+      n->set_rank(m.rank);
+      n->set_host(m.host);
+      n->set_port(static_cast<uint32_t>(m.port));
+      n->set_hostname(m.hostname);
+      n->set_pid(static_cast<uint32_t>(m.pid));
+    }
+    for (const auto& m : membership_.members()) {
+      pb::Control c;
+      *c.mutable_register_reply() = book;
+      c.mutable_register_reply()->set_rank(m.rank);
+      send(m.peer, c);
+    }
+    running_ = true;
+    LOG(INFO) << "scheduler: all " << membership_.members().size() << " nodes registered in "
+              << secondsSince(start_) << " s; address book sent";
+  }
+
+  size_t groupSize(pb::BarrierGroup g) const {
+    if (g == pb::GROUP_WORKERS) return config_.num_workers;
+    if (g == pb::GROUP_SERVERS) return config_.num_servers;
+    return config_.num_workers + config_.num_servers;
+  }
+
+  static bool inGroup(pb::BarrierGroup g, pb::Role r) {
+    return g == pb::GROUP_ALL || (g == pb::GROUP_WORKERS && r == pb::WORKER) || (g == pb::GROUP_SERVERS && r == pb::SERVER);
+  }
+
+  void handleBarrier(const Member& m, const pb::Barrier& b) {
+    if (!running_) {
+      LOG_EVERY_N(WARNING, 20) << "scheduler: barrier from " << m.describe() << " before the job started, ignored";
+      return;
+    }
+    if (!inGroup(b.group(), m.role)) {
+      LOG_EVERY_N(WARNING, 20) << "scheduler: " << m.describe() << " is not in barrier group "
+                               << pb::BarrierGroup_Name(b.group()) << ", ignored";
+      return;
+    }
+    auto result = barriers_.arrive(b.group(), m.peer, b.sequence(), groupSize(b.group()));
+    if (result == BarrierTable::Result::kDuplicate || result == BarrierTable::Result::kStale ||
+        result == BarrierTable::Result::kAhead) {
+      LOG_EVERY_N(WARNING, 20) << "scheduler: ignored a duplicate or out-of-order barrier " << b.sequence() << " from "
+                               << m.describe();
+      return;
+    }
+    if (result != BarrierTable::Result::kReleased) return;
+    pb::Control c;
+    c.mutable_barrier_release()->set_group(b.group());
+    c.mutable_barrier_release()->set_sequence(barriers_.generation(b.group()));
+    for (const auto& other : membership_.members())
+      if (inGroup(b.group(), other.role)) send(other.peer, c);
+    VLOG(1) << "scheduler: released barrier " << barriers_.generation(b.group()) << " of "
+            << pb::BarrierGroup_Name(b.group());
+  }
+
+  void handleFinished(const Member& m, const pb::Finished& f) {
+    if (m.role != pb::WORKER) {
+      LOG_EVERY_N(WARNING, 20) << "scheduler: 'finished' from " << m.describe() << " ignored (not a worker)";
+      return;
+    }
+    if (!f.ok()) {
+      endJob(1, m.describe() + " failed: " + f.message());
+      return;
+    }
+    finished_.insert(m.peer);
+    LOG(INFO) << "scheduler: " << m.describe() << " finished (" << finished_.size() << "/" << config_.num_workers << ")";
+    if (static_cast<int>(finished_.size()) == config_.num_workers) endJob(0, "job complete: all workers finished");
+  }
+
+  void handle(PeerId peer, const pb::Control& c) {
+    if (c.has_register_()) {
+      handleRegister(peer, c.register_());
+      return;
+    }
+    const Member* m = membership_.find(peer);
+    if (m == nullptr) {
+      ++malformed_;
+      LOG_EVERY_N(WARNING, 20) << "scheduler: message from unregistered " << transport_->describe(peer) << " ignored";
+      return;
+    }
+    last_seen_[peer] = Clock::now();
+    switch (c.body_case()) {
+      case pb::Control::kHeartbeat: send(peer, c); break;  // the echo tells the node we are alive
+      case pb::Control::kBarrier: handleBarrier(*m, c.barrier()); break;
+      case pb::Control::kFinished: handleFinished(*m, c.finished()); break;
+      default:
+        ++malformed_;
+        LOG_EVERY_N(WARNING, 20) << "scheduler: unexpected message from " << m->describe();
+    }
+  }
+
+  // Returns an exit code when the job must end, else -1.
+  int checkLiveness(Clock::time_point now) {
+    if (now < next_liveness_check_) return -1;
+    next_liveness_check_ = now + std::chrono::milliseconds(250);
+    std::vector<PeerId> silent;
+    for (const auto& m : membership_.members()) {
+      if (running_ && finished_.count(m.peer) != 0) continue;
+      if (now - last_seen_[m.peer] > config_.heartbeat_timeout) silent.push_back(m.peer);
+    }
+    for (PeerId p : silent) {
+      const Member* m = membership_.find(p);
+      std::string what = m->describe() + " sent no heartbeat for " +
+                         std::to_string(static_cast<int>(config_.heartbeat_timeout.count() / 1000)) + " s";
+      if (!running_) {
+        // Before the job starts a silent node is simply dropped, so a restarted pod can take its place.
+        LOG(WARNING) << "scheduler: " << what << " during rendezvous; dropping it";
+        membership_.remove(p);
+        last_seen_.erase(p);
+        continue;
+      }
+      return endJob(1, "node dead: " + what);
+    }
+    return -1;
+  }
+
+  int endJob(int code, const std::string& reason) {
+    if (code == 0) LOG(INFO) << "scheduler: " << reason << "; shutting down all nodes";
+    else LOG(ERROR) << "scheduler: " << reason;
+    pb::Control c;
+    c.mutable_shutdown()->set_exit_code(code);
+    c.mutable_shutdown()->set_reason(reason);
+    for (const auto& m : membership_.members()) send(m.peer, c);
+    transport_->close();  // flushes the shutdowns (ZPS_SHUTDOWN_LINGER)
+    exit_code_ = code;
+    return code;
+  }
+
+  const Config config_;
+  std::unique_ptr<Transport> transport_;
+  wire::Limits limits_;
+  Membership membership_;
+  BarrierTable barriers_;
+  std::map<PeerId, Clock::time_point> last_seen_;
+  std::set<PeerId> finished_;
+  Clock::time_point start_;
+  Clock::time_point next_liveness_check_;
+  bool running_ = false;
+  int exit_code_ = -1;
+  uint64_t malformed_ = 0;
+};
+
+}  // namespace
+
+int runScheduler(const Config& config) {
+  Scheduler scheduler(config);
+  return scheduler.run();
+}
+
+}  // namespace zps

@@ -1,0 +1,112 @@
+// `zps check`: pushes exact-arithmetic data for N rounds over a set of tensor sizes and dtypes and checks
+// every pulled sum element by element. Exits non-zero on any wrong value.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <cmath>
+#include <iostream>
+#include <sstream>
+
+#include "tools/programs.h"
+#include "tools/worker_program.h"
+
+DECLARE_string(sizes);
+
+DEFINE_int32(rounds, 10, "check: rounds of push-pull per tensor");
+DEFINE_string(dtypes, "all", "check: dtypes to test (comma list or 'all')");
+
+namespace zps {
+namespace {
+
+struct CheckTensor {
+  std::string name;
+  DType dtype;
+  size_t count;
+  TensorId id;
+  std::vector<uint8_t> in, out;
+};
+
+}  // namespace
+
+int checkMain() {
+  if (FLAGS_rounds < 1 || FLAGS_rounds > 1000000) {
+    std::cerr << "zps check: --rounds must be between 1 and 1000000" << std::endl;
+    return 2;
+  }
+  auto sizes = parseSizeList("--sizes", FLAGS_sizes.empty() ? "1,7,4K,1M+3,9M+5" : FLAGS_sizes);
+  auto dtypes = parseDTypeList("--dtypes", FLAGS_dtypes);
+  for (const Status& s : {sizes.status(), dtypes.status()}) {
+    if (!s.ok()) {
+      std::cerr << "zps check: " << s.message() << std::endl;
+      return 2;
+    }
+  }
+  return runWorkerProgram("check", [&](Worker& w) -> Status {
+    std::vector<CheckTensor> tensors;
+    size_t round_bytes = 0;
+    for (size_t size : *sizes) {
+      for (DType t : *dtypes) {
+        CheckTensor c;
+        c.dtype = t;
+        c.count = std::max<size_t>(1, size / dtypeSize(t));
+        c.name = "check/" + std::string(dtypeName(t)) + "/" + std::to_string(size);
+        size_t bytes = c.count * dtypeSize(t);
+        ZPS_ASSIGN_OR_RETURN(c.id, w.declare(c.name, bytes, t));
+        c.in.resize(bytes);
+        c.out.resize(bytes);
+        round_bytes += bytes;
+        tensors.push_back(std::move(c));
+      }
+    }
+    LOG(INFO) << "check: worker " << w.rank() << " declared " << tensors.size() << " tensors ("
+              << formatBytes(round_bytes) << " per round) over " << w.numServers() << " servers";
+    auto start = std::chrono::steady_clock::now();
+    uint64_t wrong = 0, checked = 0;
+    std::string first_wrong;
+    for (uint64_t round = 1; round <= static_cast<uint64_t>(FLAGS_rounds); ++round) {
+      std::vector<Handle> handles;
+      for (auto& c : tensors) {
+        fillExact(c.in.data(), c.count, c.dtype, w.rank(), round);
+        std::memset(c.out.data(), 0xAB, c.out.size());
+        ZPS_ASSIGN_OR_RETURN(Handle h, w.pushPull(c.id, c.in.data(), c.out.data()));
+        handles.push_back(h);
+      }
+      for (Handle h : handles) ZPS_RETURN_IF_ERROR(w.wait(h));
+      for (auto& c : tensors) {
+        // exactValue repeats every 8 elements, so the expected sums are a table of 8.
+        int64_t expected_by_phase[8];
+        for (size_t phase = 0; phase < 8; ++phase) {
+          int64_t sum = 0;
+          for (int k = 0; k < w.numWorkers(); ++k) sum += exactValue(k, round, phase, c.dtype);
+          expected_by_phase[phase] = c.dtype == DType::kUInt8 ? (sum & 0xFF) : sum;
+        }
+        for (size_t i = 0; i < c.count; ++i) {
+          int64_t expect = expected_by_phase[i % 8];
+          double got = readElement(c.out.data(), i, c.dtype);
+          ++checked;
+          if (got != static_cast<double>(expect)) {
+            if (wrong++ < 5) {
+              std::ostringstream os;
+              os << "'" << c.name << "' round " << round << " element " << i << ": got " << got << ", want " << expect;
+              LOG(ERROR) << "check: wrong value: " << os.str();
+              if (first_wrong.empty()) first_wrong = os.str();
+            }
+          }
+        }
+      }
+      VLOG(1) << "check: round " << round << " done";
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << "zps check: worker " << w.rank() << ": " << FLAGS_rounds << " rounds x " << tensors.size()
+              << " tensors (" << formatBytes(round_bytes) << " per round), " << checked << " values checked, "
+              << wrong << " wrong, " << secs << " s" << std::endl;
+    if (wrong > 0)
+      return InternalError(std::to_string(wrong) + " wrong values; first: " + first_wrong);
+    return Status::OK();
+  });
+}
+
+}  // namespace zps

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages zps builds and tests with. Does nothing when they are all present,
+# so run.sh, test.sh, CI and the Dockerfile can call it unconditionally.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config
+  libzmq3-dev cppzmq-dev
+  libprotobuf-dev protobuf-compiler
+  libgflags-dev libgoogle-glog-dev
+  catch2 libopenblas-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,532 @@
+#include "tools/launch.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tools/process.h"
+#include "zps/status.h"
+
+namespace zps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int kMaxRoleCount = 1000;
+constexpr milliseconds kStopGrace{5000};
+// A child that never prints a newline must not grow launch's memory without bound.
+constexpr size_t kMaxLineBytes = 64 * 1024;
+
+constexpr char kUsage[] =
+    "usage: zps launch --servers S --workers W [--host HOST] [--port PORT] [--timeout SECONDS]"
+    " -- CMD [ARGS...]\n"
+    "  Starts a scheduler, S servers and W workers on this machine. Workers run CMD with\n"
+    "  DMLC_ROLE=worker and DMLC_WORKER_ID=i; CMD 'check', 'bench' or 'train' runs that zps\n"
+    "  subcommand. --host (default 127.0.0.1) is the address every node binds and advertises;\n"
+    "  --port (default: a free one) is the scheduler's; --timeout stops everything after that\n"
+    "  many seconds (exit 124).\n";
+
+struct LaunchConfig {
+  int servers = 0;
+  int workers = 0;
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: pick a free one
+  double timeout_s = 0;
+  std::vector<std::string> command;
+  bool help = false;
+};
+
+std::optional<long> parseInt(std::string_view text) {
+  long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<double> parseDouble(std::string_view text) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+StatusOr<LaunchConfig> parseArgs(int argc, char** argv) {
+  LaunchConfig config;
+  bool have_servers = false, have_workers = false, have_separator = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      have_separator = true;
+      ++i;
+      break;
+    }
+    if (arg == "-h" || arg == "--help") {
+      config.help = true;
+      return config;
+    }
+    std::string_view name = arg, value;
+    if (size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else if (name == "--servers" || name == "--workers" || name == "--host" || name == "--port" ||
+               name == "--timeout") {
+      if (i + 1 >= argc) return InvalidArgument(std::string(name) + " needs a value");
+      value = argv[++i];
+    } else if (arg.starts_with("-")) {
+      return InvalidArgument("unknown option '" + std::string(arg) + "'");
+    } else {
+      return InvalidArgument("unexpected '" + std::string(arg) +
+                             "': the worker command goes after '--'");
+    }
+    const std::string quoted = "'" + std::string(value) + "'";
+    if (name == "--servers" || name == "--workers") {
+      auto n = parseInt(value);
+      if (!n || *n < 1 || *n > kMaxRoleCount) {
+        return InvalidArgument(std::string(name) + " must be an integer from 1 to " +
+                               std::to_string(kMaxRoleCount) + ", got " + quoted);
+      }
+      (name == "--servers" ? config.servers : config.workers) = static_cast<int>(*n);
+      (name == "--servers" ? have_servers : have_workers) = true;
+    } else if (name == "--host") {
+      if (value.empty()) return InvalidArgument("--host must not be empty");
+      config.host = value;
+    } else if (name == "--port") {
+      auto n = parseInt(value);
+      if (!n || *n < 1 || *n > 65535) {
+        return InvalidArgument("--port must be an integer from 1 to 65535, got " + quoted);
+      }
+      config.port = static_cast<int>(*n);
+    } else if (name == "--timeout") {
+      auto t = parseDouble(value);
+      if (!t || !(*t > 0) || *t > 1e7) {
+        return InvalidArgument("--timeout must be a positive number of seconds, got " + quoted);
+      }
+      config.timeout_s = *t;
+    } else {
+      return InvalidArgument("unknown option '" + std::string(name) + "'");
+    }
+  }
+  if (!have_servers) return InvalidArgument("--servers S is required");
+  if (!have_workers) return InvalidArgument("--workers W is required");
+  if (!have_separator) return InvalidArgument("missing '--' before the worker command");
+  for (; i < argc; ++i) config.command.emplace_back(argv[i]);
+  if (config.command.empty()) return InvalidArgument("missing the worker command after '--'");
+  return config;
+}
+
+std::string selfExe() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "/proc/self/exe";
+  std::string path(buf, static_cast<size_t>(n));
+  // A rebuilt binary leaves " (deleted)" here; /proc/self/exe still executes the running image.
+  if (path.ends_with(" (deleted)")) return "/proc/self/exe";
+  return path;
+}
+
+// Writes all of `data` to launch's stdout in one write where the kernel allows, so a line from one
+// child never interleaves with another's. Failures (a closed pipe) drop the output: the job
+// itself must keep running and be stopped cleanly.
+void writeOut(std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = write(STDOUT_FILENO, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void say(const std::string& line) { writeOut("zps launch: " + line + "\n"); }
+
+// Signal handlers only record the signal and wake the loop through this pipe.
+int g_wake_write_fd = -1;
+volatile sig_atomic_t g_stop_signal = 0;
+
+void onSignal(int sig) {
+  int saved_errno = errno;
+  if (sig != SIGCHLD) g_stop_signal = sig;
+  char byte = static_cast<char>(sig);
+  ssize_t ignored = write(g_wake_write_fd, &byte, 1);
+  (void)ignored;
+  errno = saved_errno;
+}
+
+// One child of the launcher and the state of its output stream; lives in Launcher::children_.
+struct Child {
+  std::string label;  // "scheduler", "server 0", "worker 1"
+  std::unique_ptr<proc::Subprocess> process;
+  std::string partial;  // bytes after the last newline
+  bool eof = false;
+  std::optional<int> exit_code;
+  bool stopped = false;  // launch sent it SIGTERM (its exit code is not a failure of its own)
+};
+
+// Runs one job: starts the children, relays their output, and stops them all. Created and run by
+// launchMain on the main thread; owns the children, which never outlive it.
+class Launcher {
+ public:
+  explicit Launcher(LaunchConfig config) : config_(std::move(config)) {}
+  ~Launcher() { restoreSignals(); }
+
+  int run();
+
+ private:
+  enum class Reason { kAllExited, kChildFailed, kSignal, kTimeout };
+
+  Status installSignals();
+  void restoreSignals();
+  Status startAll();
+  void pumpOutput(int timeout_ms);
+  void readChild(Child& child);
+  void flushPartial(Child& child);
+  void reapExited();
+  void stopAll();
+  int runningCount() const;
+  std::string runningList() const;
+
+  LaunchConfig config_;
+  int port_ = 0;
+  std::vector<Child> children_;
+  std::optional<size_t> first_failure_;
+  int wake_read_fd_ = -1;
+  bool signals_installed_ = false;
+  struct sigaction old_int_ = {};
+  struct sigaction old_term_ = {};
+  struct sigaction old_chld_ = {};
+  struct sigaction old_pipe_ = {};
+};
+
+Status Launcher::installSignals() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Unavailable(std::string("pipe2: ") + std::strerror(errno));
+  }
+  wake_read_fd_ = fds[0];
+  g_wake_write_fd = fds[1];
+  g_stop_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGINT, &sa, &old_int_);
+  sigaction(SIGTERM, &sa, &old_term_);
+  sigaction(SIGCHLD, &sa, &old_chld_);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, &old_pipe_);
+  signals_installed_ = true;
+  return Status::OK();
+}
+
+void Launcher::restoreSignals() {
+  if (!signals_installed_) return;
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+  sigaction(SIGCHLD, &old_chld_, nullptr);
+  sigaction(SIGPIPE, &old_pipe_, nullptr);
+  close(wake_read_fd_);
+  close(g_wake_write_fd);
+  g_wake_write_fd = -1;
+  signals_installed_ = false;
+}
+
+Status Launcher::startAll() {
+  const std::string self = selfExe();
+  std::vector<std::pair<std::string, std::string>> common = {
+      {"DMLC_PS_ROOT_URI", config_.host},
+      {"DMLC_PS_ROOT_PORT", std::to_string(port_)},
+      {"DMLC_NUM_SERVER", std::to_string(config_.servers)},
+      {"DMLC_NUM_WORKER", std::to_string(config_.workers)},
+      {"DMLC_NODE_HOST", config_.host},
+  };
+  // glog writes to files under /tmp by default; here the point is to see every role's log.
+  if (std::getenv("GLOG_logtostderr") == nullptr) common.emplace_back("GLOG_logtostderr", "1");
+
+  auto start = [&](std::string label, std::vector<std::string> argv,
+                   std::vector<std::pair<std::string, std::string>> env,
+                   std::vector<std::string> unset) -> Status {
+    proc::SpawnOptions options;
+    options.argv = std::move(argv);
+    options.env = common;
+    options.env.insert(options.env.end(), env.begin(), env.end());
+    options.unset_env = std::move(unset);
+    auto process = proc::Subprocess::spawn(options);
+    if (!process.ok()) return process.status().withContext("cannot start " + label);
+    int fd = process.value()->outputFd();
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    Child child;
+    child.label = std::move(label);
+    child.process = std::move(process).value();
+    children_.push_back(std::move(child));
+    return Status::OK();
+  };
+
+  ZPS_RETURN_IF_ERROR(start("scheduler", {self}, {{"DMLC_ROLE", "scheduler"}},
+                            {"DMLC_WORKER_ID", "ZPS_SERVER_ID"}));
+  for (int i = 0; i < config_.servers; ++i) {
+    ZPS_RETURN_IF_ERROR(start("server " + std::to_string(i), {self},
+                              {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ID", std::to_string(i)}},
+                              {"DMLC_WORKER_ID"}));
+  }
+  std::vector<std::string> command = config_.command;
+  const std::string& program = command[0];
+  if (program == "check" || program == "bench" || program == "train") {
+    command.insert(command.begin(), self);
+  }
+  for (int i = 0; i < config_.workers; ++i) {
+    ZPS_RETURN_IF_ERROR(start("worker " + std::to_string(i), command,
+                              {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", std::to_string(i)}},
+                              {"ZPS_SERVER_ID"}));
+  }
+  return Status::OK();
+}
+
+void Launcher::flushPartial(Child& child) {
+  if (child.partial.empty()) return;
+  writeOut("[" + child.label + "] " + child.partial + "\n");
+  child.partial.clear();
+}
+
+void Launcher::readChild(Child& child) {
+  char buf[65536];
+  while (!child.eof) {
+    ssize_t n = read(child.process->outputFd(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;  // EAGAIN: drained for now
+    if (n == 0) {
+      child.eof = true;
+      flushPartial(child);
+      return;
+    }
+    std::string_view data(buf, static_cast<size_t>(n));
+    const std::string prefix = "[" + child.label + "] ";
+    std::string lines;
+    while (!data.empty()) {
+      size_t newline = data.find('\n');
+      if (newline == std::string_view::npos) {
+        child.partial.append(data);
+        if (child.partial.size() >= kMaxLineBytes) {
+          lines += prefix + child.partial + "\n";
+          child.partial.clear();
+        }
+        break;
+      }
+      lines += prefix;
+      lines += child.partial;
+      lines.append(data.substr(0, newline + 1));
+      child.partial.clear();
+      data.remove_prefix(newline + 1);
+    }
+    writeOut(lines);
+  }
+}
+
+void Launcher::pumpOutput(int timeout_ms) {
+  std::vector<pollfd> fds;
+  std::vector<Child*> owners;
+  fds.push_back({wake_read_fd_, POLLIN, 0});
+  owners.push_back(nullptr);
+  for (auto& child : children_) {
+    if (child.eof) continue;
+    fds.push_back({child.process->outputFd(), POLLIN, 0});
+    owners.push_back(&child);
+  }
+  int ready = poll(fds.data(), fds.size(), timeout_ms);
+  if (ready <= 0) return;  // timeout or EINTR: the caller re-checks everything anyway
+  char drain[64];
+  while (read(wake_read_fd_, drain, sizeof(drain)) > 0) {
+  }
+  for (size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) readChild(*owners[i]);
+  }
+}
+
+void Launcher::reapExited() {
+  for (size_t i = 0; i < children_.size(); ++i) {
+    Child& child = children_[i];
+    if (child.exit_code) continue;
+    auto code = child.process->poll();
+    if (!code) continue;
+    // Its last words are already in the pipe; show them before the exit line.
+    readChild(child);
+    flushPartial(child);
+    child.exit_code = *code;
+    if (*code != 0 && !child.stopped && !first_failure_ && g_stop_signal == 0) {
+      first_failure_ = i;
+      say(child.label + " exited with code " + std::to_string(*code) +
+          (runningCount() > 0 ? "; stopping the others" : ""));
+    }
+  }
+}
+
+int Launcher::runningCount() const {
+  int n = 0;
+  for (const auto& child : children_) n += child.exit_code ? 0 : 1;
+  return n;
+}
+
+std::string Launcher::runningList() const {
+  std::string list;
+  for (const auto& child : children_) {
+    if (child.exit_code) continue;
+    if (!list.empty()) list += ", ";
+    list += child.label + " (pid " + std::to_string(child.process->pid()) + ")";
+  }
+  return list;
+}
+
+void Launcher::stopAll() {
+  for (auto& child : children_) {
+    if (child.exit_code) continue;
+    child.stopped = true;
+    child.process->signal(SIGTERM);
+  }
+  // Keep relaying output while they shut down: their last lines say why, and a child blocked on a
+  // full pipe could not exit at all.
+  const auto deadline = Clock::now() + kStopGrace;
+  const sig_atomic_t signal_before = g_stop_signal;
+  while (runningCount() > 0 && Clock::now() < deadline) {
+    // A second Ctrl-C means "now": skip the rest of the grace period.
+    if (g_stop_signal != signal_before) break;
+    pumpOutput(50);
+    reapExited();
+  }
+  if (runningCount() > 0) {
+    say("still running after SIGTERM: " + runningList() + "; sending SIGKILL");
+    for (auto& child : children_) {
+      if (!child.exit_code) child.process->signal(SIGKILL);
+    }
+    while (runningCount() > 0) {
+      pumpOutput(50);
+      reapExited();
+    }
+  }
+  for (auto& child : children_) {
+    if (!child.eof) readChild(child);
+    flushPartial(child);
+  }
+}
+
+int Launcher::run() {
+  Status s = installSignals();
+  if (!s.ok()) {
+    say(s.toString());
+    return 1;
+  }
+  port_ = config_.port != 0 ? config_.port : proc::pickFreeTcpPort();
+  if (port_ <= 0) {
+    say("cannot find a free TCP port on 127.0.0.1; pass --port");
+    return 1;
+  }
+  say("scheduler " + config_.host + ":" + std::to_string(port_) + ", " +
+      std::to_string(config_.servers) + (config_.servers == 1 ? " server, " : " servers, ") +
+      std::to_string(config_.workers) + (config_.workers == 1 ? " worker" : " workers"));
+
+  s = startAll();
+  if (!s.ok()) {
+    say(s.message());
+    stopAll();
+    return 127;
+  }
+
+  std::optional<Clock::time_point> deadline;
+  if (config_.timeout_s > 0) {
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(config_.timeout_s));
+  }
+  Reason reason = Reason::kAllExited;
+  while (true) {
+    int wait_ms = 1000;
+    if (deadline) {
+      auto left = std::chrono::duration_cast<milliseconds>(*deadline - Clock::now()).count();
+      wait_ms = static_cast<int>(std::clamp<int64_t>(left + 1, 0, wait_ms));
+    }
+    pumpOutput(wait_ms);
+    reapExited();
+    if (g_stop_signal != 0) {
+      reason = Reason::kSignal;
+      say(std::string("got SIG") + sigabbrev_np(g_stop_signal) + "; stopping " + runningList());
+      break;
+    }
+    if (first_failure_) {
+      reason = Reason::kChildFailed;
+      break;
+    }
+    if (runningCount() == 0) break;
+    if (deadline && Clock::now() >= *deadline) {
+      reason = Reason::kTimeout;
+      std::ostringstream seconds;
+      seconds << config_.timeout_s;
+      say("--timeout " + seconds.str() + " s expired; still running: " + runningList());
+      break;
+    }
+  }
+  stopAll();
+
+  int exit_code = 0;
+  switch (reason) {
+    case Reason::kAllExited:
+      exit_code = 0;
+      break;
+    case Reason::kSignal:
+      exit_code = 128 + g_stop_signal;
+      break;
+    case Reason::kTimeout:
+      exit_code = 124;
+      break;
+    case Reason::kChildFailed: {
+      int code = *children_[*first_failure_].exit_code;
+      exit_code = code > 0 ? code : 1;
+      break;
+    }
+  }
+  if (exit_code != 0) {
+    for (size_t i = 0; i < children_.size(); ++i) {
+      const Child& child = children_[i];
+      std::string note = first_failure_ == i ? " (first failure)"
+                         : child.stopped     ? " (stopped by launch)"
+                                             : "";
+      say(child.label + " (pid " + std::to_string(child.process->pid()) + ") exit code " +
+          std::to_string(*child.exit_code) + note);
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+int launchMain(int argc, char** argv) {
+  auto config = parseArgs(argc, argv);
+  if (!config.ok()) {
+    std::string text = "zps launch: " + config.status().message() + "\n" + kUsage;
+    ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+    (void)ignored;
+    return 2;
+  }
+  if (config->help) {
+    writeOut(kUsage);
+    return 0;
+  }
+  Launcher launcher(std::move(config).value());
+  return launcher.run();
+}
+
+}  // namespace zps

@@ -1,0 +1,96 @@
+// The zps binary. `zps` alone runs the role DMLC_ROLE names (scheduler or server); worker programs are
+// subcommands (`zps check`, `zps bench`) that run as DMLC_ROLE=worker; `zps launch` runs a whole job
+// locally. Exit codes: 0 success, 1 job failure, 2 user error (bad env, flag or argument).
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ps/common/config.h"
+#include "ps/server/server.h"
+#include "scheduler/scheduler.h"
+#include "tools/launch.h"
+#include "tools/programs.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "zps: a parameter-server training runtime\n"
+    "\n"
+    "usage:\n"
+    "  DMLC_ROLE=scheduler zps          run the scheduler\n"
+    "  DMLC_ROLE=server zps             run a server\n"
+    "  DMLC_ROLE=worker zps check       check exact sums over N rounds (--rounds, --sizes, --dtypes)\n"
+    "  DMLC_ROLE=worker zps bench       push-pull latency/goodput table (--sizes, --mode, --json)\n"
+    "  zps launch --servers S --workers W -- CMD ARGS...   a whole job on this machine\n"
+    "  zps version\n"
+    "\n"
+    "Every role reads DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER; see the README\n"
+    "for the full list. Every ZPS_* setting is also a flag (ZPS_RENDEZVOUS_TIMEOUT = --rendezvous_timeout).\n";
+
+int runRole(const char* argv0, const std::string& program) {
+  auto env = zps::processEnv();
+  auto config = zps::loadConfig(env);
+  if (!config.ok()) {
+    std::cerr << "zps: " << config.status().message() << std::endl;
+    return 2;
+  }
+  zps::setupLogging(argv0, config->verbose);
+  switch (config->role) {
+    case zps::Role::kScheduler:
+      if (!program.empty()) break;
+      return zps::runScheduler(*config);
+    case zps::Role::kServer:
+      if (!program.empty()) break;
+      return zps::runServer(*config);
+    case zps::Role::kWorker:
+      std::cerr << "zps: DMLC_ROLE=worker needs a worker program: zps check, zps bench (see zps help)" << std::endl;
+      return 2;
+  }
+  std::cerr << "zps: '" << program << "' is a worker program but DMLC_ROLE=" << zps::roleName(config->role)
+            << "; run it with DMLC_ROLE=worker" << std::endl;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string sub = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
+  if (sub == "launch") return zps::launchMain(argc - 1, argv + 1);
+  if (sub == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (sub == "version") {
+    std::cout << "zps 0.1.0 (protocol 1)" << std::endl;
+    return 0;
+  }
+
+  // Drop the subcommand so gflags sees only flags.
+  std::vector<char*> args(argv, argv + argc);
+  if (!sub.empty()) args.erase(args.begin() + 1);
+  int n = static_cast<int>(args.size());
+  char** a = args.data();
+  gflags::SetUsageMessage(kUsage);
+  gflags::SetVersionString("0.1.0");
+  gflags::ParseCommandLineFlags(&n, &a, true);
+  if (n > 1) {
+    std::cerr << "zps: unexpected argument '" << a[1] << "'\n\n" << kUsage;
+    return 2;
+  }
+
+  if (sub.empty()) return runRole(argv[0], "");
+  if (sub == "check" || sub == "bench") {
+    const char* role = std::getenv("DMLC_ROLE");
+    if (role != nullptr && std::strcmp(role, "worker") != 0 && role[0] != '\0') return runRole(argv[0], sub);
+    int verbose = 0;
+    if (const char* v = std::getenv("PS_VERBOSE"); v != nullptr) verbose = std::atoi(v);
+    zps::setupLogging(argv[0], verbose);
+    return sub == "check" ? zps::checkMain() : zps::benchMain();
+  }
+  std::cerr << "zps: unknown command '" << sub << "'\n\n" << kUsage;
+  return 2;
+}

@@ -1,0 +1,8 @@
+# zps_process: child processes (spawn, wait with deadlines, terminate) for `zps launch` and the
+# integration-test fixture. Included from tools/CMakeLists.txt.
+add_library(zps_process STATIC ${CMAKE_CURRENT_LIST_DIR}/process.cc)
+target_link_libraries(zps_process PUBLIC zps_common)
+
+# zps_launch: `zps launch` (launchMain), linked into the zps binary.
+add_library(zps_launch STATIC ${CMAKE_CURRENT_LIST_DIR}/launch.cc)
+target_link_libraries(zps_launch PUBLIC zps_process)

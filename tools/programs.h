@@ -1,0 +1,10 @@
+// Entry points of the zps subcommands that run as workers. Each reads its gflags (already parsed by
+// main) and returns the process exit code.
+#pragma once
+
+namespace zps {
+
+int checkMain();
+int benchMain();
+
+}  // namespace zps

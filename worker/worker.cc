@@ -1,0 +1,387 @@
+// Worker implementation. Threads:
+//  - the caller's threads issue push/pull/pushPull and wait;
+//  - the data transport's I/O thread moves bytes;
+//  - the receiver thread decodes replies, copies pulled bytes into the caller's buffers and completes
+//    operations;
+//  - the SchedulerClient's thread (heartbeats, barriers, shutdown).
+#include "zps/worker.h"
+
+#include <glog/logging.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "ps/common/config.h"
+#include "ps/node/resolve.h"
+#include "ps/node/scheduler_client.h"
+#include "ps/wire/codec.h"
+#include "worker/placement.h"
+
+namespace zps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Wraps a caller's buffer as a Blob without copying. The empty owner keeps nothing alive: the caller
+// promises the buffer outlives the operation, and a server only replies after it has received every byte.
+Blob borrow(const void* data, size_t bytes) {
+  return Blob(std::shared_ptr<const void>(std::shared_ptr<const void>(), data), data, bytes);
+}
+
+}  // namespace
+
+struct Worker::Impl {
+  struct Tensor {
+    std::string name;
+    size_t bytes;
+    DType dtype;
+    std::vector<PartitionInfo> parts;
+    uint64_t push_round = 0;
+    uint64_t pull_round = 0;
+  };
+  struct Op {
+    std::string what;  // "push-pull of 'grad' round 3"
+    int remaining = 0;
+    Status status;
+    std::vector<uint64_t> requests;
+  };
+  struct Pending {
+    std::shared_ptr<Op> op;
+    int server;
+    uint64_t key;
+    uint8_t* out = nullptr;  // pull destination
+    size_t bytes = 0;
+    DType dtype;
+  };
+  struct ServerLink {
+    PeerId peer;
+    std::string address;
+  };
+
+  Config config;
+  std::unique_ptr<SchedulerClient> client;
+  std::unique_ptr<Transport> transport;
+  wire::Limits limits;
+  int rank = -1;
+  std::vector<ServerLink> servers;
+  std::unordered_map<PeerId, int> server_of_peer;
+
+  std::mutex tensors_mu;
+  std::vector<Tensor> tensors;
+  std::unique_ptr<Placement> placement;
+
+  std::mutex mu;  // guards everything below
+  std::condition_variable cv;
+  uint64_t next_request = 1;
+  Handle next_handle = 1;
+  std::unordered_map<uint64_t, Pending> pending;
+  std::unordered_map<Handle, std::shared_ptr<Op>> ops;
+  std::optional<Status> aborted;
+
+  std::atomic<bool> stop{false};
+  std::thread receiver;
+
+  ~Impl() {
+    stop = true;
+    if (receiver.joinable()) receiver.join();
+    if (transport) transport->close();
+  }
+
+  Status start() {
+    client = std::make_unique<SchedulerClient>(config, 0);
+    client->onShutdown([this](const pb::Shutdown& s) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!aborted) aborted = Aborted("job ended by the scheduler: " + s.reason());
+      cv.notify_all();
+    });
+    ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, client->start());
+    rank = book.rank();
+    servers.resize(config.num_servers);
+    TransportOptions options;
+    options.name = "worker-data";
+    options.max_frame_bytes = config.max_message_bytes;
+    options.linger = config.shutdown_linger;
+    transport = makeZmqTransport(options);
+    limits.max_payload_bytes = config.max_message_bytes;
+    for (const auto& n : book.nodes()) {
+      if (n.role() != pb::SERVER) continue;
+      if (n.rank() >= config.num_servers) return ProtocolError("address book has server rank out of range");
+      std::string address = n.host() + ":" + std::to_string(n.port());
+      ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(n.host(), config.connect_timeout,
+                                                            "server " + std::to_string(n.rank()) + " host"));
+      ZPS_ASSIGN_OR_RETURN(PeerId peer, transport->connect(ip, static_cast<int>(n.port())));
+      servers[n.rank()] = ServerLink{peer, address};
+      server_of_peer[peer] = n.rank();
+    }
+    placement = std::make_unique<Placement>(config.num_servers);
+    receiver = std::thread([this] { receiveLoop(); });
+
+    // HELLO binds each connection to our rank on the server and proves the server is reachable.
+    auto op = std::make_shared<Op>();
+    op->what = "connecting to the servers";
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (int s = 0; s < config.num_servers; ++s) {
+        uint64_t id = next_request++;
+        pending[id] = Pending{op, s, 0, nullptr, 0, DType::kUInt8};
+        op->requests.push_back(id);
+        ++op->remaining;
+        pb::DataHeader h;
+        h.set_command(pb::CMD_HELLO);
+        h.set_request_id(id);
+        h.set_magic(wire::kMagic);
+        h.set_protocol_version(wire::kProtocolVersion);
+        h.set_worker_rank(rank);
+        ZPS_RETURN_IF_ERROR(transport->send(servers[s].peer, wire::encodeData(h)));
+      }
+    }
+    ZPS_RETURN_IF_ERROR(waitOp(op, config.connect_timeout));
+    LOG(INFO) << "worker " << rank << " connected to " << config.num_servers << " servers";
+    return Status::OK();
+  }
+
+  // Sends one request per partition; `in` and `out` may be null. Returns the new handle.
+  StatusOr<Handle> issue(TensorId id, pb::DataCommand command, const void* in, void* out) {
+    std::vector<PartitionInfo> parts;
+    uint64_t round;
+    DType dtype;
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lock(tensors_mu);
+      if (id < 0 || id >= static_cast<int>(tensors.size()))
+        return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
+      Tensor& t = tensors[id];
+      if (command == pb::CMD_PUSH) round = ++t.push_round;
+      else if (command == pb::CMD_PULL) round = ++t.pull_round;
+      else {
+        if (t.push_round != t.pull_round)
+          return FailedPrecondition("pushPull of '" + t.name + "' after unmatched push or pull calls");
+        round = ++t.push_round;
+        ++t.pull_round;
+      }
+      parts = t.parts;
+      dtype = t.dtype;
+      name = t.name;
+    }
+    if (in == nullptr && command != pb::CMD_PULL) return InvalidArgument("push of '" + name + "' with a null buffer");
+    if (out == nullptr && command != pb::CMD_PUSH) return InvalidArgument("pull of '" + name + "' into a null buffer");
+    auto op = std::make_shared<Op>();
+    const char* verb = command == pb::CMD_PUSH ? "push" : command == pb::CMD_PULL ? "pull" : "push-pull";
+    op->what = std::string(verb) + " of '" + name + "' round " + std::to_string(round);
+    std::lock_guard<std::mutex> lock(mu);
+    if (aborted) return *aborted;
+    for (const auto& p : parts) {
+      uint64_t rid = next_request++;
+      size_t elems = p.bytes / dtypeSize(dtype);
+      Pending pend{op, p.server, p.key, out ? static_cast<uint8_t*>(out) + p.offset : nullptr, p.bytes, dtype};
+      pending[rid] = pend;
+      op->requests.push_back(rid);
+      ++op->remaining;
+      pb::DataHeader h;
+      h.set_command(command);
+      h.set_request_id(rid);
+      h.set_key(p.key);
+      h.set_round(round);
+      h.set_dtype(static_cast<uint32_t>(dtype));
+      h.set_num_elements(elems);
+      Blob payload = in ? borrow(static_cast<const uint8_t*>(in) + p.offset, p.bytes) : Blob();
+      VLOG(2) << "worker " << rank << ": " << pb::DataCommand_Name(command) << " key " << p.key << " round " << round
+              << " (" << p.bytes << " B) to server " << p.server;
+      ZPS_RETURN_IF_ERROR(transport->send(servers[p.server].peer, wire::encodeData(h, std::move(payload))));
+    }
+    Handle handle = next_handle++;
+    ops[handle] = op;
+    return handle;
+  }
+
+  Status waitOp(const std::shared_ptr<Op>& op, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu);
+    bool done = cv.wait_for(lock, timeout, [&] { return op->remaining == 0 || aborted.has_value(); });
+    if (op->remaining == 0) return op->status;
+    if (done) return aborted->withContext(op->what);
+    std::string missing;
+    int shown = 0;
+    for (uint64_t rid : op->requests) {
+      auto it = pending.find(rid);
+      if (it == pending.end()) continue;
+      if (shown++ == 4) {
+        missing += ", ...";
+        break;
+      }
+      if (!missing.empty()) missing += ", ";
+      missing += "key " + std::to_string(it->second.key) + " from server " + std::to_string(it->second.server) +
+                 " (" + servers[it->second.server].address + ")";
+    }
+    return DeadlineExceeded(op->what + ": " + std::to_string(op->remaining) + " replies missing after " +
+                            std::to_string(timeout.count() / 1000.0) + " s: " + missing);
+  }
+
+  void complete(uint64_t rid, const Status& status) {
+    // Called with mu held.
+    auto it = pending.find(rid);
+    if (it == pending.end()) return;
+    auto op = it->second.op;
+    if (!status.ok() && op->status.ok()) op->status = status.withContext(op->what);
+    --op->remaining;
+    pending.erase(it);
+    if (op->remaining == 0) cv.notify_all();
+  }
+
+  void receiveLoop() {
+    while (!stop) {
+      auto msg = transport->recv(Clock::now() + std::chrono::milliseconds(200));
+      if (!msg.ok()) continue;
+      auto server_it = server_of_peer.find(msg->peer);
+      if (server_it == server_of_peer.end()) continue;
+      int server = server_it->second;
+      auto decoded = wire::decode(msg->frames, limits);
+      if (!decoded.ok()) {
+        LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": malformed reply from server " << server << ": "
+                                 << decoded.status().message();
+        continue;
+      }
+      auto* data = std::get_if<wire::DataMessage>(&decoded.value());
+      if (data == nullptr) continue;
+      const auto& h = data->header;
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = pending.find(h.request_id());
+      if (it == pending.end() || it->second.server != server) {
+        LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": reply for unknown request " << h.request_id()
+                                 << " from server " << server;
+        continue;
+      }
+      std::string from = "server " + std::to_string(server) + " (" + servers[server].address + ")";
+      if (h.command() == pb::CMD_ERROR) {
+        complete(h.request_id(), InternalError(from + " answered: " + h.error()));
+        continue;
+      }
+      if (h.command() != pb::CMD_REPLY) {
+        complete(h.request_id(), ProtocolError(from + " sent " + pb::DataCommand_Name(h.command())));
+        continue;
+      }
+      Pending& p = it->second;
+      if (p.out != nullptr) {
+        if (data->payload.size() != p.bytes || data->dtype != p.dtype) {
+          complete(h.request_id(), ProtocolError(from + " returned " + std::to_string(data->payload.size()) +
+                                                     " bytes of " + std::string(dtypeName(data->dtype)) + ", expected " +
+                                                     std::to_string(p.bytes) + " of " +
+                                                     std::string(dtypeName(p.dtype))));
+          continue;
+        }
+        std::memcpy(p.out, data->payload.data(), p.bytes);
+      }
+      complete(h.request_id(), Status::OK());
+    }
+  }
+};
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Worker::~Worker() = default;
+
+StatusOr<std::unique_ptr<Worker>> Worker::create() {
+  auto env = processEnv();
+  auto role = env("DMLC_ROLE");
+  if (role && !role->empty() && *role != "worker")
+    return InvalidArgument("this is a worker program but DMLC_ROLE=" + *role + "; set DMLC_ROLE=worker");
+  ZPS_ASSIGN_OR_RETURN(Config config, loadConfig(env, Role::kWorker));
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  ZPS_RETURN_IF_ERROR(impl->start());
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+int Worker::rank() const { return impl_->rank; }
+int Worker::numWorkers() const { return impl_->config.num_workers; }
+int Worker::numServers() const { return impl_->config.num_servers; }
+size_t Worker::partitionBytes() const { return impl_->config.partition_bytes; }
+
+StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType dtype) {
+  size_t esize = dtypeSize(dtype);
+  if (esize == 0) return InvalidArgument("unknown dtype");
+  if (bytes == 0 || bytes % esize != 0)
+    return InvalidArgument("tensor '" + name + "' has " + std::to_string(bytes) + " bytes, not a positive multiple of " +
+                           std::to_string(esize) + " (" + std::string(dtypeName(dtype)) + ")");
+  if (name.size() > 1024) return InvalidArgument("tensor name longer than 1024 bytes");
+  TensorId id;
+  Impl::Tensor t;
+  {
+    std::lock_guard<std::mutex> lock(impl_->tensors_mu);
+    id = static_cast<TensorId>(impl_->tensors.size());
+    if (id >= (1 << 30)) return InvalidArgument("too many tensors");
+    t.name = name;
+    t.bytes = bytes;
+    t.dtype = dtype;
+    t.parts = impl_->placement->place(id, bytes, esize, impl_->config.partition_bytes);
+    if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
+      return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
+    impl_->tensors.push_back(t);
+  }
+  auto op = std::make_shared<Impl::Op>();
+  op->what = "declaring '" + name + "'";
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (const auto& p : t.parts) {
+      uint64_t rid = impl_->next_request++;
+      impl_->pending[rid] = Impl::Pending{op, p.server, p.key, nullptr, 0, dtype};
+      op->requests.push_back(rid);
+      ++op->remaining;
+      pb::DataHeader h;
+      h.set_command(pb::CMD_DECLARE);
+      h.set_request_id(rid);
+      h.set_key(p.key);
+      h.set_dtype(static_cast<uint32_t>(dtype));
+      h.set_num_elements(p.bytes / esize);
+      h.set_mode(pb::MODE_SUM);
+      h.set_name(name);
+      ZPS_RETURN_IF_ERROR(impl_->transport->send(impl_->servers[p.server].peer, wire::encodeData(h)));
+    }
+  }
+  ZPS_RETURN_IF_ERROR(impl_->waitOp(op, impl_->config.request_timeout));
+  return id;
+}
+
+StatusOr<Handle> Worker::push(TensorId t, const void* data) { return impl_->issue(t, pb::CMD_PUSH, data, nullptr); }
+StatusOr<Handle> Worker::pull(TensorId t, void* out) { return impl_->issue(t, pb::CMD_PULL, nullptr, out); }
+StatusOr<Handle> Worker::pushPull(TensorId t, const void* data, void* out) {
+  return impl_->issue(t, pb::CMD_PUSH_PULL, data, out);
+}
+
+Status Worker::wait(Handle handle, std::chrono::milliseconds timeout) {
+  std::shared_ptr<Impl::Op> op;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->ops.find(handle);
+    if (it == impl_->ops.end()) return InvalidArgument("unknown or already waited handle " + std::to_string(handle));
+    op = it->second;
+    impl_->ops.erase(it);
+  }
+  return impl_->waitOp(op, timeout);
+}
+
+Status Worker::wait(Handle handle) { return wait(handle, impl_->config.request_timeout); }
+
+Status Worker::barrier() { return impl_->client->barrier(pb::GROUP_WORKERS, impl_->config.rendezvous_timeout); }
+
+int Worker::finish(const Status& result) {
+  auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
+  if (!shutdown.ok()) {
+    LOG(ERROR) << "worker " << impl_->rank << ": " << shutdown.status().message();
+    return 1;
+  }
+  if (shutdown->exit_code() != 0) LOG(ERROR) << "worker " << impl_->rank << ": " << shutdown->reason();
+  else LOG(INFO) << "worker " << impl_->rank << ": " << shutdown->reason();
+  if (!result.ok()) return 1;
+  return shutdown->exit_code();
+}
+
+std::vector<PartitionInfo> Worker::partitions(TensorId t) const {
+  std::lock_guard<std::mutex> lock(impl_->tensors_mu);
+  if (t < 0 || t >= static_cast<int>(impl_->tensors.size())) return {};
+  return impl_->tensors[t].parts;
+}
+
+}  // namespace zps
