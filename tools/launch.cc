@@ -158,10 +158,14 @@ void say(const std::string& line) { writeOut("zps launch: " + line + "\n"); }
 // Signal handlers only record the signal and wake the loop through this pipe.
 int g_wake_write_fd = -1;
 volatile sig_atomic_t g_stop_signal = 0;
+volatile sig_atomic_t g_stop_count = 0;  // only the handler writes it; handlers do not nest
 
 void onSignal(int sig) {
   int saved_errno = errno;
-  if (sig != SIGCHLD) g_stop_signal = sig;
+  if (sig != SIGCHLD) {
+    if (g_stop_count == 0) g_stop_signal = sig;
+    g_stop_count = g_stop_count + 1;
+  }
   char byte = static_cast<char>(sig);
   ssize_t ignored = write(g_wake_write_fd, &byte, 1);
   (void)ignored;
@@ -221,9 +225,13 @@ Status Launcher::installSignals() {
   wake_read_fd_ = fds[0];
   g_wake_write_fd = fds[1];
   g_stop_signal = 0;
+  g_stop_count = 0;
   struct sigaction sa {};
   sa.sa_handler = onSignal;
   sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGTERM);
+  sigaddset(&sa.sa_mask, SIGCHLD);
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
   sigaction(SIGINT, &sa, &old_int_);
   sigaction(SIGTERM, &sa, &old_term_);
@@ -402,10 +410,10 @@ void Launcher::stopAll() {
   // Keep relaying output while they shut down: their last lines say why, and a child blocked on a
   // full pipe could not exit at all.
   const auto deadline = Clock::now() + kStopGrace;
-  const sig_atomic_t signal_before = g_stop_signal;
+  const sig_atomic_t signals_before = g_stop_count;
   while (runningCount() > 0 && Clock::now() < deadline) {
     // A second Ctrl-C means "now": skip the rest of the grace period.
-    if (g_stop_signal != signal_before) break;
+    if (g_stop_count != signals_before) break;
     pumpOutput(50);
     reapExited();
   }
@@ -453,6 +461,7 @@ int Launcher::run() {
                                   std::chrono::duration<double>(config_.timeout_s));
   }
   Reason reason = Reason::kAllExited;
+  int stop_signal = 0;
   while (true) {
     int wait_ms = 1000;
     if (deadline) {
@@ -463,7 +472,8 @@ int Launcher::run() {
     reapExited();
     if (g_stop_signal != 0) {
       reason = Reason::kSignal;
-      say(std::string("got SIG") + sigabbrev_np(g_stop_signal) + "; stopping " + runningList());
+      stop_signal = g_stop_signal;
+      say(std::string("got SIG") + sigabbrev_np(stop_signal) + "; stopping " + runningList());
       break;
     }
     if (first_failure_) {
@@ -487,7 +497,7 @@ int Launcher::run() {
       exit_code = 0;
       break;
     case Reason::kSignal:
-      exit_code = 128 + g_stop_signal;
+      exit_code = 128 + stop_signal;
       break;
     case Reason::kTimeout:
       exit_code = 124;

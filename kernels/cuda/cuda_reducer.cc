@@ -107,6 +107,10 @@ bool cudaDeviceAvailable(std::string* why) {
   if (error != cudaSuccess) {
     reason = std::string("no usable CUDA device: cudaGetDeviceCount: ") + cudaGetErrorName(error) +
              ": " + cudaGetErrorString(error);
+    // The runtime says "insufficient" also when there is no driver at all, the common case.
+    if (error == cudaErrorInsufficientDriver) {
+      reason += " (no NVIDIA driver is loaded, or it is older than this CUDA runtime)";
+    }
   } else if (count == 0) {
     reason = "no CUDA device found";
   } else {

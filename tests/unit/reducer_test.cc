@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "kernels/cpu_reducer_internal.h"
+#include "kernels/cuda_reducer.h"
 #include "kernels/reducer.h"
 
 namespace zps::kernels {
@@ -161,13 +164,17 @@ void reducerSum(void* dst, const void* src, size_t count, DType dtype) {
   REQUIRE(status.ok());
 }
 
-// Sums one element pair through the reducer, padded out to a length that takes the vector loop.
+// Sums one element pair, repeated to a length that runs both the vector loops and the scalar
+// tails, through cpuSum and through the portable loops; every copy must come out the same.
 template <typename T>
 T sumOne(DType dtype, T a, T b) {
   constexpr size_t kCount = 67;
   std::vector<T> dst(kCount, a);
   const std::vector<T> src(kCount, b);
+  std::vector<T> portable = dst;
   cpuSum(dst.data(), src.data(), kCount, dtype);
+  detail::cpuSumPortable(portable.data(), src.data(), kCount, dtype);
+  REQUIRE(std::memcmp(portable.data(), dst.data(), kCount * sizeof(T)) == 0);
   for (size_t i = 1; i < kCount; ++i) REQUIRE(std::memcmp(&dst[i], &dst[0], sizeof(T)) == 0);
   return dst[0];
 }
@@ -176,8 +183,11 @@ bool isHalfNan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) !=
 bool isBfloat16Nan(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x007fu) != 0; }
 
 TEST_CASE("cpu reducer sums every dtype at odd lengths and misaligned src", "[reducer]") {
-  const auto via = GENERATE(as<std::string>{}, "reducer", "cpuSum");
-  const SumFn sum = via == "reducer" ? &reducerSum : &cpuSum;
+  const auto via = GENERATE(as<std::string>{}, "reducer", "cpuSum", "portable");
+  CAPTURE(via);
+  const SumFn sum = via == "reducer" ? &reducerSum
+                    : via == "cpuSum" ? &cpuSum
+                                      : &detail::cpuSumPortable;
   for (const DType dtype : kAllDTypes) {
     for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{4099}}) {
       for (size_t offset = 0; offset < 8; ++offset) checkSum(sum, dtype, count, offset);
@@ -192,6 +202,25 @@ TEST_CASE("cpu reducer reports a dtype outside the enum", "[reducer]") {
   const Status status = reducer->sum(&dst, &src, 1, static_cast<DType>(42));
   CHECK(status.code() == StatusCode::kInvalidArgument);
   CHECK(dst == 1);
+}
+
+// Builds without CUDA, and machines without a GPU, must say why instead of failing obscurely; the
+// server falls back to the CPU reducer on kUnavailable.
+TEST_CASE("the CUDA reducer explains why it is unavailable", "[reducer][cuda]") {
+  std::string why;
+  if (cudaDeviceAvailable(&why)) {
+    SUCCEED("a CUDA device is usable here; tests/cuda covers it");
+    return;
+  }
+  INFO(why);
+  CHECK_FALSE(why.empty());
+#ifndef ZPS_HAVE_CUDA
+  CHECK(why.find("no CUDA") != std::string::npos);
+#endif
+  auto made = makeCudaReducer(0);
+  REQUIRE_FALSE(made.ok());
+  INFO(made.status().toString());
+  CHECK(made.status().code() == StatusCode::kUnavailable);
 }
 
 TEST_CASE("integer sums wrap around", "[reducer]") {
@@ -242,6 +271,34 @@ TEST_CASE("bfloat16 sums round once to nearest even", "[reducer][bfloat16]") {
   CHECK(sumOne<uint16_t>(DType::kBFloat16, 0x7f7f, 0x7f7f) == 0x7f80);
   CHECK(sumOne<uint16_t>(DType::kBFloat16, 0x0001, 0x0001) == 0x0002);
   CHECK(isBfloat16Nan(sumOne<uint16_t>(DType::kBFloat16, 0x7f80, 0xff80)));
+}
+
+// cpuSum may use ISA-specific loops for the 16-bit floats; on every bit pattern (NaNs compared as
+// "both NaN") they must agree with the portable loops, which the tests above pin down exactly.
+TEST_CASE("16-bit float sums agree between the fast and portable loops", "[reducer][half]") {
+  constexpr size_t kCount = 200003;
+  std::mt19937 rng(42);
+  std::vector<uint16_t> a(kCount), b(kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    a[i] = static_cast<uint16_t>(rng());
+    b[i] = static_cast<uint16_t>(rng());
+  }
+  for (const DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    CAPTURE(dtypeName(dtype));
+    auto is_nan = dtype == DType::kFloat16 ? &isHalfNan : &isBfloat16Nan;
+    std::vector<uint16_t> fast = a, portable = a;
+    cpuSum(fast.data(), b.data(), kCount, dtype);
+    detail::cpuSumPortable(portable.data(), b.data(), kCount, dtype);
+    size_t mismatches = 0;
+    for (size_t i = 0; i < kCount; ++i) {
+      if (fast[i] == portable[i] || (is_nan(fast[i]) && is_nan(portable[i]))) continue;
+      if (mismatches++ < 3) {
+        FAIL_CHECK(std::hex << "0x" << a[i] << " + 0x" << b[i] << ": fast 0x" << fast[i]
+                            << ", portable 0x" << portable[i]);
+      }
+    }
+    CHECK(mismatches == 0);
+  }
 }
 
 TEST_CASE("float32 and float64 sums are IEEE sums", "[reducer]") {
