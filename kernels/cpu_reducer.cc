@@ -8,9 +8,9 @@
 // The 16-bit floats are the exception: their portable bit-twiddling conversions vectorise but are
 // compute-bound (~5x slower than float32 per byte), so on x86-64 with AVX2 (+F16C for float16)
 // they use a few intrinsics instead and run at memory speed like the other dtypes.
-#include <cstring>
-
 #include <glog/logging.h>
+
+#include <cstring>
 
 #include "kernels/cpu_reducer_internal.h"
 #include "kernels/half_bits.h"
@@ -48,9 +48,8 @@ inline void store(Byte* p, T v) {
 // overflow wraps instead of being undefined). __restrict lets the vectoriser skip its runtime
 // overlap check: dst and src never partially overlap (dst is the reducer's own buffer).
 template <typename T, typename Add>
-inline __attribute__((always_inline)) void sumLoop(Byte* __restrict dst,
-                                                   const Byte* __restrict src, size_t count,
-                                                   Add add) {
+inline __attribute__((always_inline)) void sumLoop(Byte* __restrict dst, const Byte* __restrict src,
+                                                   size_t count, Add add) {
   for (size_t i = 0; i < count; ++i) {
     const size_t offset = i * sizeof(T);
     store<T>(dst + offset, add(load<T>(dst + offset), load<T>(src + offset)));
@@ -88,14 +87,13 @@ ZPS_KERNEL_CLONES void sumBFloat16Portable(Byte* __restrict dst, const Byte* __r
 
 // vcvtph2ps / vcvtps2ph convert 8 lanes exactly (subnormals included; the explicit rounding
 // immediate ignores MXCSR), which is what floatToHalfBits/halfBitsToFloat do one lane at a time.
-__attribute__((target("avx2,f16c"))) void sumFloat16Avx2(Byte* dst, const Byte* src,
-                                                        size_t count) {
+__attribute__((target("avx2,f16c"))) void sumFloat16Avx2(Byte* dst, const Byte* src, size_t count) {
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     auto* d = reinterpret_cast<__m128i*>(dst + 2 * i);
     const auto* s = reinterpret_cast<const __m128i*>(src + 2 * i);
-    const __m256 sum = _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(d)),
-                                     _mm256_cvtph_ps(_mm_loadu_si128(s)));
+    const __m256 sum =
+        _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(d)), _mm256_cvtph_ps(_mm_loadu_si128(s)));
     _mm_storeu_si128(d, _mm256_cvtps_ph(sum, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   sumFloat16Portable(dst + 2 * i, src + 2 * i, count - i);
@@ -108,8 +106,8 @@ __attribute__((target("avx2,f16c"))) void sumFloat16Avx2(Byte* dst, const Byte* 
 __attribute__((target("avx2"))) inline __m256i roundToBfloat16(__m256 x) {
   const __m256i bits = _mm256_castps_si256(x);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-  return _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), lsb),
+                           16);
 }
 
 // Interleaving zeros below each bfloat16 is the exact widening to float32. The unpacks and the
@@ -145,14 +143,20 @@ bool haveAvx2F16c() {
 
 void sumFloat16(Byte* dst, const Byte* src, size_t count) {
 #if ZPS_KERNEL_X86
-  if (haveAvx2F16c()) return sumFloat16Avx2(dst, src, count);
+  if (haveAvx2F16c()) {
+    sumFloat16Avx2(dst, src, count);
+    return;
+  }
 #endif
   sumFloat16Portable(dst, src, count);
 }
 
 void sumBFloat16(Byte* dst, const Byte* src, size_t count) {
 #if ZPS_KERNEL_X86
-  if (haveAvx2()) return sumBFloat16Avx2(dst, src, count);
+  if (haveAvx2()) {
+    sumBFloat16Avx2(dst, src, count);
+    return;
+  }
 #endif
   sumBFloat16Portable(dst, src, count);
 }
@@ -176,18 +180,28 @@ bool sumAny(void* dst, const void* src, size_t count, DType dtype, bool portable
   auto* d = static_cast<Byte*>(dst);
   const auto* s = static_cast<const Byte*>(src);
   switch (dtype) {
-    case DType::kFloat32: sumFloat32(d, s, count); return true;
+    case DType::kFloat32:
+      sumFloat32(d, s, count);
+      return true;
     case DType::kFloat16:
       portable ? sumFloat16Portable(d, s, count) : sumFloat16(d, s, count);
       return true;
     case DType::kBFloat16:
       portable ? sumBFloat16Portable(d, s, count) : sumBFloat16(d, s, count);
       return true;
-    case DType::kFloat64: sumFloat64(d, s, count); return true;
+    case DType::kFloat64:
+      sumFloat64(d, s, count);
+      return true;
     // Two's complement: the unsigned sum has the same bits as the wrapped signed sum.
-    case DType::kInt32: sumUInt32(d, s, count); return true;
-    case DType::kInt64: sumUInt64(d, s, count); return true;
-    case DType::kUInt8: sumUInt8(d, s, count); return true;
+    case DType::kInt32:
+      sumUInt32(d, s, count);
+      return true;
+    case DType::kInt64:
+      sumUInt64(d, s, count);
+      return true;
+    case DType::kUInt8:
+      sumUInt8(d, s, count);
+      return true;
   }
   return false;
 }

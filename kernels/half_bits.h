@@ -23,14 +23,15 @@ inline float halfBitsToFloat(uint16_t h) {
   const uint32_t magnitude = h & 0x7fffu;
   // Normal numbers: move exponent and mantissa into float position and rebias 15 -> 127.
   const uint32_t normal = (magnitude << 13) + ((127u - 15u) << 23);
-  // Inf/NaN: the float exponent is all ones; the mantissa (and so NaN-ness and quietness) carries over.
+  // Inf/NaN: the float exponent is all ones; the mantissa (and so NaN-ness and quietness) carries
+  // over.
   const uint32_t inf_nan = (magnitude << 13) | 0x7f800000u;
   // Subnormals (and zero) are mantissa * 2^-24; the int -> float conversion and the power-of-two
   // scale are both exact, so this needs no normalisation loop.
   const uint32_t subnormal =
       std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f);
-  const uint32_t bits = selectBits(magnitude >= 0x7c00u, inf_nan,
-                                   selectBits(magnitude < 0x0400u, subnormal, normal));
+  const uint32_t bits =
+      selectBits(magnitude >= 0x7c00u, inf_nan, selectBits(magnitude < 0x0400u, subnormal, normal));
   return std::bit_cast<float>(bits | sign);
 }
 
@@ -51,10 +52,9 @@ inline uint16_t floatToHalfBits(float f) {
   // the bit patterns is then the half encoding (0x400 when it rounds up to the smallest normal).
   const float small = std::bit_cast<float>(ax) + 0.5f;
   const uint32_t subnormal = std::bit_cast<uint32_t>(small) - 0x3f000000u;
-  const uint32_t bits =
-      selectBits(ax > 0x7f800000u, nan,
-                 selectBits(ax >= 0x47800000u, 0x7c00u,
-                            selectBits(ax < 0x38800000u, subnormal, normal)));
+  const uint32_t bits = selectBits(
+      ax > 0x7f800000u, nan,
+      selectBits(ax >= 0x47800000u, 0x7c00u, selectBits(ax < 0x38800000u, subnormal, normal)));
   return static_cast<uint16_t>(bits | sign);
 }
 

@@ -1,13 +1,16 @@
 // The CUDA reducer (host side) and the device-pointer entry point. Built only with CUDA; the
 // kernel itself lives in sum_kernel.cu.
+#include "kernels/cuda_reducer.h"
+
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/cuda_sum.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/sum_kernel.h"
-#include "kernels/cuda_reducer.h"
 
 namespace zps::kernels {
 namespace {
@@ -50,6 +53,10 @@ class CudaReducer final : public Reducer {
  public:
   CudaReducer(int device, cuda::Stream stream) : device_(device), stream_(std::move(stream)) {}
 
+  // The members free their stream and buffers as they go; make their device current first. The
+  // error is ignored: a destructor cannot report it, and the frees log their own failures.
+  ~CudaReducer() override { static_cast<void>(cudaSetDevice(device_)); }
+
   const char* name() const override { return "cuda"; }
 
   Status sum(void* dst, const void* src, size_t count, DType dtype) override {
@@ -72,7 +79,8 @@ class CudaReducer final : public Reducer {
   Status enqueue(char* dst, const char* src, size_t count, size_t size, DType dtype) {
     const size_t total_bytes = count * size;
     const size_t chunk_elements = kMaxStagingBytes / size;
-    const size_t staging_bytes = total_bytes < kMaxStagingBytes ? total_bytes : chunk_elements * size;
+    const size_t staging_bytes =
+        total_bytes < kMaxStagingBytes ? total_bytes : chunk_elements * size;
     ZPS_RETURN_IF_ERROR(dst_staging_.reserve(staging_bytes));
     ZPS_RETURN_IF_ERROR(src_staging_.reserve(staging_bytes));
     cudaStream_t stream = stream_.get();
@@ -118,8 +126,9 @@ bool cudaDeviceAvailable(std::string* why) {
     cudaError_t probed = cudaGetDevice(&device);
     if (probed == cudaSuccess) probed = cuda::probeSumKernel();
     if (probed != cudaSuccess) {
-      reason = "CUDA device " + std::to_string(device) + " cannot run this build's kernels: " +
-               cudaGetErrorName(probed) + ": " + cudaGetErrorString(probed);
+      reason = "CUDA device " + std::to_string(device) +
+               " cannot run this build's kernels: " + cudaGetErrorName(probed) + ": " +
+               cudaGetErrorString(probed);
     }
   }
   if (reason.empty()) return true;

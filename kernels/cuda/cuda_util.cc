@@ -49,7 +49,8 @@ Status Stream::create() {
 void Stream::release() {
   if (stream_ == nullptr) return;
   const cudaError_t error = cudaStreamDestroy(stream_);
-  LOG_IF(WARNING, error != cudaSuccess) << "cudaStreamDestroy failed: " << cudaGetErrorString(error);
+  LOG_IF(WARNING, error != cudaSuccess)
+      << "cudaStreamDestroy failed: " << cudaGetErrorString(error);
   stream_ = nullptr;
 }
 

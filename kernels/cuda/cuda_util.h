@@ -22,12 +22,12 @@ Status cudaErrorToStatus(cudaError_t error, const char* what, const char* file, 
 
 // Evaluates a CUDA runtime call once and returns a Status naming the call, file and line when it
 // did not return cudaSuccess.
-#define ZPS_CUDA_RETURN_IF_ERROR(call)                                                         \
-  do {                                                                                         \
-    const cudaError_t zps_cuda_error_ = (call);                                                \
-    if (zps_cuda_error_ != cudaSuccess) {                                                      \
+#define ZPS_CUDA_RETURN_IF_ERROR(call)                                                            \
+  do {                                                                                            \
+    const cudaError_t zps_cuda_error_ = (call);                                                   \
+    if (zps_cuda_error_ != cudaSuccess) {                                                         \
       return ::zps::kernels::cuda::cudaErrorToStatus(zps_cuda_error_, #call, __FILE__, __LINE__); \
-    }                                                                                          \
+    }                                                                                             \
   } while (0)
 
 namespace zps::kernels::cuda {

@@ -75,18 +75,20 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
               size_t count, size_t head, size_t packs) {
   using T = typename Add::T;
   using P = Pack<T>;
-  const Add add;
+  const Add add{};
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
 
-  P* dst_packs = reinterpret_cast<P*>(dst + head);
-  const P* src_packs = reinterpret_cast<const P*>(src + head);
-  for (size_t p = first; p < packs; p += stride) {
-    P a = dst_packs[p];
-    const P b = src_packs[p];
+  if (packs != 0) {
+    P* dst_packs = reinterpret_cast<P*>(dst + head);
+    const P* src_packs = reinterpret_cast<const P*>(src + head);
+    for (size_t p = first; p < packs; p += stride) {
+      P a = dst_packs[p];
+      const P b = src_packs[p];
 #pragma unroll
-    for (int k = 0; k < P::kLanes; ++k) a.lane[k] = add(a.lane[k], b.lane[k]);
-    dst_packs[p] = a;
+      for (int k = 0; k < P::kLanes; ++k) a.lane[k] = add(a.lane[k], b.lane[k]);
+      dst_packs[p] = a;
+    }
   }
 
   const size_t tail_start = head + packs * P::kLanes;
@@ -125,13 +127,20 @@ cudaError_t launch(void* dst, const void* src, size_t count, cudaStream_t stream
 cudaError_t launchSum(void* dst, const void* src, size_t count, DType dtype, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   switch (dtype) {
-    case DType::kFloat32: return launch<AddFloat32>(dst, src, count, stream);
-    case DType::kFloat16: return launch<AddFloat16>(dst, src, count, stream);
-    case DType::kBFloat16: return launch<AddBFloat16>(dst, src, count, stream);
-    case DType::kFloat64: return launch<AddFloat64>(dst, src, count, stream);
-    case DType::kInt32: return launch<AddUInt32>(dst, src, count, stream);
-    case DType::kInt64: return launch<AddUInt64>(dst, src, count, stream);
-    case DType::kUInt8: return launch<AddUInt8>(dst, src, count, stream);
+    case DType::kFloat32:
+      return launch<AddFloat32>(dst, src, count, stream);
+    case DType::kFloat16:
+      return launch<AddFloat16>(dst, src, count, stream);
+    case DType::kBFloat16:
+      return launch<AddBFloat16>(dst, src, count, stream);
+    case DType::kFloat64:
+      return launch<AddFloat64>(dst, src, count, stream);
+    case DType::kInt32:
+      return launch<AddUInt32>(dst, src, count, stream);
+    case DType::kInt64:
+      return launch<AddUInt64>(dst, src, count, stream);
+    case DType::kUInt8:
+      return launch<AddUInt8>(dst, src, count, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -15,9 +15,9 @@ namespace zps::kernels::cuda {
 // if any (cudaErrorInvalidValue for a dtype outside the enum).
 cudaError_t launchSum(void* dst, const void* src, size_t count, DType dtype, cudaStream_t stream);
 
-// Asks the runtime to load the kernel for the current device. Fails (cudaErrorNoKernelImageForDevice
-// and friends) when this build has neither SASS nor PTX the device can run, which a device count
-// alone would not reveal.
+// Asks the runtime to load the kernel for the current device. Fails
+// (cudaErrorNoKernelImageForDevice and friends) when this build has neither SASS nor PTX the device
+// can run, which a device count alone would not reveal.
 cudaError_t probeSumKernel();
 
 }  // namespace zps::kernels::cuda

@@ -1,9 +1,12 @@
 // CUDA reducer and cudaSumDevice against the CPU reducer. The CPU reducer is checked on its own in
 // tests/unit/reducer_test.cc, so here the two must agree bit for bit: on exact-arithmetic data for
 // every dtype, and on arbitrary finite floats, where both round the same correctly rounded sum.
+#include "kernels/cuda_reducer.h"
+
 #include <cuda_runtime_api.h>
 
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,18 +15,14 @@
 #include <utility>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "kernels/cuda/cuda_sum.h"
-#include "kernels/cuda_reducer.h"
 #include "kernels/reducer.h"
 
 namespace zps::kernels {
 namespace {
 
-constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16,
-                                DType::kFloat64, DType::kInt32,   DType::kInt64,
-                                DType::kUInt8};
+constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
+                                DType::kInt32,   DType::kInt64,   DType::kUInt8};
 
 using Bytes = std::vector<unsigned char>;
 
@@ -55,8 +54,12 @@ void putInt(DType dtype, unsigned char* p, int64_t v) {
       std::memcpy(p, &x, 4);
       break;
     }
-    case DType::kInt64: std::memcpy(p, &v, 8); break;
-    case DType::kUInt8: *p = static_cast<uint8_t>(v); break;
+    case DType::kInt64:
+      std::memcpy(p, &v, 8);
+      break;
+    case DType::kUInt8:
+      *p = static_cast<uint8_t>(v);
+      break;
   }
 }
 
@@ -111,7 +114,8 @@ Bytes finiteFloatData(DType dtype, size_t count, uint32_t seed) {
         std::memcpy(p, &x, 8);
         break;
       }
-      default: FAIL("not a float dtype");
+      default:
+        FAIL("not a float dtype");
     }
   }
   return out;
@@ -177,8 +181,8 @@ TEST_CASE("CUDA reducer matches the CPU reducer on exact data", "[cuda]") {
   CHECK(std::string(cudaReducer().name()) == "cuda");
   uint32_t seed = 1;
   for (const DType dtype : kAllDTypes) {
-    for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{4099},
-                               (size_t{1} << 20) + 3}) {
+    for (const size_t count :
+         {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{4099}, (size_t{1} << 20) + 3}) {
       const Bytes dst = exactData(dtype, count, seed++);
       const Bytes src = exactData(dtype, count, seed++);
       for (size_t offset = 0; offset < 8; ++offset) compareHostSum(dtype, dst, src, offset);
@@ -195,8 +199,7 @@ TEST_CASE("CUDA reducer stages tensors larger than its device buffers", "[cuda]"
 }
 
 TEST_CASE("CUDA and CPU round float sums identically", "[cuda]") {
-  for (const DType dtype :
-       {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+  for (const DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
     const size_t count = 100003;
     compareHostSum(dtype, finiteFloatData(dtype, count, 11), finiteFloatData(dtype, count, 12), 0);
   }

@@ -1,10 +1,9 @@
 // Runner for zps_cuda_tests: skips the whole binary, with the reason, when no CUDA device can run
 // this build's kernels (ctest SKIP_RETURN_CODE 77, see CMakeLists.txt).
 #define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "kernels/cuda_reducer.h"
 

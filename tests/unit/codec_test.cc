@@ -282,7 +282,10 @@ std::vector<BadCase> malformedInputs() {
                    "3 frames"});
   cases.push_back({"ten frames", [] { return std::vector<Blob>(10, bytesOf("x")); }, "10 frames"});
   cases.push_back({"random bytes header",
-                   [] { return std::vector<Blob>{bytesOf(std::string("\xff\xff\xff\xff\x0f\xde\xad", 7))}; },
+                   [] {
+                     return std::vector<Blob>{
+                         bytesOf(std::string("\xff\xff\xff\xff\x0f\xde\xad", 7))};
+                   },
                    "not a valid envelope"});
   cases.push_back({"length prefix longer than the frame",
                    [] { return std::vector<Blob>{bytesOf(std::string("\x0a\x7f\x08\x01", 4))}; },
@@ -340,7 +343,9 @@ std::vector<BadCase> malformedInputs() {
   cases.push_back({"push without payload", [=] { return std::vector<Blob>{dataFrame(push)}; },
                    "CMD_PUSH is missing its payload frame"});
   cases.push_back({"push_pull without payload",
-                   [=] { return std::vector<Blob>{dataFrame(withCommand(push, pb::CMD_PUSH_PULL))}; },
+                   [=] {
+                     return std::vector<Blob>{dataFrame(withCommand(push, pb::CMD_PUSH_PULL))};
+                   },
                    "CMD_PUSH_PULL is missing its payload frame"});
   cases.push_back({"pull with payload", [=] { return encodeData(pull, payloadOf(16)); },
                    "CMD_PULL must not carry a payload"});
@@ -515,7 +520,8 @@ std::vector<BadCase> malformedInputs() {
                    },
                    "data.error is 4097 bytes"});
   {
-    BadCase c{"string over a small max_string_bytes", [] { return encodeControl(sampleRegister()); },
+    BadCase c{"string over a small max_string_bytes",
+              [] { return encodeControl(sampleRegister()); },
               "register.host is 8 bytes, over the limit of 4"};
     c.limits.max_string_bytes = 4;
     cases.push_back(c);

@@ -1,7 +1,10 @@
 // Tests for the CPU reducer (kernels/cpu_reducer.cc) and the float16/bfloat16 conversions
 // (kernels/half.cc). Data is chosen so every sum is exact or has one known correctly rounded
 // answer; results are compared bit for bit.
+#include "kernels/reducer.h"
+
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -10,18 +13,14 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "kernels/cpu_reducer_internal.h"
 #include "kernels/cuda_reducer.h"
-#include "kernels/reducer.h"
 
 namespace zps::kernels {
 namespace {
 
-constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16,
-                                DType::kFloat64, DType::kInt32,   DType::kInt64,
-                                DType::kUInt8};
+constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
+                                DType::kInt32,   DType::kInt64,   DType::kUInt8};
 
 // Writes the integer v as element i of a dtype array at any alignment. Callers keep v small
 // enough to be exact in every float type (|v| <= 256 is exact even in bfloat16).
@@ -53,8 +52,12 @@ void putInt(DType dtype, unsigned char* base, size_t i, int64_t v) {
       std::memcpy(p, &x, 4);
       break;
     }
-    case DType::kInt64: std::memcpy(p, &v, 8); break;
-    case DType::kUInt8: *p = static_cast<uint8_t>(v); break;
+    case DType::kInt64:
+      std::memcpy(p, &v, 8);
+      break;
+    case DType::kUInt8:
+      *p = static_cast<uint8_t>(v);
+      break;
   }
 }
 
@@ -92,7 +95,8 @@ double getValue(DType dtype, const unsigned char* base, size_t i) {
       std::memcpy(&x, p, 8);
       return static_cast<double>(x);
     }
-    case DType::kUInt8: return *p;
+    case DType::kUInt8:
+      return *p;
   }
   return std::nan("");
 }
@@ -185,7 +189,7 @@ bool isBfloat16Nan(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x007fu
 TEST_CASE("cpu reducer sums every dtype at odd lengths and misaligned src", "[reducer]") {
   const auto via = GENERATE(as<std::string>{}, "reducer", "cpuSum", "portable");
   CAPTURE(via);
-  const SumFn sum = via == "reducer" ? &reducerSum
+  const SumFn sum = via == "reducer"  ? &reducerSum
                     : via == "cpuSum" ? &cpuSum
                                       : &detail::cpuSumPortable;
   for (const DType dtype : kAllDTypes) {
@@ -432,7 +436,8 @@ TEST_CASE("every bfloat16 survives a round trip through float", "[bfloat16]") {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const uint16_t back = floatToBfloat16(bfloat16ToFloat(static_cast<uint16_t>(b)));
     const bool ok = isBfloat16Nan(static_cast<uint16_t>(b)) ? isBfloat16Nan(back) : back == b;
-    if (!ok && failures++ < 3) FAIL_CHECK("bfloat16 0x" << std::hex << b << " came back 0x" << back);
+    if (!ok && failures++ < 3)
+      FAIL_CHECK("bfloat16 0x" << std::hex << b << " came back 0x" << back);
   }
   CHECK(failures == 0);
 }

@@ -1,0 +1,473 @@
+// Tests for the server's summation store (ps/server/sum_store.cc) with the CPU reducer: exact sums
+// per round, parked pulls, overlapping rounds, duplicate pushes, and an error reply (never a crash)
+// for every bad request. Messages are built directly as wire::DataMessage values.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kernels/reducer.h"
+#include "ps/server/sum_store.h"
+
+namespace zps {
+namespace {
+
+constexpr int kWorkers = 3;
+constexpr uint64_t kKey = 7;
+constexpr uint64_t kElems = 4;
+
+PeerId peerOf(int worker) { return 100 + static_cast<PeerId>(worker); }
+
+class StoreFixture {
+ public:
+  explicit StoreFixture(int workers = kWorkers)
+      : reducer_(kernels::makeCpuReducer()), store_(workers, reducer_.get()) {}
+
+  static wire::DataMessage header(pb::DataCommand cmd, uint64_t key, uint64_t round, DType dtype,
+                                  uint64_t num_elements) {
+    wire::DataMessage m;
+    m.header.set_command(cmd);
+    m.header.set_request_id(nextRequestId());
+    m.header.set_key(key);
+    m.header.set_round(round);
+    m.header.set_dtype(static_cast<uint32_t>(dtype));
+    m.header.set_num_elements(num_elements);
+    m.header.set_mode(pb::MODE_SUM);
+    m.dtype = dtype;
+    return m;
+  }
+
+  std::vector<Outgoing> send(int worker, const wire::DataMessage& m) {
+    std::vector<Outgoing> out;
+    store_.handle(peerOf(worker), worker, m, &out);
+    return out;
+  }
+
+  std::vector<Outgoing> declare(int worker, uint64_t key, uint64_t n, DType dtype = DType::kFloat32,
+                                const std::string& name = "grad") {
+    auto m = header(pb::CMD_DECLARE, key, 0, dtype, n);
+    m.header.set_name(name);
+    return send(worker, m);
+  }
+
+  template <typename T>
+  static wire::DataMessage pushMessage(pb::DataCommand cmd, uint64_t key, uint64_t round,
+                                       DType dtype, const std::vector<T>& values) {
+    auto m = header(cmd, key, round, dtype, values.size());
+    m.payload = Blob::copyOf(values.data(), values.size() * sizeof(T));
+    return m;
+  }
+
+  std::vector<Outgoing> push(int worker, uint64_t round, const std::vector<float>& values,
+                             pb::DataCommand cmd = pb::CMD_PUSH, uint64_t key = kKey) {
+    return send(worker, pushMessage(cmd, key, round, DType::kFloat32, values));
+  }
+
+  std::vector<Outgoing> pull(int worker, uint64_t round, uint64_t key = kKey) {
+    return send(worker, header(pb::CMD_PULL, key, round, DType::kFloat32, 0));
+  }
+
+  SumStore& store() { return store_; }
+
+ private:
+  static uint64_t nextRequestId() {
+    static uint64_t id = 1000;
+    return ++id;
+  }
+  std::unique_ptr<kernels::Reducer> reducer_;
+  SumStore store_;
+};
+
+std::vector<float> floatsOf(const Blob& b) {
+  REQUIRE(b.size() % sizeof(float) == 0);
+  std::vector<float> v(b.size() / sizeof(float));
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+// Worker w's push in round r: element i is (w + 1) * r + i, all exact in float32.
+std::vector<float> pushValues(int w, uint64_t r) {
+  std::vector<float> v(kElems);
+  for (size_t i = 0; i < kElems; ++i) v[i] = static_cast<float>((w + 1) * r + i);
+  return v;
+}
+
+// The sum of every worker's pushValues in round r.
+std::vector<float> expectedSum(uint64_t r, int workers = kWorkers) {
+  std::vector<float> v(kElems, 0.0f);
+  for (int w = 0; w < workers; ++w)
+    for (size_t i = 0; i < kElems; ++i) v[i] += static_cast<float>((w + 1) * r + i);
+  return v;
+}
+
+void checkAck(const Outgoing& o, int worker, uint64_t round) {
+  CHECK(o.peer == peerOf(worker));
+  CHECK(o.header.command() == pb::CMD_REPLY);
+  CHECK(o.header.key() == kKey);
+  CHECK(o.header.round() == round);
+  CHECK(o.payload.empty());
+}
+
+void checkSumReply(const Outgoing& o, int worker, uint64_t round, const std::vector<float>& sum) {
+  CHECK(o.peer == peerOf(worker));
+  CHECK(o.header.command() == pb::CMD_REPLY);
+  CHECK(o.header.key() == kKey);
+  CHECK(o.header.round() == round);
+  CHECK(o.header.num_elements() == kElems);
+  CHECK(o.header.dtype() == static_cast<uint32_t>(DType::kFloat32));
+  CHECK(floatsOf(o.payload) == sum);
+}
+
+void checkError(const std::vector<Outgoing>& out, int worker, const std::string& needle) {
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].peer == peerOf(worker));
+  CHECK(out[0].header.command() == pb::CMD_ERROR);
+  CHECK(out[0].payload.empty());
+  CHECK_THAT(out[0].header.error(), Catch::Contains(needle));
+}
+
+void declareAll(StoreFixture& f, uint64_t key = kKey, uint64_t n = kElems) {
+  for (int w = 0; w < kWorkers; ++w) {
+    auto out = f.declare(w, key, n);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].header.command() == pb::CMD_REPLY);
+  }
+}
+
+void pushRound(StoreFixture& f, uint64_t round) {
+  for (int w = 0; w < kWorkers; ++w) {
+    auto out = f.push(w, round, pushValues(w, round));
+    REQUIRE(out.size() == 1);
+    checkAck(out[0], w, round);
+  }
+}
+
+TEST_CASE("sum store: pushes of every worker are summed exactly, round after round",
+          "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  CHECK(f.store().numKeys() == 1);
+  for (uint64_t r = 1; r <= 6; ++r) {
+    INFO("round " << r);
+    auto m = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, r, DType::kFloat32, pushValues(0, r));
+    auto out = f.send(0, m);
+    REQUIRE(out.size() == 1);
+    checkAck(out[0], 0, r);
+    CHECK(out[0].header.request_id() == m.header.request_id());
+    for (int w = 1; w < kWorkers; ++w) {
+      out = f.push(w, r, pushValues(w, r));
+      REQUIRE(out.size() == 1);
+      checkAck(out[0], w, r);
+    }
+    for (int w = 0; w < kWorkers; ++w) {
+      auto p = StoreFixture::header(pb::CMD_PULL, kKey, r, DType::kFloat32, 0);
+      out = f.send(w, p);
+      REQUIRE(out.size() == 1);
+      checkSumReply(out[0], w, r, expectedSum(r));
+      CHECK(out[0].header.request_id() == p.header.request_id());
+    }
+  }
+}
+
+TEST_CASE("sum store: int32 sums are exact and wrap", "[sum_store]") {
+  StoreFixture f;
+  for (int w = 0; w < kWorkers; ++w)
+    REQUIRE(f.declare(w, 9, 3, DType::kInt32, "counts").size() == 1);
+  const std::vector<int32_t> values[kWorkers] = {
+      {1, -5, INT32_MAX}, {10, -50, 1}, {100, 55, 0}};
+  for (int w = 0; w < kWorkers; ++w) {
+    auto out = f.send(w, StoreFixture::pushMessage(pb::CMD_PUSH, 9, 1, DType::kInt32, values[w]));
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].header.command() == pb::CMD_REPLY);
+  }
+  auto out = f.send(1, StoreFixture::header(pb::CMD_PULL, 9, 1, DType::kInt32, 0));
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].payload.size() == 3 * sizeof(int32_t));
+  int32_t got[3];
+  std::memcpy(got, out[0].payload.data(), sizeof(got));
+  CHECK(got[0] == 111);
+  CHECK(got[1] == 0);
+  CHECK(got[2] == INT32_MIN);
+  CHECK(out[0].header.dtype() == static_cast<uint32_t>(DType::kInt32));
+}
+
+TEST_CASE("sum store: a pull before the round completes is parked", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  REQUIRE(f.push(0, 1, pushValues(0, 1)).size() == 1);
+  CHECK(f.pull(0, 1).empty());  // parked: no reply yet
+  REQUIRE(f.push(1, 1, pushValues(1, 1)).size() == 1);
+  CHECK(f.pull(1, 1).empty());
+  auto out = f.push(2, 1, pushValues(2, 1));
+  // The last push is acknowledged, and both parked pulls are answered.
+  REQUIRE(out.size() == 3);
+  checkAck(out[0], 2, 1);
+  checkSumReply(out[1], 0, 1, expectedSum(1));
+  checkSumReply(out[2], 1, 1, expectedSum(1));
+  // A parked pull is answered only once.
+  out = f.pull(2, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 2, 1, expectedSum(1));
+  pushRound(f, 2);  // no parked pull is left to answer
+}
+
+TEST_CASE("sum store: parked replies echo the pull's request id", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  auto p = StoreFixture::header(pb::CMD_PULL, kKey, 1, DType::kFloat32, 0);
+  REQUIRE(f.send(1, p).empty());
+  for (int w = 0; w < kWorkers - 1; ++w) REQUIRE(f.push(w, 1, pushValues(w, 1)).size() == 1);
+  auto out = f.push(2, 1, pushValues(2, 1));
+  REQUIRE(out.size() == 2);
+  CHECK(out[1].header.request_id() == p.header.request_id());
+  checkSumReply(out[1], 1, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: round r+1 pushes while round r is still being pulled", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  pushRound(f, 1);
+  auto out = f.pull(0, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 1, expectedSum(1));
+  // Worker 0 is already in round 2 while workers 1 and 2 have not pulled round 1 yet.
+  out = f.push(0, 2, pushValues(0, 2));
+  REQUIRE(out.size() == 1);
+  checkAck(out[0], 0, 2);
+  CHECK(f.pull(0, 2).empty());
+  out = f.pull(1, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 1, 1, expectedSum(1));
+  REQUIRE(f.push(1, 2, pushValues(1, 2)).size() == 1);
+  out = f.pull(2, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 2, 1, expectedSum(1));
+  out = f.push(2, 2, pushValues(2, 2));
+  REQUIRE(out.size() == 2);
+  checkAck(out[0], 2, 2);
+  checkSumReply(out[1], 0, 2, expectedSum(2));
+}
+
+TEST_CASE("sum store: a late round completes the rounds already full behind it", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  // Workers 0 and 1 push rounds 1 and 2; worker 2 pushes round 2 before round 1.
+  for (int w = 0; w < 2; ++w) {
+    REQUIRE(f.push(w, 1, pushValues(w, 1)).size() == 1);
+    REQUIRE(f.push(w, 2, pushValues(w, 2)).size() == 1);
+  }
+  REQUIRE(f.push(2, 2, pushValues(2, 2)).size() == 1);
+  CHECK(f.pull(0, 2).empty());
+  CHECK(f.pull(1, 1).empty());
+  auto out = f.push(2, 1, pushValues(2, 1));
+  REQUIRE(out.size() == 3);
+  checkAck(out[0], 2, 1);
+  checkSumReply(out[1], 1, 1, expectedSum(1));
+  checkSumReply(out[2], 0, 2, expectedSum(2));
+}
+
+TEST_CASE("sum store: a result still being sent is never overwritten", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  pushRound(f, 1);
+  auto held = f.pull(0, 1);  // like a reply still queued in the transport
+  REQUIRE(held.size() == 1);
+  for (uint64_t r = 2; r <= 8; ++r) {
+    pushRound(f, r);
+    auto out = f.pull(1, r);
+    REQUIRE(out.size() == 1);
+    checkSumReply(out[0], 1, r, expectedSum(r));
+  }
+  checkSumReply(held[0], 0, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: the last two results stay available to pull", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  pushRound(f, 1);
+  pushRound(f, 2);
+  auto out = f.pull(0, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 1, expectedSum(1));
+  pushRound(f, 3);
+  out = f.pull(0, 2);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 2, expectedSum(2));
+  checkError(f.pull(0, 1), 0, "no longer kept");
+}
+
+TEST_CASE("sum store: a duplicate push is acknowledged but not summed twice", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  REQUIRE(f.push(0, 1, pushValues(0, 1)).size() == 1);
+  // Worker 0 sends round 1 again (a retry), with different bytes; it must count once.
+  auto out = f.push(0, 1, {1000, 1000, 1000, 1000});
+  REQUIRE(out.size() == 1);
+  checkAck(out[0], 0, 1);
+  out = f.push(1, 1, pushValues(1, 1));
+  REQUIRE(out.size() == 1);
+  // Three pushes arrived but only two workers pushed: the round is not complete.
+  CHECK(f.pull(1, 1).empty());
+  out = f.push(2, 1, pushValues(2, 1));
+  REQUIRE(out.size() == 2);
+  checkSumReply(out[1], 1, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: a push after its round completed is an error", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  pushRound(f, 1);
+  auto out = f.push(1, 1, pushValues(1, 1));
+  checkError(out, 1, "key 7 round 1 of 'grad'");
+  CHECK_THAT(out[0].header.error(), Catch::Contains("push arrived after the round completed"));
+  CHECK(out[0].header.round() == 1);
+  // The completed result is unchanged.
+  out = f.pull(1, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 1, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: a push too far ahead is an error", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  auto m = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1 + SumStore::kMaxRoundsAhead,
+                                     DType::kFloat32, pushValues(0, 3));
+  auto out = f.send(0, m);
+  checkError(out, 0, "too far ahead");
+  CHECK(out[0].header.request_id() == m.header.request_id());
+  CHECK(f.push(0, SumStore::kMaxRoundsAhead, pushValues(0, 2)).size() == 1);
+  checkError(f.push(0, 0, pushValues(0, 0)), 0, "rounds start at 1");
+  checkError(f.pull(0, 1 + SumStore::kMaxRoundsAhead), 0, "pull is too far ahead");
+  checkError(f.pull(0, 0), 0, "rounds start at 1");
+}
+
+TEST_CASE("sum store: a push of the wrong dtype or size is an error reply", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  auto wrong_dtype = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kInt32,
+                                               std::vector<int32_t>{1, 2, 3, 4});
+  auto out = f.send(0, wrong_dtype);
+  checkError(out, 0, "push of 4 x int32 does not match the declared 4 x float32");
+  out = f.push(0, 1, {1, 2, 3});
+  checkError(out, 0, "push of 3 x float32 does not match the declared 4 x float32");
+  out = f.push(0, 1, {1, 2, 3, 4, 5, 6, 7, 8});
+  checkError(out, 0, "8 x float32");
+  auto pp = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, 1, DType::kFloat64,
+                                      std::vector<double>{1, 2, 3, 4});
+  checkError(f.send(2, pp), 2, "4 x float64");
+  // The bad pushes did not count: the round still needs one push from every worker.
+  REQUIRE(f.push(0, 1, pushValues(0, 1)).size() == 1);
+  REQUIRE(f.push(1, 1, pushValues(1, 1)).size() == 1);
+  CHECK(f.pull(0, 1).empty());
+  out = f.push(2, 1, pushValues(2, 1));
+  REQUIRE(out.size() == 2);
+  checkSumReply(out[1], 0, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: requests for an undeclared key are errors", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  checkError(f.push(0, 1, pushValues(0, 1), pb::CMD_PUSH, 99), 0, "key 99 was never declared");
+  checkError(f.push(0, 1, pushValues(0, 1), pb::CMD_PUSH_PULL, 99), 0, "key 99 was never declared");
+  checkError(f.pull(1, 1, 99), 1, "key 99 was never declared");
+  CHECK(f.store().numKeys() == 1);
+}
+
+TEST_CASE("sum store: declarations", "[sum_store]") {
+  StoreFixture f;
+  auto out = f.declare(0, kKey, kElems, DType::kFloat32, "grad");
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  // The same declaration from another worker is fine.
+  out = f.declare(1, kKey, kElems, DType::kFloat32, "grad");
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  CHECK(f.store().numKeys() == 1);
+
+  out = f.declare(2, kKey, 8, DType::kFloat32, "grad");
+  checkError(out, 2, "'grad' (4 x float32)");
+  CHECK_THAT(out[0].header.error(), Catch::Contains("'grad' (8 x float32)"));
+  out = f.declare(2, kKey, kElems, DType::kFloat16, "grad");
+  checkError(out, 2, "'grad' (4 x float16)");
+  out = f.declare(2, kKey, kElems, DType::kFloat32, "bias");
+  checkError(out, 2, "'bias' (4 x float32)");
+  CHECK_THAT(out[0].header.error(), Catch::Contains("was declared as 'grad'"));
+
+  checkError(f.declare(0, 8, 0), 0, "declared with 0 elements");
+  auto param = StoreFixture::header(pb::CMD_DECLARE, 10, 0, DType::kFloat32, 4);
+  param.header.set_mode(pb::MODE_PARAM);
+  checkError(f.send(0, param), 0, "MODE_PARAM is not supported");
+  CHECK(f.store().numKeys() == 1);
+}
+
+TEST_CASE("sum store: PUSH_PULL replies carry the round's sum", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  for (uint64_t r = 1; r <= 3; ++r) {
+    INFO("round " << r);
+    auto m0 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32,
+                                        pushValues(0, r));
+    auto m1 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32,
+                                        pushValues(1, r));
+    auto m2 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32,
+                                        pushValues(2, r));
+    CHECK(f.send(0, m0).empty());  // no separate push ack; the reply waits for the sum
+    CHECK(f.send(1, m1).empty());
+    auto out = f.send(2, m2);
+    REQUIRE(out.size() == 3);
+    checkSumReply(out[0], 0, r, expectedSum(r));
+    checkSumReply(out[1], 1, r, expectedSum(r));
+    checkSumReply(out[2], 2, r, expectedSum(r));
+    CHECK(out[0].header.request_id() == m0.header.request_id());
+    CHECK(out[1].header.request_id() == m1.header.request_id());
+    CHECK(out[2].header.request_id() == m2.header.request_id());
+  }
+}
+
+TEST_CASE("sum store: a single worker's PUSH_PULL is answered at once", "[sum_store]") {
+  StoreFixture f(1);
+  REQUIRE(f.declare(0, kKey, kElems).size() == 1);
+  auto out = f.push(0, 1, pushValues(0, 1), pb::CMD_PUSH_PULL);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 1, pushValues(0, 1));
+}
+
+TEST_CASE("sum store: parked pulls are bounded", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  const size_t limit = kWorkers * (SumStore::kMaxRoundsAhead + 1) * 2;
+  for (size_t i = 0; i < limit; ++i) REQUIRE(f.pull(static_cast<int>(i % kWorkers), 1).empty());
+  checkError(f.pull(0, 1), 0, "too many pulls waiting");
+}
+
+TEST_CASE("sum store: commands it does not serve are errors", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  for (pb::DataCommand cmd : {pb::CMD_HELLO, pb::CMD_REPLY, pb::CMD_ERROR}) {
+    INFO(pb::DataCommand_Name(cmd));
+    auto out = f.send(0, StoreFixture::header(cmd, kKey, 1, DType::kFloat32, 0));
+    checkError(out, 0, "is not served here");
+  }
+}
+
+TEST_CASE("sum store: errorReply copies the request's identity", "[sum_store]") {
+  pb::DataHeader h;
+  h.set_request_id(5);
+  h.set_key(6);
+  h.set_round(7);
+  h.set_dtype(3);
+  Outgoing o = errorReply(42, h, std::string(5000, 'e'));
+  CHECK(o.peer == 42);
+  CHECK(o.header.command() == pb::CMD_ERROR);
+  CHECK(o.header.request_id() == 5);
+  CHECK(o.header.key() == 6);
+  CHECK(o.header.round() == 7);
+  CHECK(o.header.dtype() == 3);
+  CHECK(o.header.error().size() == 4000);  // fits the codec's string limit
+}
+
+}  // namespace
+}  // namespace zps

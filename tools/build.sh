@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Configures and builds zps into $BUILD_DIR (default: build). Used by run.sh and test.sh.
+# Extra arguments go to cmake's configure step, e.g. tools/build.sh -DZPS_WITH_CUDA=OFF
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+GENERATOR=()
+if command -v ninja >/dev/null; then GENERATOR=(-G Ninja); fi
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+elif [ $# -gt 0 ]; then
+  cmake "$BUILD_DIR" "$@"
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)"
