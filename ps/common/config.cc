@@ -128,8 +128,8 @@ StatusOr<std::chrono::milliseconds> parseSeconds(const std::string& name, const 
   double s = std::strtod(v.c_str(), &end);
   if (v.empty() || errno == ERANGE || end == v.c_str() || *end != '\0' || !std::isfinite(s))
     return InvalidArgument(name + "='" + value + "' is not a number of seconds" + fix);
-  if (s < 0 || s > 30 * 24 * 3600.0)
-    return InvalidArgument(name + "=" + v + " is out of range [0, 2592000] seconds" + fix);
+  if (s < 0 || s > 30 * 24 * 3600.0 || (s > 0 && s < 0.001))
+    return InvalidArgument(name + "=" + v + " is out of range: use 0 or 0.001 to 2592000 seconds" + fix);
   return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)));
 }
 

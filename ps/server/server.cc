@@ -150,7 +150,12 @@ class Server {
       ++malformed_;
       return;
     }
-    size_t engine = h.key() % engines_.size();
+    VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
+            << h.round() << " from worker " << it->second << " (" << data->payload.size() << " B)";
+    // Keys of one tensor differ only in their low bits and single-partition tensors only in the high
+    // bits, so mix them before picking an engine.
+    uint64_t mixed = (h.key() ^ (h.key() >> 24)) * 0x9E3779B97F4A7C15ull;
+    size_t engine = (mixed >> 32) % engines_.size();
     engines_[engine]->submit(EngineTask{msg.peer, it->second, std::move(*data)});
   }
 

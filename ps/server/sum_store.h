@@ -33,7 +33,8 @@ struct Outgoing {
 class SumStore {
  public:
   static constexpr uint64_t kMaxRoundsAhead = 2;
-  static constexpr size_t kKeptResults = 2;
+  // A worker may push kMaxRoundsAhead rounds past a round it has not pulled yet, so keep one more.
+  static constexpr size_t kKeptResults = kMaxRoundsAhead + 1;
 
   SumStore(int num_workers, kernels::Reducer* reducer) : num_workers_(num_workers), reducer_(reducer) {}
 

@@ -284,15 +284,18 @@ TEST_CASE("sum store: a result still being sent is never overwritten", "[sum_sto
   checkSumReply(held[0], 0, 1, expectedSum(1));
 }
 
-TEST_CASE("sum store: the last two results stay available to pull", "[sum_store]") {
+TEST_CASE("sum store: the last kKeptResults results stay available to pull", "[sum_store]") {
+  static_assert(SumStore::kKeptResults == SumStore::kMaxRoundsAhead + 1);
   StoreFixture f;
   declareAll(f);
+  // A worker may push kMaxRoundsAhead rounds past one it has not pulled: round 1 must still be there.
   pushRound(f, 1);
   pushRound(f, 2);
+  pushRound(f, 3);
   auto out = f.pull(0, 1);
   REQUIRE(out.size() == 1);
   checkSumReply(out[0], 0, 1, expectedSum(1));
-  pushRound(f, 3);
+  pushRound(f, 4);
   out = f.pull(0, 2);
   REQUIRE(out.size() == 1);
   checkSumReply(out[0], 0, 2, expectedSum(2));
@@ -451,6 +454,25 @@ TEST_CASE("sum store: commands it does not serve are errors", "[sum_store]") {
     auto out = f.send(0, StoreFixture::header(cmd, kKey, 1, DType::kFloat32, 0));
     checkError(out, 0, "is not served here");
   }
+}
+
+TEST_CASE("sum store: a long error with non-ASCII names still reaches the worker",
+          "[sum_store]") {
+  // Tensor names are UTF-8 (the codec's proto3 strings insist on it). A re-declaration error quotes
+  // the name twice and is cut to 4000 bytes; the cut must not split a character, or the worker
+  // cannot decode the ERROR reply and never sees why its declaration failed.
+  StoreFixture f;
+  std::string name;
+  for (int i = 0; i < 2000; ++i) name += "\xc3\xa9";  // U+00E9, 2 bytes: 4000 bytes in all
+  REQUIRE(f.declare(0, kKey, kElems, DType::kFloat32, name).size() == 1);
+  auto out = f.declare(1, kKey, 2 * kElems, DType::kFloat32, name);
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].header.command() == pb::CMD_ERROR);
+  CHECK(out[0].header.error().size() <= 4000);
+  auto decoded = wire::decode(wire::encodeData(out[0].header), wire::Limits());
+  REQUIRE(decoded.ok());
+  CHECK_THAT(std::get<wire::DataMessage>(*decoded).header.error(),
+             Catch::StartsWith("key 7 was declared as '"));
 }
 
 TEST_CASE("sum store: errorReply copies the request's identity", "[sum_store]") {
