@@ -25,7 +25,9 @@ constexpr const char* kUsage =
     "  DMLC_ROLE=server zps             run a server\n"
     "  DMLC_ROLE=worker zps check       check exact sums over N rounds (--rounds, --sizes, --dtypes)\n"
     "  DMLC_ROLE=worker zps bench       push-pull latency/goodput table (--sizes, --mode, --json)\n"
+    "  DMLC_ROLE=worker zps train       train a model (--model linear|mlp|ctr, --data, --epochs, ...)\n"
     "  zps launch --servers S --workers W -- CMD ARGS...   a whole job on this machine\n"
+    "  zps probe [--host H] [--port P]  exit 0 if the scheduler (DMLC_PS_ROOT_URI:PORT) accepts connections\n"
     "  zps version\n"
     "\n"
     "Every role reads DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER; see the README\n"
@@ -47,7 +49,7 @@ int runRole(const char* argv0, const std::string& program) {
       if (!program.empty()) break;
       return zps::runServer(*config);
     case zps::Role::kWorker:
-      std::cerr << "zps: DMLC_ROLE=worker needs a worker program: zps check, zps bench (see zps help)" << std::endl;
+      std::cerr << "zps: DMLC_ROLE=worker needs a worker program: zps check, zps bench, zps train (see zps help)" << std::endl;
       return 2;
   }
   std::cerr << "zps: '" << program << "' is a worker program but DMLC_ROLE=" << zps::roleName(config->role)
@@ -81,14 +83,16 @@ int main(int argc, char** argv) {
     std::cerr << "zps: unexpected argument '" << a[1] << "'\n\n" << kUsage;
     return 2;
   }
+  if (sub == "probe") return zps::probeMain();
 
   if (sub.empty()) return runRole(argv[0], "");
-  if (sub == "check" || sub == "bench") {
+  if (sub == "check" || sub == "bench" || sub == "train") {
     const char* role = std::getenv("DMLC_ROLE");
     if (role != nullptr && std::strcmp(role, "worker") != 0 && role[0] != '\0') return runRole(argv[0], sub);
     int verbose = 0;
     if (const char* v = std::getenv("PS_VERBOSE"); v != nullptr) verbose = std::atoi(v);
     zps::setupLogging(argv[0], verbose);
+    if (sub == "train") return zps::trainMain();
     return sub == "check" ? zps::checkMain() : zps::benchMain();
   }
   std::cerr << "zps: unknown command '" << sub << "'\n\n" << kUsage;

@@ -6,5 +6,7 @@ namespace zps {
 
 int checkMain();
 int benchMain();
+int trainMain();
+int probeMain();  // `zps probe`: is the scheduler's port accepting connections? (tools/probe.cc)
 
 }  // namespace zps

@@ -25,7 +25,10 @@ int runWorkerProgram(const char* program, const std::function<Status(Worker&)>& 
   }
   Status result = body(**worker);
   if (!result.ok()) LOG(ERROR) << "zps " << program << " on worker " << (*worker)->rank() << ": " << result.message();
-  return (*worker)->finish(result);
+  int code = (*worker)->finish(result);
+  // A user error (bad flag, bad data) keeps its exit code 2 after the job has been ended for everyone.
+  if (!result.ok() && result.code() == StatusCode::kInvalidArgument) return 2;
+  return code;
 }
 
 int64_t exactValue(int worker, uint64_t round, size_t element, DType dtype) {

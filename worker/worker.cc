@@ -15,6 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "kernels/optimizer.h"
 #include "ps/common/config.h"
 #include "ps/node/resolve.h"
 #include "ps/node/scheduler_client.h"
@@ -56,6 +57,15 @@ struct Worker::Impl {
     uint8_t* out = nullptr;  // pull destination
     size_t bytes = 0;
     DType dtype;
+    // pullRows: the reply's i-th row goes to row positions[i] of `out` (rows of row_dim floats).
+    std::shared_ptr<std::vector<uint32_t>> positions;
+    uint32_t row_dim = 0;
+  };
+  struct Table {
+    std::string name;
+    uint64_t key;
+    TableOptions options;
+    uint64_t push_round = 0;
   };
   struct ServerLink {
     PeerId peer;
@@ -72,6 +82,7 @@ struct Worker::Impl {
 
   std::mutex tensors_mu;
   std::vector<Tensor> tensors;
+  std::vector<Table> tables;
   std::unique_ptr<Placement> placement;
 
   std::mutex mu;  // guards everything below
@@ -198,6 +209,8 @@ struct Worker::Impl {
     return handle;
   }
 
+  StatusOr<TensorId> declareTensor(const std::string& name, size_t bytes, DType dtype, bool async);
+
   Status waitOp(const std::shared_ptr<Op>& op, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu);
     bool done = cv.wait_for(lock, timeout, [&] { return op->remaining == 0 || aborted.has_value(); });
@@ -264,7 +277,16 @@ struct Worker::Impl {
         continue;
       }
       Pending& p = it->second;
-      if (p.out != nullptr) {
+      if (p.positions) {
+        size_t row_bytes = size_t{p.row_dim} * sizeof(float);
+        if (data->payload.size() != p.positions->size() * row_bytes) {
+          complete(h.request_id(), ProtocolError(from + " returned " + std::to_string(data->payload.size()) +
+                                                     " bytes for " + std::to_string(p.positions->size()) + " rows"));
+          continue;
+        }
+        for (size_t i = 0; i < p.positions->size(); ++i)
+          std::memcpy(p.out + (*p.positions)[i] * row_bytes, data->payload.data() + i * row_bytes, row_bytes);
+      } else if (p.out != nullptr) {
         if (data->payload.size() != p.bytes || data->dtype != p.dtype) {
           complete(h.request_id(), ProtocolError(from + " returned " + std::to_string(data->payload.size()) +
                                                      " bytes of " + std::string(dtypeName(data->dtype)) + ", expected " +
@@ -300,6 +322,14 @@ int Worker::numServers() const { return impl_->config.num_servers; }
 size_t Worker::partitionBytes() const { return impl_->config.partition_bytes; }
 
 StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType dtype) {
+  return impl_->declareTensor(name, bytes, dtype, false);
+}
+
+StatusOr<TensorId> Worker::declareAsync(const std::string& name, size_t bytes, DType dtype) {
+  return impl_->declareTensor(name, bytes, dtype, true);
+}
+
+StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t bytes, DType dtype, bool async) {
   size_t esize = dtypeSize(dtype);
   if (esize == 0) return InvalidArgument("unknown dtype");
   if (bytes == 0 || bytes % esize != 0)
@@ -307,26 +337,26 @@ StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType 
                            std::to_string(esize) + " (" + std::string(dtypeName(dtype)) + ")");
   if (name.size() > 1024) return InvalidArgument("tensor name longer than 1024 bytes");
   TensorId id;
-  Impl::Tensor t;
+  Tensor t;
   {
-    std::lock_guard<std::mutex> lock(impl_->tensors_mu);
-    id = static_cast<TensorId>(impl_->tensors.size());
+    std::lock_guard<std::mutex> lock(tensors_mu);
+    id = static_cast<TensorId>(tensors.size());
     if (id >= (1 << 30)) return InvalidArgument("too many tensors");
     t.name = name;
     t.bytes = bytes;
     t.dtype = dtype;
-    t.parts = impl_->placement->place(id, bytes, esize, impl_->config.partition_bytes);
+    t.parts = placement->place(id, bytes, esize, config.partition_bytes);
     if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
       return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
-    impl_->tensors.push_back(t);
+    tensors.push_back(t);
   }
-  auto op = std::make_shared<Impl::Op>();
+  auto op = std::make_shared<Op>();
   op->what = "declaring '" + name + "'";
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    std::lock_guard<std::mutex> lock(mu);
     for (const auto& p : t.parts) {
-      uint64_t rid = impl_->next_request++;
-      impl_->pending[rid] = Impl::Pending{op, p.server, p.key, nullptr, 0, dtype};
+      uint64_t rid = next_request++;
+      pending[rid] = Impl::Pending{op, p.server, p.key, nullptr, 0, dtype};
       op->requests.push_back(rid);
       ++op->remaining;
       pb::DataHeader h;
@@ -336,11 +366,12 @@ StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType 
       h.set_dtype(static_cast<uint32_t>(dtype));
       h.set_num_elements(p.bytes / esize);
       h.set_mode(pb::MODE_SUM);
+      h.set_async(async);
       h.set_name(name);
-      ZPS_RETURN_IF_ERROR(impl_->transport->send(impl_->servers[p.server].peer, wire::encodeData(h)));
+      ZPS_RETURN_IF_ERROR(transport->send(servers[p.server].peer, wire::encodeData(h)));
     }
   }
-  ZPS_RETURN_IF_ERROR(impl_->waitOp(op, impl_->config.request_timeout));
+  ZPS_RETURN_IF_ERROR(waitOp(op, config.request_timeout));
   return id;
 }
 
@@ -376,6 +407,195 @@ int Worker::finish(const Status& result) {
   else LOG(INFO) << "worker " << impl_->rank << ": " << shutdown->reason();
   if (!result.ok()) return 1;
   return shutdown->exit_code();
+}
+
+int Worker::serverOfRow(uint64_t key) const {
+  // Row keys are often small consecutive ids or hashes; mix them so rows spread evenly over servers.
+  uint64_t x = key * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  return static_cast<int>(x % static_cast<uint64_t>(impl_->config.num_servers));
+}
+
+StatusOr<TableId> Worker::declareTable(const std::string& name, const TableOptions& options) {
+  ZPS_ASSIGN_OR_RETURN(kernels::OptimizerKind kind, kernels::optimizerFromName(options.optimizer));
+  if (options.dim == 0 || options.dim > 65536) return InvalidArgument("table '" + name + "': dim must be 1..65536");
+  if (!(options.lr > 0)) return InvalidArgument("table '" + name + "': lr must be > 0");
+  TableId id;
+  Impl::Table t;
+  {
+    std::lock_guard<std::mutex> lock(impl_->tensors_mu);
+    // Tables and tensors share the key space: a table takes the key of a tensor id nobody else uses.
+    id = static_cast<TableId>(impl_->tables.size());
+    int tensor_slot = static_cast<int>(impl_->tensors.size()) + (1 << 29) + id;
+    t.name = name;
+    t.key = static_cast<uint64_t>(tensor_slot) << kKeyPartitionBits;
+    t.options = options;
+    if (t.options.async < 0) t.options.async = impl_->config.enable_async ? 1 : 0;
+    t.push_round = options.restore_step;
+    impl_->tables.push_back(t);
+  }
+  auto op = std::make_shared<Impl::Op>();
+  op->what = "declaring table '" + name + "'";
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (int s = 0; s < numServers(); ++s) {
+      uint64_t rid = impl_->next_request++;
+      impl_->pending[rid] = Impl::Pending{op, s, t.key, nullptr, 0, DType::kFloat32, nullptr, 0};
+      op->requests.push_back(rid);
+      ++op->remaining;
+      pb::DataHeader h;
+      h.set_command(pb::CMD_DECLARE);
+      h.set_request_id(rid);
+      h.set_key(t.key);
+      h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+      h.set_mode(pb::MODE_PARAM);
+      h.set_name(name);
+      h.set_row_dim(options.dim);
+      h.set_async(t.options.async == 1);
+      h.set_restore_step(options.restore_step);
+      auto* o = h.mutable_optimizer();
+      o->set_kind(static_cast<uint32_t>(kind));
+      o->set_lr(options.lr);
+      o->set_momentum(options.momentum);
+      o->set_beta1(options.beta1);
+      o->set_beta2(options.beta2);
+      o->set_eps(options.eps);
+      o->set_initial_accumulator(options.initial_accumulator);
+      o->set_init_scale(options.init_scale);
+      o->set_init_seed(options.seed);
+      ZPS_RETURN_IF_ERROR(impl_->transport->send(impl_->servers[s].peer, wire::encodeData(h)));
+    }
+  }
+  ZPS_RETURN_IF_ERROR(impl_->waitOp(op, impl_->config.request_timeout));
+  return id;
+}
+
+namespace {
+
+// Row commands carry their keys as a frame of uint64.
+Blob keyFrame(const std::vector<uint64_t>& keys) {
+  return Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t));
+}
+
+}  // namespace
+
+StatusOr<Handle> Worker::pullRows(TableId table, const uint64_t* keys, size_t n, float* out) {
+  Impl::Table t;
+  uint64_t round;
+  {
+    std::lock_guard<std::mutex> lock(impl_->tensors_mu);
+    if (table < 0 || table >= static_cast<int>(impl_->tables.size())) return InvalidArgument("unknown table id");
+    // Sync tables: wait until every worker's pushes up to this worker's latest round are applied.
+    round = impl_->tables[table].push_round + 1;
+    t = impl_->tables[table];
+  }
+  int servers = numServers();
+  std::vector<std::vector<uint64_t>> by_server(servers);
+  std::vector<std::shared_ptr<std::vector<uint32_t>>> positions(servers);
+  for (int s = 0; s < servers; ++s) positions[s] = std::make_shared<std::vector<uint32_t>>();
+  for (size_t i = 0; i < n; ++i) {
+    int s = serverOfRow(keys[i]);
+    by_server[s].push_back(keys[i]);
+    positions[s]->push_back(static_cast<uint32_t>(i));
+  }
+  auto op = std::make_shared<Impl::Op>();
+  op->what = "pulling " + std::to_string(n) + " rows of '" + t.name + "' round " + std::to_string(round);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->aborted) return *impl_->aborted;
+  for (int s = 0; s < servers; ++s) {
+    if (by_server[s].empty()) continue;
+    uint64_t rid = impl_->next_request++;
+    impl_->pending[rid] = Impl::Pending{op, s, t.key, reinterpret_cast<uint8_t*>(out), 0, DType::kFloat32,
+                                        positions[s], t.options.dim};
+    op->requests.push_back(rid);
+    ++op->remaining;
+    pb::DataHeader h;
+    h.set_command(pb::CMD_PULL_ROWS);
+    h.set_request_id(rid);
+    h.set_key(t.key);
+    h.set_round(round);
+    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    h.set_num_elements(by_server[s].size());
+    h.set_row_dim(t.options.dim);
+    ZPS_RETURN_IF_ERROR(impl_->transport->send(impl_->servers[s].peer, wire::encodeRows(h, keyFrame(by_server[s]))));
+  }
+  Handle handle = impl_->next_handle++;
+  impl_->ops[handle] = op;
+  if (op->remaining == 0) impl_->cv.notify_all();
+  return handle;
+}
+
+StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n, const float* grads) {
+  Impl::Table t;
+  uint64_t round;
+  {
+    std::lock_guard<std::mutex> lock(impl_->tensors_mu);
+    if (table < 0 || table >= static_cast<int>(impl_->tables.size())) return InvalidArgument("unknown table id");
+    round = ++impl_->tables[table].push_round;
+    t = impl_->tables[table];
+  }
+  int servers = numServers();
+  uint32_t dim = t.options.dim;
+  std::vector<std::vector<uint64_t>> by_server(servers);
+  std::vector<std::vector<float>> rows(servers);
+  for (size_t i = 0; i < n; ++i) {
+    int s = serverOfRow(keys[i]);
+    by_server[s].push_back(keys[i]);
+    rows[s].insert(rows[s].end(), grads + i * dim, grads + (i + 1) * dim);
+  }
+  auto op = std::make_shared<Impl::Op>();
+  op->what = "pushing " + std::to_string(n) + " rows of '" + t.name + "' round " + std::to_string(round);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->aborted) return *impl_->aborted;
+  // Every server gets a push every round, empty or not: in sync mode each server counts its rounds.
+  for (int s = 0; s < servers; ++s) {
+    uint64_t rid = impl_->next_request++;
+    impl_->pending[rid] = Impl::Pending{op, s, t.key, nullptr, 0, DType::kFloat32, nullptr, 0};
+    op->requests.push_back(rid);
+    ++op->remaining;
+    pb::DataHeader h;
+    h.set_command(pb::CMD_PUSH_ROWS);
+    h.set_request_id(rid);
+    h.set_key(t.key);
+    h.set_round(round);
+    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    h.set_num_elements(by_server[s].size());
+    h.set_row_dim(dim);
+    Blob payload = Blob::copyOf(rows[s].data(), rows[s].size() * sizeof(float));
+    ZPS_RETURN_IF_ERROR(
+        impl_->transport->send(impl_->servers[s].peer, wire::encodeRows(h, keyFrame(by_server[s]), std::move(payload))));
+  }
+  Handle handle = impl_->next_handle++;
+  impl_->ops[handle] = op;
+  return handle;
+}
+
+Status Worker::checkpointTables(uint64_t step) {
+  std::vector<Impl::Table> tables;
+  {
+    std::lock_guard<std::mutex> lock(impl_->tensors_mu);
+    tables = impl_->tables;
+  }
+  auto op = std::make_shared<Impl::Op>();
+  op->what = "checkpointing tables at step " + std::to_string(step);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (const auto& t : tables) {
+      for (int s = 0; s < numServers(); ++s) {
+        uint64_t rid = impl_->next_request++;
+        impl_->pending[rid] = Impl::Pending{op, s, t.key, nullptr, 0, DType::kFloat32, nullptr, 0};
+        op->requests.push_back(rid);
+        ++op->remaining;
+        pb::DataHeader h;
+        h.set_command(pb::CMD_CHECKPOINT);
+        h.set_request_id(rid);
+        h.set_key(t.key);
+        h.set_round(step);
+        ZPS_RETURN_IF_ERROR(impl_->transport->send(impl_->servers[s].peer, wire::encodeData(h)));
+      }
+    }
+  }
+  return impl_->waitOp(op, impl_->config.request_timeout);
 }
 
 std::vector<PartitionInfo> Worker::partitions(TensorId t) const {

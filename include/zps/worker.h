@@ -27,7 +27,25 @@
 namespace zps {
 
 using TensorId = int;
+using TableId = int;
 using Handle = uint64_t;
+
+// Parameter-server mode: an embedding table whose rows live on the servers (sharded by key), created on
+// first touch (uniform in [-init_scale, init_scale], deterministic from seed and key) and updated on the
+// servers by `optimizer` ("sgd", "momentum", "adam" or "adagrad"). Synchronous by default: the n-th
+// pushRows of every worker are summed and applied once, and a pullRows issued after this worker's n-th
+// pushRows sees every worker's updates up to round n (it waits for them). With async
+// (ZPS_ENABLE_ASYNC=1 sets the default) each push is applied at once and pulls never wait.
+struct TableOptions {
+  uint32_t dim = 8;
+  std::string optimizer = "adagrad";
+  float lr = 0.05f;
+  float momentum = 0.9f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, initial_accumulator = 0.1f;
+  float init_scale = 0.01f;
+  uint64_t seed = 1;
+  int async = -1;             // -1: from ZPS_ENABLE_ASYNC; 0: sync; 1: async
+  uint64_t restore_step = 0;  // > 0: load the servers' shards checkpointed at this step
+};
 
 // Where one partition of a tensor lives.
 struct PartitionInfo {
@@ -54,10 +72,24 @@ class Worker {
   // Declares a tensor of `bytes` bytes (a multiple of the dtype size) and registers its partitions with
   // the servers. Every worker must declare the same tensors in the same order, before the first round.
   StatusOr<TensorId> declare(const std::string& name, size_t bytes, DType dtype);
+  // An async tensor (BytePS async): no rounds; the servers keep a running sum of every push and a pull
+  // returns it as it is now. Workers keep parameters in one by pushing weight deltas.
+  StatusOr<TensorId> declareAsync(const std::string& name, size_t bytes, DType dtype);
 
   StatusOr<Handle> push(TensorId tensor, const void* data);
   StatusOr<Handle> pull(TensorId tensor, void* out);
   StatusOr<Handle> pushPull(TensorId tensor, const void* data, void* out);
+
+  // Param mode. Keys may repeat across calls; within one call they should be unique (repeats are summed
+  // on push and returned twice on pull). `out` receives n x dim floats, `grads` holds n x dim floats.
+  StatusOr<TableId> declareTable(const std::string& name, const TableOptions& options);
+  StatusOr<Handle> pullRows(TableId table, const uint64_t* keys, size_t n, float* out);
+  StatusOr<Handle> pushRows(TableId table, const uint64_t* keys, size_t n, const float* grads);
+  // Asks every server to write its shard of every table as of `step` (after that round is applied) into
+  // ZPS_CHECKPOINT_DIR, and waits for all of them. Called by one worker (rank 0).
+  Status checkpointTables(uint64_t step);
+  // The server that holds a row.
+  int serverOfRow(uint64_t key) const;
 
   // Waits for an operation. kDeadlineExceeded names the partitions and servers still outstanding;
   // kAborted means the scheduler ended the job (its reason is in the message). The handle is released.

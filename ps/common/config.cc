@@ -28,6 +28,9 @@ DEFINE_int64(partition_bytes, 4 << 20, "ZPS_PARTITION_BYTES: tensors are cut int
 DEFINE_int32(server_engine_threads, 2, "ZPS_SERVER_ENGINE_THREADS: summation threads per server");
 DEFINE_int64(max_message_bytes, int64_t{1} << 30,
              "ZPS_MAX_MESSAGE_BYTES: largest frame a peer may send (ZMQ_MAXMSGSIZE)");
+DEFINE_string(checkpoint_dir, "", "ZPS_CHECKPOINT_DIR: folder for checkpoints (servers' shards, worker 0's model)");
+DEFINE_int64(checkpoint_every, 0, "ZPS_CHECKPOINT_EVERY: steps between checkpoints (0: every epoch end)");
+DEFINE_bool(enable_async, false, "ZPS_ENABLE_ASYNC: asynchronous training (servers apply each push at once)");
 DEFINE_int32(server_id, -1, "ZPS_SERVER_ID: rank this server asks for (-1: arrival order)");
 
 namespace zps {
@@ -307,6 +310,23 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   ZPS_RETURN_IF_ERROR(integerSetting(env, "max_message_bytes", FLAGS_max_message_bytes, "ZPS_MAX_MESSAGE_BYTES",
                                      4096, int64_t{1} << 34, &v));
   c.max_message_bytes = static_cast<size_t>(v);
+  ZPS_RETURN_IF_ERROR(integerSetting(env, "checkpoint_every", FLAGS_checkpoint_every, "ZPS_CHECKPOINT_EVERY", 0,
+                                     int64_t{1} << 40, &v));
+  c.checkpoint_every = v;
+  c.checkpoint_dir = FLAGS_checkpoint_dir;
+  if (!flagGiven("checkpoint_dir")) {
+    if (auto d = env("ZPS_CHECKPOINT_DIR")) c.checkpoint_dir = trim(*d);
+  }
+  c.enable_async = FLAGS_enable_async;
+  if (!flagGiven("enable_async")) {
+    for (const char* name : {"ZPS_ENABLE_ASYNC", "BYTEPS_ENABLE_ASYNC"}) {
+      if (auto a = env(name); a && !trim(*a).empty()) {
+        ZPS_ASSIGN_OR_RETURN(long long on, parseInteger(name, *a, 0, 1, "0 or 1"));
+        c.enable_async = on == 1;
+        break;
+      }
+    }
+  }
   if (c.partition_bytes > c.max_message_bytes)
     return InvalidArgument("ZPS_PARTITION_BYTES (" + std::to_string(c.partition_bytes) +
                            ") exceeds ZPS_MAX_MESSAGE_BYTES (" + std::to_string(c.max_message_bytes) + ")");

@@ -46,6 +46,10 @@ struct Config {
   size_t partition_bytes = 4 << 20;
   int server_engine_threads = 2;
   size_t max_message_bytes = size_t{1} << 30;
+
+  std::string checkpoint_dir;     // ZPS_CHECKPOINT_DIR; empty = no checkpoints
+  int64_t checkpoint_every = 0;   // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end
+  bool enable_async = false;      // ZPS_ENABLE_ASYNC (or BYTEPS_ENABLE_ASYNC)
 };
 
 // Reads and validates the configuration of a process with the given role (taken from DMLC_ROLE when

@@ -15,6 +15,7 @@
 #include "kernels/reducer.h"
 #include "ps/common/bounded_queue.h"
 #include "ps/node/scheduler_client.h"
+#include "ps/server/param_store.h"
 #include "ps/server/sum_store.h"
 #include "ps/wire/codec.h"
 
@@ -32,16 +33,20 @@ struct EngineTask {
 // One summation thread and the keys it owns.
 class Engine {
  public:
-  Engine(int index, int num_workers, Transport* transport)
+  Engine(int index, int num_workers, int server_rank, const std::string& checkpoint_dir, Transport* transport)
       : index_(index), reducer_(kernels::makeCpuReducer()), store_(num_workers, reducer_.get()),
-        transport_(transport), queue_(1024) {
+        params_(num_workers, server_rank, checkpoint_dir), transport_(transport), queue_(1024) {
     thread_ = std::thread([this] { run(); });
   }
-  ~Engine() {
+  ~Engine() { stop(); }
+  void stop() {
     closed_ = true;
     queue_.close();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
+  // Read after the engine thread has stopped (the destructor path joins it first).
+  ParamCounters paramCounters() const { return params_.counters(); }
+
   // Blocks when the engine is behind (backpressure on the dispatcher and, through it, on the workers).
   void submit(EngineTask task) {
     while (!queue_.push(std::move(task), Clock::now() + std::chrono::seconds(1))) {
@@ -60,7 +65,14 @@ class Engine {
         continue;
       }
       out.clear();
-      store_.handle(task->peer, task->worker, task->msg, &out);
+      const auto& h = task->msg.header;
+      bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
+                   h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
+      if (param) {
+        params_.handle(task->peer, task->worker, task->msg, &out);
+      } else {
+        store_.handle(task->peer, task->worker, task->msg, &out);
+      }
       for (auto& o : out) {
         if (o.header.command() == pb::CMD_ERROR) {
           LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task->worker << ": " << o.header.error();
@@ -72,6 +84,7 @@ class Engine {
   const int index_;
   std::unique_ptr<kernels::Reducer> reducer_;
   SumStore store_;
+  ParamStore params_;
   Transport* transport_;
   BoundedQueue<EngineTask> queue_;
   std::atomic<bool> closed_{false};
@@ -106,14 +119,31 @@ class Server {
     LOG(INFO) << "server " << rank_ << " ready on " << config_.node_host << ":" << *port << " with "
               << config_.server_engine_threads << " engine threads (cpu reducer)";
     for (int i = 0; i < config_.server_engine_threads; ++i)
-      engines_.push_back(std::make_unique<Engine>(i, config_.num_workers, transport_.get()));
+      engines_.push_back(
+          std::make_unique<Engine>(i, config_.num_workers, rank_, config_.checkpoint_dir, transport_.get()));
 
     while (!stop_) {
       auto msg = transport_->recv(Clock::now() + std::chrono::milliseconds(100));
       if (!msg.ok()) continue;
       dispatch(std::move(*msg));
     }
+    ParamCounters total;
+    for (auto& e : engines_) e->stop();
+    for (auto& e : engines_) {
+      ParamCounters c = e->paramCounters();
+      total.rows_pulled += c.rows_pulled;
+      total.rows_pushed += c.rows_pushed;
+      total.bytes_in += c.bytes_in;
+      total.bytes_out += c.bytes_out;
+      total.table_rows += c.table_rows;
+    }
     engines_.clear();
+    if (total.rows_pulled + total.rows_pushed > 0) {
+      LOG(INFO) << "server " << rank_ << ": param tables: " << total.table_rows << " rows held, "
+                << total.rows_pulled << " rows pulled, " << total.rows_pushed << " rows pushed, "
+                << total.bytes_in + total.bytes_out << " bytes moved (" << total.bytes_in << " in, "
+                << total.bytes_out << " out)";
+    }
     pb::Shutdown s = client_->waitShutdown();
     if (s.exit_code() == 0) LOG(INFO) << "server " << rank_ << ": " << s.reason() << "; exiting";
     else LOG(ERROR) << "server " << rank_ << ": " << s.reason();

@@ -41,6 +41,18 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
     return;
   }
   KeyState& k = it->second;
+  if (k.async) {
+    if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
+      Status s = pushAsync(k, msg);
+      if (!s.ok()) {
+        out->push_back(errorReply(peer, h, s.withContext("key " + std::to_string(h.key()) + " of '" + k.name + "'").message()));
+        return;
+      }
+      if (h.command() == pb::CMD_PUSH) out->push_back(reply(peer, h, pb::CMD_REPLY));
+    }
+    if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_PUSH_PULL) out->push_back(snapshot(k, peer, h));
+    return;
+  }
   if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
     Status s = push(k, worker, msg);
     if (!s.ok()) {
@@ -67,7 +79,7 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   auto it = keys_.find(h.key());
   if (it != keys_.end()) {
     const KeyState& k = it->second;
-    if (k.dtype != msg.dtype || k.num_elements != h.num_elements() || k.name != h.name())
+    if (k.dtype != msg.dtype || k.num_elements != h.num_elements() || k.name != h.name() || k.async != h.async())
       return InvalidArgument("key " + std::to_string(h.key()) + " was declared as '" + k.name + "' (" +
                              std::to_string(k.num_elements) + " x " + std::string(dtypeName(k.dtype)) +
                              ") but this worker declares '" + h.name() + "' (" + std::to_string(h.num_elements()) +
@@ -80,6 +92,7 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   k.dtype = msg.dtype;
   k.num_elements = h.num_elements();
   k.bytes = static_cast<size_t>(h.num_elements() * dtypeSize(msg.dtype));  // bounded by the codec's payload limit
+  k.async = h.async();
   keys_.emplace(h.key(), std::move(k));
   return Status::OK();
 }
@@ -91,6 +104,32 @@ std::shared_ptr<AlignedBuffer> SumStore::takeBuffer(KeyState& k) {
     if (buf.use_count() == 1) return buf;  // no pending send references it any more
   }
   return std::make_shared<AlignedBuffer>(k.bytes);
+}
+
+Status SumStore::pushAsync(KeyState& k, const wire::DataMessage& msg) {
+  const auto& h = msg.header;
+  if (msg.dtype != k.dtype || h.num_elements() != k.num_elements)
+    return InvalidArgument("push of " + std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
+                           " does not match the declared " + std::to_string(k.num_elements) + " x " +
+                           std::string(dtypeName(k.dtype)));
+  if (!k.running) {
+    k.running = std::make_shared<AlignedBuffer>(k.bytes);
+    std::memcpy(k.running->data(), msg.payload.data(), k.bytes);
+    return Status::OK();
+  }
+  return reducer_->sum(k.running->data(), msg.payload.data(), k.num_elements, k.dtype);
+}
+
+Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h) {
+  // A copy: the running sum keeps changing while ZeroMQ sends the reply without copying.
+  auto copy = std::make_shared<AlignedBuffer>(k.bytes);
+  if (k.running) std::memcpy(copy->data(), k.running->data(), k.bytes);
+  else std::memset(copy->data(), 0, k.bytes);
+  Outgoing o = reply(peer, h, pb::CMD_REPLY);
+  o.header.set_num_elements(k.num_elements);
+  o.header.set_dtype(static_cast<uint32_t>(k.dtype));
+  o.payload = Blob::fromBuffer(std::move(copy));
+  return o;
 }
 
 Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {

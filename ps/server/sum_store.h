@@ -7,6 +7,10 @@
 // kMaxRoundsAhead (a worker may push round r+1 while others still pull round r); the results of the
 // last kKeptResults rounds stay available to pull. Each worker counts once per round: a repeated push is
 // acknowledged but not summed again.
+//
+// Async keys (BytePS async, declared with async=true) have no rounds: the key holds one running sum, each
+// push is added to it at once, and a pull returns a snapshot of it at once. Workers use them to hold
+// parameters: worker 0 pushes the initial weights, and every worker pushes its own weight deltas.
 #pragma once
 
 #include <cstdint>
@@ -66,10 +70,14 @@ class SumStore {
     std::deque<std::pair<uint64_t, std::shared_ptr<AlignedBuffer>>> results;
     std::vector<std::shared_ptr<AlignedBuffer>> spare;  // evicted result buffers no send still holds
     std::vector<ParkedPull> parked;
+    bool async = false;
+    std::shared_ptr<AlignedBuffer> running;  // async keys: the running sum
   };
 
   Status declare(const wire::DataMessage& msg);
   Status push(KeyState& k, int worker, const wire::DataMessage& msg);
+  Status pushAsync(KeyState& k, const wire::DataMessage& msg);
+  Outgoing snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h);
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
   void completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out);

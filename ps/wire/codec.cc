@@ -1,5 +1,6 @@
 #include "ps/wire/codec.h"
 
+#include <cstring>
 #include <string>
 
 namespace zps::wire {
@@ -66,6 +67,38 @@ Status validateControl(const pb::Control& c, const Limits& limits) {
 
 bool commandHasPayload(pb::DataCommand cmd) { return cmd == pb::CMD_PUSH || cmd == pb::CMD_PUSH_PULL; }
 
+// PUSH_ROWS: [header, keys, rows]; PULL_ROWS: [header, keys]. Rows are float32.
+Status validateRows(const std::vector<Blob>& frames, DataMessage& msg, const Limits& limits) {
+  const auto& h = msg.header;
+  const char* name = h.command() == pb::CMD_PUSH_ROWS ? "CMD_PUSH_ROWS" : "CMD_PULL_ROWS";
+  size_t want_frames = h.command() == pb::CMD_PUSH_ROWS ? 3 : 2;
+  if (frames.size() != want_frames)
+    return ProtocolError(std::string(name) + " needs " + std::to_string(want_frames) + " frames, got " +
+                         std::to_string(frames.size()));
+  if (msg.dtype != DType::kFloat32) return ProtocolError(std::string(name) + " rows must be float32");
+  if (h.row_dim() == 0 || h.row_dim() > limits.max_row_dim)
+    return ProtocolError("row_dim " + std::to_string(h.row_dim()) + " is out of range [1, " +
+                         std::to_string(limits.max_row_dim) + "]");
+  uint64_t key_bytes = 0, row_floats = 0, row_bytes = 0;
+  if (!checkedBytes(h.num_elements(), sizeof(uint64_t), &key_bytes) || key_bytes > limits.max_payload_bytes ||
+      !checkedBytes(h.num_elements(), h.row_dim(), &row_floats) || !checkedBytes(row_floats, 4, &row_bytes) ||
+      row_bytes > limits.max_payload_bytes)
+    return ProtocolError(std::to_string(h.num_elements()) + " rows of " + std::to_string(h.row_dim()) +
+                         " floats exceed the payload limit");
+  if (frames[1].size() != key_bytes)
+    return ProtocolError("keys frame is " + std::to_string(frames[1].size()) + " bytes but " +
+                         std::to_string(h.num_elements()) + " keys need " + std::to_string(key_bytes));
+  msg.keys = frames[1];
+  if (want_frames == 3) {
+    if (frames[2].size() != row_bytes)
+      return ProtocolError("rows frame is " + std::to_string(frames[2].size()) + " bytes but " +
+                           std::to_string(h.num_elements()) + " rows x " + std::to_string(h.row_dim()) +
+                           " floats need " + std::to_string(row_bytes));
+    msg.payload = frames[2];
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 bool checkedBytes(uint64_t num_elements, size_t element_size, uint64_t* bytes) {
@@ -116,6 +149,11 @@ StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) 
   ZPS_RETURN_IF_ERROR(checkString("data.name", h.name(), limits));
   ZPS_RETURN_IF_ERROR(checkString("data.error", h.error(), limits));
 
+  if (h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS) {
+    ZPS_RETURN_IF_ERROR(validateRows(frames, msg, limits));
+    return Message(std::move(msg));
+  }
+
   uint64_t expected = 0;
   if (!checkedBytes(h.num_elements(), dtypeSize(msg.dtype), &expected) || expected > limits.max_payload_bytes)
     return ProtocolError("num_elements " + std::to_string(h.num_elements()) + " of " +
@@ -124,6 +162,7 @@ StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) 
 
   bool needs_payload = commandHasPayload(h.command());
   bool may_have_payload = needs_payload || h.command() == pb::CMD_REPLY;
+  if (frames.size() > 2) return ProtocolError(pb::DataCommand_Name(h.command()) + " has too many frames");
   if (frames.size() == 2) {
     if (!may_have_payload)
       return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " must not carry a payload");
@@ -136,6 +175,12 @@ StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) 
     return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " is missing its payload frame");
   }
   return Message(std::move(msg));
+}
+
+uint64_t DataMessage::keyAt(size_t i) const {
+  uint64_t k;
+  std::memcpy(&k, keys.data() + i * sizeof(uint64_t), sizeof(k));
+  return k;
 }
 
 std::vector<Blob> encodeControl(const pb::Control& control) {
@@ -151,6 +196,13 @@ std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload) {
   frames.reserve(2);
   frames.push_back(Blob::fromString(env.SerializeAsString()));
   if (payload.data() != nullptr) frames.push_back(std::move(payload));
+  return frames;
+}
+
+std::vector<Blob> encodeRows(const pb::DataHeader& header, Blob keys, Blob rows) {
+  std::vector<Blob> frames = encodeData(header);
+  frames.push_back(std::move(keys));
+  if (rows.data() != nullptr) frames.push_back(std::move(rows));
   return frames;
 }
 

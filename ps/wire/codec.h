@@ -19,18 +19,24 @@ inline constexpr uint32_t kMagic = 0x5A505331;  // "ZPS1"
 inline constexpr uint32_t kProtocolVersion = 1;
 
 struct Limits {
-  size_t max_frames = 2;                  // envelope + at most one payload
+  size_t max_frames = 3;                  // envelope + at most two payload frames (keys + rows)
   size_t max_envelope_bytes = 1 << 20;    // an address book of thousands of nodes still fits
   size_t max_payload_bytes = size_t{1} << 30;
   size_t max_string_bytes = 4096;         // names, hosts, error texts
   size_t max_address_book = 65536;
+  uint32_t max_row_dim = 65536;
 };
 
-// A validated data-plane message. dtype is already range-checked; payload size already matches.
+// A validated data-plane message. dtype is already range-checked; payload sizes already match.
+// Row commands (PUSH_ROWS, PULL_ROWS) carry num_elements keys in `keys` (uint64, possibly unaligned:
+// read them with keyAt) and, for PUSH_ROWS, num_elements x row_dim float32 values in `payload`.
 struct DataMessage {
   pb::DataHeader header;
   DType dtype = DType::kFloat32;
+  Blob keys;     // row commands only
   Blob payload;  // empty for commands without one
+
+  uint64_t keyAt(size_t i) const;
 };
 
 using Message = std::variant<pb::Control, DataMessage>;
@@ -40,6 +46,8 @@ StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits);
 // Encoders build frames for a (validated, our own) message. The payload Blob is sent without copying.
 std::vector<Blob> encodeControl(const pb::Control& control);
 std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload = Blob());
+// Row commands: header, keys frame, and (PUSH_ROWS) rows frame.
+std::vector<Blob> encodeRows(const pb::DataHeader& header, Blob keys, Blob rows = Blob());
 
 // Checked num_elements * element size; false on overflow.
 bool checkedBytes(uint64_t num_elements, size_t element_size, uint64_t* bytes);

@@ -1,0 +1,318 @@
+#include "ps/server/param_store.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "ps/common/checkpoint.h"
+
+namespace zps {
+namespace {
+
+Outgoing ack(PeerId peer, const pb::DataHeader& h) {
+  Outgoing o;
+  o.peer = peer;
+  o.header.set_command(pb::CMD_REPLY);
+  o.header.set_request_id(h.request_id());
+  o.header.set_key(h.key());
+  o.header.set_round(h.round());
+  return o;
+}
+
+std::vector<uint64_t> keysOf(const wire::DataMessage& msg) {
+  std::vector<uint64_t> keys(msg.header.num_elements());
+  if (!keys.empty()) std::memcpy(keys.data(), msg.keys.data(), keys.size() * sizeof(uint64_t));
+  return keys;
+}
+
+}  // namespace
+
+ParamCounters ParamStore::counters() const {
+  ParamCounters c = counters_;
+  c.table_rows = 0;
+  for (const auto& [k, t] : tables_) c.table_rows += t.keys.size();
+  return c;
+}
+
+void ParamStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out) {
+  const auto& h = msg.header;
+  if (h.command() == pb::CMD_DECLARE) {
+    Status s = declare(h.key(), msg);
+    out->push_back(s.ok() ? ack(peer, h) : errorReply(peer, h, s.message()));
+    return;
+  }
+  auto it = tables_.find(h.key());
+  if (it == tables_.end()) {
+    out->push_back(errorReply(peer, h, "table key " + std::to_string(h.key()) + " was never declared"));
+    return;
+  }
+  Table& t = it->second;
+  std::string where = "table '" + t.name + "' round " + std::to_string(h.round());
+  switch (h.command()) {
+    case pb::CMD_PUSH_ROWS: {
+      Status s = push(t, worker, msg);
+      if (!s.ok()) {
+        out->push_back(errorReply(peer, h, s.withContext(where).message()));
+        return;
+      }
+      out->push_back(ack(peer, h));
+      if (!t.async) applyRounds(h.key(), t, out);
+      return;
+    }
+    case pb::CMD_PULL_ROWS: {
+      if (h.row_dim() != t.dim) {
+        out->push_back(errorReply(peer, h, where + ": row_dim " + std::to_string(h.row_dim()) + " != " +
+                                               std::to_string(t.dim)));
+        return;
+      }
+      auto keys = keysOf(msg);
+      counters_.bytes_in += keys.size() * sizeof(uint64_t);
+      if (t.async || h.round() <= t.completed + 1) {
+        pullNow(t, peer, h, keys, out);
+      } else if (h.round() > t.completed + 1 + kMaxRoundsAhead) {
+        out->push_back(errorReply(peer, h, where + ": pull is too far ahead of round " + std::to_string(t.completed)));
+      } else if (t.parked.size() >= static_cast<size_t>(num_workers_) * (kMaxRoundsAhead + 2) * 2) {
+        out->push_back(errorReply(peer, h, where + ": too many requests waiting"));
+      } else {
+        t.parked.push_back(Table::Parked{peer, h, std::move(keys)});
+      }
+      return;
+    }
+    case pb::CMD_CHECKPOINT: {
+      if (checkpoint_dir_.empty()) {
+        out->push_back(errorReply(peer, h, "this server has no ZPS_CHECKPOINT_DIR"));
+        return;
+      }
+      if (t.async || h.round() <= t.completed) {
+        Status s = writeCheckpoint(h.key(), t, h.round());
+        out->push_back(s.ok() ? ack(peer, h) : errorReply(peer, h, s.message()));
+      } else {
+        t.parked.push_back(Table::Parked{peer, h, {}});
+      }
+      return;
+    }
+    default:
+      out->push_back(errorReply(peer, h, "command " + pb::DataCommand_Name(h.command()) + " is not valid for a table"));
+  }
+}
+
+Status ParamStore::declare(uint64_t key, const wire::DataMessage& msg) {
+  const auto& h = msg.header;
+  const auto& o = h.optimizer();
+  if (msg.dtype != DType::kFloat32) return InvalidArgument("tables hold float32 rows");
+  if (h.row_dim() == 0 || h.row_dim() > 65536) return InvalidArgument("row_dim must be in [1, 65536]");
+  if (o.kind() > static_cast<uint32_t>(kernels::OptimizerKind::kAdagrad))
+    return InvalidArgument("optimizer kind " + std::to_string(o.kind()) + " is unknown");
+  if (!(o.lr() > 0) || !(o.init_scale() >= 0) || !(o.eps() >= 0))
+    return InvalidArgument("optimizer needs lr > 0, eps >= 0 and init_scale >= 0");
+  auto it = tables_.find(key);
+  if (it != tables_.end()) {
+    const Table& t = it->second;
+    if (t.name != h.name() || t.dim != h.row_dim() || t.async != h.async() ||
+        static_cast<uint32_t>(t.optimizer.kind) != o.kind())
+      return InvalidArgument("table key " + std::to_string(key) + " was declared as '" + t.name + "' (dim " +
+                             std::to_string(t.dim) + ") but this worker declares '" + h.name() + "' (dim " +
+                             std::to_string(h.row_dim()) + ") or another optimizer/async setting");
+    return Status::OK();
+  }
+  Table t;
+  t.name = h.name();
+  t.dim = h.row_dim();
+  t.optimizer.kind = static_cast<kernels::OptimizerKind>(o.kind());
+  t.optimizer.lr = o.lr();
+  t.optimizer.momentum = o.momentum();
+  t.optimizer.beta1 = o.beta1();
+  t.optimizer.beta2 = o.beta2();
+  t.optimizer.eps = o.eps();
+  t.optimizer.initial_accumulator = o.initial_accumulator();
+  t.init_scale = o.init_scale();
+  t.init_seed = o.init_seed();
+  t.async = h.async();
+  t.state_floats = kernels::optimizerStateFloats(t.optimizer.kind);
+  if (h.restore_step() > 0) ZPS_RETURN_IF_ERROR(restore(key, t, h.restore_step()));
+  tables_.emplace(key, std::move(t));
+  return Status::OK();
+}
+
+uint32_t ParamStore::rowSlot(Table& t, uint64_t key) {
+  auto it = t.index.find(key);
+  if (it != t.index.end()) return it->second;
+  uint32_t slot = static_cast<uint32_t>(t.keys.size());
+  t.index.emplace(key, slot);
+  t.keys.push_back(key);
+  t.steps.push_back(0);
+  size_t base = t.values.size();
+  t.values.resize(base + t.dim);
+  // Deterministic: the same (seed, key) gives the same row on any server, whatever the arrival order.
+  kernels::initEmbeddingRow(key, t.init_seed, t.init_scale, t.values.data() + base, t.dim);
+  size_t sbase = t.state.size();
+  t.state.resize(sbase + t.state_floats * t.dim);
+  if (t.state_floats > 0) kernels::initOptimizerState(t.optimizer, t.state.data() + sbase, t.dim);
+  return slot;
+}
+
+void ParamStore::applyRow(Table& t, uint64_t key, const float* grad) {
+  uint32_t slot = rowSlot(t, key);
+  kernels::applyOptimizer(t.optimizer, t.values.data() + size_t{slot} * t.dim,
+                          t.state.data() + size_t{slot} * t.state_floats * t.dim, grad, t.dim, ++t.steps[slot]);
+}
+
+Status ParamStore::push(Table& t, int worker, const wire::DataMessage& msg) {
+  const auto& h = msg.header;
+  if (h.row_dim() != t.dim)
+    return InvalidArgument("row_dim " + std::to_string(h.row_dim()) + " != the table's " + std::to_string(t.dim));
+  size_t n = h.num_elements();
+  counters_.bytes_in += n * sizeof(uint64_t) + msg.payload.size();
+  counters_.rows_pushed += n;
+  // The payload may be unaligned; copy each row out before use.
+  std::vector<float> row(t.dim);
+  if (t.async) {
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(row.data(), msg.payload.data() + i * t.dim * sizeof(float), t.dim * sizeof(float));
+      applyRow(t, msg.keyAt(i), row.data());
+    }
+    return Status::OK();
+  }
+  if (h.round() <= t.completed)
+    return FailedPrecondition("push arrived after the round was applied (last applied " + std::to_string(t.completed) + ")");
+  if (h.round() > t.completed + kMaxRoundsAhead)
+    return FailedPrecondition("push is too far ahead: last applied round is " + std::to_string(t.completed));
+  auto& r = t.open[h.round()];
+  if (r.pushed.empty()) r.pushed.assign(num_workers_, false);
+  if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not applied twice
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(row.data(), msg.payload.data() + i * t.dim * sizeof(float), t.dim * sizeof(float));
+    auto [it, fresh] = r.grads.try_emplace(msg.keyAt(i));
+    if (fresh) {
+      it->second = row;
+    } else {
+      for (uint32_t j = 0; j < t.dim; ++j) it->second[j] += row[j];
+    }
+  }
+  r.pushed[worker] = true;
+  ++r.count;
+  return Status::OK();
+}
+
+void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out) {
+  for (;;) {
+    auto it = t.open.find(t.completed + 1);
+    if (it == t.open.end() || it->second.count < num_workers_) break;
+    // Apply in key order so every run (and every restart) updates rows identically.
+    std::map<uint64_t, std::vector<float>> ordered(it->second.grads.begin(), it->second.grads.end());
+    for (const auto& [row_key, grad] : ordered) applyRow(t, row_key, grad.data());
+    t.completed = it->first;
+    t.open.erase(it);
+  }
+  serveParked(key, t, out);
+}
+
+void ParamStore::serveParked(uint64_t key, Table& t, std::vector<Outgoing>* out) {
+  std::vector<Table::Parked> still;
+  for (auto& p : t.parked) {
+    if (p.header.command() == pb::CMD_PULL_ROWS && p.header.round() <= t.completed + 1) {
+      pullNow(t, p.peer, p.header, p.keys, out);
+    } else if (p.header.command() == pb::CMD_CHECKPOINT && p.header.round() <= t.completed) {
+      Status s = writeCheckpoint(key, t, p.header.round());
+      out->push_back(s.ok() ? ack(p.peer, p.header) : errorReply(p.peer, p.header, s.message()));
+    } else {
+      still.push_back(std::move(p));
+    }
+  }
+  t.parked.swap(still);
+}
+
+void ParamStore::pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const std::vector<uint64_t>& keys,
+                         std::vector<Outgoing>* out) {
+  auto buf = std::make_shared<AlignedBuffer>(keys.size() * t.dim * sizeof(float));
+  auto* rows = reinterpret_cast<float*>(buf->data());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    uint32_t slot = rowSlot(t, keys[i]);
+    std::memcpy(rows + i * t.dim, t.values.data() + size_t{slot} * t.dim, t.dim * sizeof(float));
+  }
+  counters_.rows_pulled += keys.size();
+  counters_.bytes_out += buf->size();
+  Outgoing o = ack(peer, h);
+  o.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  o.header.set_num_elements(keys.size() * t.dim);
+  o.payload = Blob::fromBuffer(std::move(buf));
+  out->push_back(std::move(o));
+}
+
+std::string ParamStore::checkpointPath(uint64_t key, uint64_t step) const {
+  return checkpoint_dir_ + "/table-" + std::to_string(key) + "-server-" + std::to_string(server_rank_) + "-step-" +
+         std::to_string(step) + ".ckpt";
+}
+
+// Payload: name length + name, dim, optimizer kind, state floats, row count, then per row: key, step,
+// dim values, state_floats x dim optimizer state.
+Status ParamStore::writeCheckpoint(uint64_t key, const Table& t, uint64_t step) {
+  PayloadWriter w;
+  w.put(static_cast<uint32_t>(t.name.size()));
+  w.putBytes(t.name.data(), t.name.size());
+  w.put(t.dim);
+  w.put(static_cast<uint32_t>(t.optimizer.kind));
+  w.put(static_cast<uint32_t>(t.state_floats));
+  w.put(static_cast<uint64_t>(t.keys.size()));
+  for (size_t slot = 0; slot < t.keys.size(); ++slot) {
+    w.put(t.keys[slot]);
+    w.put(t.steps[slot]);
+    w.putBytes(t.values.data() + slot * t.dim, t.dim * sizeof(float));
+    w.putBytes(t.state.data() + slot * t.state_floats * t.dim, t.state_floats * t.dim * sizeof(float));
+  }
+  ZPS_RETURN_IF_ERROR(writeCheckpointFile(checkpointPath(key, step), CheckpointKind::kParamTable, step, w.take()));
+  LOG(INFO) << "server " << server_rank_ << ": checkpointed table '" << t.name << "' (" << t.keys.size()
+            << " rows) at step " << step;
+  // Keep the two newest shards: the pointer written by worker 0 names the newest complete one.
+  std::error_code ec;
+  std::vector<uint64_t> steps;
+  std::string prefix = "table-" + std::to_string(key) + "-server-" + std::to_string(server_rank_) + "-step-";
+  for (const auto& e : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
+    std::string f = e.path().filename().string();
+    if (f.rfind(prefix, 0) == 0 && f.size() > prefix.size() + 5 && f.substr(f.size() - 5) == ".ckpt")
+      steps.push_back(std::strtoull(f.c_str() + prefix.size(), nullptr, 10));
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + 2 < steps.size(); ++i) std::filesystem::remove(checkpointPath(key, steps[i]), ec);
+  return Status::OK();
+}
+
+Status ParamStore::restore(uint64_t key, Table& t, uint64_t step) {
+  std::string path = checkpointPath(key, step);
+  auto file = readCheckpointFile(path, CheckpointKind::kParamTable);
+  if (!file.ok()) return file.status().withContext("restoring table '" + t.name + "'");
+  PayloadReader r(file->payload);
+  std::string bad = "checkpoint " + path + " does not match table '" + t.name + "': ";
+  uint32_t name_len = 0, dim = 0, kind = 0, state_floats = 0;
+  uint64_t rows = 0;
+  if (!r.get(&name_len) || name_len > r.remaining()) return InvalidArgument(bad + "truncated name");
+  std::string name(name_len, '\0');
+  r.getBytes(name.data(), name_len);
+  if (!r.get(&dim) || !r.get(&kind) || !r.get(&state_floats) || !r.get(&rows)) return InvalidArgument(bad + "truncated");
+  if (name != t.name || dim != t.dim || kind != static_cast<uint32_t>(t.optimizer.kind) || state_floats != t.state_floats)
+    return InvalidArgument(bad + "it holds '" + name + "' dim " + std::to_string(dim));
+  size_t per_row = sizeof(uint64_t) * 2 + (size_t{dim} + size_t{state_floats} * dim) * sizeof(float);
+  if (rows > r.remaining() / per_row || rows * per_row != r.remaining())
+    return InvalidArgument(bad + "row count does not match its size");
+  t.values.resize(rows * dim);
+  t.state.resize(rows * state_floats * dim);
+  for (uint64_t slot = 0; slot < rows; ++slot) {
+    uint64_t row_key = 0, row_step = 0;
+    r.get(&row_key);
+    r.get(&row_step);
+    r.getBytes(t.values.data() + slot * dim, dim * sizeof(float));
+    r.getBytes(t.state.data() + slot * state_floats * dim, state_floats * dim * sizeof(float));
+    t.index.emplace(row_key, static_cast<uint32_t>(slot));
+    t.keys.push_back(row_key);
+    t.steps.push_back(row_step);
+  }
+  t.completed = step;
+  LOG(INFO) << "server " << server_rank_ << ": restored table '" << t.name << "' (" << rows << " rows) from step "
+            << step;
+  return Status::OK();
+}
+
+}  // namespace zps

@@ -1,0 +1,91 @@
+// ParamStore: parameter-server mode ("param" keys) for the tables of one engine thread. A table holds
+// embedding rows keyed by uint64; rows are created on first touch with a deterministic initialiser and
+// updated on the server by an optimizer (kernels/optimizer.h). Owned and called by exactly one server
+// engine thread, like SumStore.
+//
+// Synchronous tables (the default) count rounds, one per training step: round r's pushes from every
+// worker are summed per row, then applied once; a pull for round r waits until round r-1 is applied, so
+// every worker reads the same rows. Asynchronous tables apply each push at once and serve pulls at once.
+// Workers push to every server every round (an empty push when none of their rows live there), so each
+// server can count its rounds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/optimizer.h"
+#include "ps/server/sum_store.h"
+
+namespace zps {
+
+struct ParamCounters {
+  uint64_t rows_pulled = 0;
+  uint64_t rows_pushed = 0;
+  uint64_t bytes_in = 0;   // keys + gradient rows received
+  uint64_t bytes_out = 0;  // rows sent
+  uint64_t table_rows = 0;
+};
+
+class ParamStore {
+ public:
+  static constexpr uint64_t kMaxRoundsAhead = 2;
+
+  ParamStore(int num_workers, int server_rank, std::string checkpoint_dir)
+      : num_workers_(num_workers), server_rank_(server_rank), checkpoint_dir_(std::move(checkpoint_dir)) {}
+
+  // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from `worker`.
+  void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
+  ParamCounters counters() const;
+
+ private:
+  struct Table {
+    std::string name;
+    uint32_t dim = 0;
+    kernels::OptimizerConfig optimizer;
+    float init_scale = 0;
+    uint64_t init_seed = 0;
+    bool async = false;
+    size_t state_floats = 0;  // optimizer state per parameter
+    std::unordered_map<uint64_t, uint32_t> index;  // key -> row slot
+    std::vector<uint64_t> keys;                    // slot -> key
+    std::vector<float> values;                     // slot x dim
+    std::vector<float> state;                      // slot x (state_floats x dim)
+    std::vector<uint64_t> steps;                   // slot -> updates applied (Adam's bias correction)
+    uint64_t completed = 0;                        // last applied round (sync)
+    struct Round {
+      std::unordered_map<uint64_t, std::vector<float>> grads;
+      std::vector<bool> pushed;
+      int count = 0;
+    };
+    std::map<uint64_t, Round> open;
+    struct Parked {
+      PeerId peer;
+      pb::DataHeader header;
+      std::vector<uint64_t> keys;
+    };
+    std::vector<Parked> parked;
+  };
+
+  Status declare(uint64_t key, const wire::DataMessage& msg);
+  Status push(Table& t, int worker, const wire::DataMessage& msg);
+  void pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const std::vector<uint64_t>& keys,
+               std::vector<Outgoing>* out);
+  void applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out);
+  void serveParked(uint64_t key, Table& t, std::vector<Outgoing>* out);
+  uint32_t rowSlot(Table& t, uint64_t key);
+  void applyRow(Table& t, uint64_t key, const float* grad);
+  std::string checkpointPath(uint64_t key, uint64_t step) const;
+  Status writeCheckpoint(uint64_t key, const Table& t, uint64_t step);
+  Status restore(uint64_t key, Table& t, uint64_t step);
+
+  const int num_workers_;
+  const int server_rank_;
+  const std::string checkpoint_dir_;
+  std::unordered_map<uint64_t, Table> tables_;
+  ParamCounters counters_;
+};
+
+}  // namespace zps

@@ -1,0 +1,469 @@
+// `zps train`: the built-in training program, a worker that uses only the public worker API.
+//
+// Synchronous (default): every step, each worker computes gradients on its slice of the global batch
+// (worker r takes rows [r*b, (r+1)*b) of each global batch of W*b rows, in an epoch order every worker
+// computes alike), push-pulls the dense gradient (server sum mode), divides by W*b and applies the dense
+// optimizer itself, so every worker holds bit-identical weights. The CTR model's embedding rows live on
+// the servers (param mode): a worker pulls the rows its batch uses and pushes their gradients, and the
+// servers apply the table optimizer once per round.
+//
+// Asynchronous (ZPS_ENABLE_ASYNC=1): the dense weights live in an async tensor on the servers (a running
+// sum: worker 0 pushes the initial weights, then every worker pushes its own weight deltas), tables apply
+// each push at once, and no worker waits for another.
+//
+// Checkpoints (ZPS_CHECKPOINT_DIR, synchronous runs): after every epoch, and every ZPS_CHECKPOINT_EVERY
+// steps, worker 0 has the servers write their table shards as of that step, then writes the dense model
+// (dense-step-<s>.ckpt) and finally the pointer file `latest`. A restarted job resumes from `latest`.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unordered_map>
+
+#include "kernels/optimizer.h"
+#include "ps/common/checkpoint.h"
+#include "ps/common/config.h"
+#include "tools/programs.h"
+#include "tools/worker_program.h"
+#include "worker/train/dataset.h"
+#include "worker/train/metrics.h"
+#include "worker/train/model.h"
+
+DEFINE_string(model, "mlp", "train: linear, mlp or ctr");
+DEFINE_string(data, "digits",
+              "train: digits, breast_cancer, diabetes, synthetic-regression, synthetic-ctr, csv:PATH, "
+              "libsvm:PATH or criteo:PATH");
+DEFINE_string(data_dir, "", "train: folder of the named datasets (default $ZPS_DATA_DIR, else ./data)");
+DEFINE_int32(label_column, -1, "train: csv label column (negative counts from the end)");
+DEFINE_double(test_fraction, 0.2, "train: share of rows held out for the test metric");
+DEFINE_uint64(synthetic_rows, 0, "train: rows of a synthetic dataset (0 = its default)");
+DEFINE_int32(epochs, 10, "train: passes over the training data");
+DEFINE_int32(batch_size, 32, "train: samples per worker per step (the global batch is workers x this)");
+DEFINE_double(lr, 0.05, "train: learning rate of the dense optimizer");
+DEFINE_string(optimizer, "momentum", "train: dense optimizer: sgd, momentum or adam");
+DEFINE_uint64(seed, 1, "train: seed of the data split, epoch order and initial weights");
+DEFINE_string(hidden, "128", "train: hidden layer sizes of mlp/ctr, e.g. 128,64");
+DEFINE_int32(embedding_dim, 8, "train: ctr embedding row size");
+DEFINE_string(table_optimizer, "adagrad", "train: ctr embedding optimizer on the servers: sgd, adagrad or adam");
+DEFINE_double(table_lr, 0.05, "train: learning rate of the embedding optimizer");
+DEFINE_string(weights_out, "", "train: write the final dense weights (raw float32) to this file");
+
+namespace zps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using train::Dataset;
+
+uint64_t fnv1a(const void* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+StatusOr<std::vector<size_t>> parseHidden(const std::string& text) {
+  std::vector<size_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto n = parseInteger("--hidden", item, 1, 1 << 16, "layer sizes like 128,64");
+    if (!n.ok()) return n.status();
+    out.push_back(static_cast<size_t>(*n));
+  }
+  return out;
+}
+
+// Everything a training run needs, prepared before joining the job so that a bad flag or bad data is
+// reported to the scheduler (which then ends the job for everyone) instead of leaving peers waiting.
+struct Prepared {
+  train::Split split;
+  std::unique_ptr<train::Model> model;
+  kernels::OptimizerConfig dense_opt;
+  std::string data_dir;
+};
+
+StatusOr<Prepared> prepare() {
+  Prepared p;
+  if (FLAGS_epochs < 1) return InvalidArgument("--epochs must be at least 1");
+  if (FLAGS_batch_size < 1) return InvalidArgument("--batch_size must be at least 1");
+  if (!(FLAGS_lr > 0)) return InvalidArgument("--lr must be positive");
+  ZPS_ASSIGN_OR_RETURN(p.dense_opt.kind, kernels::optimizerFromName(FLAGS_optimizer));
+  if (p.dense_opt.kind == kernels::OptimizerKind::kAdagrad)
+    return InvalidArgument("--optimizer for dense weights is sgd, momentum or adam");
+  p.dense_opt.lr = static_cast<float>(FLAGS_lr);
+  ZPS_ASSIGN_OR_RETURN(std::vector<size_t> hidden, parseHidden(FLAGS_hidden));
+  train::LoadOptions lo;
+  p.data_dir = FLAGS_data_dir;
+  if (p.data_dir.empty()) {
+    const char* env = std::getenv("ZPS_DATA_DIR");
+    p.data_dir = env != nullptr && env[0] != '\0' ? env : "data";
+  }
+  lo.data_dir = p.data_dir;
+  lo.label_column = FLAGS_label_column;
+  lo.test_fraction = FLAGS_test_fraction;
+  lo.seed = FLAGS_seed;
+  lo.synthetic_rows = FLAGS_synthetic_rows;
+  ZPS_ASSIGN_OR_RETURN(p.split, train::loadDataset(FLAGS_data, lo));
+  ZPS_ASSIGN_OR_RETURN(p.model, train::makeModel(FLAGS_model, p.split.train, hidden,
+                                                 static_cast<size_t>(FLAGS_embedding_dim)));
+  ZPS_RETURN_IF_ERROR(p.model->checkData(p.split.train));
+  ZPS_RETURN_IF_ERROR(p.model->checkData(p.split.test));
+  return p;
+}
+
+// The dense model as worker 0 checkpoints it.
+struct DenseCheckpoint {
+  uint64_t step = 0;        // global steps done
+  uint64_t opt_step = 0;    // optimizer updates applied
+  std::vector<float> params;
+  std::vector<float> state;
+};
+
+std::string densePath(const std::string& dir, uint64_t step) {
+  return dir + "/dense-step-" + std::to_string(step) + ".ckpt";
+}
+
+Status writeDense(const std::string& dir, const DenseCheckpoint& c) {
+  PayloadWriter w;
+  w.put(c.step);
+  w.put(c.opt_step);
+  w.put(static_cast<uint64_t>(c.params.size()));
+  w.putBytes(c.params.data(), c.params.size() * sizeof(float));
+  w.put(static_cast<uint64_t>(c.state.size()));
+  w.putBytes(c.state.data(), c.state.size() * sizeof(float));
+  ZPS_RETURN_IF_ERROR(writeCheckpointFile(densePath(dir, c.step), CheckpointKind::kDenseModel, c.step, w.take()));
+  ZPS_RETURN_IF_ERROR(writeFileAtomically(dir + "/latest", std::to_string(c.step) + "\n"));
+  // Keep the two newest dense files; `latest` names the newest.
+  std::error_code ec;
+  std::vector<uint64_t> steps;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string f = e.path().filename().string();
+    if (f.rfind("dense-step-", 0) == 0 && f.size() > 16 && f.substr(f.size() - 5) == ".ckpt")
+      steps.push_back(std::strtoull(f.c_str() + 11, nullptr, 10));
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + 2 < steps.size(); ++i) std::filesystem::remove(densePath(dir, steps[i]), ec);
+  return Status::OK();
+}
+
+// Reads `latest` and the dense file it names. NotFound when there is no checkpoint to resume from.
+StatusOr<DenseCheckpoint> readDense(const std::string& dir, size_t num_params, size_t num_state) {
+  std::ifstream in(dir + "/latest");
+  if (!in) return NotFound("no checkpoint in " + dir);
+  std::string text;
+  std::getline(in, text);
+  ZPS_ASSIGN_OR_RETURN(long long step, parseInteger(dir + "/latest", text, 1, int64_t{1} << 50,
+                                                    "a step number written by zps"));
+  ZPS_ASSIGN_OR_RETURN(CheckpointFile f, readCheckpointFile(densePath(dir, static_cast<uint64_t>(step)),
+                                                            CheckpointKind::kDenseModel));
+  DenseCheckpoint c;
+  PayloadReader r(f.payload);
+  uint64_t n = 0, m = 0;
+  std::string bad = "checkpoint " + densePath(dir, step) + " does not fit this model: ";
+  if (!r.get(&c.step) || !r.get(&c.opt_step) || !r.get(&n)) return InvalidArgument(bad + "truncated");
+  if (n != num_params)
+    return InvalidArgument(bad + "it has " + std::to_string(n) + " weights, the model " + std::to_string(num_params));
+  c.params.resize(n);
+  if (!r.getBytes(c.params.data(), n * sizeof(float)) || !r.get(&m) || m != num_state)
+    return InvalidArgument(bad + "optimizer state does not match (another --optimizer?)");
+  c.state.resize(m);
+  if (!r.getBytes(c.state.data(), m * sizeof(float)) || r.remaining() != 0) return InvalidArgument(bad + "trailing bytes");
+  if (c.step != static_cast<uint64_t>(step)) return InvalidArgument(bad + "its step differs from `latest`");
+  return c;
+}
+
+class Trainer {
+ public:
+  Trainer(Worker& w, Prepared& p, const Config& config) : w_(w), p_(p), config_(config) {}
+
+  Status run() {
+    const Dataset& train = p_.split.train;
+    model_ = p_.model.get();
+    async_ = config_.enable_async;
+    W_ = w_.numWorkers();
+    b_ = static_cast<size_t>(FLAGS_batch_size);
+    ZPS_RETURN_IF_ERROR(checkShapes());
+    steps_per_epoch_ = train.rows / (W_ * b_);
+    if (steps_per_epoch_ == 0)
+      return InvalidArgument("the training split has " + std::to_string(train.rows) + " rows, fewer than one global batch of " +
+                             std::to_string(W_ * b_) + " (workers x --batch_size)");
+    size_t n = model_->numDenseParams();
+    params_.resize(n);
+    grad_.resize(n);
+    summed_.resize(n);
+    state_.assign(kernels::optimizerStateFloats(p_.dense_opt.kind) * n, 0.f);
+    kernels::initOptimizerState(p_.dense_opt, state_.data(), n);
+    model_->initDense(params_.data(), FLAGS_seed);
+
+    uint64_t start_step = 0;
+    if (!config_.checkpoint_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(config_.checkpoint_dir, ec);
+      if (async_) LOG(WARNING) << "train: checkpoints are written only by synchronous runs";
+      auto resumed = readDense(config_.checkpoint_dir, n, state_.size());
+      if (resumed.ok()) {
+        params_ = resumed->params;
+        state_ = resumed->state;
+        opt_step_ = resumed->opt_step;
+        start_step = resumed->step;
+        LOG(INFO) << "train: worker " << w_.rank() << " resumes from the checkpoint at step " << start_step << " in "
+                  << config_.checkpoint_dir;
+      } else if (resumed.status().code() != StatusCode::kNotFound) {
+        return resumed.status();
+      }
+    }
+    ZPS_RETURN_IF_ERROR(declare(start_step));
+    LOG(INFO) << "train: worker " << w_.rank() << ": " << model_->describe() << " on " << FLAGS_data << " ("
+              << train.rows << " train rows, " << p_.split.test.rows << " test rows), " << steps_per_epoch_
+              << " steps per epoch of " << W_ << " x " << b_ << " samples, " << (async_ ? "async" : "sync");
+
+    uint64_t step = start_step;
+    for (uint64_t epoch = step / steps_per_epoch_; epoch < static_cast<uint64_t>(FLAGS_epochs); ++epoch) {
+      std::vector<size_t> order = train::epochOrder(train.rows, FLAGS_seed, epoch);
+      double loss_sum = 0;
+      size_t samples = 0;
+      auto start = Clock::now();
+      for (uint64_t k = step % steps_per_epoch_; k < steps_per_epoch_; ++k) {
+        const size_t* rows = order.data() + k * W_ * b_ + static_cast<size_t>(w_.rank()) * b_;
+        double loss = 0;
+        ZPS_RETURN_IF_ERROR(async_ ? stepAsync(rows, &loss) : stepSync(rows, &loss));
+        loss_sum += loss;
+        samples += b_;
+        ++step;
+        if (!async_ && config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0 && k + 1 < steps_per_epoch_)
+          ZPS_RETURN_IF_ERROR(checkpoint(step));
+      }
+      double secs = std::chrono::duration<double>(Clock::now() - start).count();
+      if (!async_) ZPS_RETURN_IF_ERROR(checkpoint(step));
+      ZPS_ASSIGN_OR_RETURN(train::Evaluation eval, evaluate(p_.split.test));
+      std::printf("Training. Epoch %llu, train loss: %.6g, test %s, %.0f samples/s, Worker: %d\n",
+                  static_cast<unsigned long long>(epoch + 1), samples ? loss_sum / samples : 0.0,
+                  eval.summary().c_str(), samples / std::max(secs, 1e-9), w_.rank());
+      std::fflush(stdout);
+    }
+    if (async_) {
+      // Every worker reports the same final model: the one on the servers once all pushes are in.
+      ZPS_RETURN_IF_ERROR(w_.barrier());
+      ZPS_ASSIGN_OR_RETURN(Handle h, w_.pull(dense_, params_.data()));
+      ZPS_RETURN_IF_ERROR(w_.wait(h));
+    }
+    ZPS_ASSIGN_OR_RETURN(train::Evaluation final_eval, evaluate(p_.split.test));
+    std::printf("Final test %s (%zu rows), weights checksum %016llx, Worker: %d\n", final_eval.summary().c_str(),
+                p_.split.test.rows, static_cast<unsigned long long>(fnv1a(params_.data(), params_.size() * 4)),
+                w_.rank());
+    std::fflush(stdout);
+    if (!FLAGS_weights_out.empty()) {
+      std::ofstream out(FLAGS_weights_out, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(params_.data()), static_cast<std::streamsize>(params_.size() * 4));
+      if (!out) return InvalidArgument("--weights_out: cannot write " + FLAGS_weights_out);
+    }
+    return Status::OK();
+  }
+
+ private:
+  // Every worker must train the same model on data of the same shape; a push-pull of the shape shows
+  // a mismatch to all of them at once.
+  Status checkShapes() {
+    const Dataset& d = p_.split.train;
+    int64_t mine[4] = {static_cast<int64_t>(d.num_numeric), static_cast<int64_t>(d.num_categorical),
+                       static_cast<int64_t>(d.num_classes), static_cast<int64_t>(model_->numDenseParams())};
+    int64_t sum[4] = {0, 0, 0, 0};
+    ZPS_ASSIGN_OR_RETURN(TensorId t, w_.declare("train/shape", sizeof(mine), DType::kInt64));
+    ZPS_ASSIGN_OR_RETURN(Handle h, w_.pushPull(t, mine, sum));
+    ZPS_RETURN_IF_ERROR(w_.wait(h));
+    for (int i = 0; i < 4; ++i) {
+      if (sum[i] != mine[i] * W_)
+        return InvalidArgument("the workers' data or models differ in shape: this worker has " +
+                               std::to_string(mine[0]) + " numeric features, " + std::to_string(mine[1]) +
+                               " categorical fields, " + std::to_string(mine[2]) + " classes and " +
+                               std::to_string(mine[3]) + " weights; give every worker the same --data and --model");
+    }
+    return Status::OK();
+  }
+
+  Status declare(uint64_t start_step) {
+    size_t bytes = params_.size() * sizeof(float);
+    if (async_) {
+      ZPS_ASSIGN_OR_RETURN(dense_, w_.declareAsync("train/dense_weights", bytes, DType::kFloat32));
+      if (w_.rank() == 0) {
+        ZPS_ASSIGN_OR_RETURN(Handle h, w_.push(dense_, params_.data()));
+        ZPS_RETURN_IF_ERROR(w_.wait(h));
+      }
+      ZPS_RETURN_IF_ERROR(w_.barrier());  // nobody pulls before the initial weights are in
+    } else {
+      ZPS_ASSIGN_OR_RETURN(dense_, w_.declare("train/dense_grad", bytes, DType::kFloat32));
+    }
+    if (model_->embeddingDim() > 0) {
+      TableOptions t;
+      t.dim = static_cast<uint32_t>(model_->embeddingDim());
+      t.optimizer = FLAGS_table_optimizer;
+      t.lr = static_cast<float>(FLAGS_table_lr);
+      t.init_scale = 0.05f;
+      t.seed = FLAGS_seed;
+      t.async = async_ ? 1 : 0;
+      t.restore_step = start_step;
+      ZPS_ASSIGN_OR_RETURN(table_, w_.declareTable("train/embedding", t));
+      dim_ = t.dim;
+    }
+    return Status::OK();
+  }
+
+  // Gathers the embedding rows of rows[0..n) from the servers into emb_ (n x fields x dim), remembering
+  // the unique keys and which unique row each (sample, field) uses.
+  Status gatherEmbeddings(const Dataset& data, const size_t* rows, size_t n) {
+    size_t fields = data.num_categorical;
+    unique_.clear();
+    slot_of_.assign(n * fields, 0);
+    std::unordered_map<uint64_t, uint32_t> index;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t* ids = data.categoricalRow(rows[i]);
+      for (size_t f = 0; f < fields; ++f) {
+        auto [it, fresh] = index.try_emplace(ids[f], static_cast<uint32_t>(unique_.size()));
+        if (fresh) unique_.push_back(ids[f]);
+        slot_of_[i * fields + f] = it->second;
+      }
+    }
+    unique_rows_.resize(unique_.size() * dim_);
+    ZPS_ASSIGN_OR_RETURN(Handle h, w_.pullRows(table_, unique_.data(), unique_.size(), unique_rows_.data()));
+    ZPS_RETURN_IF_ERROR(w_.wait(h));
+    emb_.resize(n * fields * dim_);
+    for (size_t j = 0; j < n * fields; ++j)
+      std::copy_n(unique_rows_.data() + size_t{slot_of_[j]} * dim_, dim_, emb_.data() + j * dim_);
+    return Status::OK();
+  }
+
+  // Sums the per-(sample, field) embedding gradients per unique key, scales them and pushes them.
+  Status pushEmbeddingGrads(size_t n, size_t fields, float scale) {
+    std::vector<float> grads(unique_.size() * dim_, 0.f);
+    for (size_t j = 0; j < n * fields; ++j) {
+      float* g = grads.data() + size_t{slot_of_[j]} * dim_;
+      const float* src = grad_emb_.data() + j * dim_;
+      for (uint32_t d = 0; d < dim_; ++d) g[d] += src[d] * scale;
+    }
+    ZPS_ASSIGN_OR_RETURN(Handle h, w_.pushRows(table_, unique_.data(), unique_.size(), grads.data()));
+    return w_.wait(h);
+  }
+
+  Status stepSync(const size_t* rows, double* loss) {
+    const Dataset& d = p_.split.train;
+    const float* emb = nullptr;
+    float* grad_emb = nullptr;
+    if (table_ >= 0) {
+      ZPS_RETURN_IF_ERROR(gatherEmbeddings(d, rows, b_));
+      grad_emb_.resize(emb_.size());
+      emb = emb_.data();
+      grad_emb = grad_emb_.data();
+    }
+    *loss = model_->lossAndGrad(params_.data(), d, rows, b_, emb, grad_.data(), grad_emb);
+    // Each worker contributes its sum; dividing by the global batch makes W workers on batch b the same
+    // step as one worker on batch W*b.
+    float scale = 1.0f / static_cast<float>(W_ * b_);
+    for (float& g : grad_) g *= scale;
+    ZPS_ASSIGN_OR_RETURN(Handle h, w_.pushPull(dense_, grad_.data(), summed_.data()));
+    if (table_ >= 0) ZPS_RETURN_IF_ERROR(pushEmbeddingGrads(b_, d.num_categorical, scale));
+    ZPS_RETURN_IF_ERROR(w_.wait(h));
+    kernels::applyOptimizer(p_.dense_opt, params_.data(), state_.data(), summed_.data(), params_.size(), ++opt_step_);
+    return Status::OK();
+  }
+
+  Status stepAsync(const size_t* rows, double* loss) {
+    const Dataset& d = p_.split.train;
+    ZPS_ASSIGN_OR_RETURN(Handle pull, w_.pull(dense_, params_.data()));
+    ZPS_RETURN_IF_ERROR(w_.wait(pull));
+    const float* emb = nullptr;
+    float* grad_emb = nullptr;
+    if (table_ >= 0) {
+      ZPS_RETURN_IF_ERROR(gatherEmbeddings(d, rows, b_));
+      grad_emb_.resize(emb_.size());
+      emb = emb_.data();
+      grad_emb = grad_emb_.data();
+    }
+    *loss = model_->lossAndGrad(params_.data(), d, rows, b_, emb, grad_.data(), grad_emb);
+    float scale = 1.0f / static_cast<float>(b_);
+    for (float& g : grad_) g *= scale;
+    // The delta this worker's optimizer step makes; the servers add every worker's deltas.
+    summed_ = params_;
+    kernels::applyOptimizer(p_.dense_opt, summed_.data(), state_.data(), grad_.data(), params_.size(), ++opt_step_);
+    for (size_t i = 0; i < params_.size(); ++i) summed_[i] -= params_[i];
+    ZPS_ASSIGN_OR_RETURN(Handle push, w_.push(dense_, summed_.data()));
+    if (table_ >= 0) ZPS_RETURN_IF_ERROR(pushEmbeddingGrads(b_, d.num_categorical, scale));
+    return w_.wait(push);
+  }
+
+  StatusOr<train::Evaluation> evaluate(const Dataset& data) {
+    size_t per_row = model_->outputsPerRow();
+    std::vector<float> out(data.rows * per_row);
+    double loss_sum = 0;
+    const size_t chunk = 4096;
+    std::vector<size_t> rows;
+    for (size_t start = 0; start < data.rows; start += chunk) {
+      size_t n = std::min(chunk, data.rows - start);
+      rows.resize(n);
+      for (size_t i = 0; i < n; ++i) rows[i] = start + i;
+      const float* emb = nullptr;
+      if (table_ >= 0) {
+        ZPS_RETURN_IF_ERROR(gatherEmbeddings(data, rows.data(), n));
+        emb = emb_.data();
+      }
+      double part = 0;
+      model_->predict(params_.data(), data, rows.data(), n, emb, out.data() + start * per_row, &part);
+      loss_sum += part;
+    }
+    return train::evaluateOutputs(data, out.data(), per_row, data.rows ? loss_sum / data.rows : 0);
+  }
+
+  Status checkpoint(uint64_t step) {
+    if (config_.checkpoint_dir.empty() || w_.rank() != 0) return Status::OK();
+    if (table_ >= 0) ZPS_RETURN_IF_ERROR(w_.checkpointTables(step));
+    DenseCheckpoint c;
+    c.step = step;
+    c.opt_step = opt_step_;
+    c.params = params_;
+    c.state = state_;
+    ZPS_RETURN_IF_ERROR(writeDense(config_.checkpoint_dir, c).withContext("writing the dense checkpoint"));
+    LOG(INFO) << "train: checkpoint at step " << step << " written to " << config_.checkpoint_dir;
+    return Status::OK();
+  }
+
+  Worker& w_;
+  Prepared& p_;
+  const Config& config_;
+  train::Model* model_ = nullptr;
+  bool async_ = false;
+  size_t W_ = 1, b_ = 1;
+  uint64_t steps_per_epoch_ = 0;
+  TensorId dense_ = -1;
+  TableId table_ = -1;
+  uint32_t dim_ = 0;
+  uint64_t opt_step_ = 0;
+  std::vector<float> params_, grad_, summed_, state_;
+  std::vector<uint64_t> unique_;
+  std::vector<uint32_t> slot_of_;
+  std::vector<float> unique_rows_, emb_, grad_emb_;
+};
+
+}  // namespace
+
+int trainMain() {
+  auto config = loadConfig(processEnv(), Role::kWorker);
+  if (!config.ok()) {
+    std::cerr << "zps train: " << config.status().message() << std::endl;
+    return 2;
+  }
+  auto prepared = prepare();
+  return runWorkerProgram("train", [&](Worker& w) -> Status {
+    if (!prepared.ok()) return prepared.status();
+    Trainer trainer(w, *prepared, *config);
+    return trainer.run();
+  });
+}
+
+}  // namespace zps

@@ -1,0 +1,592 @@
+#include "worker/train/dataset.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <string_view>
+#include <utility>
+
+#include "worker/train/random.h"
+
+#define TUNE(n, d) (getenv("ZPS_CTR_" n) ? atof(getenv("ZPS_CTR_" n)) : (d))
+namespace zps::train {
+namespace {
+
+constexpr int kMaxAutoClasses = 100;
+// LibSVM rows are stored dense; beyond this many floats a file needs a sparse format instead.
+constexpr size_t kMaxDenseFloats = size_t{1} << 28;
+constexpr size_t kMaxLibsvmIndex = size_t{1} << 20;
+constexpr size_t kCriteoColumns = 1 + kCtrNumericFields + kCtrCategoricalFields;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+bool parseDouble(std::string_view s, double* out) {
+  s = trim(s);
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return false;
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+void splitWhitespace(std::string_view line, std::vector<std::string_view>* fields);
+
+// Splits on commas when the line has one, else on runs of whitespace.
+void splitFields(std::string_view line, std::vector<std::string_view>* fields) {
+  fields->clear();
+  if (line.find(',') != std::string_view::npos) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = line.find(',', start);
+      fields->push_back(trim(line.substr(start, comma == std::string_view::npos ? line.npos : comma - start)));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    return;
+  }
+  splitWhitespace(line, fields);
+}
+
+void splitWhitespace(std::string_view line, std::vector<std::string_view>* fields) {
+  fields->clear();
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    const size_t start = i;
+    while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    if (i > start) fields->push_back(line.substr(start, i - start));
+  }
+}
+
+std::string quoted(std::string_view s) {
+  constexpr size_t kMax = 40;
+  if (s.size() > kMax) return "'" + std::string(s.substr(0, kMax)) + "...'";
+  return "'" + std::string(s) + "'";
+}
+
+std::string where(const std::string& path, size_t line) { return path + ":" + std::to_string(line) + ": "; }
+
+// Reads a text file line by line, skipping blank lines and '#' comments. The callback gets the line
+// number (1-based) and the line without its end-of-line characters, and returns a Status to stop.
+template <typename F>
+Status forEachLine(const std::string& path, F&& callback) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open " + path + ": " + std::strerror(errno));
+  std::string line;
+  size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    std::string_view view(line);
+    if (!view.empty() && view.back() == '\r') view.remove_suffix(1);
+    const std::string_view t = trim(view);
+    if (t.empty() || t.front() == '#') continue;
+    ZPS_RETURN_IF_ERROR(callback(number, view));
+  }
+  if (in.bad()) return InternalError("error reading " + path + ": " + std::strerror(errno));
+  return Status::OK();
+}
+
+// A rectangular table of numbers, with the file line each row came from (for later error messages).
+struct Table {
+  size_t cols = 0;
+  std::vector<double> values;
+  std::vector<size_t> lines;
+  size_t rows() const { return lines.size(); }
+};
+
+StatusOr<Table> readNumericTable(const std::string& path) {
+  Table table;
+  std::vector<std::string_view> fields;
+  bool first = true;
+  size_t cols_line = 0;
+  Status s = forEachLine(path, [&](size_t number, std::string_view line) -> Status {
+    splitFields(line, &fields);
+    const bool header_allowed = first;
+    first = false;
+    const size_t start = table.values.size();
+    for (size_t c = 0; c < fields.size(); ++c) {
+      double v;
+      if (!parseDouble(fields[c], &v)) {
+        // Only the first line may be a header: a bad value further down is an error, never skipped.
+        if (header_allowed) {
+          table.values.resize(start);
+          return Status::OK();
+        }
+        table.values.resize(start);
+        if (fields[c].empty()) {
+          return InvalidArgument(where(path, number) + "column " + std::to_string(c + 1) + " is empty");
+        }
+        return InvalidArgument(where(path, number) + "column " + std::to_string(c + 1) + ": " +
+                               quoted(fields[c]) + " is not a finite number");
+      }
+      table.values.push_back(v);
+    }
+    if (table.cols == 0) {
+      table.cols = fields.size();
+      cols_line = number;
+    } else if (fields.size() != table.cols) {
+      return InvalidArgument(where(path, number) + "expected " + std::to_string(table.cols) +
+                             " columns (as on line " + std::to_string(cols_line) + "), got " +
+                             std::to_string(fields.size()));
+    }
+    table.lines.push_back(number);
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return table;
+}
+
+bool isClassIndex(double v, int limit) { return v >= 0 && v < limit && v == std::floor(v); }
+
+// Resolves the task for a label column and fills num_classes; labels are checked when classification.
+Status resolveLabels(const std::string& path, const std::vector<size_t>& lines, Task task,
+                     Dataset* d) {
+  if (task == Task::kAuto) {
+    task = Task::kClassification;
+    for (float l : d->labels) {
+      if (!isClassIndex(l, kMaxAutoClasses)) {
+        task = Task::kRegression;
+        break;
+      }
+    }
+  }
+  if (task == Task::kRegression) {
+    d->num_classes = 0;
+    return Status::OK();
+  }
+  float max_label = 0;
+  for (size_t i = 0; i < d->labels.size(); ++i) {
+    const float l = d->labels[i];
+    if (!isClassIndex(l, 1 << 24)) {
+      return InvalidArgument(where(path, lines[i]) + "label " + std::to_string(l) +
+                             " is not a class index (a non-negative integer)");
+    }
+    max_label = std::max(max_label, l);
+  }
+  d->num_classes = std::max(2, static_cast<int>(max_label) + 1);
+  return Status::OK();
+}
+
+StatusOr<Dataset> readCsv(const std::string& path, int label_column, Task task) {
+  ZPS_ASSIGN_OR_RETURN(Table t, readNumericTable(path));
+  if (t.rows() == 0) return InvalidArgument(path + ": no data rows");
+  if (t.cols < 2) {
+    return InvalidArgument(path + ": needs at least 2 columns (features and a label), has " +
+                           std::to_string(t.cols));
+  }
+  const long long cols = static_cast<long long>(t.cols);
+  const long long lc = label_column >= 0 ? label_column : cols + label_column;
+  if (lc < 0 || lc >= cols) {
+    return InvalidArgument(path + ": label column " + std::to_string(label_column) +
+                           " is out of range for " + std::to_string(cols) + " columns (0.." +
+                           std::to_string(cols - 1) + ", or -1..-" + std::to_string(cols) +
+                           " from the end)");
+  }
+  Dataset d;
+  d.rows = t.rows();
+  d.num_numeric = t.cols - 1;
+  d.numeric.reserve(d.rows * d.num_numeric);
+  d.labels.reserve(d.rows);
+  for (size_t r = 0; r < d.rows; ++r) {
+    const double* row = t.values.data() + r * t.cols;
+    for (size_t c = 0; c < t.cols; ++c) {
+      if (static_cast<long long>(c) == lc) {
+        d.labels.push_back(static_cast<float>(row[c]));
+      } else {
+        d.numeric.push_back(static_cast<float>(row[c]));
+      }
+    }
+  }
+  ZPS_RETURN_IF_ERROR(resolveLabels(path, t.lines, task, &d));
+  return d;
+}
+
+StatusOr<Dataset> readLibsvm(const std::string& path, Task task) {
+  Dataset d;
+  std::vector<std::pair<size_t, size_t>> row_ranges;  // [begin, end) into entries
+  std::vector<std::pair<uint32_t, float>> entries;
+  std::vector<size_t> lines;
+  std::vector<std::string_view> tokens;
+  bool zero_based = false;
+  size_t max_index = 0;
+  Status s = forEachLine(path, [&](size_t number, std::string_view line) -> Status {
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    splitWhitespace(line, &tokens);
+    double label;
+    if (tokens.empty() || !parseDouble(tokens[0], &label)) {
+      return InvalidArgument(where(path, number) + "expected a numeric label first, got " +
+                             quoted(tokens.empty() ? line : tokens[0]));
+    }
+    const size_t begin = entries.size();
+    for (size_t i = 1; i < tokens.size(); ++i) {
+      const std::string_view tok = tokens[i];
+      const size_t colon = tok.find(':');
+      if (colon == std::string_view::npos) {
+        return InvalidArgument(where(path, number) + "feature " + quoted(tok) +
+                               " is not of the form index:value");
+      }
+      if (tok.substr(0, colon) == "qid") continue;
+      size_t index = 0;
+      const std::string_view idx = tok.substr(0, colon);
+      auto [ptr, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), index);
+      if (ec != std::errc() || ptr != idx.data() + idx.size() || index > kMaxLibsvmIndex) {
+        return InvalidArgument(where(path, number) + "feature index " + quoted(idx) +
+                               " is not an integer in [0, " + std::to_string(kMaxLibsvmIndex) + "]");
+      }
+      double value;
+      if (!parseDouble(tok.substr(colon + 1), &value)) {
+        return InvalidArgument(where(path, number) + "feature " + quoted(tok) +
+                               " has no finite numeric value");
+      }
+      for (size_t e = begin; e < entries.size(); ++e) {
+        if (entries[e].first == index) {
+          return InvalidArgument(where(path, number) + "feature index " + std::to_string(index) +
+                                 " appears twice");
+        }
+      }
+      zero_based |= index == 0;
+      max_index = std::max(max_index, index);
+      entries.emplace_back(static_cast<uint32_t>(index), static_cast<float>(value));
+    }
+    row_ranges.emplace_back(begin, entries.size());
+    lines.push_back(number);
+    d.labels.push_back(static_cast<float>(label));
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  if (lines.empty()) return InvalidArgument(path + ": no data rows");
+  d.rows = lines.size();
+  d.num_numeric = zero_based ? max_index + 1 : max_index;
+  if (d.num_numeric == 0) return InvalidArgument(path + ": no features on any line");
+  if (d.rows > kMaxDenseFloats / d.num_numeric) {
+    return InvalidArgument(path + ": " + std::to_string(d.rows) + " rows x " +
+                           std::to_string(d.num_numeric) +
+                           " features is too large to store dense; use criteo:PATH for hashed features");
+  }
+  d.numeric.assign(d.rows * d.num_numeric, 0.0f);
+  for (size_t r = 0; r < d.rows; ++r) {
+    for (size_t e = row_ranges[r].first; e < row_ranges[r].second; ++e) {
+      const size_t col = zero_based ? entries[e].first : entries[e].first - 1;
+      d.numeric[r * d.num_numeric + col] = entries[e].second;
+    }
+  }
+  if (task != Task::kRegression) {
+    const bool plus_minus =
+        std::all_of(d.labels.begin(), d.labels.end(), [](float l) { return l == 1.0f || l == -1.0f; });
+    if (plus_minus) {
+      for (float& l : d.labels) l = l > 0 ? 1.0f : 0.0f;
+    }
+  }
+  ZPS_RETURN_IF_ERROR(resolveLabels(path, lines, task, &d));
+  return d;
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+StatusOr<Dataset> readCriteo(const std::string& path) {
+  Dataset d;
+  d.num_numeric = kCtrNumericFields;
+  d.num_categorical = kCtrCategoricalFields;
+  d.num_classes = 2;
+  std::vector<std::string_view> fields;
+  Status s = forEachLine(path, [&](size_t number, std::string_view line) -> Status {
+    fields.clear();
+    size_t start = 0;
+    while (true) {
+      const size_t tab = line.find('\t', start);
+      fields.push_back(line.substr(start, tab == std::string_view::npos ? line.npos : tab - start));
+      if (tab == std::string_view::npos) break;
+      start = tab + 1;
+    }
+    if (fields.size() != kCriteoColumns) {
+      return InvalidArgument(where(path, number) + "expected " + std::to_string(kCriteoColumns) +
+                             " tab-separated fields (label, " + std::to_string(kCtrNumericFields) +
+                             " numeric, " + std::to_string(kCtrCategoricalFields) +
+                             " categorical), got " + std::to_string(fields.size()));
+    }
+    const std::string_view label = trim(fields[0]);
+    if (label != "0" && label != "1") {
+      return InvalidArgument(where(path, number) + "label " + quoted(label) + " is not 0 or 1");
+    }
+    d.labels.push_back(label == "1" ? 1.0f : 0.0f);
+    for (size_t j = 0; j < kCtrNumericFields; ++j) {
+      const std::string_view f = trim(fields[1 + j]);
+      double v = 0;
+      if (!f.empty() && !parseDouble(f, &v)) {
+        return InvalidArgument(where(path, number) + "numeric field I" + std::to_string(j + 1) +
+                               ": " + quoted(f) + " is not a number");
+      }
+      // Counts span orders of magnitude; the log keeps a few huge ones from dominating the
+      // standardised feature.
+      d.numeric.push_back(static_cast<float>(std::copysign(std::log1p(std::fabs(v)), v)));
+    }
+    for (size_t f = 0; f < kCtrCategoricalFields; ++f) {
+      d.categorical.push_back(categoricalId(f, fnv1a(trim(fields[1 + kCtrNumericFields + f]))));
+    }
+    ++d.rows;
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  if (d.rows == 0) return InvalidArgument(path + ": no data rows");
+  return d;
+}
+
+std::string fetchHint(const std::string& dir) {
+  return "; run tools/fetch-datasets.sh " + dir + " to fetch the named datasets";
+}
+
+Status checkShape(const Dataset& d, const std::string& path, size_t features, int classes) {
+  if (d.num_numeric != features || d.num_classes != classes) {
+    return InvalidArgument(path + ": expected " + std::to_string(features) + " features and " +
+                           std::to_string(classes) + " classes, found " +
+                           std::to_string(d.num_numeric) + " and " + std::to_string(d.num_classes) +
+                           "; is it the file tools/fetch-datasets.sh fetches?");
+  }
+  return Status::OK();
+}
+
+StatusOr<Dataset> loadNamedFile(const std::string& name, const LoadOptions& o) {
+  const std::string dir = o.data_dir.empty() ? "." : o.data_dir;
+  auto withHint = [&](const Status& s) {
+    return s.code() == StatusCode::kNotFound ? Status(s.code(), s.message() + fetchHint(dir)) : s;
+  };
+  if (name == "digits" || name == "breast_cancer") {
+    const std::string path = dir + "/" + name + ".csv";
+    auto d = readCsv(path, -1, Task::kClassification);
+    if (!d.ok()) return withHint(d.status());
+    const bool digits = name == "digits";
+    ZPS_RETURN_IF_ERROR(checkShape(*d, path, digits ? 64 : 30, digits ? 10 : 2));
+    return std::move(d).value();
+  }
+  // diabetes: features and targets live in two whitespace-separated files of equal length.
+  const std::string xpath = dir + "/diabetes_data_raw.csv";
+  const std::string ypath = dir + "/diabetes_target.csv";
+  auto x = readNumericTable(xpath);
+  if (!x.ok()) return withHint(x.status());
+  auto y = readNumericTable(ypath);
+  if (!y.ok()) return withHint(y.status());
+  if (x->rows() == 0) return InvalidArgument(xpath + ": no data rows");
+  if (x->cols != 10 || y->cols != 1 || x->rows() != y->rows()) {
+    return InvalidArgument("diabetes: expected 10 features per row in " + xpath +
+                           " and one target per row in " + ypath + ", found " +
+                           std::to_string(x->rows()) + " rows of " + std::to_string(x->cols) +
+                           " and " + std::to_string(y->rows()) + " rows of " + std::to_string(y->cols));
+  }
+  Dataset d;
+  d.rows = x->rows();
+  d.num_numeric = x->cols;
+  d.numeric.assign(x->values.begin(), x->values.end());
+  d.labels.assign(y->values.begin(), y->values.end());
+  return d;
+}
+
+void standardise(Dataset* train, Dataset* test) {
+  const size_t f = train->num_numeric;
+  if (f == 0 || train->rows == 0) return;
+  std::vector<double> mean(f, 0.0), var(f, 0.0);
+  for (size_t r = 0; r < train->rows; ++r) {
+    for (size_t j = 0; j < f; ++j) mean[j] += train->numeric[r * f + j];
+  }
+  for (size_t j = 0; j < f; ++j) mean[j] /= static_cast<double>(train->rows);
+  for (size_t r = 0; r < train->rows; ++r) {
+    for (size_t j = 0; j < f; ++j) {
+      const double dv = train->numeric[r * f + j] - mean[j];
+      var[j] += dv * dv;
+    }
+  }
+  std::vector<double> inv_std(f);
+  for (size_t j = 0; j < f; ++j) {
+    const double sd = std::sqrt(var[j] / static_cast<double>(train->rows));
+    // A constant column (digits' border pixels) carries nothing; centring alone makes it 0.
+    inv_std[j] = sd > 1e-12 ? 1.0 / sd : 1.0;
+  }
+  for (Dataset* d : {train, test}) {
+    for (size_t r = 0; r < d->rows; ++r) {
+      for (size_t j = 0; j < f; ++j) {
+        float& v = d->numeric[r * f + j];
+        v = static_cast<float>((v - mean[j]) * inv_std[j]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t categoricalId(size_t field, uint64_t value_hash) {
+  return splitMix64(value_hash ^ splitMix64(0xC47E6000ull + field));
+}
+
+Dataset selectRows(const Dataset& data, const std::vector<size_t>& rows) {
+  Dataset d;
+  d.name = data.name;
+  d.rows = rows.size();
+  d.num_numeric = data.num_numeric;
+  d.num_categorical = data.num_categorical;
+  d.num_classes = data.num_classes;
+  d.numeric.reserve(rows.size() * d.num_numeric);
+  d.categorical.reserve(rows.size() * d.num_categorical);
+  d.labels.reserve(rows.size());
+  for (size_t r : rows) {
+    d.numeric.insert(d.numeric.end(), data.numericRow(r), data.numericRow(r) + d.num_numeric);
+    d.categorical.insert(d.categorical.end(), data.categoricalRow(r),
+                         data.categoricalRow(r) + d.num_categorical);
+    d.labels.push_back(data.labels[r]);
+    if (!data.true_probability.empty()) d.true_probability.push_back(data.true_probability[r]);
+  }
+  return d;
+}
+
+std::vector<size_t> epochOrder(size_t rows, uint64_t seed, uint64_t epoch) {
+  return seededPermutation(rows, mixSeeds(seed, 0xE90C0000ull + epoch));
+}
+
+Dataset makeSyntheticRegression(size_t rows, uint64_t seed) {
+  constexpr size_t kF = kSyntheticRegressionFeatures;
+  Rng model(mixSeeds(seed, 0x5E6));
+  std::vector<double> w(kF), scale(kF), offset(kF);
+  for (size_t j = 0; j < kF; ++j) {
+    w[j] = model.normal();
+    // Features of different scales and offsets, so that standardisation matters as on real data.
+    scale[j] = 0.5 + 2.5 * model.uniform();
+    offset[j] = 4.0 * model.normal();
+  }
+  const double bias = 3.0 + model.normal();
+  Dataset d;
+  d.name = "synthetic-regression";
+  d.rows = rows;
+  d.num_numeric = kF;
+  d.numeric.resize(rows * kF);
+  d.labels.resize(rows);
+  Rng rng(mixSeeds(seed, 0xDA7A));
+  for (size_t r = 0; r < rows; ++r) {
+    double y = bias;
+    for (size_t j = 0; j < kF; ++j) {
+      const double z = rng.normal();
+      d.numeric[r * kF + j] = static_cast<float>(offset[j] + scale[j] * z);
+      y += w[j] * z;
+    }
+    d.labels[r] = static_cast<float>(y + 0.5 * rng.normal());
+  }
+  return d;
+}
+
+Dataset makeSyntheticCtr(size_t rows, uint64_t seed) {
+  constexpr size_t kN = kCtrNumericFields;
+  constexpr size_t kC = kCtrCategoricalFields;
+  // The true model: logit = bias + sum_j w_j * (log1p(count_j) - centre_j) + sum_f effect_f(value).
+  Rng model(mixSeeds(seed, 0xC7A));
+  double mu[kN], sigma[kN], w[kN];
+  for (size_t j = 0; j < kN; ++j) {
+    mu[j] = 0.5 + 2.5 * model.uniform();
+    sigma[j] = 0.5 + model.uniform();
+    w[j] = 0.3 * model.normal();
+  }
+  // Vocabularies from 3 to 2000 values (Criteo's fields range from a handful to millions); frequencies
+  // fall off steeply, as in click logs, so most rows use values the model sees often.
+  size_t vocab[kC];
+  for (size_t f = 0; f < kC; ++f) {
+    vocab[f] = static_cast<size_t>(std::lround(3.0 * std::pow(TUNE("MAXV", 2000.0) / 3.0, f / double(kC - 1))));
+  }
+  const double kSkew = TUNE("SKEW", 2.5);
+  const double kEffectScale = TUNE("SCALE", 0.4);
+  const double kBias = TUNE("BIAS", -1.6);
+  const double kDecay = TUNE("DECAY", 0.0);  // about a quarter of rows are clicks, as on Criteo
+  const uint64_t effect_seed = mixSeeds(seed, 0xEFF);
+
+  Dataset d;
+  d.name = "synthetic-ctr";
+  d.rows = rows;
+  d.num_numeric = kN;
+  d.num_categorical = kC;
+  d.num_classes = 2;
+  d.numeric.resize(rows * kN);
+  d.categorical.resize(rows * kC);
+  d.labels.resize(rows);
+  d.true_probability.resize(rows);
+  Rng rng(mixSeeds(seed, 0xDA7A));
+  for (size_t r = 0; r < rows; ++r) {
+    double logit = kBias;
+    for (size_t j = 0; j < kN; ++j) {
+      const double count = std::floor(std::exp(mu[j] + sigma[j] * rng.normal()));
+      const double x = std::log1p(count);
+      d.numeric[r * kN + j] = static_cast<float>(x);
+      logit += w[j] * (x - mu[j]);
+    }
+    for (size_t f = 0; f < kC; ++f) {
+      const uint64_t v = std::min<uint64_t>(
+          vocab[f] - 1, static_cast<uint64_t>(std::pow(rng.uniform(), kSkew) * vocab[f]));
+      Rng effect(mixSeeds(effect_seed, (uint64_t{f} << 32) | v));
+      logit += kEffectScale / (1.0 + kDecay * std::log10(double(vocab[f]))) * effect.normal();
+      d.categorical[r * kC + f] = categoricalId(f, splitMix64(v));
+    }
+    const double p = 1.0 / (1.0 + std::exp(-logit));
+    d.true_probability[r] = static_cast<float>(p);
+    d.labels[r] = rng.uniform() < p ? 1.0f : 0.0f;
+  }
+  return d;
+}
+
+StatusOr<Split> loadDataset(const std::string& spec, const LoadOptions& options) {
+  if (!(options.test_fraction >= 0 && options.test_fraction < 1)) {
+    return InvalidArgument("test fraction must be in [0, 1), got " +
+                           std::to_string(options.test_fraction));
+  }
+  Dataset all;
+  auto prefixed = [&](std::string_view prefix) {
+    return spec.size() > prefix.size() && spec.compare(0, prefix.size(), prefix) == 0;
+  };
+  StatusOr<Dataset> loaded = InvalidArgument("unreachable");
+  if (spec == "digits" || spec == "breast_cancer" || spec == "diabetes") {
+    loaded = loadNamedFile(spec, options);
+  } else if (spec == "synthetic-regression") {
+    loaded = makeSyntheticRegression(
+        options.synthetic_rows ? options.synthetic_rows : kSyntheticRegressionRows, options.seed);
+  } else if (spec == "synthetic-ctr") {
+    loaded = makeSyntheticCtr(options.synthetic_rows ? options.synthetic_rows : kSyntheticCtrRows,
+                              options.seed);
+  } else if (prefixed("csv:")) {
+    loaded = readCsv(spec.substr(4), options.label_column, options.task);
+  } else if (prefixed("libsvm:")) {
+    loaded = readLibsvm(spec.substr(7), options.task);
+  } else if (prefixed("criteo:")) {
+    loaded = readCriteo(spec.substr(7));
+  } else {
+    return InvalidArgument("unknown dataset '" + spec +
+                           "' (valid: digits, breast_cancer, diabetes, synthetic-regression, "
+                           "synthetic-ctr, csv:PATH, libsvm:PATH, criteo:PATH)");
+  }
+  if (!loaded.ok()) return loaded.status();
+  all = std::move(loaded).value();
+  all.name = spec;
+  if (all.rows == 0) return InvalidArgument("dataset '" + spec + "' has no rows");
+
+  const std::vector<size_t> perm = seededPermutation(all.rows, mixSeeds(options.seed, 0x5917));
+  size_t test_rows = static_cast<size_t>(std::llround(all.rows * options.test_fraction));
+  test_rows = std::min(test_rows, all.rows - 1);  // keep at least one training row
+  std::vector<size_t> test_idx(perm.begin(), perm.begin() + test_rows);
+  std::vector<size_t> train_idx(perm.begin() + test_rows, perm.end());
+  std::sort(test_idx.begin(), test_idx.end());
+  std::sort(train_idx.begin(), train_idx.end());
+  Split split{selectRows(all, train_idx), selectRows(all, test_idx)};
+  standardise(&split.train, &split.test);
+  return split;
+}
+
+}  // namespace zps::train
