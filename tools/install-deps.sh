@@ -11,6 +11,17 @@ PKGS=(
   catch2 libopenblas-dev
 )
 
+# What the deployment tests (tests/k8s) run: node and npm (manifest validation, Dockerfile lint), ip and
+# unshare (pod simulation). Added only when the command is missing, so a node from elsewhere is kept.
+# ZPS_DEPS_BUILD_ONLY=1 (the Dockerfile's build stage) skips them. kubectl is not here: Debian 12's
+# kubernetes-client is 1.20, whose kustomize is too old; the tests that need kubectl say SKIPPED without it.
+if [ "${ZPS_DEPS_BUILD_ONLY:-0}" != 1 ]; then
+  command -v node >/dev/null || PKGS+=(nodejs)
+  command -v npm >/dev/null || PKGS+=(npm)
+  command -v ip >/dev/null || PKGS+=(iproute2)
+  command -v unshare >/dev/null || PKGS+=(util-linux)
+fi
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

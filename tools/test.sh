@@ -5,6 +5,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 "$ROOT/tools/install-deps.sh"
 "$ROOT/tools/build.sh"
+"$ROOT/tools/fetch-datasets.sh" "$ROOT/data"
 cd "${BUILD_DIR:-$ROOT/build}"
 # Sequential on purpose: the integration tests time start-up deadlines and share 2 cores.
 ctest --output-on-failure --timeout 600 "$@"

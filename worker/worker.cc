@@ -60,6 +60,10 @@ struct Worker::Impl {
     // pullRows: the reply's i-th row goes to row positions[i] of `out` (rows of row_dim floats).
     std::shared_ptr<std::vector<uint32_t>> positions;
     uint32_t row_dim = 0;
+    // Kept for resends (ZPS_RESEND_TIMEOUT): the frames share their bytes, so this costs no copy.
+    std::vector<Blob> frames;
+    Clock::time_point sent;
+    int resends = 0;
   };
   struct Table {
     std::string name;
@@ -95,6 +99,7 @@ struct Worker::Impl {
 
   std::atomic<bool> stop{false};
   std::thread receiver;
+  uint64_t resent = 0;  // guarded by mu
 
   ~Impl() {
     stop = true;
@@ -114,6 +119,12 @@ struct Worker::Impl {
     servers.resize(config.num_servers);
     TransportOptions options;
     options.name = "worker-data";
+    if (!config.test_faults.empty()) {
+      ZPS_ASSIGN_OR_RETURN(options.faults, parseFaultInjection(config.test_faults));
+      options.faults.seed += static_cast<uint64_t>(rank) * 7919;
+      if (config.resend_timeout.count() == 0)
+        LOG(WARNING) << "ZPS_TEST_FAULTS without ZPS_RESEND_TIMEOUT: dropped messages will not be resent";
+    }
     options.max_frame_bytes = config.max_message_bytes;
     options.linger = config.shutdown_linger;
     transport = makeZmqTransport(options);
@@ -147,7 +158,7 @@ struct Worker::Impl {
         h.set_magic(wire::kMagic);
         h.set_protocol_version(wire::kProtocolVersion);
         h.set_worker_rank(rank);
-        ZPS_RETURN_IF_ERROR(transport->send(servers[s].peer, wire::encodeData(h)));
+        ZPS_RETURN_IF_ERROR(sendRequest(id, wire::encodeData(h)));
       }
     }
     ZPS_RETURN_IF_ERROR(waitOp(op, config.connect_timeout));
@@ -202,11 +213,34 @@ struct Worker::Impl {
       Blob payload = in ? borrow(static_cast<const uint8_t*>(in) + p.offset, p.bytes) : Blob();
       VLOG(2) << "worker " << rank << ": " << pb::DataCommand_Name(command) << " key " << p.key << " round " << round
               << " (" << p.bytes << " B) to server " << p.server;
-      ZPS_RETURN_IF_ERROR(transport->send(servers[p.server].peer, wire::encodeData(h, std::move(payload))));
+      ZPS_RETURN_IF_ERROR(sendRequest(rid, wire::encodeData(h, std::move(payload))));
     }
     Handle handle = next_handle++;
     ops[handle] = op;
     return handle;
+  }
+
+  // Sends a request already entered in `pending` (called with mu held) and remembers it for resends.
+  Status sendRequest(uint64_t rid, std::vector<Blob> frames) {
+    Pending& p = pending.at(rid);
+    p.sent = Clock::now();
+    if (config.resend_timeout.count() > 0) p.frames = frames;
+    return transport->send(servers[p.server].peer, std::move(frames));
+  }
+
+  // Resends requests whose reply is overdue. The servers count each worker once per key and round, so
+  // a resent push is acknowledged again but never summed twice.
+  void resendOverdue() {
+    auto now = Clock::now();
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [rid, p] : pending) {
+      if (p.frames.empty() || now - p.sent < config.resend_timeout) continue;
+      p.sent = now;
+      ++p.resends;
+      ++resent;
+      VLOG(1) << "worker " << rank << ": resending request " << rid << " (key " << p.key << ") to server " << p.server;
+      (void)transport->send(servers[p.server].peer, p.frames);
+    }
   }
 
   StatusOr<TensorId> declareTensor(const std::string& name, size_t bytes, DType dtype, bool async);
@@ -245,8 +279,16 @@ struct Worker::Impl {
   }
 
   void receiveLoop() {
+    auto next_resend_scan = Clock::now() + config.resend_timeout;
     while (!stop) {
-      auto msg = transport->recv(Clock::now() + std::chrono::milliseconds(200));
+      auto wait = config.resend_timeout.count() > 0
+                      ? std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), config.resend_timeout / 2)
+                      : std::chrono::milliseconds(200);
+      auto msg = transport->recv(Clock::now() + wait);
+      if (config.resend_timeout.count() > 0 && Clock::now() >= next_resend_scan) {
+        resendOverdue();
+        next_resend_scan = Clock::now() + config.resend_timeout / 2;
+      }
       if (!msg.ok()) continue;
       auto server_it = server_of_peer.find(msg->peer);
       if (server_it == server_of_peer.end()) continue;
@@ -368,7 +410,7 @@ StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t b
       h.set_mode(pb::MODE_SUM);
       h.set_async(async);
       h.set_name(name);
-      ZPS_RETURN_IF_ERROR(transport->send(servers[p.server].peer, wire::encodeData(h)));
+      ZPS_RETURN_IF_ERROR(sendRequest(rid, wire::encodeData(h)));
     }
   }
   ZPS_RETURN_IF_ERROR(waitOp(op, config.request_timeout));
@@ -398,6 +440,10 @@ Status Worker::wait(Handle handle) { return wait(handle, impl_->config.request_t
 Status Worker::barrier() { return impl_->client->barrier(pb::GROUP_WORKERS, impl_->config.rendezvous_timeout); }
 
 int Worker::finish(const Status& result) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->resent > 0) LOG(INFO) << "worker " << impl_->rank << ": resent " << impl_->resent << " requests";
+  }
   auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
   if (!shutdown.ok()) {
     LOG(ERROR) << "worker " << impl_->rank << ": " << shutdown.status().message();
@@ -463,7 +509,7 @@ StatusOr<TableId> Worker::declareTable(const std::string& name, const TableOptio
       o->set_initial_accumulator(options.initial_accumulator);
       o->set_init_scale(options.init_scale);
       o->set_init_seed(options.seed);
-      ZPS_RETURN_IF_ERROR(impl_->transport->send(impl_->servers[s].peer, wire::encodeData(h)));
+      ZPS_RETURN_IF_ERROR(impl_->sendRequest(rid, wire::encodeData(h)));
     }
   }
   ZPS_RETURN_IF_ERROR(impl_->waitOp(op, impl_->config.request_timeout));
@@ -517,7 +563,7 @@ StatusOr<Handle> Worker::pullRows(TableId table, const uint64_t* keys, size_t n,
     h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
     h.set_num_elements(by_server[s].size());
     h.set_row_dim(t.options.dim);
-    ZPS_RETURN_IF_ERROR(impl_->transport->send(impl_->servers[s].peer, wire::encodeRows(h, keyFrame(by_server[s]))));
+    ZPS_RETURN_IF_ERROR(impl_->sendRequest(rid, wire::encodeRows(h, keyFrame(by_server[s]))));
   }
   Handle handle = impl_->next_handle++;
   impl_->ops[handle] = op;
@@ -562,8 +608,7 @@ StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n,
     h.set_num_elements(by_server[s].size());
     h.set_row_dim(dim);
     Blob payload = Blob::copyOf(rows[s].data(), rows[s].size() * sizeof(float));
-    ZPS_RETURN_IF_ERROR(
-        impl_->transport->send(impl_->servers[s].peer, wire::encodeRows(h, keyFrame(by_server[s]), std::move(payload))));
+    ZPS_RETURN_IF_ERROR(impl_->sendRequest(rid, wire::encodeRows(h, keyFrame(by_server[s]), std::move(payload))));
   }
   Handle handle = impl_->next_handle++;
   impl_->ops[handle] = op;
@@ -591,7 +636,7 @@ Status Worker::checkpointTables(uint64_t step) {
         h.set_request_id(rid);
         h.set_key(t.key);
         h.set_round(step);
-        ZPS_RETURN_IF_ERROR(impl_->transport->send(impl_->servers[s].peer, wire::encodeData(h)));
+        ZPS_RETURN_IF_ERROR(impl_->sendRequest(rid, wire::encodeData(h)));
       }
     }
   }

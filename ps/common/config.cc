@@ -31,6 +31,7 @@ DEFINE_int64(max_message_bytes, int64_t{1} << 30,
 DEFINE_string(checkpoint_dir, "", "ZPS_CHECKPOINT_DIR: folder for checkpoints (servers' shards, worker 0's model)");
 DEFINE_int64(checkpoint_every, 0, "ZPS_CHECKPOINT_EVERY: steps between checkpoints (0: every epoch end)");
 DEFINE_bool(enable_async, false, "ZPS_ENABLE_ASYNC: asynchronous training (servers apply each push at once)");
+DEFINE_double(resend_timeout, 0, "ZPS_RESEND_TIMEOUT: seconds before a worker resends an unanswered request (0: never)");
 DEFINE_int32(server_id, -1, "ZPS_SERVER_ID: rank this server asks for (-1: arrival order)");
 
 namespace zps {
@@ -327,6 +328,18 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
       }
     }
   }
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "resend_timeout", FLAGS_resend_timeout, {"ZPS_RESEND_TIMEOUT"},
+                                     &c.resend_timeout));
+  if (c.resend_timeout.count() == 0 && !flagGiven("resend_timeout")) {
+    if (auto r = env("PS_RESEND"); r && trim(*r) == "1") {
+      long long ms = 1000;
+      if (auto t = env("PS_RESEND_TIMEOUT")) {
+        ZPS_ASSIGN_OR_RETURN(ms, parseInteger("PS_RESEND_TIMEOUT", *t, 1, 3600000, "milliseconds, e.g. 1000"));
+      }
+      c.resend_timeout = std::chrono::milliseconds(ms);
+    }
+  }
+  if (auto f = env("ZPS_TEST_FAULTS")) c.test_faults = trim(*f);
   if (c.partition_bytes > c.max_message_bytes)
     return InvalidArgument("ZPS_PARTITION_BYTES (" + std::to_string(c.partition_bytes) +
                            ") exceeds ZPS_MAX_MESSAGE_BYTES (" + std::to_string(c.max_message_bytes) + ")");

@@ -50,6 +50,11 @@ struct Config {
   std::string checkpoint_dir;     // ZPS_CHECKPOINT_DIR; empty = no checkpoints
   int64_t checkpoint_every = 0;   // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end
   bool enable_async = false;      // ZPS_ENABLE_ASYNC (or BYTEPS_ENABLE_ASYNC)
+
+  // A worker resends a request with no reply after this long (0 = never). ZPS_RESEND_TIMEOUT seconds,
+  // or ps-lite's PS_RESEND=1 with PS_RESEND_TIMEOUT milliseconds.
+  std::chrono::milliseconds resend_timeout{0};
+  std::string test_faults;        // ZPS_TEST_FAULTS, validated by parseFaultInjection (transport.h)
 };
 
 // Reads and validates the configuration of a process with the given role (taken from DMLC_ROLE when

@@ -74,6 +74,10 @@ void ParamStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, s
         pullNow(t, peer, h, keys, out);
       } else if (h.round() > t.completed + 1 + kMaxRoundsAhead) {
         out->push_back(errorReply(peer, h, where + ": pull is too far ahead of round " + std::to_string(t.completed)));
+      } else if (std::any_of(t.parked.begin(), t.parked.end(), [&](const Table::Parked& q) {
+                   return q.peer == peer && q.header.request_id() == h.request_id();
+                 })) {
+        // a resend of a pull that is already waiting
       } else if (t.parked.size() >= static_cast<size_t>(num_workers_) * (kMaxRoundsAhead + 2) * 2) {
         out->push_back(errorReply(peer, h, where + ": too many requests waiting"));
       } else {
@@ -176,8 +180,7 @@ Status ParamStore::push(Table& t, int worker, const wire::DataMessage& msg) {
     }
     return Status::OK();
   }
-  if (h.round() <= t.completed)
-    return FailedPrecondition("push arrived after the round was applied (last applied " + std::to_string(t.completed) + ")");
+  if (h.round() <= t.completed) return Status::OK();  // a resend of a push already applied
   if (h.round() > t.completed + kMaxRoundsAhead)
     return FailedPrecondition("push is too far ahead: last applied round is " + std::to_string(t.completed));
   auto& r = t.open[h.round()];

@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 #include <unordered_map>
 
@@ -96,6 +97,11 @@ class Server {
   explicit Server(const Config& config) : config_(config) {
     TransportOptions options;
     options.name = "server";
+    if (!config.test_faults.empty()) {
+      auto faults = parseFaultInjection(config.test_faults);
+      if (faults.ok()) options.faults = *faults;
+      else faults_error_ = faults.status().message();
+    }
     options.max_frame_bytes = config.max_message_bytes;
     options.linger = config.shutdown_linger;
     transport_ = makeZmqTransport(options);
@@ -103,6 +109,18 @@ class Server {
   }
 
   int run() {
+    if (!faults_error_.empty()) {
+      LOG(ERROR) << "server: " << faults_error_;
+      return 2;
+    }
+    if (!config_.checkpoint_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(config_.checkpoint_dir, ec);
+      if (ec) {
+        LOG(ERROR) << "server: cannot create ZPS_CHECKPOINT_DIR " << config_.checkpoint_dir << ": " << ec.message();
+        return 2;
+      }
+    }
     auto port = transport_->listen("0.0.0.0", config_.node_port);
     if (!port.ok()) {
       LOG(ERROR) << "server: " << port.status().message() << "; set PORT/DMLC_PORT to a free port or 0";
@@ -225,6 +243,7 @@ class Server {
   std::atomic<bool> stop_{false};
   int rank_ = -1;
   uint64_t malformed_ = 0;
+  std::string faults_error_;
 };
 
 }  // namespace

@@ -139,9 +139,14 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
                            " does not match the declared " + std::to_string(k.num_elements) + " x " +
                            std::string(dtypeName(k.dtype)));
   if (h.round() == 0) return InvalidArgument("rounds start at 1");
-  if (h.round() <= k.completed)
-    return FailedPrecondition("push arrived after the round completed (last completed round " +
-                              std::to_string(k.completed) + ")");
+  if (h.round() <= k.completed) {
+    // Every worker pushed a completed round, so this is a resend or a duplicate: acknowledge it (a
+    // PUSH_PULL then gets the kept result) without summing. Rounds no longer kept are refused.
+    for (const auto& [round, buf] : k.results)
+      if (round == h.round()) return Status::OK();
+    return FailedPrecondition("push for round " + std::to_string(h.round()) +
+                              ", which finished long ago (last completed round " + std::to_string(k.completed) + ")");
+  }
   if (h.round() > k.completed + kMaxRoundsAhead)
     return FailedPrecondition("push is too far ahead: last completed round is " + std::to_string(k.completed));
   OpenRound& r = k.open[h.round()];
@@ -209,6 +214,9 @@ Status SumStore::pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::ve
     return FailedPrecondition("the result of this round is no longer kept (last completed round " +
                               std::to_string(k.completed) + ")");
   }
+  // A resent pull that is already parked gets one answer, not two.
+  for (const auto& p : k.parked)
+    if (p.peer == peer && p.request_id == h.request_id()) return Status::OK();
   // Honest workers park at most one pull per round each; a bound keeps a misbehaving one from growing it.
   if (k.parked.size() >= static_cast<size_t>(num_workers_) * (kMaxRoundsAhead + 1) * 2)
     return FailedPrecondition("too many pulls waiting on this key");

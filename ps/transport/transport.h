@@ -26,7 +26,21 @@ struct TransportMessage {
   std::vector<Blob> frames;
 };
 
+// Test-only fault injection on sent data messages (ZPS_TEST_FAULTS="drop=0.05,dup=0.05,delay=0.05"):
+// each send is dropped, sent twice, or held back for delay_ms with the given probabilities. It exists to
+// prove that resends and exactly-once summing work; never set it in production.
+struct FaultInjection {
+  double drop = 0;
+  double duplicate = 0;
+  double delay = 0;
+  int delay_ms = 20;
+  uint64_t seed = 1;
+  bool any() const { return drop > 0 || duplicate > 0 || delay > 0; }
+};
+StatusOr<FaultInjection> parseFaultInjection(const std::string& spec);
+
 struct TransportOptions {
+  FaultInjection faults;
   size_t max_frame_bytes = size_t{1} << 30;  // larger incoming frames are refused by the socket
   size_t recv_queue_capacity = 4096;         // messages waiting for recv()
   std::chrono::milliseconds linger{1000};    // how long close() keeps flushing queued sends

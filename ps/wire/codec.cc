@@ -162,7 +162,9 @@ StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) 
 
   bool needs_payload = commandHasPayload(h.command());
   bool may_have_payload = needs_payload || h.command() == pb::CMD_REPLY;
-  if (frames.size() > 2) return ProtocolError(pb::DataCommand_Name(h.command()) + " has too many frames");
+  if (frames.size() > 2)
+    return ProtocolError(pb::DataCommand_Name(h.command()) + " has " + std::to_string(frames.size()) +
+                         " frames, at most 2 allowed");
   if (frames.size() == 2) {
     if (!may_have_payload)
       return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " must not carry a payload");

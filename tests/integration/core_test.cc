@@ -230,3 +230,29 @@ TEST_CASE("zps launch runs a whole job, prefixes lines and passes on the first f
   int usage = c.start("launch", {c.bin(), "launch", "--servers", "x", "--workers", "2", "--", "check"});
   CHECK(c.waitExit(usage, 20s) == 2);
 }
+
+TEST_CASE("with 5% drops, duplicates and delays injected, zps check still finds exact sums") {
+  Cluster c(2, 2);
+  c.setEnv("ZPS_TEST_FAULTS", "drop=0.05,dup=0.05,delay=0.05");
+  c.setEnv("ZPS_RESEND_TIMEOUT", "0.3");
+  c.startScheduler();
+  int s0 = c.startServer();
+  c.startServer();
+  int w0 = c.startWorker(0, {"check", "--rounds", "20", "--sizes", "1,4K,1M+3"});
+  int w1 = c.startWorker(1, {"check", "--rounds", "20", "--sizes", "1,4K,1M+3"});
+  auto codes = c.waitAll(180s);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    INFO(c.logTail(static_cast<int>(i)));
+    CHECK(codes[i] == 0);
+  }
+  for (int w : {w0, w1}) CHECK(contains(c.log(w), " 0 wrong"));
+  CHECK(contains(c.log(s0), "injected"));
+  CHECK((contains(c.log(w0), "resent") || contains(c.log(w1), "resent")));
+}
+
+TEST_CASE("a bad ZPS_TEST_FAULTS is a user error") {
+  Cluster c(1, 1);
+  int p = c.start("zps", {c.bin()}, {{"DMLC_ROLE", "server"}, {"ZPS_TEST_FAULTS", "drop=lots"}});
+  CHECK(c.waitExit(p, 20s) == 2);
+  CHECK(contains(c.log(p), "ZPS_TEST_FAULTS"));
+}

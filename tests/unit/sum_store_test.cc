@@ -319,18 +319,31 @@ TEST_CASE("sum store: a duplicate push is acknowledged but not summed twice", "[
   checkSumReply(out[1], 1, 1, expectedSum(1));
 }
 
-TEST_CASE("sum store: a push after its round completed is an error", "[sum_store]") {
+TEST_CASE("sum store: a resent push after its round completed is acknowledged, not summed", "[sum_store]") {
   StoreFixture f;
   declareAll(f);
   pushRound(f, 1);
-  auto out = f.push(1, 1, pushValues(1, 1));
-  checkError(out, 1, "key 7 round 1 of 'grad'");
-  CHECK_THAT(out[0].header.error(), Catch::Contains("push arrived after the round completed"));
-  CHECK(out[0].header.round() == 1);
+  auto out = f.push(1, 1, {1000, 1000, 1000, 1000});
+  REQUIRE(out.size() == 1);
+  checkAck(out[0], 1, 1);
+  // A resent PUSH_PULL gets the kept result.
+  out = f.push(1, 1, pushValues(1, 1), pb::CMD_PUSH_PULL);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 1, 1, expectedSum(1));
   // The completed result is unchanged.
   out = f.pull(1, 1);
   REQUIRE(out.size() == 1);
   checkSumReply(out[0], 1, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: a push for a round finished long ago is an error", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  for (uint64_t r = 1; r <= SumStore::kKeptResults + 1; ++r) pushRound(f, r);
+  auto out = f.push(1, 1, pushValues(1, 1));
+  checkError(out, 1, "key 7 round 1 of 'grad'");
+  CHECK_THAT(out[0].header.error(), Catch::Contains("finished long ago"));
+  CHECK(out[0].header.round() == 1);
 }
 
 TEST_CASE("sum store: a push too far ahead is an error", "[sum_store]") {

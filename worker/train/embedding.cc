@@ -42,8 +42,11 @@ void reduceRowGrads(const BatchIds& ids, const float* grad_emb, size_t dim, floa
 
 LocalEmbeddingTable::LocalEmbeddingTable(size_t dim, const kernels::OptimizerConfig& optimizer,
                                          float init_scale, uint64_t seed)
-    : dim_(dim), optimizer_(optimizer), state_floats_(kernels::optimizerStateFloats(optimizer.kind)),
-      init_scale_(init_scale), seed_(seed) {}
+    : dim_(dim),
+      optimizer_(optimizer),
+      state_floats_(kernels::optimizerStateFloats(optimizer.kind)),
+      init_scale_(init_scale),
+      seed_(seed) {}
 
 size_t LocalEmbeddingTable::rowOf(uint64_t id) {
   const auto [it, inserted] = index_.try_emplace(id, steps_.size());
@@ -51,7 +54,8 @@ size_t LocalEmbeddingTable::rowOf(uint64_t id) {
     values_.resize(values_.size() + dim_);
     kernels::initEmbeddingRow(id, seed_, init_scale_, values_.data() + it->second * dim_, dim_);
     state_.resize(state_.size() + state_floats_ * dim_);
-    kernels::initOptimizerState(optimizer_, state_.data() + it->second * state_floats_ * dim_, dim_);
+    kernels::initOptimizerState(optimizer_, state_.data() + it->second * state_floats_ * dim_,
+                                dim_);
     steps_.push_back(0);
   }
   return it->second;

@@ -1,10 +1,10 @@
-// Embedding rows for the CTR model, on the worker side: which rows a batch touches, how pulled rows are
-// laid out for Model::lossAndGrad, how its per-slot gradients fold into one gradient per row, and a
-// local table that stands in for the servers in single-process training.
+// Embedding rows for the CTR model, on the worker side: which rows a batch touches, how pulled rows
+// are laid out for Model::lossAndGrad, how its per-slot gradients fold into one gradient per row,
+// and a local table that stands in for the servers in single-process training.
 //
 // The distributed path is: collectBatchIds -> pull ids.unique from the servers -> expandRows ->
-// lossAndGrad -> reduceRowGrads -> push (ids.unique, row grads / global batch). A batch pulls and pushes
-// each distinct row once, so the bytes moved grow with the rows touched, not the table size.
+// lossAndGrad -> reduceRowGrads -> push (ids.unique, row grads / global batch). A batch pulls and
+// pushes each distinct row once, so the bytes moved grow with the rows touched, not the table size.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +17,8 @@
 
 namespace zps::train {
 
-// The distinct embedding ids of a batch and where each (row, field) slot finds its id. A plain value.
+// The distinct embedding ids of a batch and where each (row, field) slot finds its id. A plain
+// value.
 struct BatchIds {
   std::vector<uint64_t> unique;   // ascending: the same order on every worker for the same batch
   std::vector<uint32_t> slot_of;  // n x fields: index into `unique` of row i's field f
@@ -34,10 +35,10 @@ void expandRows(const BatchIds& ids, const float* unique_rows, size_t dim, float
 // (unique.size() x dim), slot by slot in batch order, so every worker sums in the same order.
 void reduceRowGrads(const BatchIds& ids, const float* grad_emb, size_t dim, float* unique_grads);
 
-// An embedding table in local memory with the servers' semantics: rows are created on first touch by
-// kernels::initEmbeddingRow and updated by a kernels optimizer, with one update count per row (Adam's
-// bias correction counts that row's updates). Used by single-process training and tests; owned by one
-// thread.
+// An embedding table in local memory with the servers' semantics: rows are created on first touch
+// by kernels::initEmbeddingRow and updated by a kernels optimizer, with one update count per row
+// (Adam's bias correction counts that row's updates). Used by single-process training and tests;
+// owned by one thread.
 class LocalEmbeddingTable {
  public:
   LocalEmbeddingTable(size_t dim, const kernels::OptimizerConfig& optimizer, float init_scale,

@@ -51,8 +51,9 @@ StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options
   if (options.epochs <= 0) return InvalidArgument("epochs must be positive");
   if (options.batch_size == 0) return InvalidArgument("batch size must be positive");
   ZPS_RETURN_IF_ERROR(kernels::validateOptimizerConfig(options.optimizer));
-  ZPS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                       makeModel(options.model, split.train, options.hidden, options.embedding_dim));
+  ZPS_ASSIGN_OR_RETURN(
+      std::unique_ptr<Model> model,
+      makeModel(options.model, split.train, options.hidden, options.embedding_dim));
   if (split.test.rows > 0) ZPS_RETURN_IF_ERROR(model->checkData(split.test));
   const size_t dim = model->embeddingDim();
   std::unique_ptr<LocalEmbeddingTable> table;
@@ -95,7 +96,8 @@ StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options
                                      dim > 0 ? grad_emb.data() : nullptr);
       const float scale = 1.0f / static_cast<float>(n);
       for (float& g : grad) g *= scale;
-      kernels::applyOptimizer(options.optimizer, params.data(), state.data(), grad.data(), np, ++step);
+      kernels::applyOptimizer(options.optimizer, params.data(), state.data(), grad.data(), np,
+                              ++step);
       if (dim > 0) {
         row_grads.resize(ids.unique.size() * dim);
         reduceRowGrads(ids, grad_emb.data(), dim, row_grads.data());

@@ -4,11 +4,12 @@
 // The loop, which the distributed program keeps step for step:
 //   for epoch e in [0, epochs):
 //     order = epochOrder(train.rows, seed, e)
-//     for step s in [0, ceil(rows / batch)): the global batch is order[s * batch, min((s+1) * batch, rows))
-//       (the last one may be short; gradients are divided by its actual size)
-//       dense:  grad = lossAndGrad(...) / batch rows; applyOptimizer(optimizer, ..., step = global step)
-//       ctr:    the batch's distinct rows get reduceRowGrads(...) / batch rows and one optimizer step
-//               each (embedding_optimizer, with the row's own update count)
+//     for step s in [0, ceil(rows / batch)):
+//       the global batch is order[s * batch, min((s + 1) * batch, rows)); the last one may be
+//       short, and gradients are divided by its actual size (multiplied by 1 / rows in it)
+//       dense: grad = lossAndGrad(...) / rows; applyOptimizer(optimizer, ..., global step)
+//       ctr:   each distinct row of the batch gets reduceRowGrads(...) / rows and one step of
+//              embedding_optimizer, counted per row
 // With W workers each taking its slice of every global batch and summing gradients through the
 // servers, the updates are the same up to float rounding of the sums.
 //
@@ -40,8 +41,8 @@ struct TrainOptions {
 };
 
 struct EpochStats {
-  int epoch = 0;            // 1-based
-  double train_loss = 0;    // mean loss per sample over the epoch, at the weights each batch saw
+  int epoch = 0;          // 1-based
+  double train_loss = 0;  // mean loss per sample over the epoch, at the weights each batch saw
   size_t samples = 0;
   double seconds = 0;
   double samplesPerSecond() const { return seconds > 0 ? samples / seconds : 0; }
@@ -51,12 +52,12 @@ struct TrainResult {
   std::string model;  // Model::describe()
   std::vector<EpochStats> epochs;
   Evaluation test;
-  std::vector<float> params;    // the final dense parameters
-  size_t embedding_rows = 0;    // rows the local table created (ctr)
+  std::vector<float> params;  // the final dense parameters
+  size_t embedding_rows = 0;  // rows the local table created (ctr)
 };
 
-// Trains on split.train and evaluates on split.test. Errors: a bad model name or model/data mismatch
-// (makeModel), a bad optimizer config, zero epochs or batch size.
+// Trains on split.train and evaluates on split.test. Errors: a bad model name or model/data
+// mismatch (makeModel), a bad optimizer config, zero epochs or batch size.
 StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options,
                                  const std::function<void(const EpochStats&)>& on_epoch = nullptr);
 

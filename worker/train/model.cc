@@ -19,12 +19,13 @@ std::string joinSizes(const std::vector<size_t>& sizes) {
   return s;
 }
 
-// A stack of fully connected layers (ReLU between them) with a loss head on top, over an input matrix
-// the owning model assembles. It is the engine of all three models; each model only decides what the
-// input rows are. Owned by one Model, used by its thread only.
+// A stack of fully connected layers (ReLU between them) with a loss head on top, over an input
+// matrix the owning model assembles. It is the engine of all three models; each model only decides
+// what the input rows are. Owned by one Model, used by its thread only.
 class DenseNet {
  public:
-  DenseNet(size_t input, const std::vector<size_t>& hidden, size_t output, Head head) : head_(head) {
+  DenseNet(size_t input, const std::vector<size_t>& hidden, size_t output, Head head)
+      : head_(head) {
     widths_.push_back(input);
     widths_.insert(widths_.end(), hidden.begin(), hidden.end());
     widths_.push_back(output);
@@ -51,8 +52,8 @@ class DenseNet {
     Rng rng(mixSeeds(seed, 0x1417));
     for (size_t l = 0; l < numLayers(); ++l) {
       const size_t in = widths_[l], out = widths_[l + 1];
-      // He for layers feeding a ReLU keeps activations from shrinking layer by layer; Glorot for the
-      // output layer keeps the first logits small, so the first loss is near log(classes).
+      // He for layers feeding a ReLU keeps activations from shrinking layer by layer; Glorot for
+      // the output layer keeps the first logits of order one, so early steps are not saturated.
       const bool last = l + 1 == numLayers();
       const double sd = last ? std::sqrt(2.0 / static_cast<double>(in + out))
                              : std::sqrt(2.0 / static_cast<double>(in));
@@ -61,8 +62,8 @@ class DenseNet {
     }
   }
 
-  // Forward over the n x inputWidth() matrix x; the last layer's pre-head outputs (logits or values)
-  // end up in logits().
+  // Forward over the n x inputWidth() matrix x; the last layer's pre-head outputs (logits or
+  // values) end up in logits().
   void forward(const float* params, const float* x, size_t n) {
     const float* in = x;
     for (size_t l = 0; l < numLayers(); ++l) {
@@ -71,7 +72,8 @@ class DenseNet {
       out.resize(n * wo);
       const float* bias = params + bias_offset_[l];
       for (size_t i = 0; i < n; ++i) std::memcpy(out.data() + i * wo, bias, wo * sizeof(float));
-      gemm(false, false, n, wo, wi, 1.0f, in, wi, params + weight_offset_[l], wo, 1.0f, out.data(), wo);
+      gemm(false, false, n, wo, wi, 1.0f, in, wi, params + weight_offset_[l], wo, 1.0f, out.data(),
+           wo);
       if (l + 1 < numLayers()) {
         for (float& v : out) v = v > 0.0f ? v : 0.0f;
       }
@@ -117,9 +119,7 @@ class DenseNet {
   void headOutput(const float* z, float* out) const {
     const size_t c = outputWidth();
     switch (head_) {
-      case Head::kSquared:
-        out[0] = z[0];
-        return;
+      case Head::kSquared: out[0] = z[0]; return;
       case Head::kSoftmax: {
         double m = z[0];
         for (size_t k = 1; k < c; ++k) m = std::max(m, static_cast<double>(z[k]));
@@ -128,16 +128,14 @@ class DenseNet {
         for (size_t k = 0; k < c; ++k) out[k] = static_cast<float>(std::exp(z[k] - m) / s);
         return;
       }
-      case Head::kLogistic:
-        out[0] = static_cast<float>(sigmoid(z[0]));
-        return;
+      case Head::kLogistic: out[0] = static_cast<float>(sigmoid(z[0])); return;
     }
   }
 
-  // Forward + backward. Overwrites grad (numParams()) with the summed gradient and, if dx is not null,
-  // writes d(loss sum)/d(x) (n x inputWidth()). Returns the summed loss.
-  double lossAndGrad(const float* params, const float* x, size_t n, const float* labels, float* grad,
-                     float* dx) {
+  // Forward + backward. Overwrites grad (numParams()) with the summed gradient and, if dx is not
+  // null, writes d(loss sum)/d(x) (n x inputWidth()). Returns the summed loss.
+  double lossAndGrad(const float* params, const float* x, size_t n, const float* labels,
+                     float* grad, float* dx) {
     if (n == 0) {
       std::fill(grad, grad + num_params_, 0.0f);
       return 0.0;
@@ -146,12 +144,15 @@ class DenseNet {
     const size_t c = outputWidth();
     delta_.resize(n * c);
     double loss = 0;
-    for (size_t i = 0; i < n; ++i) loss += headLoss(logits() + i * c, labels[i], delta_.data() + i * c);
+    for (size_t i = 0; i < n; ++i) {
+      loss += headLoss(logits() + i * c, labels[i], delta_.data() + i * c);
+    }
 
     for (size_t l = numLayers(); l-- > 0;) {
       const size_t wi = widths_[l], wo = widths_[l + 1];
       const float* in = l == 0 ? x : acts_[l - 1].data();
-      gemm(true, false, wi, wo, n, 1.0f, in, wi, delta_.data(), wo, 0.0f, grad + weight_offset_[l], wo);
+      gemm(true, false, wi, wo, n, 1.0f, in, wi, delta_.data(), wo, 0.0f, grad + weight_offset_[l],
+           wo);
       float* gb = grad + bias_offset_[l];
       std::fill(gb, gb + wo, 0.0f);
       for (size_t i = 0; i < n; ++i) {
@@ -164,8 +165,8 @@ class DenseNet {
         prev_delta_.resize(n * wi);
         prev = prev_delta_.data();
       }
-      gemm(false, true, n, wi, wo, 1.0f, delta_.data(), wo, params + weight_offset_[l], wo, 0.0f, prev,
-           wi);
+      gemm(false, true, n, wi, wo, 1.0f, delta_.data(), wo, params + weight_offset_[l], wo, 0.0f,
+           prev, wi);
       if (l == 0) break;
       // ReLU passes the gradient where its output was positive.
       const float* a = acts_[l - 1].data();
@@ -201,7 +202,8 @@ class DenseNet {
   std::vector<size_t> widths_;
   std::vector<size_t> weight_offset_, bias_offset_;
   size_t num_params_ = 0;
-  std::vector<std::vector<float>> acts_;  // acts_[l]: output of layer l (after ReLU, except the last)
+  // acts_[l]: the output of layer l (after the ReLU, except for the last layer).
+  std::vector<std::vector<float>> acts_;
   std::vector<float> delta_, prev_delta_;
 };
 
@@ -213,7 +215,8 @@ void gatherLabels(const Dataset& data, const size_t* rows, size_t n, std::vector
 
 Status checkArrays(const Dataset& data) {
   if (data.numeric.size() != data.rows * data.num_numeric ||
-      data.categorical.size() != data.rows * data.num_categorical || data.labels.size() != data.rows) {
+      data.categorical.size() != data.rows * data.num_categorical ||
+      data.labels.size() != data.rows) {
     return InvalidArgument("dataset '" + data.name + "' has inconsistent array sizes");
   }
   return Status::OK();
@@ -224,8 +227,8 @@ Status checkClassLabels(const Dataset& data, int classes) {
     const float l = data.labels[r];
     if (!(l >= 0 && l < classes && l == std::floor(l))) {
       return InvalidArgument("dataset '" + data.name + "' row " + std::to_string(r) + ": label " +
-                             std::to_string(l) + " is not a class in [0, " + std::to_string(classes) +
-                             ")");
+                             std::to_string(l) + " is not a class in [0, " +
+                             std::to_string(classes) + ")");
     }
   }
   return Status::OK();
@@ -254,8 +257,9 @@ class NumericModel : public Model {
     }
     if (head_ == Head::kSquared) {
       if (!data.isRegression()) {
-        return InvalidArgument("model " + describe() + " does regression, but dataset '" + data.name +
-                               "' has " + std::to_string(data.num_classes) + " classes");
+        return InvalidArgument("model " + describe() + " does regression, but dataset '" +
+                               data.name + "' has " + std::to_string(data.num_classes) +
+                               " classes");
       }
       return Status::OK();
     }
@@ -283,7 +287,9 @@ class NumericModel : public Model {
   void gather(const Dataset& data, const size_t* rows, size_t n) {
     const size_t f = data.num_numeric;
     x_.resize(n * f);
-    for (size_t i = 0; i < n; ++i) std::memcpy(x_.data() + i * f, data.numericRow(rows[i]), f * sizeof(float));
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(x_.data() + i * f, data.numericRow(rows[i]), f * sizeof(float));
+    }
     gatherLabels(data, rows, n, &labels_);
   }
 
@@ -297,8 +303,11 @@ class NumericModel : public Model {
 class CtrModel : public Model {
  public:
   CtrModel(size_t numeric, size_t fields, size_t dim, const std::vector<size_t>& hidden)
-      : numeric_(numeric), fields_(fields), dim_(dim),
-        net_(fields * dim + numeric, hidden, 1, Head::kLogistic), hidden_(hidden) {}
+      : numeric_(numeric),
+        fields_(fields),
+        dim_(dim),
+        net_(fields * dim + numeric, hidden, 1, Head::kLogistic),
+        hidden_(hidden) {}
 
   std::string describe() const override {
     std::vector<size_t> rest = hidden_;
@@ -320,8 +329,8 @@ class CtrModel : public Model {
                              std::to_string(numeric_) + " and " + std::to_string(fields_));
     }
     if (data.num_classes != 2) {
-      return InvalidArgument("model " + describe() + " needs 0/1 labels, but dataset '" + data.name +
-                             "' has " +
+      return InvalidArgument("model " + describe() + " needs 0/1 labels, but dataset '" +
+                             data.name + "' has " +
                              (data.isRegression() ? std::string("regression targets")
                                                   : std::to_string(data.num_classes) + " classes"));
     }
@@ -336,7 +345,8 @@ class CtrModel : public Model {
       return net_.lossAndGrad(params, x_.data(), n, labels_.data(), grad_dense, nullptr);
     }
     dx_.resize(n * in);
-    const double loss = net_.lossAndGrad(params, x_.data(), n, labels_.data(), grad_dense, dx_.data());
+    const double loss =
+        net_.lossAndGrad(params, x_.data(), n, labels_.data(), grad_dense, dx_.data());
     const size_t e = fields_ * dim_;
     for (size_t i = 0; i < n; ++i) {
       std::memcpy(grad_emb + i * e, dx_.data() + i * in, e * sizeof(float));
@@ -371,7 +381,8 @@ class CtrModel : public Model {
 }  // namespace
 
 std::unique_ptr<Model> makeLinear(size_t features) {
-  return std::make_unique<NumericModel>("linear", features, std::vector<size_t>{}, 1, Head::kSquared);
+  return std::make_unique<NumericModel>("linear", features, std::vector<size_t>{}, 1,
+                                        Head::kSquared);
 }
 
 std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes) {
@@ -379,20 +390,23 @@ std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int 
                                         Head::kSoftmax);
 }
 
-std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim, std::vector<size_t> hidden) {
+std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim,
+                               std::vector<size_t> hidden) {
   return std::make_unique<CtrModel>(numeric, fields, dim, hidden);
 }
 
 StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Dataset& data,
-                                           const std::vector<size_t>& hidden, size_t embedding_dim) {
+                                           const std::vector<size_t>& hidden,
+                                           size_t embedding_dim) {
   for (size_t h : hidden) {
     if (h == 0) return InvalidArgument("hidden layer sizes must be positive");
   }
   std::unique_ptr<Model> model;
   if (name == "linear") {
     if (!data.isRegression()) {
-      return InvalidArgument("model 'linear' does regression, but dataset '" + data.name + "' has " +
-                             std::to_string(data.num_classes) + " classes (use mlp or ctr)");
+      return InvalidArgument("model 'linear' does regression, but dataset '" + data.name +
+                             "' has " + std::to_string(data.num_classes) +
+                             " classes (use mlp or ctr)");
     }
     model = makeLinear(data.num_numeric);
   } else if (name == "mlp") {

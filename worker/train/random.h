@@ -1,6 +1,7 @@
-// Portable deterministic randomness for zps_train. The standard distributions (std::normal_distribution,
-// std::shuffle, ...) are implementation-defined, so two builds could disagree on a data split or an
-// initial weight; these are pure functions of the seed on every platform and compiler.
+// Portable deterministic randomness for zps_train. The standard distributions
+// (std::normal_distribution, std::shuffle, ...) are implementation-defined, so two builds could
+// disagree on a data split or an initial weight; these are pure functions of the seed on every
+// platform and compiler.
 //
 // An Rng is a value owned by whoever draws from it; not thread-safe (give each thread its own).
 #pragma once
@@ -20,7 +21,9 @@ inline uint64_t splitMix64(uint64_t x) {
 }
 
 // Combines two words into a seed for an independent stream (e.g. seed and epoch).
-inline uint64_t mixSeeds(uint64_t a, uint64_t b) { return splitMix64(splitMix64(a) ^ (b + 0x632BE59BD9B4E019ull)); }
+inline uint64_t mixSeeds(uint64_t a, uint64_t b) {
+  return splitMix64(splitMix64(a) ^ (b + 0x632BE59BD9B4E019ull));
+}
 
 class Rng {
  public:
@@ -39,7 +42,8 @@ class Rng {
   uint64_t below(uint64_t n) {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
   }
-  // Standard normal by Box-Muller (one value per call; the twin is dropped to keep the stream simple).
+  // Standard normal by Box-Muller (one value per call; the twin is dropped to keep the stream
+  // simple).
   double normal() {
     double u1 = uniform();
     while (u1 <= 0.0) u1 = uniform();

@@ -15,6 +15,8 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <random>
+#include <sstream>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -42,6 +44,35 @@ struct ReceivedFrame {
   ReceivedFrame& operator=(const ReceivedFrame&) = delete;
 };
 
+}  // namespace
+
+StatusOr<FaultInjection> parseFaultInjection(const std::string& spec) {
+  FaultInjection f;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    std::string key = item.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* end = nullptr;
+    double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || v < 0)
+      return InvalidArgument("ZPS_TEST_FAULTS: '" + item + "' is not name=number");
+    if (key == "drop") f.drop = v;
+    else if (key == "dup") f.duplicate = v;
+    else if (key == "delay") f.delay = v;
+    else if (key == "delay_ms") f.delay_ms = static_cast<int>(v);
+    else if (key == "seed") f.seed = static_cast<uint64_t>(v);
+    else return InvalidArgument("ZPS_TEST_FAULTS: unknown fault '" + key + "' (drop, dup, delay, delay_ms, seed)");
+  }
+  if (f.drop > 1 || f.duplicate > 1 || f.delay > 1 || f.drop + f.duplicate + f.delay > 1)
+    return InvalidArgument("ZPS_TEST_FAULTS: probabilities must add up to at most 1");
+  return f;
+}
+
+namespace {
+
 void releaseOwner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
 
 std::string zmqError() { return zmq_strerror(zmq_errno()); }
@@ -49,7 +80,7 @@ std::string zmqError() { return zmq_strerror(zmq_errno()); }
 class ZmqTransport final : public Transport {
  public:
   explicit ZmqTransport(const TransportOptions& options)
-      : options_(options), recv_queue_(options.recv_queue_capacity) {
+      : options_(options), recv_queue_(options.recv_queue_capacity), fault_rng_(options.faults.seed) {
     ctx_ = zmq_ctx_new();
     CHECK(ctx_ != nullptr) << "zmq_ctx_new: " << zmqError();
     zmq_ctx_set(ctx_, ZMQ_MAX_SOCKETS, 65536);
@@ -219,6 +250,26 @@ class ZmqTransport final : public Transport {
   }
 
   void doSend(SendCmd& cmd) {
+    if (options_.faults.any()) {
+      double roll = std::uniform_real_distribution<double>(0, 1)(fault_rng_);
+      const FaultInjection& f = options_.faults;
+      if (roll < f.drop) {
+        ++faults_injected_;
+        return;
+      }
+      if (roll < f.drop + f.duplicate) {
+        ++faults_injected_;
+        sendNow(cmd);
+      } else if (roll < f.drop + f.duplicate + f.delay) {
+        ++faults_injected_;
+        delayed_.emplace_back(std::chrono::steady_clock::now() + std::chrono::milliseconds(f.delay_ms), std::move(cmd));
+        return;
+      }
+    }
+    sendNow(cmd);
+  }
+
+  void sendNow(const SendCmd& cmd) {
     void* socket = nullptr;
     const std::string* routing_id = nullptr;
     if (auto it = dealers_.find(cmd.peer); it != dealers_.end()) {
@@ -307,7 +358,12 @@ class ZmqTransport final : public Transport {
         }
       }
       // When the receive queue is full we only watch for commands, and look again soon.
-      zmq_poll(items.data(), static_cast<int>(items.size()), room ? 100 : 2);
+      zmq_poll(items.data(), static_cast<int>(items.size()), room && delayed_.empty() ? 100 : 2);
+      auto now = std::chrono::steady_clock::now();
+      while (!delayed_.empty() && delayed_.front().first <= now) {
+        sendNow(delayed_.front().second);
+        delayed_.pop_front();
+      }
 
       uint64_t counter;
       while (::read(wake_fd_, &counter, sizeof(counter)) > 0) {
@@ -331,6 +387,8 @@ class ZmqTransport final : public Transport {
         }
       }
     }
+    for (auto& d : delayed_) sendNow(d.second);
+    if (faults_injected_ > 0) LOG(INFO) << options_.name << ": injected " << faults_injected_ << " test faults";
     if (router_ != nullptr) zmq_close(router_);
     for (auto& [id, s] : dealers_) zmq_close(s);
     dealers_.clear();
@@ -355,6 +413,9 @@ class ZmqTransport final : public Transport {
   std::map<PeerId, void*> dealers_;
   std::unordered_map<std::string, PeerId> peer_of_routing_id_;
   std::unordered_map<PeerId, std::string> incoming_ids_;
+  std::mt19937_64 fault_rng_;
+  uint64_t faults_injected_ = 0;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;
 };
 
 }  // namespace

@@ -1,0 +1,319 @@
+// `zps train` on loopback clusters: equivalence with single-worker training, convergence on real data,
+// CTR against the generator's Bayes-optimal AUC, async, checkpoint/restart and bad input.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+#include <unistd.h>
+
+#include "tests/integration/cluster.h"
+#include "worker/train/dataset.h"
+#include "worker/train/metrics.h"
+
+using zps::testing::Cluster;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+std::string dataDir() {
+  const char* d = std::getenv("ZPS_DATA_DIR");
+  return d != nullptr ? d : "data";
+}
+
+// Runs a whole training job and returns worker 0's log; every process must exit 0.
+std::string trainJob(Cluster& c, int servers, int workers, const std::vector<std::string>& args,
+                     std::chrono::seconds deadline = 240s) {
+  c.startScheduler();
+  for (int s = 0; s < servers; ++s) c.startServer();
+  std::vector<std::string> argv = {"train"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  int first = -1;
+  for (int w = 0; w < workers; ++w) {
+    int idx = c.startWorker(w, argv);
+    if (w == 0) first = idx;
+  }
+  auto codes = c.waitAll(deadline);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    INFO(c.logTail(static_cast<int>(i)));
+    REQUIRE(codes[i] == 0);
+  }
+  return c.log(first);
+}
+
+// The number after "Final test <metric> " in a log.
+double finalMetric(const std::string& log, const std::string& metric) {
+  std::smatch m;
+  std::regex re("Final test [^\\n]*?" + metric + " ([0-9.eE+-]+)");
+  INFO(log);
+  REQUIRE(std::regex_search(log, m, re));
+  return std::stod(m[1]);
+}
+
+std::vector<float> readWeights(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> w(bytes.size() / 4);
+  std::memcpy(w.data(), bytes.data(), w.size() * 4);
+  return w;
+}
+
+// max |a - b| / max |a|: the largest difference relative to the scale of the weights.
+double maxRelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  REQUIRE(!a.empty());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+  }
+  return diff / scale;
+}
+
+void checkEquivalence(const std::string& model, const std::string& data, const std::string& epochs) {
+  std::string one, two;
+  {
+    Cluster c(1, 1);
+    // Outside the cluster folder, which is removed with the cluster.
+    one = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-one-" + model + "-" + std::to_string(getpid());
+    trainJob(c, 1, 1, {"--model", model, "--data", data, "--epochs", epochs, "--batch_size", "32",
+                       "--weights_out", one});
+  }
+  {
+    Cluster c(2, 2);
+    two = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-two-" + model + "-" + std::to_string(getpid());
+    std::string log = trainJob(c, 2, 2, {"--model", model, "--data", data, "--epochs", epochs, "--batch_size",
+                                         "16", "--weights_out", two});
+  }
+  auto a = readWeights(one), b = readWeights(two);
+  std::remove(one.c_str());
+  std::remove(two.c_str());
+  double rel = maxRelativeDifference(a, b);
+  std::printf("equivalence %s on %s: %zu weights, max relative difference %.3g\n", model.c_str(), data.c_str(),
+              a.size(), rel);
+  CHECK(rel <= 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("train: 2 workers on batch b end with the weights of 1 worker on batch 2b (linear)") {
+  checkEquivalence("linear", "diabetes", "5");
+}
+
+TEST_CASE("train: 2 workers on batch b end with the weights of 1 worker on batch 2b (mlp)") {
+  checkEquivalence("mlp", "digits", "3");
+}
+
+TEST_CASE("train: every synchronous worker ends with bit-identical weights") {
+  Cluster c(2, 3);
+  c.startScheduler();
+  c.startServer();
+  c.startServer();
+  std::vector<int> w;
+  for (int i = 0; i < 3; ++i) w.push_back(c.startWorker(i, {"train", "--data", "digits", "--epochs", "2"}));
+  auto codes = c.waitAll(120s);
+  for (int code : codes) REQUIRE(code == 0);
+  std::regex re("weights checksum ([0-9a-f]+)");
+  std::smatch m0, m;
+  std::string l0 = c.log(w[0]);
+  REQUIRE(std::regex_search(l0, m0, re));
+  for (int i : w) {
+    std::string l = c.log(i);
+    REQUIRE(std::regex_search(l, m, re));
+    CHECK(m[1] == m0[1]);
+  }
+}
+
+TEST_CASE("train: digits mlp on 2 servers x 2 workers reaches test accuracy >= 0.95") {
+  Cluster c(2, 2);
+  std::string log = trainJob(c, 2, 2, {"--model", "mlp", "--data", "digits", "--epochs", "10"});
+  CHECK(contains(log, "Training. Epoch 10, train loss: "));
+  CHECK(finalMetric(log, "accuracy") >= 0.95);
+}
+
+TEST_CASE("train: breast_cancer on 2 servers x 2 workers reaches test accuracy >= 0.94") {
+  Cluster c(2, 2);
+  std::string log = trainJob(c, 2, 2, {"--model", "mlp", "--data", "breast_cancer", "--epochs", "20",
+                                       "--batch_size", "16", "--hidden", "32", "--lr", "0.02"});
+  CHECK(finalMetric(log, "accuracy") >= 0.94);
+}
+
+TEST_CASE("train: diabetes linear test MSE within 10% of closed-form least squares") {
+  zps::train::LoadOptions lo;
+  lo.data_dir = dataDir();
+  auto split = zps::train::loadDataset("diabetes", lo);
+  REQUIRE(split.ok());
+  double closed = zps::train::leastSquaresTestMse(split->train, split->test);
+  Cluster c(2, 2);
+  std::string log = trainJob(c, 2, 2, {"--model", "linear", "--data", "diabetes", "--epochs", "30", "--batch_size",
+                                       "16", "--optimizer", "momentum", "--lr", "0.01"});
+  double mse = finalMetric(log, "mse");
+  std::printf("diabetes: zps linear test MSE %.2f, closed form %.2f (ratio %.4f)\n", mse, closed, mse / closed);
+  CHECK(mse <= closed * 1.10);
+}
+
+TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, server bytes follow rows touched") {
+  zps::train::LoadOptions lo;
+  lo.data_dir = dataDir();
+  lo.synthetic_rows = 60000;
+  auto split = zps::train::loadDataset("synthetic-ctr", lo);
+  REQUIRE(split.ok());
+  const auto& test = split->test;
+  double bayes = zps::train::rocAuc(test.true_probability.data(), test.labels.data(), test.rows);
+  Cluster c(2, 2);
+  c.startScheduler();
+  int s0 = c.startServer();
+  int s1 = c.startServer();
+  std::vector<std::string> args = {"train", "--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "60000",
+                                   "--epochs", "3", "--batch_size", "128", "--optimizer", "adam", "--lr", "0.002",
+                                   "--hidden", "64,32", "--table_lr", "0.05"};
+  int w0 = c.startWorker(0, args);
+  c.startWorker(1, args);
+  auto codes = c.waitAll(300s);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    INFO(c.logTail(static_cast<int>(i)));
+    REQUIRE(codes[i] == 0);
+  }
+  double auc = finalMetric(c.log(w0), "auc");
+  std::printf("ctr: test AUC %.4f, Bayes-optimal %.4f\n", auc, bayes);
+  CHECK(auc >= bayes - 0.02);
+  // Each server moves (rows pulled + rows pushed) x (8-byte key + dim floats): nothing scales with the
+  // table size.
+  std::regex re("param tables: (\\d+) rows held, (\\d+) rows pulled, (\\d+) rows pushed, (\\d+) bytes moved");
+  for (int s : {s0, s1}) {
+    std::string log = c.log(s);
+    std::smatch m;
+    INFO(log);
+    REQUIRE(std::regex_search(log, m, re));
+    uint64_t held = std::stoull(m[1]), pulled = std::stoull(m[2]), pushed = std::stoull(m[3]), bytes = std::stoull(m[4]);
+    std::printf("server: %llu rows held, %llu pulled, %llu pushed, %llu bytes moved\n",
+                static_cast<unsigned long long>(held), static_cast<unsigned long long>(pulled),
+                static_cast<unsigned long long>(pushed), static_cast<unsigned long long>(bytes));
+    CHECK(bytes == (pulled + pushed) * (8 + 8 * 4));
+    CHECK(held > 0);
+  }
+}
+
+TEST_CASE("train: async digits converges to test accuracy >= 0.93") {
+  Cluster c(2, 2);
+  c.setEnv("ZPS_ENABLE_ASYNC", "1");
+  std::string log = trainJob(c, 2, 2, {"--model", "mlp", "--data", "digits", "--epochs", "10"});
+  CHECK(finalMetric(log, "accuracy") >= 0.93);
+}
+
+TEST_CASE("train: a cluster killed after epoch 2 resumes from its checkpoint and ends like an uninterrupted run") {
+  std::vector<std::string> args = {"train", "--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "20000",
+                                   "--epochs", "4", "--batch_size", "64", "--optimizer", "adam", "--lr", "0.002",
+                                   "--hidden", "32"};
+  double uninterrupted = 0;
+  {
+    Cluster c(2, 2);
+    c.setEnv("ZPS_CHECKPOINT_DIR", c.dir() + "/ckpt");
+    c.startScheduler();
+    c.startServer();
+    c.startServer();
+    int w0 = c.startWorker(0, args);
+    c.startWorker(1, args);
+    for (int code : c.waitAll(300s)) REQUIRE(code == 0);
+    uninterrupted = finalMetric(c.log(w0), "auc");
+  }
+  Cluster c(2, 2);
+  std::string dir = c.dir() + "/ckpt";
+  c.setEnv("ZPS_CHECKPOINT_DIR", dir);
+  std::vector<int> first;
+  first.push_back(c.startScheduler());
+  first.push_back(c.startServer());
+  first.push_back(c.startServer());
+  int w0 = c.startWorker(0, args);
+  first.push_back(w0);
+  first.push_back(c.startWorker(1, args));
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!contains(c.log(w0), "Training. Epoch 2,") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  REQUIRE(contains(c.log(w0), "Training. Epoch 2,"));
+  for (int i : first) c.signal(i, SIGKILL);
+  for (int i : first) c.waitExit(i, 20s);
+  REQUIRE(std::ifstream(dir + "/latest").good());
+
+  c.startScheduler();
+  c.startServer({{"ZPS_SERVER_ID", "0"}});
+  c.startServer({{"ZPS_SERVER_ID", "1"}});
+  int r0 = c.startWorker(0, args);
+  int r1 = c.startWorker(1, args);
+  CHECK(c.waitExit(r0, 300s) == 0);
+  CHECK(c.waitExit(r1, 60s) == 0);
+  std::string log = c.log(r0);
+  INFO(log);
+  CHECK(contains(log, "resumes from the checkpoint at step"));
+  CHECK_FALSE(contains(log, "Training. Epoch 1,"));
+  double resumed = finalMetric(log, "auc");
+  std::printf("checkpoint: uninterrupted AUC %.4f, killed after epoch 2 and resumed %.4f\n", uninterrupted, resumed);
+  CHECK(std::fabs(resumed - uninterrupted) <= 0.01);
+}
+
+TEST_CASE("train: a corrupt checkpoint is a clear error, not silent garbage") {
+  Cluster c(1, 1);
+  std::string dir = c.dir() + "/ckpt";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/latest") << "7\n";
+  std::ofstream(dir + "/dense-step-7.ckpt") << "ZPSCKPT1 but then garbage";
+  c.setEnv("ZPS_CHECKPOINT_DIR", dir);
+  int s = c.startScheduler();
+  c.startServer();
+  int w = c.startWorker(0, {"train", "--data", "digits", "--epochs", "1"});
+  CHECK(c.waitExit(w, 60s) != 0);
+  CHECK(contains(c.log(w), "dense-step-7.ckpt is corrupt"));
+  CHECK(c.waitExit(s, 30s) != 0);
+}
+
+TEST_CASE("train: bad input gives a clear error, a non-zero exit, and no process hangs") {
+  Cluster scratch(1, 1);
+  std::string bad_csv = scratch.dir() + "/bad.csv";
+  std::ofstream(bad_csv) << "1,2,3\n4,5,6\n7,oops,9\n";
+  std::string empty_csv = scratch.dir() + "/empty.csv";
+  std::ofstream(empty_csv) << "a,b,label\n";
+  std::string three = scratch.dir() + "/three.csv";
+  std::string four = scratch.dir() + "/four.csv";
+  {
+    std::ofstream t(three), f(four);
+    for (int i = 0; i < 200; ++i) {
+      t << i % 7 << "," << i % 5 << "," << (i % 3) * 1.5 << "\n";
+      f << i % 7 << "," << i % 5 << "," << i % 2 << "," << (i % 3) * 1.5 << "\n";
+    }
+  }
+  struct Case {
+    std::vector<std::string> w0, w1;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"--model", "linear", "--data", "csv:" + bad_csv}, {}, "bad.csv:3"},
+      {{"--model", "resnet", "--data", "digits"}, {}, "resnet"},
+      {{"--model", "linear", "--data", "csv:" + empty_csv}, {}, "no data rows"},
+      {{"--model", "linear", "--data", "csv:" + three}, {"--model", "linear", "--data", "csv:" + four}, "differ in shape"},
+  };
+  for (const auto& tc : cases) {
+    Cluster c(1, 2);
+    int s = c.startScheduler();
+    int srv = c.startServer();
+    std::vector<std::string> a = {"train", "--epochs", "1"}, b = a;
+    a.insert(a.end(), tc.w0.begin(), tc.w0.end());
+    const auto& second = tc.w1.empty() ? tc.w0 : tc.w1;
+    b.insert(b.end(), second.begin(), second.end());
+    int w0 = c.startWorker(0, a);
+    int w1 = c.startWorker(1, b);
+    auto codes = c.waitAll(60s);
+    INFO(tc.message << "\n" << c.logTail(w0) << c.logTail(s));
+    CHECK(codes[w0] != 0);
+    CHECK(codes[w1] != 0);
+    CHECK(codes[s] != 0);
+    CHECK(codes[srv] != 0);
+    CHECK((contains(c.log(w0), tc.message) || contains(c.log(w1), tc.message)));
+    CHECK(contains(c.log(s), tc.message));
+  }
+}
