@@ -248,6 +248,7 @@ class Scheduler {
   }
 
   int endJob(int code, const std::string& reason) {
+    if (malformed_ > 0) LOG(WARNING) << "scheduler: " << malformed_ << " malformed or unexpected messages were dropped";
     if (code == 0) LOG(INFO) << "scheduler: " << reason << "; shutting down all nodes";
     else LOG(ERROR) << "scheduler: " << reason;
     pb::Control c;

@@ -162,6 +162,7 @@ class Server {
                 << total.bytes_in + total.bytes_out << " bytes moved (" << total.bytes_in << " in, "
                 << total.bytes_out << " out)";
     }
+    if (malformed_ > 0) LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
     pb::Shutdown s = client_->waitShutdown();
     if (s.exit_code() == 0) LOG(INFO) << "server " << rank_ << ": " << s.reason() << "; exiting";
     else LOG(ERROR) << "server " << rank_ << ": " << s.reason();
@@ -191,6 +192,7 @@ class Server {
     }
     auto it = worker_of_peer_.find(msg.peer);
     if (it == worker_of_peer_.end()) {
+      ++malformed_;
       reply(msg.peer, errorReply(msg.peer, h, "send HELLO before any other message"));
       return;
     }
@@ -211,12 +213,16 @@ class Server {
 
   void hello(PeerId peer, const pb::DataHeader& h) {
     if (h.magic() != wire::kMagic || h.protocol_version() != wire::kProtocolVersion) {
+      ++malformed_;
+      LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": HELLO with a wrong magic or protocol version from "
+                               << transport_->describe(peer);
       reply(peer, errorReply(peer, h, "protocol mismatch: server speaks version " +
                                           std::to_string(wire::kProtocolVersion)));
       return;
     }
     int rank = h.worker_rank();
     if (rank < 0 || rank >= config_.num_workers) {
+      ++malformed_;
       reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " is out of range"));
       return;
     }

@@ -1,0 +1,205 @@
+// A raw ZeroMQ client throws garbage at the scheduler and a server; afterwards they still run a real job
+// to exact sums, and their malformed-message counters have risen.
+#include <zmq.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <random>
+#include <regex>
+#include <thread>
+
+#include "proto/zps.pb.h"
+#include "ps/wire/codec.h"
+#include "tests/integration/cluster.h"
+
+using zps::testing::Cluster;
+using namespace std::chrono_literals;
+namespace pb = zps::pb;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+// A DEALER that sends multi-frame messages and reads replies with a deadline.
+class RawClient {
+ public:
+  RawClient(void* ctx, int port) : socket_(zmq_socket(ctx, ZMQ_DEALER)) {
+    int linger = 0;
+    zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof(linger));
+    std::string ep = "tcp://127.0.0.1:" + std::to_string(port);
+    REQUIRE(zmq_connect(socket_, ep.c_str()) == 0);
+  }
+  ~RawClient() { zmq_close(socket_); }
+
+  void send(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i)
+      zmq_send(socket_, frames[i].data(), frames[i].size(), i + 1 < frames.size() ? ZMQ_SNDMORE : 0);
+  }
+  // The first frame of the next reply, or "" when none comes in time.
+  std::string recv(std::chrono::milliseconds timeout) {
+    zmq_pollitem_t item{socket_, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&item, 1, static_cast<long>(timeout.count())) <= 0) return "";
+    std::string first;
+    bool more = true, is_first = true;
+    while (more) {
+      zmq_msg_t m;
+      zmq_msg_init(&m);
+      zmq_msg_recv(&m, socket_, 0);
+      if (is_first) first.assign(static_cast<char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
+      more = zmq_msg_more(&m);
+      zmq_msg_close(&m);
+      is_first = false;
+    }
+    return first;
+  }
+
+ private:
+  void* socket_;
+};
+
+std::string envelope(const pb::Control& c) {
+  pb::Envelope e;
+  *e.mutable_control() = c;
+  return e.SerializeAsString();
+}
+
+std::string envelope(const pb::DataHeader& h) {
+  pb::Envelope e;
+  *e.mutable_data() = h;
+  return e.SerializeAsString();
+}
+
+std::string randomBytes(std::mt19937& rng, size_t n) {
+  std::string s(n, '\0');
+  for (auto& ch : s) ch = static_cast<char>(rng());
+  return s;
+}
+
+uint64_t counterIn(const std::string& log, const std::string& who) {
+  std::smatch m;
+  std::regex re(who + ": (\\d+) malformed or unexpected messages were dropped");
+  if (!std::regex_search(log, m, re)) return 0;
+  return std::stoull(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("garbage from a raw client costs messages, not the job") {
+  Cluster c(1, 2);
+  int sched = c.startScheduler();
+  int server = c.startServer();
+  int w0 = c.startWorker(0, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
+  // The server's data port, from the scheduler's registration line.
+  std::smatch m;
+  std::regex re("registered server 0 \\(127\\.0\\.0\\.1:(\\d+)");
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::string log;
+  while (std::chrono::steady_clock::now() < deadline) {
+    log = c.log(sched);
+    if (std::regex_search(log, m, re) && contains(log, "registered worker 0")) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(std::regex_search(log, m, re));
+  int server_port = std::stoi(m[1]);
+
+  void* ctx = zmq_ctx_new();
+  std::mt19937 rng(42);
+  {
+    RawClient s(ctx, c.port());
+    // Random bytes, a truncated envelope, empty and many frames, a body-less control message.
+    for (int i = 0; i < 50; ++i) s.send({randomBytes(rng, 1 + rng() % 200)});
+    pb::Control hb;
+    hb.mutable_heartbeat()->set_sent_unix_ms(1);
+    std::string good = envelope(hb);
+    s.send({good.substr(0, good.size() / 2)});
+    s.send({""});
+    s.send(std::vector<std::string>(20, "x"));
+    s.send({envelope(pb::Control())});
+    // A barrier with an out-of-range group, and one from an unregistered peer.
+    pb::Control bar;
+    bar.mutable_barrier()->set_group(static_cast<pb::BarrierGroup>(99));
+    s.send({envelope(bar)});
+    bar.mutable_barrier()->set_group(pb::GROUP_ALL);
+    bar.mutable_barrier()->set_sequence(1);
+    s.send({envelope(bar)});
+    // A registration with the wrong protocol, and one claiming worker 0's rank.
+    pb::Control reg;
+    auto* r = reg.mutable_register_();
+    r->set_magic(0xdeadbeef);
+    r->set_protocol_version(1);
+    r->set_role(pb::WORKER);
+    r->set_requested_rank(1);
+    r->set_expected_servers(1);
+    r->set_expected_workers(2);
+    s.send({envelope(reg)});
+    std::string reply = s.recv(5s);
+    REQUIRE_FALSE(reply.empty());
+    pb::Envelope e;
+    REQUIRE(e.ParseFromString(reply));
+    CHECK_FALSE(e.control().register_reply().accepted());
+    CHECK(contains(e.control().register_reply().error(), "protocol mismatch"));
+    r->set_magic(zps::wire::kMagic);
+    r->set_requested_rank(0);
+    s.send({envelope(reg)});
+    reply = s.recv(5s);
+    REQUIRE_FALSE(reply.empty());
+    REQUIRE(e.ParseFromString(reply));
+    CHECK_FALSE(e.control().register_reply().accepted());
+    CHECK(contains(e.control().register_reply().error(), "worker rank 0 (from ) is already taken"));
+  }
+  int w1 = -1;
+  {
+    RawClient d(ctx, server_port);
+    for (int i = 0; i < 50; ++i) d.send({randomBytes(rng, 1 + rng() % 200), randomBytes(rng, rng() % 64)});
+    // A push before HELLO, a HELLO with a bad magic and one with an out-of-range rank.
+    pb::DataHeader push;
+    push.set_command(pb::CMD_PUSH);
+    push.set_key(0);
+    push.set_round(1);
+    push.set_num_elements(4);
+    d.send({envelope(push), std::string(16, '\0')});
+    pb::DataHeader hello;
+    hello.set_command(pb::CMD_HELLO);
+    hello.set_magic(1);
+    d.send({envelope(hello)});
+    hello.set_magic(zps::wire::kMagic);
+    hello.set_protocol_version(zps::wire::kProtocolVersion);
+    hello.set_worker_rank(99);
+    d.send({envelope(hello)});
+    // Unknown command and dtype values, lengths that do not match, a truncated payload.
+    pb::DataHeader bad = push;
+    bad.set_command(static_cast<pb::DataCommand>(77));
+    d.send({envelope(bad)});
+    bad = push;
+    bad.set_dtype(42);
+    d.send({envelope(bad), std::string(16, '\0')});
+    bad = push;
+    d.send({envelope(bad), std::string(15, '\0')});
+    bad.set_num_elements(~0ull);
+    d.send({envelope(bad), std::string(8, '\0')});
+    // The server serves data once the job has started: then it answers what it can with an error.
+    w1 = c.startWorker(1, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
+    std::string reply = d.recv(20s);
+    REQUIRE_FALSE(reply.empty());
+    pb::Envelope e;
+    REQUIRE(e.ParseFromString(reply));
+    CHECK(e.data().command() == pb::CMD_ERROR);
+    CHECK(contains(e.data().error(), "HELLO"));
+  }
+  zmq_ctx_term(ctx);
+
+  auto codes = c.waitAll(120s);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    INFO(c.logTail(static_cast<int>(i)));
+    CHECK(codes[i] == 0);
+  }
+  CHECK(contains(c.log(w0), " 0 wrong"));
+  CHECK(contains(c.log(w1), " 0 wrong"));
+  uint64_t sched_bad = counterIn(c.log(sched), "scheduler");
+  uint64_t server_bad = counterIn(c.log(server), "server 0");
+  std::printf("garbage client: scheduler dropped %llu malformed messages, server %llu\n",
+              static_cast<unsigned long long>(sched_bad), static_cast<unsigned long long>(server_bad));
+  CHECK(sched_bad >= 50);
+  CHECK(server_bad >= 50);
+  CHECK(contains(c.log(sched), "refused a node"));
+}
