@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "ps/node/signals.h"
 #include "ps/wire/codec.h"
 #include "scheduler/barrier_table.h"
 #include "scheduler/membership.h"
@@ -54,6 +55,10 @@ class Scheduler {
           LOG(INFO) << "scheduler waiting " << static_cast<int>(secondsSince(start_)) << " s: " << membership_.report();
           next_report = now + config_.rendezvous_log_interval;
         }
+      }
+      if (terminationRequested()) {
+        endJob(1, "the scheduler got signal " + std::to_string(terminationSignal()) + " and ended the job");
+        return 0;  // a requested stop is not a failure of this process
       }
       if (int code = checkLiveness(now); code >= 0) return code;
       if (exit_code_ >= 0) return exit_code_;
@@ -216,6 +221,16 @@ class Scheduler {
       case pb::Control::kHeartbeat: send(peer, c); break;  // the echo tells the node we are alive
       case pb::Control::kBarrier: handleBarrier(*m, c.barrier()); break;
       case pb::Control::kFinished: handleFinished(*m, c.finished()); break;
+      case pb::Control::kGoodbye:
+        if (!running_) {
+          LOG(WARNING) << "scheduler: " << m->describe() << " left during rendezvous (" << c.goodbye().reason()
+                       << "); waiting for a replacement";
+          last_seen_.erase(peer);
+          membership_.remove(peer);
+        } else if (finished_.count(peer) == 0) {
+          endJob(1, m->describe() + " left: " + c.goodbye().reason());
+        }
+        break;
       default:
         ++malformed_;
         LOG_EVERY_N(WARNING, 20) << "scheduler: unexpected message from " << m->describe();

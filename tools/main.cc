@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ps/common/config.h"
+#include "ps/node/signals.h"
 #include "ps/server/server.h"
 #include "scheduler/scheduler.h"
 #include "tools/launch.h"
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
   }
   if (sub == "probe") return zps::probeMain();
 
+  zps::installTerminationHandler();
   if (sub.empty()) return runRole(argv[0], "");
   if (sub == "check" || sub == "bench" || sub == "train") {
     const char* role = std::getenv("DMLC_ROLE");

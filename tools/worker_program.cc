@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "kernels/reducer.h"
+#include "ps/node/signals.h"
 
 DEFINE_string(sizes, "",
               "check/bench: tensor sizes, e.g. 1,4K,1M+3 (K/M/G suffixes; +N adds bytes); empty = the "
@@ -26,6 +27,7 @@ int runWorkerProgram(const char* program, const std::function<Status(Worker&)>& 
   Status result = body(**worker);
   if (!result.ok()) LOG(ERROR) << "zps " << program << " on worker " << (*worker)->rank() << ": " << result.message();
   int code = (*worker)->finish(result);
+  if (terminationRequested()) return 0;  // asked to stop: the goodbye went to the scheduler
   // A user error (bad flag, bad data) keeps its exit code 2 after the job has been ended for everyone.
   if (!result.ok() && result.code() == StatusCode::kInvalidArgument) return 2;
   return code;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "ps/node/resolve.h"
+#include "ps/node/signals.h"
 #include "ps/wire/codec.h"
 
 namespace zps {
@@ -88,6 +89,18 @@ void SchedulerClient::loop() {
               .count());
       (void)sendControl(hb);
       next_heartbeat = now + config_.heartbeat_interval;
+    }
+    if (terminationRequested()) {
+      std::string reason = std::string(roleName(config_.role)) + " got signal " + std::to_string(terminationSignal()) +
+                           " and is leaving";
+      pb::Control bye;
+      bye.mutable_goodbye()->set_reason(reason);
+      (void)sendControl(bye);
+      pb::Shutdown s;
+      s.set_exit_code(0);
+      s.set_reason("terminated by signal " + std::to_string(terminationSignal()));
+      setShutdown(s);
+      break;
     }
     bool registered;
     Clock::time_point last;

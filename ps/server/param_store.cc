@@ -37,6 +37,15 @@ ParamCounters ParamStore::counters() const {
   return c;
 }
 
+void ParamStore::checkpointAll() {
+  if (checkpoint_dir_.empty()) return;
+  for (const auto& [key, t] : tables_) {
+    if (t.async || t.completed == 0) continue;
+    Status s = writeCheckpoint(key, t, t.completed);
+    if (!s.ok()) LOG(ERROR) << "server " << server_rank_ << ": final checkpoint of '" << t.name << "': " << s.message();
+  }
+}
+
 void ParamStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out) {
   const auto& h = msg.header;
   if (h.command() == pb::CMD_DECLARE) {

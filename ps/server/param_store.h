@@ -39,6 +39,8 @@ class ParamStore {
   // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from `worker`.
   void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
   ParamCounters counters() const;
+  // Writes every synchronous table as of its last applied round (the final checkpoint on SIGTERM).
+  void checkpointAll();
 
  private:
   struct Table {

@@ -16,6 +16,7 @@
 #include "kernels/reducer.h"
 #include "ps/common/bounded_queue.h"
 #include "ps/node/scheduler_client.h"
+#include "ps/node/signals.h"
 #include "ps/server/param_store.h"
 #include "ps/server/sum_store.h"
 #include "ps/wire/codec.h"
@@ -47,6 +48,7 @@ class Engine {
   }
   // Read after the engine thread has stopped (the destructor path joins it first).
   ParamCounters paramCounters() const { return params_.counters(); }
+  void finalCheckpoint() { params_.checkpointAll(); }
 
   // Blocks when the engine is behind (backpressure on the dispatcher and, through it, on the workers).
   void submit(EngineTask task) {
@@ -147,6 +149,9 @@ class Server {
     }
     ParamCounters total;
     for (auto& e : engines_) e->stop();
+    if (terminationRequested()) {
+      for (auto& e : engines_) e->finalCheckpoint();
+    }
     for (auto& e : engines_) {
       ParamCounters c = e->paramCounters();
       total.rows_pulled += c.rows_pulled;

@@ -56,6 +56,7 @@ Status validateControl(const pb::Control& c, const Limits& limits) {
     case pb::Control::kBarrierRelease: return checkGroup(c.barrier_release().group());
     case pb::Control::kHeartbeat: return Status::OK();
     case pb::Control::kFinished: return checkString("finished.message", c.finished().message(), limits);
+    case pb::Control::kGoodbye: return checkString("goodbye.reason", c.goodbye().reason(), limits);
     case pb::Control::kShutdown:
       if (c.shutdown().exit_code() < 0 || c.shutdown().exit_code() > 255)
         return ProtocolError("shutdown.exit_code out of range");

@@ -256,3 +256,34 @@ TEST_CASE("a bad ZPS_TEST_FAULTS is a user error") {
   CHECK(c.waitExit(p, 20s) == 2);
   CHECK(contains(c.log(p), "ZPS_TEST_FAULTS"));
 }
+
+TEST_CASE("SIGTERM: a server says goodbye and exits 0; the scheduler names it and ends the job") {
+  Cluster c(1, 2);
+  int s = c.startScheduler();
+  int srv = c.startServer();
+  int w0 = c.startWorker(0, {"check", "--rounds", "100000", "--sizes", "4K"});
+  int w1 = c.startWorker(1, {"check", "--rounds", "100000", "--sizes", "4K"});
+  std::this_thread::sleep_for(1500ms);
+  REQUIRE(c.running(w0));
+  c.signal(srv, SIGTERM);
+  CHECK(c.waitExit(srv, 20s) == 0);
+  CHECK(c.waitExit(s, 20s) != 0);
+  CHECK(c.waitExit(w0, 20s) != 0);
+  CHECK(c.waitExit(w1, 20s) != 0);
+  INFO(c.logTail(s));
+  CHECK(contains(c.log(s), "left: server got signal 15"));
+}
+
+TEST_CASE("SIGTERM: the scheduler ends the job for everyone and exits 0") {
+  Cluster c(1, 1);
+  int s = c.startScheduler();
+  int srv = c.startServer();
+  int w = c.startWorker(0, {"check", "--rounds", "100000", "--sizes", "4K"});
+  std::this_thread::sleep_for(1500ms);
+  REQUIRE(c.running(w));
+  c.signal(s, SIGTERM);
+  CHECK(c.waitExit(s, 20s) == 0);
+  CHECK(c.waitExit(srv, 20s) != 0);
+  CHECK(c.waitExit(w, 20s) != 0);
+  CHECK(contains(c.log(w), "the scheduler got signal 15"));
+}
