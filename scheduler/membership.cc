@@ -54,6 +54,7 @@ Status Membership::add(PeerId peer, const pb::Register& reg) {
   m.port = static_cast<int>(reg.port());
   m.hostname = reg.hostname();
   m.pid = static_cast<int>(reg.pid());
+  m.auth_nonce = reg.auth_nonce();
   members_.push_back(std::move(m));
   return Status::OK();
 }

@@ -25,6 +25,7 @@ struct Member {
   int port = 0;
   std::string hostname;
   int pid = 0;
+  std::string auth_nonce;  // the scheduler answers with a MAC over it (ZPS_AUTH_TOKEN)
 
   std::string describe() const;  // "worker 1 (host:port, pid 42, host name x)"
 };

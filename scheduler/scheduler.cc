@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "ps/node/auth.h"
 #include "ps/node/signals.h"
 #include "ps/wire/codec.h"
 #include "scheduler/barrier_table.h"
@@ -21,9 +22,10 @@ double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 
 class Scheduler {
  public:
-  explicit Scheduler(const Config& config)
-      : config_(config), membership_(config.num_servers, config.num_workers) {
+  Scheduler(const Config& config, Authenticator auth)
+      : config_(config), auth_(std::move(auth)), membership_(config.num_servers, config.num_workers) {
     TransportOptions options;
+    applyCurve(config, auth_, &options);
     options.name = "scheduler";
     options.max_frame_bytes = 1 << 20;
     options.linger = config.shutdown_linger;
@@ -104,6 +106,15 @@ class Scheduler {
       VLOG(1) << "scheduler: repeated registration from " << m->describe();
       return;
     }
+    if (auth_.enabled()) {
+      Status proof = checkPeerProof(auth_, nonces_, kRegisterContext, registerMacInput(reg), reg.auth_nonce(),
+                                    reg.auth_time_ms(), reg.auth_mac());
+      if (!proof.ok()) {
+        ++malformed_;
+        refuse(peer, proof.message());
+        return;
+      }
+    }
     if (running_) {
       refuse(peer, "the job is already running with all nodes registered");
       return;
@@ -147,6 +158,7 @@ class Scheduler {
       pb::Control c;
       *c.mutable_register_reply() = book;
       c.mutable_register_reply()->set_rank(m.rank);
+      if (auth_.enabled()) c.mutable_register_reply()->set_auth_mac(auth_.mac(kRegisterReplyContext, m.auth_nonce));
       send(m.peer, c);
     }
     running_ = true;
@@ -276,6 +288,8 @@ class Scheduler {
   }
 
   const Config config_;
+  const Authenticator auth_;
+  NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
   wire::Limits limits_;
   Membership membership_;
@@ -292,7 +306,13 @@ class Scheduler {
 }  // namespace
 
 int runScheduler(const Config& config) {
-  Scheduler scheduler(config);
+  auto auth = Authenticator::fromConfig(config);
+  if (!auth.ok()) {
+    LOG(ERROR) << "scheduler: " << auth.status().message();
+    return 2;
+  }
+  if (auth->enabled()) LOG(INFO) << "scheduler: nodes must prove ZPS_AUTH_TOKEN" << (config.curve ? "; CurveZMQ on" : "");
+  Scheduler scheduler(config, *auth);
   return scheduler.run();
 }
 

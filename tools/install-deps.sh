@@ -8,7 +8,7 @@ PKGS=(
   libzmq3-dev cppzmq-dev
   libprotobuf-dev protobuf-compiler
   libgflags-dev libgoogle-glog-dev
-  catch2 libopenblas-dev
+  catch2 libopenblas-dev libsodium-dev
 )
 
 # What the deployment tests (tests/k8s) run: node and npm (manifest validation, Dockerfile lint), ip and

@@ -17,6 +17,7 @@
 
 #include "kernels/optimizer.h"
 #include "ps/common/config.h"
+#include "ps/node/auth.h"
 #include "ps/node/resolve.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/wire/codec.h"
@@ -64,6 +65,7 @@ struct Worker::Impl {
     std::vector<Blob> frames;
     Clock::time_point sent;
     int resends = 0;
+    std::string hello_nonce;  // HELLO with ZPS_AUTH_TOKEN: the server must answer with a MAC over it
   };
   struct Table {
     std::string name;
@@ -77,6 +79,7 @@ struct Worker::Impl {
   };
 
   Config config;
+  Authenticator auth = Authenticator::withToken("");
   std::unique_ptr<SchedulerClient> client;
   std::unique_ptr<Transport> transport;
   wire::Limits limits;
@@ -119,6 +122,8 @@ struct Worker::Impl {
     servers.resize(config.num_servers);
     TransportOptions options;
     options.name = "worker-data";
+    ZPS_ASSIGN_OR_RETURN(auth, Authenticator::fromConfig(config));
+    applyCurve(config, auth, &options);
     if (!config.test_faults.empty()) {
       ZPS_ASSIGN_OR_RETURN(options.faults, parseFaultInjection(config.test_faults));
       options.faults.seed += static_cast<uint64_t>(rank) * 7919;
@@ -158,6 +163,12 @@ struct Worker::Impl {
         h.set_magic(wire::kMagic);
         h.set_protocol_version(wire::kProtocolVersion);
         h.set_worker_rank(rank);
+        if (auth.enabled()) {
+          h.set_auth_nonce(Authenticator::newNonce());
+          h.set_auth_time_ms(Authenticator::nowMs());
+          h.set_auth_mac(auth.mac(kHelloContext, helloMacInput(h)));
+          pending[id].hello_nonce = h.auth_nonce();
+        }
         ZPS_RETURN_IF_ERROR(sendRequest(id, wire::encodeData(h)));
       }
     }
@@ -319,6 +330,10 @@ struct Worker::Impl {
         continue;
       }
       Pending& p = it->second;
+      if (!p.hello_nonce.empty() && !auth.verify(kHelloReplyContext, p.hello_nonce, h.auth_mac())) {
+        complete(h.request_id(), FailedPrecondition(from + " could not prove it knows ZPS_AUTH_TOKEN"));
+        continue;
+      }
       if (p.positions) {
         size_t row_bytes = size_t{p.row_dim} * sizeof(float);
         if (data->payload.size() != p.positions->size() * row_bytes) {

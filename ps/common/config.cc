@@ -340,6 +340,12 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
     }
   }
   if (auto f = env("ZPS_TEST_FAULTS")) c.test_faults = trim(*f);
+  if (auto t = env("ZPS_AUTH_TOKEN")) c.auth_token = trim(*t);
+  if (auto t = env("ZPS_AUTH_TOKEN_FILE")) c.auth_token_file = trim(*t);
+  if (auto cv = env("ZPS_CURVE"); cv && !trim(*cv).empty()) {
+    ZPS_ASSIGN_OR_RETURN(long long on, parseInteger("ZPS_CURVE", *cv, 0, 1, "0 or 1"));
+    c.curve = on == 1;
+  }
   if (c.partition_bytes > c.max_message_bytes)
     return InvalidArgument("ZPS_PARTITION_BYTES (" + std::to_string(c.partition_bytes) +
                            ") exceeds ZPS_MAX_MESSAGE_BYTES (" + std::to_string(c.max_message_bytes) + ")");

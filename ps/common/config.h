@@ -55,6 +55,10 @@ struct Config {
   // or ps-lite's PS_RESEND=1 with PS_RESEND_TIMEOUT milliseconds.
   std::chrono::milliseconds resend_timeout{0};
   std::string test_faults;        // ZPS_TEST_FAULTS, validated by parseFaultInjection (transport.h)
+
+  std::string auth_token;         // ZPS_AUTH_TOKEN (never logged)
+  std::string auth_token_file;    // ZPS_AUTH_TOKEN_FILE (wins over ZPS_AUTH_TOKEN)
+  bool curve = false;             // ZPS_CURVE=1: encrypt every connection (CurveZMQ)
 };
 
 // Reads and validates the configuration of a process with the given role (taken from DMLC_ROLE when

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include "ps/node/auth.h"
 #include "ps/node/resolve.h"
 #include "ps/node/signals.h"
 #include "ps/wire/codec.h"
@@ -19,23 +20,35 @@ double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 }  // namespace
 
 SchedulerClient::SchedulerClient(const Config& config, int listen_port)
-    : config_(config), listen_port_(listen_port) {
-  TransportOptions options;
-  options.name = "scheduler-link";
-  options.max_frame_bytes = 16 << 20;
-  options.linger = config.shutdown_linger;
-  transport_ = makeZmqTransport(options);
-}
+    : config_(config), listen_port_(listen_port) {}
 
 SchedulerClient::~SchedulerClient() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
-  transport_->close();
+  bool leaving_early;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leaving_early = reply_.has_value() && reply_->accepted() && !shutdown_.has_value();
+  }
+  if (transport_ && leaving_early) {
+    // Tell the scheduler now instead of letting it wait out the heartbeat timeout.
+    pb::Control bye;
+    bye.mutable_goodbye()->set_reason(std::string(roleName(config_.role)) + " exited before the job ended");
+    (void)sendControl(bye);
+  }
+  if (transport_) transport_->close();
 }
 
 Status SchedulerClient::sendControl(const pb::Control& c) { return transport_->send(scheduler_, wire::encodeControl(c)); }
 
 StatusOr<pb::RegisterReply> SchedulerClient::start() {
+  ZPS_ASSIGN_OR_RETURN(Authenticator auth, Authenticator::fromConfig(config_));
+  TransportOptions options;
+  options.name = "scheduler-link";
+  options.max_frame_bytes = 16 << 20;
+  options.linger = config_.shutdown_linger;
+  applyCurve(config_, auth, &options);
+  transport_ = makeZmqTransport(options);
   ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(config_.root_uri, config_.connect_timeout,
                                                         "scheduler host (DMLC_PS_ROOT_URI)"));
   scheduler_address_ = config_.root_uri + ":" + std::to_string(config_.root_port);
@@ -54,6 +67,12 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   reg->set_pid(static_cast<uint32_t>(getpid()));
   reg->set_expected_servers(static_cast<uint32_t>(config_.num_servers));
   reg->set_expected_workers(static_cast<uint32_t>(config_.num_workers));
+  if (auth.enabled()) {
+    reg->set_auth_nonce(Authenticator::newNonce());
+    reg->set_auth_time_ms(Authenticator::nowMs());
+    reg->set_auth_mac(auth.mac(kRegisterContext, registerMacInput(*reg)));
+  }
+  std::string nonce = reg->auth_nonce();
   ZPS_RETURN_IF_ERROR(sendControl(c));
   LOG(INFO) << roleName(config_.role) << " registering with scheduler " << scheduler_address_ << " (" << ip
             << "), advertising " << config_.node_host << ":" << listen_port_ << ", rank from " << config_.rank_source
@@ -73,6 +92,9 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   }
   if (reply_.has_value()) {
     if (!reply_->accepted()) return FailedPrecondition("scheduler refused this node: " + reply_->error());
+    if (auth.enabled() && !auth.verify(kRegisterReplyContext, nonce, reply_->auth_mac()))
+      return FailedPrecondition("the scheduler at " + scheduler_address_ +
+                                " could not prove it knows ZPS_AUTH_TOKEN; refusing its address book");
     return *reply_;
   }
   return Aborted("scheduler ended the job during start-up: " + shutdown_->reason());

@@ -15,6 +15,7 @@
 
 #include "kernels/reducer.h"
 #include "ps/common/bounded_queue.h"
+#include "ps/node/auth.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
 #include "ps/server/param_store.h"
@@ -96,8 +97,9 @@ class Engine {
 
 class Server {
  public:
-  explicit Server(const Config& config) : config_(config) {
+  Server(const Config& config, Authenticator auth) : config_(config), auth_(std::move(auth)) {
     TransportOptions options;
+    applyCurve(config, auth_, &options);
     options.name = "server";
     if (!config.test_faults.empty()) {
       auto faults = parseFaultInjection(config.test_faults);
@@ -225,6 +227,17 @@ class Server {
                                           std::to_string(wire::kProtocolVersion)));
       return;
     }
+    if (auth_.enabled()) {
+      Status proof = checkPeerProof(auth_, nonces_, kHelloContext, helloMacInput(h), h.auth_nonce(), h.auth_time_ms(),
+                                    h.auth_mac());
+      if (!proof.ok()) {
+        ++malformed_;
+        LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused HELLO from " << transport_->describe(peer)
+                                 << ": " << proof.message();
+        reply(peer, errorReply(peer, h, proof.message()));
+        return;
+      }
+    }
     int rank = h.worker_rank();
     if (rank < 0 || rank >= config_.num_workers) {
       ++malformed_;
@@ -242,10 +255,13 @@ class Server {
     Outgoing o;
     o.header.set_command(pb::CMD_REPLY);
     o.header.set_request_id(h.request_id());
+    if (auth_.enabled()) o.header.set_auth_mac(auth_.mac(kHelloReplyContext, h.auth_nonce()));
     reply(peer, std::move(o));
   }
 
   const Config config_;
+  const Authenticator auth_;
+  NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<SchedulerClient> client_;
   std::vector<std::unique_ptr<Engine>> engines_;
@@ -260,7 +276,12 @@ class Server {
 }  // namespace
 
 int runServer(const Config& config) {
-  Server server(config);
+  auto auth = Authenticator::fromConfig(config);
+  if (!auth.ok()) {
+    LOG(ERROR) << "server: " << auth.status().message();
+    return 2;
+  }
+  Server server(config, *auth);
   return server.run();
 }
 

@@ -41,6 +41,12 @@ StatusOr<FaultInjection> parseFaultInjection(const std::string& spec);
 
 struct TransportOptions {
   FaultInjection faults;
+  // CurveZMQ (all 32-byte binary keys; empty = plain TCP). listen() uses the server secret key;
+  // connect() uses the server's public key and the client key pair.
+  std::string curve_server_secret;
+  std::string curve_server_public;
+  std::string curve_client_public;
+  std::string curve_client_secret;
   size_t max_frame_bytes = size_t{1} << 30;  // larger incoming frames are refused by the socket
   size_t recv_queue_capacity = 4096;         // messages waiting for recv()
   std::chrono::milliseconds linger{1000};    // how long close() keeps flushing queued sends

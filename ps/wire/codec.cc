@@ -36,11 +36,14 @@ Status validateControl(const pb::Control& c, const Limits& limits) {
       ZPS_RETURN_IF_ERROR(checkString("register.host", r.host(), limits));
       ZPS_RETURN_IF_ERROR(checkString("register.hostname", r.hostname(), limits));
       ZPS_RETURN_IF_ERROR(checkString("register.rank_source", r.rank_source(), limits));
+      ZPS_RETURN_IF_ERROR(checkString("register.auth_nonce", r.auth_nonce(), limits));
+      ZPS_RETURN_IF_ERROR(checkString("register.auth_mac", r.auth_mac(), limits));
       return Status::OK();
     }
     case pb::Control::kRegisterReply: {
       const auto& r = c.register_reply();
       ZPS_RETURN_IF_ERROR(checkString("register_reply.error", r.error(), limits));
+      ZPS_RETURN_IF_ERROR(checkString("register_reply.auth_mac", r.auth_mac(), limits));
       if (static_cast<size_t>(r.nodes_size()) > limits.max_address_book)
         return ProtocolError("address book has " + std::to_string(r.nodes_size()) + " nodes, over the limit");
       for (const auto& n : r.nodes()) {
@@ -149,6 +152,8 @@ StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) 
   msg.dtype = *dtype;
   ZPS_RETURN_IF_ERROR(checkString("data.name", h.name(), limits));
   ZPS_RETURN_IF_ERROR(checkString("data.error", h.error(), limits));
+  ZPS_RETURN_IF_ERROR(checkString("data.auth_nonce", h.auth_nonce(), limits));
+  ZPS_RETURN_IF_ERROR(checkString("data.auth_mac", h.auth_mac(), limits));
 
   if (h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS) {
     ZPS_RETURN_IF_ERROR(validateRows(frames, msg, limits));

@@ -23,8 +23,9 @@ constexpr size_t kCriteoColumns = 1 + kCtrNumericFields + kCtrCategoricalFields;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
     s.remove_suffix(1);
+  }
   return s;
 }
 
@@ -39,7 +40,16 @@ bool parseDouble(std::string_view s, double* out) {
   return true;
 }
 
-void splitWhitespace(std::string_view line, std::vector<std::string_view>* fields);
+void splitWhitespace(std::string_view line, std::vector<std::string_view>* fields) {
+  fields->clear();
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    const size_t start = i;
+    while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    if (i > start) fields->push_back(line.substr(start, i - start));
+  }
+}
 
 // Splits on commas when the line has one, else on runs of whitespace.
 void splitFields(std::string_view line, std::vector<std::string_view>* fields) {
@@ -56,17 +66,6 @@ void splitFields(std::string_view line, std::vector<std::string_view>* fields) {
     return;
   }
   splitWhitespace(line, fields);
-}
-
-void splitWhitespace(std::string_view line, std::vector<std::string_view>* fields) {
-  fields->clear();
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
-    const size_t start = i;
-    while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
-    if (i > start) fields->push_back(line.substr(start, i - start));
-  }
 }
 
 std::string quoted(std::string_view s) {
@@ -120,12 +119,9 @@ StatusOr<Table> readNumericTable(const std::string& path) {
     for (size_t c = 0; c < fields.size(); ++c) {
       double v;
       if (!parseDouble(fields[c], &v)) {
-        // Only the first line may be a header: a bad value further down is an error, never skipped.
-        if (header_allowed) {
-          table.values.resize(start);
-          return Status::OK();
-        }
         table.values.resize(start);
+        // Only the first line may be a header: a bad value further down is an error, never skipped.
+        if (header_allowed) return Status::OK();
         if (fields[c].empty()) {
           return InvalidArgument(where(path, number) + "column " + std::to_string(c + 1) +
                                  " is empty");
@@ -573,37 +569,40 @@ Dataset makeSyntheticCtr(size_t rows, uint64_t seed) {
   return d;
 }
 
+namespace {
+
+// The whole dataset a spec names, before the split.
+StatusOr<Dataset> loadUnsplit(const std::string& spec, const LoadOptions& options) {
+  auto prefixed = [&](std::string_view prefix) {
+    return spec.size() > prefix.size() && spec.compare(0, prefix.size(), prefix) == 0;
+  };
+  if (spec == "digits" || spec == "breast_cancer" || spec == "diabetes") {
+    return loadNamedFile(spec, options);
+  }
+  if (spec == "synthetic-regression") {
+    return makeSyntheticRegression(
+        options.synthetic_rows ? options.synthetic_rows : kSyntheticRegressionRows, options.seed);
+  }
+  if (spec == "synthetic-ctr") {
+    return makeSyntheticCtr(options.synthetic_rows ? options.synthetic_rows : kSyntheticCtrRows,
+                            options.seed);
+  }
+  if (prefixed("csv:")) return readCsv(spec.substr(4), options.label_column, options.task);
+  if (prefixed("libsvm:")) return readLibsvm(spec.substr(7), options.task);
+  if (prefixed("criteo:")) return readCriteo(spec.substr(7));
+  return InvalidArgument("unknown dataset '" + spec +
+                         "' (valid: digits, breast_cancer, diabetes, synthetic-regression, "
+                         "synthetic-ctr, csv:PATH, libsvm:PATH, criteo:PATH)");
+}
+
+}  // namespace
+
 StatusOr<Split> loadDataset(const std::string& spec, const LoadOptions& options) {
   if (!(options.test_fraction >= 0 && options.test_fraction < 1)) {
     return InvalidArgument("test fraction must be in [0, 1), got " +
                            std::to_string(options.test_fraction));
   }
-  Dataset all;
-  auto prefixed = [&](std::string_view prefix) {
-    return spec.size() > prefix.size() && spec.compare(0, prefix.size(), prefix) == 0;
-  };
-  StatusOr<Dataset> loaded = InvalidArgument("unreachable");
-  if (spec == "digits" || spec == "breast_cancer" || spec == "diabetes") {
-    loaded = loadNamedFile(spec, options);
-  } else if (spec == "synthetic-regression") {
-    loaded = makeSyntheticRegression(
-        options.synthetic_rows ? options.synthetic_rows : kSyntheticRegressionRows, options.seed);
-  } else if (spec == "synthetic-ctr") {
-    loaded = makeSyntheticCtr(options.synthetic_rows ? options.synthetic_rows : kSyntheticCtrRows,
-                              options.seed);
-  } else if (prefixed("csv:")) {
-    loaded = readCsv(spec.substr(4), options.label_column, options.task);
-  } else if (prefixed("libsvm:")) {
-    loaded = readLibsvm(spec.substr(7), options.task);
-  } else if (prefixed("criteo:")) {
-    loaded = readCriteo(spec.substr(7));
-  } else {
-    return InvalidArgument("unknown dataset '" + spec +
-                           "' (valid: digits, breast_cancer, diabetes, synthetic-regression, "
-                           "synthetic-ctr, csv:PATH, libsvm:PATH, criteo:PATH)");
-  }
-  if (!loaded.ok()) return loaded.status();
-  all = std::move(loaded).value();
+  ZPS_ASSIGN_OR_RETURN(Dataset all, loadUnsplit(spec, options));
   all.name = spec;
   if (all.rows == 0) return InvalidArgument("dataset '" + spec + "' has no rows");
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "worker/train/embedding.h"
 #include "worker/train/model.h"
@@ -64,6 +65,12 @@ StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options
   }
 
   const Dataset& train = split.train;
+  // Whole batches only, as `zps train` does: every worker then takes equal slices of every step.
+  const size_t steps_per_epoch = train.rows / options.batch_size;
+  if (steps_per_epoch == 0) {
+    return InvalidArgument("the training split has " + std::to_string(train.rows) +
+                           " rows, fewer than one batch of " + std::to_string(options.batch_size));
+  }
   TrainResult result;
   result.model = model->describe();
   const size_t np = model->numDenseParams();
@@ -79,9 +86,9 @@ StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options
     const auto start = std::chrono::steady_clock::now();
     const std::vector<size_t> order = epochOrder(train.rows, options.seed, epoch);
     double loss_sum = 0;
-    for (size_t begin = 0; begin < train.rows; begin += options.batch_size) {
-      const size_t n = std::min(options.batch_size, train.rows - begin);
-      const size_t* rows = order.data() + begin;
+    for (size_t step_in_epoch = 0; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
+      const size_t n = options.batch_size;
+      const size_t* rows = order.data() + step_in_epoch * n;
       const float* emb_ptr = nullptr;
       if (dim > 0) {
         collectBatchIds(train, rows, n, &ids);
@@ -107,8 +114,8 @@ StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options
     }
     EpochStats stats;
     stats.epoch = epoch + 1;
-    stats.samples = train.rows;
-    stats.train_loss = train.rows ? loss_sum / static_cast<double>(train.rows) : 0.0;
+    stats.samples = steps_per_epoch * options.batch_size;
+    stats.train_loss = loss_sum / static_cast<double>(stats.samples);
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.epochs.push_back(stats);
     if (on_epoch) on_epoch(stats);

@@ -1,17 +1,17 @@
 // Single-process training: the reference loop that `zps train` runs in data-parallel form, and the
 // baseline its distributed results are compared against.
 //
-// The loop, which the distributed program keeps step for step:
+// The loop, which `zps train` keeps step for step (tools/train.cc):
 //   for epoch e in [0, epochs):
 //     order = epochOrder(train.rows, seed, e)
-//     for step s in [0, ceil(rows / batch)):
-//       the global batch is order[s * batch, min((s + 1) * batch, rows)); the last one may be
-//       short, and gradients are divided by its actual size (multiplied by 1 / rows in it)
-//       dense: grad = lossAndGrad(...) / rows; applyOptimizer(optimizer, ..., global step)
-//       ctr:   each distinct row of the batch gets reduceRowGrads(...) / rows and one step of
+//     for step s in [0, rows / batch): the global batch is order[s * batch, (s + 1) * batch); the
+//       rows / batch remainder sits out this epoch (the next epoch's order differs)
+//       dense: grad = lossAndGrad(...) * (1 / batch); applyOptimizer(optimizer, ..., global step)
+//       ctr:   each distinct row of the batch gets reduceRowGrads(...) * (1 / batch) and one step of
 //              embedding_optimizer, counted per row
-// With W workers each taking its slice of every global batch and summing gradients through the
-// servers, the updates are the same up to float rounding of the sums.
+// With W workers each taking its slice (batchSlice) of every global batch and summing gradients
+// through the servers, the updates are the same up to float rounding of the sums; with one worker
+// they are the same bit for bit.
 //
 // Runs on the calling thread; owns everything it creates.
 #pragma once
@@ -43,7 +43,7 @@ struct TrainOptions {
 struct EpochStats {
   int epoch = 0;          // 1-based
   double train_loss = 0;  // mean loss per sample over the epoch, at the weights each batch saw
-  size_t samples = 0;
+  size_t samples = 0;     // samples trained on: whole batches only
   double seconds = 0;
   double samplesPerSecond() const { return seconds > 0 ? samples / seconds : 0; }
 };
@@ -57,7 +57,8 @@ struct TrainResult {
 };
 
 // Trains on split.train and evaluates on split.test. Errors: a bad model name or model/data
-// mismatch (makeModel), a bad optimizer config, zero epochs or batch size.
+// mismatch (makeModel), a bad optimizer config, zero epochs, a batch size of 0 or above the
+// training rows.
 StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options,
                                  const std::function<void(const EpochStats&)>& on_epoch = nullptr);
 

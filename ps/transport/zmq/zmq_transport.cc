@@ -198,6 +198,11 @@ class ZmqTransport final : public Transport {
     }
     void* s = zmq_socket(ctx_, ZMQ_ROUTER);
     setCommonOptions(s);
+    if (!options_.curve_server_secret.empty()) {
+      int on = 1;
+      zmq_setsockopt(s, ZMQ_CURVE_SERVER, &on, sizeof(on));
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, options_.curve_server_secret.data(), options_.curve_server_secret.size());
+    }
     int mandatory = 1;  // an unroutable reply is an error we log, not a silent drop
     zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof(mandatory));
     std::string host = cmd.host.empty() ? "0.0.0.0" : cmd.host;
@@ -222,6 +227,11 @@ class ZmqTransport final : public Transport {
   void doConnect(const ConnectCmd& cmd) {
     void* s = zmq_socket(ctx_, ZMQ_DEALER);
     setCommonOptions(s);
+    if (!options_.curve_server_public.empty()) {
+      zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, options_.curve_server_public.data(), options_.curve_server_public.size());
+      zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, options_.curve_client_public.data(), options_.curve_client_public.size());
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, options_.curve_client_secret.data(), options_.curve_client_secret.size());
+    }
     int reconnect_max = 1000;
     zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
     if (zmq_connect(s, cmd.endpoint.c_str()) != 0) {

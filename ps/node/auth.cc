@@ -1,0 +1,152 @@
+#include "ps/node/auth.h"
+
+#include <sodium.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "ps/common/checkpoint.h"
+#include "ps/common/config.h"
+
+namespace zps {
+namespace {
+
+void ensureSodium() {
+  static const bool ready = sodium_init() >= 0;
+  (void)ready;
+}
+
+std::string deriveSeed(const std::string& token, std::string_view label) {
+  ensureSodium();
+  std::string input = std::string(label) + ":" + token;
+  unsigned char seed[crypto_box_SEEDBYTES];
+  crypto_generichash(seed, sizeof(seed), reinterpret_cast<const unsigned char*>(input.data()), input.size(), nullptr, 0);
+  return std::string(reinterpret_cast<char*>(seed), sizeof(seed));
+}
+
+Authenticator::KeyPair keysFrom(const std::string& seed) {
+  unsigned char pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES];
+  crypto_box_seed_keypair(pk, sk, reinterpret_cast<const unsigned char*>(seed.data()));
+  return {std::string(reinterpret_cast<char*>(pk), sizeof(pk)), std::string(reinterpret_cast<char*>(sk), sizeof(sk))};
+}
+
+}  // namespace
+
+StatusOr<Authenticator> Authenticator::fromConfig(const Config& config) {
+  if (!config.auth_token_file.empty()) {
+    std::ifstream in(config.auth_token_file);
+    if (!in) return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + config.auth_token_file + " cannot be read");
+    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    if (token.size() < 16)
+      return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + config.auth_token_file +
+                             " holds a token shorter than 16 characters; use a long random secret");
+    return Authenticator(token);
+  }
+  if (!config.auth_token.empty() && config.auth_token.size() < 16)
+    return InvalidArgument("ZPS_AUTH_TOKEN is shorter than 16 characters; use a long random secret");
+  if (config.curve && config.auth_token.empty())
+    return InvalidArgument("ZPS_CURVE=1 needs ZPS_AUTH_TOKEN or ZPS_AUTH_TOKEN_FILE to derive its keys from");
+  return Authenticator(config.auth_token);
+}
+
+Authenticator Authenticator::withToken(std::string token) { return Authenticator(std::move(token)); }
+
+std::string Authenticator::newNonce() {
+  ensureSodium();
+  std::string nonce(16, '\0');
+  randombytes_buf(nonce.data(), nonce.size());
+  return nonce;
+}
+
+int64_t Authenticator::nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Authenticator::mac(std::string_view context, std::string_view message) const {
+  ensureSodium();
+  crypto_auth_hmacsha256_state st;
+  crypto_auth_hmacsha256_init(&st, reinterpret_cast<const unsigned char*>(token_.data()), token_.size());
+  crypto_auth_hmacsha256_update(&st, reinterpret_cast<const unsigned char*>(context.data()), context.size());
+  const unsigned char zero = 0;
+  crypto_auth_hmacsha256_update(&st, &zero, 1);
+  crypto_auth_hmacsha256_update(&st, reinterpret_cast<const unsigned char*>(message.data()), message.size());
+  unsigned char out[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256_final(&st, out);
+  return std::string(reinterpret_cast<char*>(out), sizeof(out));
+}
+
+bool Authenticator::verify(std::string_view context, std::string_view message, std::string_view claimed) const {
+  std::string expected = mac(context, message);
+  if (claimed.size() != expected.size()) return false;
+  return sodium_memcmp(expected.data(), claimed.data(), expected.size()) == 0;
+}
+
+Authenticator::KeyPair Authenticator::curveServerKeys() const { return keysFrom(deriveSeed(token_, "zps-curve-server")); }
+Authenticator::KeyPair Authenticator::curveClientKeys() const { return keysFrom(deriveSeed(token_, "zps-curve-client")); }
+
+bool NonceCache::insert(const std::string& nonce) {
+  if (seen_.size() >= kMaxNonces) seen_.clear();  // old nonces also fail the clock-skew check
+  return seen_.insert(nonce).second;
+}
+
+std::string registerMacInput(const pb::Register& r) {
+  PayloadWriter w;
+  auto str = [&](const std::string& v) {
+    w.put(static_cast<uint32_t>(v.size()));
+    w.putBytes(v.data(), v.size());
+  };
+  w.put(static_cast<int32_t>(r.role()));
+  str(r.host());
+  w.put(r.port());
+  w.put(r.requested_rank());
+  str(r.rank_source());
+  str(r.hostname());
+  w.put(r.pid());
+  w.put(r.expected_servers());
+  w.put(r.expected_workers());
+  str(r.auth_nonce());
+  w.put(r.auth_time_ms());
+  return w.take();
+}
+
+std::string helloMacInput(const pb::DataHeader& h) {
+  PayloadWriter w;
+  w.put(h.worker_rank());
+  w.put(h.protocol_version());
+  w.put(static_cast<uint32_t>(h.auth_nonce().size()));
+  w.putBytes(h.auth_nonce().data(), h.auth_nonce().size());
+  w.put(h.auth_time_ms());
+  return w.take();
+}
+
+Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context,
+                      const std::string& input, const std::string& nonce, int64_t time_ms, const std::string& mac) {
+  if (mac.empty()) return FailedPrecondition("authentication required: set the job's ZPS_AUTH_TOKEN on this node");
+  if (nonce.size() < 16) return FailedPrecondition("authentication failed: nonce too short");
+  if (!auth.verify(context, input, mac)) return FailedPrecondition("authentication failed: wrong ZPS_AUTH_TOKEN");
+  int64_t skew = Authenticator::nowMs() - time_ms;
+  if (skew > Authenticator::kMaxClockSkewMs || skew < -Authenticator::kMaxClockSkewMs)
+    return FailedPrecondition("authentication failed: clocks differ by " + std::to_string(skew / 1000) + " s");
+  if (!nonces.insert(nonce)) return FailedPrecondition("authentication failed: replayed nonce");
+  return Status::OK();
+}
+
+}  // namespace zps
+
+#include "ps/transport/transport.h"
+
+namespace zps {
+
+void applyCurve(const Config& config, const Authenticator& auth, TransportOptions* options) {
+  if (!config.curve || !auth.enabled()) return;
+  Authenticator::KeyPair server = auth.curveServerKeys();
+  Authenticator::KeyPair client = auth.curveClientKeys();
+  options->curve_server_secret = server.secret_key;
+  options->curve_server_public = server.public_key;
+  options->curve_client_public = client.public_key;
+  options->curve_client_secret = client.secret_key;
+}
+
+}  // namespace zps

@@ -1,0 +1,91 @@
+// Authentication with ZPS_AUTH_TOKEN, and CurveZMQ encryption with ZPS_CURVE=1.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <thread>
+
+#include "tests/integration/cluster.h"
+
+using zps::testing::Cluster;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+const char* kToken = "correct-horse-battery-staple-42";
+
+void expectJobPasses(Cluster& c) {
+  c.startScheduler();
+  c.startServer();
+  c.startServer();
+  int w0 = c.startWorker(0, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
+  int w1 = c.startWorker(1, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
+  auto codes = c.waitAll(120s);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    INFO(c.logTail(static_cast<int>(i)));
+    CHECK(codes[i] == 0);
+  }
+  CHECK(contains(c.log(w0), " 0 wrong"));
+  CHECK(contains(c.log(w1), " 0 wrong"));
+}
+
+}  // namespace
+
+TEST_CASE("auth: with the right token everything works") {
+  Cluster c(2, 2);
+  c.setEnv("ZPS_AUTH_TOKEN", kToken);
+  expectJobPasses(c);
+}
+
+TEST_CASE("auth: the token can come from a file (a mounted Secret)") {
+  Cluster c(2, 2);
+  std::ofstream(c.dir() + "/token") << kToken << "\n";
+  c.setEnv("ZPS_AUTH_TOKEN_FILE", c.dir() + "/token");
+  expectJobPasses(c);
+}
+
+TEST_CASE("auth: CurveZMQ-encrypted job passes zps check") {
+  Cluster c(2, 2);
+  c.setEnv("ZPS_AUTH_TOKEN", kToken);
+  c.setEnv("ZPS_CURVE", "1");
+  expectJobPasses(c);
+}
+
+TEST_CASE("auth: an unauthenticated or wrong-token node is refused, and the refusal is logged") {
+  for (std::string token : {"", "wrong-token-wrong-token-wrong"}) {
+    Cluster c(1, 1);
+    c.setEnv("ZPS_RENDEZVOUS_TIMEOUT", "4");
+    int s = c.startScheduler({{"ZPS_AUTH_TOKEN", kToken}});
+    c.startServer({{"ZPS_AUTH_TOKEN", kToken}});
+    int w = c.startWorker(0, {"check", "--rounds", "1"}, {{"ZPS_AUTH_TOKEN", token}});
+    int code = c.waitExit(w, 30s);
+    INFO(c.logTail(w) << c.logTail(s));
+    CHECK(code != 0);
+    std::string why = token.empty() ? "authentication required" : "wrong ZPS_AUTH_TOKEN";
+    CHECK(contains(c.log(w), why));
+    CHECK(contains(c.log(s), "refused a node"));
+    CHECK(contains(c.log(s), why));
+    CHECK_FALSE(contains(c.log(s), kToken));  // the secret is never logged
+    c.waitAll(30s);
+  }
+}
+
+TEST_CASE("auth: a node refuses a scheduler that cannot prove the token") {
+  Cluster c(1, 1);
+  c.setEnv("ZPS_RENDEZVOUS_TIMEOUT", "4");
+  c.startScheduler();
+  c.startServer();
+  int w = c.startWorker(0, {"check", "--rounds", "1"}, {{"ZPS_AUTH_TOKEN", kToken}});
+  CHECK(c.waitExit(w, 30s) != 0);
+  CHECK(contains(c.log(w), "could not prove it knows ZPS_AUTH_TOKEN"));
+  c.waitAll(30s);
+}
+
+TEST_CASE("auth: a short token or CURVE without a token is a user error") {
+  Cluster c(1, 1);
+  int a = c.start("zps", {c.bin()}, {{"DMLC_ROLE", "scheduler"}, {"ZPS_AUTH_TOKEN", "short"}});
+  CHECK(c.waitExit(a, 20s) == 2);
+  CHECK(contains(c.log(a), "shorter than 16"));
+  int b = c.start("zps", {c.bin()}, {{"DMLC_ROLE", "server"}, {"ZPS_CURVE", "1"}});
+  CHECK(c.waitExit(b, 20s) == 2);
+  CHECK(contains(c.log(b), "ZPS_CURVE=1 needs ZPS_AUTH_TOKEN"));
+}
