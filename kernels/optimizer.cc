@@ -24,7 +24,8 @@ StatusOr<OptimizerKind> optimizerFromName(std::string_view name) {
   if (name == "momentum") return OptimizerKind::kMomentum;
   if (name == "adam") return OptimizerKind::kAdam;
   if (name == "adagrad") return OptimizerKind::kAdagrad;
-  return InvalidArgument("unknown optimizer '" + std::string(name) + "' (valid: " + kValidNames + ")");
+  return InvalidArgument("unknown optimizer '" + std::string(name) + "' (valid: " + kValidNames +
+                         ")");
 }
 
 const char* optimizerName(OptimizerKind kind) {
@@ -46,8 +47,8 @@ Status validateOptimizerConfig(const OptimizerConfig& c) {
   }
   if (!finite(c.beta1) || c.beta1 < 0 || c.beta1 >= 1 || !finite(c.beta2) || c.beta2 < 0 ||
       c.beta2 >= 1) {
-    return InvalidArgument("adam betas must be in [0, 1), got " + std::to_string(c.beta1) + " and " +
-                           std::to_string(c.beta2));
+    return InvalidArgument("adam betas must be in [0, 1), got " + std::to_string(c.beta1) +
+                           " and " + std::to_string(c.beta2));
   }
   if (!finite(c.eps) || c.eps <= 0) {
     return InvalidArgument("eps must be positive, got " + std::to_string(c.eps));
@@ -104,8 +105,9 @@ void applyOptimizer(const OptimizerConfig& config, float* params, float* state, 
       const float b1 = config.beta1;
       const float b2 = config.beta2;
       const float eps = config.eps;
-      // The corrections in double, once per call: beta^t underflows gracefully for any step, and every
-      // element then uses the same two float factors (a CUDA kernel gets the same two scalars).
+      // The corrections in double, once per call: beta^t underflows gracefully for any step, and
+      // every element then uses the same two float factors (a CUDA kernel gets the same two
+      // scalars).
       const double t = static_cast<double>(step == 0 ? 1 : step);
       const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(b1), t)));
       const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(b2), t)));

@@ -1,11 +1,12 @@
-// Optimizer kernels: the update rules that turn a gradient into new parameters. Workers apply them to
-// their whole flat dense parameter vector (server sum mode); servers apply them to one embedding row,
-// or one partition, at a time (server param mode). Plain C++ on host memory; CUDA twins come later and
-// must match these rules.
+// Optimizer kernels: the update rules that turn a gradient into new parameters. Workers apply them
+// to their whole flat dense parameter vector (server sum mode); servers apply them to one embedding
+// row, or one partition, at a time (server param mode). Plain C++ on host memory; CUDA twins come
+// later and must match these rules.
 //
-// Functions here are stateless and thread-compatible: callers own the parameter and state buffers, and
-// different threads may update disjoint buffers at the same time. Results are deterministic: the same
-// inputs give bit-identical outputs, which is what keeps synchronous workers bit-identical.
+// Functions here are stateless and thread-compatible: callers own the parameter and state buffers,
+// and different threads may update disjoint buffers at the same time. Results are deterministic:
+// the same inputs give bit-identical outputs, which is what keeps synchronous workers
+// bit-identical.
 #pragma once
 
 #include <cstddef>
@@ -20,10 +21,10 @@ enum class OptimizerKind { kSgd, kMomentum, kAdam, kAdagrad };
 
 // The update rules, for one parameter p with gradient g (t = `step`, 1-based):
 //   sgd:      p -= lr * g
-//   momentum: v = momentum * v + g;  p -= lr * v                           (PyTorch's form, no dampening)
+//   momentum: v = momentum * v + g;  p -= lr * v        (PyTorch's form, no dampening)
 //   adam:     m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
 //             p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-//   adagrad:  a += g^2;  p -= lr * g / (sqrt(a) + eps)                    (a starts at initial_accumulator)
+//   adagrad:  a += g^2;  p -= lr * g / (sqrt(a) + eps)  (a starts at initial_accumulator)
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kSgd;
   float lr = 0.01f;
@@ -31,17 +32,19 @@ struct OptimizerConfig {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  // Adagrad's starting accumulator (TensorFlow's default). A positive start keeps the first steps from
-  // being lr * sign(g), which is too large for freshly initialised embedding rows.
+  // Adagrad's starting accumulator (TensorFlow's default). A positive start keeps the first steps
+  // from being lr * sign(g), which is too large for freshly initialised embedding rows.
   float initial_accumulator = 0.1f;
 };
 
-// "sgd", "momentum", "adam", "adagrad". An unknown name gives InvalidArgument listing the valid ones.
+// "sgd", "momentum", "adam", "adagrad". An unknown name gives InvalidArgument listing the valid
+// ones.
 StatusOr<OptimizerKind> optimizerFromName(std::string_view name);
 const char* optimizerName(OptimizerKind kind);
 
-// Checks the hyper-parameters (lr > 0, momentum and betas in [0, 1), eps > 0, initial_accumulator >= 0,
-// all finite). The apply functions assume a valid config; callers check once, when they parse flags.
+// Checks the hyper-parameters (lr > 0, momentum and betas in [0, 1), eps > 0, initial_accumulator
+// >= 0, all finite). The apply functions assume a valid config; callers check once, when they parse
+// flags.
 Status validateOptimizerConfig(const OptimizerConfig& config);
 
 // Floats of optimizer state per parameter: sgd 0, momentum 1, adagrad 1, adam 2.
@@ -52,14 +55,14 @@ size_t optimizerStateFloats(OptimizerKind kind);
 void initOptimizerState(const OptimizerConfig& config, float* state, size_t n);
 
 // params[i] -= update(grad[i]) for i in [0, n), updating `state` (layout as above). `step` is the
-// 1-based count of updates these parameters have received, this one included; only Adam reads it (bias
-// correction). A server keeps one count per embedding row, a worker one for its dense vector.
+// 1-based count of updates these parameters have received, this one included; only Adam reads it
+// (bias correction). A server keeps one count per embedding row, a worker one for its dense vector.
 void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad,
-                     size_t n, uint64_t step);
+                    size_t n, uint64_t step);
 
-// The deterministic initialiser of embedding rows, shared by the servers (which create a row on its first
-// touch) and single-process training (worker/train/embedding.h), so both start from the same table:
-// row[j] is uniform in [-scale, scale), a pure function of (key, seed, j).
+// The deterministic initialiser of embedding rows, shared by the servers (which create a row on its
+// first touch) and single-process training (worker/train/embedding.h), so both start from the same
+// table: row[j] is uniform in [-scale, scale), a pure function of (key, seed, j).
 void initEmbeddingRow(uint64_t key, uint64_t seed, float scale, float* row, size_t dim);
 
 }  // namespace zps::kernels

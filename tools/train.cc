@@ -52,7 +52,7 @@ DEFINE_uint64(seed, 1, "train: seed of the data split, epoch order and initial w
 DEFINE_string(hidden, "128", "train: hidden layer sizes of mlp/ctr, e.g. 128,64");
 DEFINE_int32(embedding_dim, 8, "train: ctr embedding row size");
 DEFINE_string(table_optimizer, "adagrad", "train: ctr embedding optimizer on the servers: sgd, adagrad or adam");
-DEFINE_double(table_lr, 0.05, "train: learning rate of the embedding optimizer");
+DEFINE_double(table_lr, 0.1, "train: learning rate of the embedding optimizer");
 DEFINE_string(weights_out, "", "train: write the final dense weights (raw float32) to this file");
 
 namespace zps {
@@ -306,7 +306,7 @@ class Trainer {
       t.dim = static_cast<uint32_t>(model_->embeddingDim());
       t.optimizer = FLAGS_table_optimizer;
       t.lr = static_cast<float>(FLAGS_table_lr);
-      t.init_scale = 0.05f;
+      t.init_scale = 0.01f;
       t.seed = FLAGS_seed;
       t.async = async_ ? 1 : 0;
       t.restore_step = start_step;

@@ -161,7 +161,6 @@ TEST_CASE("train: diabetes linear test MSE within 10% of closed-form least squar
 TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, server bytes follow rows touched") {
   zps::train::LoadOptions lo;
   lo.data_dir = dataDir();
-  lo.synthetic_rows = 60000;
   auto split = zps::train::loadDataset("synthetic-ctr", lo);
   REQUIRE(split.ok());
   const auto& test = split->test;
@@ -170,9 +169,9 @@ TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, serve
   c.startScheduler();
   int s0 = c.startServer();
   int s1 = c.startServer();
-  std::vector<std::string> args = {"train", "--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "60000",
-                                   "--epochs", "3", "--batch_size", "128", "--optimizer", "adam", "--lr", "0.002",
-                                   "--hidden", "64,32", "--table_lr", "0.05"};
+  std::vector<std::string> args = {"train",       "--model", "ctr",  "--data",       "synthetic-ctr", "--epochs",
+                                   "3",           "--batch_size", "256", "--optimizer", "adam",          "--lr",
+                                   "0.001",       "--hidden", "64,32", "--table_lr",  "0.1"};
   int w0 = c.startWorker(0, args);
   c.startWorker(1, args);
   auto codes = c.waitAll(300s);
@@ -208,9 +207,9 @@ TEST_CASE("train: async digits converges to test accuracy >= 0.93") {
 }
 
 TEST_CASE("train: a cluster killed after epoch 2 resumes from its checkpoint and ends like an uninterrupted run") {
-  std::vector<std::string> args = {"train", "--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "20000",
-                                   "--epochs", "4", "--batch_size", "64", "--optimizer", "adam", "--lr", "0.002",
-                                   "--hidden", "32"};
+  std::vector<std::string> args = {"train",  "--model",  "ctr", "--data",  "synthetic-ctr", "--synthetic_rows",
+                                   "40000",  "--epochs", "4",   "--batch_size", "128",   "--optimizer",
+                                   "adam",   "--lr",     "0.001", "--hidden", "32"};
   double uninterrupted = 0;
   {
     Cluster c(2, 2);
