@@ -50,6 +50,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 COPY --from=build /out/runtime-packages /tmp/runtime-packages
 RUN apt-get update \
     && apt-get install -y --no-install-recommends $(cat /tmp/runtime-packages) \
+    && apt-get clean \
     && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
     && useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin zps

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_sum.h"
+#include "kernels/cuda_optimizer.h"
 #include "kernels/cuda_reducer.h"
 
 namespace zps::kernels {
@@ -18,10 +19,17 @@ bool cudaDeviceAvailable(std::string* why) {
   return false;
 }
 
+int cudaDeviceCount() { return 0; }
+
 StatusOr<std::unique_ptr<Reducer>> makeCudaReducer(int /*device*/) { return Unavailable(kNoCuda); }
 
 Status cudaSumDevice(void* /*dst*/, const void* /*src*/, size_t /*count*/, DType /*dtype*/,
                      void* /*stream*/) {
+  return Unavailable(kNoCuda);
+}
+
+Status cudaApplyOptimizer(const OptimizerConfig& /*config*/, float* /*params*/, float* /*state*/,
+                          const float* /*grad*/, size_t /*n*/, uint64_t /*step*/, void* /*stream*/) {
   return Unavailable(kNoCuda);
 }
 

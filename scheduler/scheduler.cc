@@ -4,11 +4,14 @@
 
 #include <glog/logging.h>
 
+#include <atomic>
 #include <map>
 #include <set>
 
 #include "ps/node/auth.h"
+#include "ps/node/observability.h"
 #include "ps/node/signals.h"
+#include "ps/node/status_board.h"
 #include "ps/wire/codec.h"
 #include "scheduler/barrier_table.h"
 #include "scheduler/membership.h"
@@ -23,7 +26,8 @@ double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 class Scheduler {
  public:
   Scheduler(const Config& config, Authenticator auth)
-      : config_(config), auth_(std::move(auth)), membership_(config.num_servers, config.num_workers) {
+      : config_(config), auth_(std::move(auth)), membership_(config.num_servers, config.num_workers),
+        obs_(config.num_servers, config.num_workers, config.heartbeat_interval, config.heartbeat_timeout, &malformed_) {
     TransportOptions options;
     applyCurve(config, auth_, &options);
     options.name = "scheduler";
@@ -38,6 +42,10 @@ class Scheduler {
     auto port = transport_->listen("0.0.0.0", config_.root_port);
     if (!port.ok()) {
       LOG(ERROR) << "scheduler: " << port.status().message() << "; pick a free DMLC_PS_ROOT_PORT";
+      return 2;
+    }
+    if (Status s = obs_.start(); !s.ok()) {
+      LOG(ERROR) << "scheduler: " << s.message();
       return 2;
     }
     start_ = Clock::now();
@@ -63,6 +71,7 @@ class Scheduler {
         return 0;  // a requested stop is not a failure of this process
       }
       if (int code = checkLiveness(now); code >= 0) return code;
+      publishStatus(false);
       if (exit_code_ >= 0) return exit_code_;
       auto msg = transport_->recv(now + std::chrono::milliseconds(100));
       if (!msg.ok()) continue;
@@ -230,7 +239,13 @@ class Scheduler {
     }
     last_seen_[peer] = Clock::now();
     switch (c.body_case()) {
-      case pb::Control::kHeartbeat: send(peer, c); break;  // the echo tells the node we are alive
+      case pb::Control::kHeartbeat: {  // the echo tells the node we are alive and what our clock says
+        obs_.heartbeat(peer, c.heartbeat());
+        pb::Control echo = c;
+        echo.mutable_heartbeat()->set_scheduler_unix_us(unixMicros());
+        send(peer, echo);
+        break;
+      }
       case pb::Control::kBarrier: handleBarrier(*m, c.barrier()); break;
       case pb::Control::kFinished: handleFinished(*m, c.finished()); break;
       case pb::Control::kGoodbye:
@@ -269,6 +284,7 @@ class Scheduler {
         last_seen_.erase(p);
         continue;
       }
+      obs_.nodeDead(p);
       return endJob(1, "node dead: " + what);
     }
     return -1;
@@ -278,6 +294,8 @@ class Scheduler {
     if (malformed_ > 0) LOG(WARNING) << "scheduler: " << malformed_ << " malformed or unexpected messages were dropped";
     if (code == 0) LOG(INFO) << "scheduler: " << reason << "; shutting down all nodes";
     else LOG(ERROR) << "scheduler: " << reason;
+    obs_.jobEnded(code, reason);
+    publishStatus(true);  // zps status and the dashboard show the end while the shutdowns flush
     pb::Control c;
     c.mutable_shutdown()->set_exit_code(code);
     c.mutable_shutdown()->set_reason(reason);
@@ -285,6 +303,16 @@ class Scheduler {
     transport_->close();  // flushes the shutdowns (ZPS_SHUTDOWN_LINGER)
     exit_code_ = code;
     return code;
+  }
+
+  // A snapshot of membership for zps status and the dashboard (HTTP threads never touch membership_).
+  void publishStatus(bool force) {
+    std::vector<StatusBoard::Member> rows;
+    for (const auto& m : membership_.members())
+      rows.push_back(StatusBoard::Member{m.peer, m.role, m.rank >= 0 ? m.rank : m.requested_rank, m.host, m.hostname,
+                                         static_cast<uint32_t>(m.pid),
+                                         last_seen_[m.peer], finished_.count(m.peer) != 0});
+    obs_.publish(std::move(rows), running_, force);
   }
 
   const Config config_;
@@ -300,7 +328,8 @@ class Scheduler {
   Clock::time_point next_liveness_check_;
   bool running_ = false;
   int exit_code_ = -1;
-  uint64_t malformed_ = 0;
+  std::atomic<uint64_t> malformed_{0};  // read by the metrics endpoint's thread
+  SchedulerObserver obs_;                // last: its HTTP threads stop before the rest goes away
 };
 
 }  // namespace

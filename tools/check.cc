@@ -63,13 +63,16 @@ int checkMain() {
     }
     LOG(INFO) << "check: worker " << w.rank() << " declared " << tensors.size() << " tensors ("
               << formatBytes(round_bytes) << " per round) over " << w.numServers() << " servers";
+    // With local reduction every process of a node contributes its own data; the sums cover them all.
+    const int contributor = w.rank() * w.localSize() + w.localRank();
+    const int contributors = w.numWorkers() * w.localSize();
     auto start = std::chrono::steady_clock::now();
     uint64_t wrong = 0, checked = 0;
     std::string first_wrong;
     for (uint64_t round = 1; round <= static_cast<uint64_t>(FLAGS_rounds); ++round) {
       std::vector<Handle> handles;
       for (auto& c : tensors) {
-        fillExact(c.in.data(), c.count, c.dtype, w.rank(), round);
+        fillExact(c.in.data(), c.count, c.dtype, contributor, round);
         std::memset(c.out.data(), 0xAB, c.out.size());
         ZPS_ASSIGN_OR_RETURN(Handle h, w.pushPull(c.id, c.in.data(), c.out.data()));
         handles.push_back(h);
@@ -80,7 +83,7 @@ int checkMain() {
         int64_t expected_by_phase[8];
         for (size_t phase = 0; phase < 8; ++phase) {
           int64_t sum = 0;
-          for (int k = 0; k < w.numWorkers(); ++k) sum += exactValue(k, round, phase, c.dtype);
+          for (int k = 0; k < contributors; ++k) sum += exactValue(k, round, phase, c.dtype);
           expected_by_phase[phase] = c.dtype == DType::kUInt8 ? (sum & 0xFF) : sum;
         }
         for (size_t i = 0; i < c.count; ++i) {
@@ -100,7 +103,8 @@ int checkMain() {
       VLOG(1) << "check: round " << round << " done";
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cout << "zps check: worker " << w.rank() << ": " << FLAGS_rounds << " rounds x " << tensors.size()
+    std::cout << "zps check: worker " << w.rank()
+              << (w.localSize() > 1 ? " local rank " + std::to_string(w.localRank()) : "") << ": " << FLAGS_rounds << " rounds x " << tensors.size()
               << " tensors (" << formatBytes(round_bytes) << " per round), " << checked << " values checked, "
               << wrong << " wrong, " << secs << " s" << std::endl;
     if (wrong > 0)

@@ -9,6 +9,7 @@ PKGS=(
   libprotobuf-dev protobuf-compiler
   libgflags-dev libgoogle-glog-dev
   catch2 libopenblas-dev libsodium-dev
+  libcpp-httplib-dev
 )
 
 # What the deployment tests (tests/k8s) run: node and npm (manifest validation, Dockerfile lint), ip and

@@ -34,17 +34,21 @@ constexpr milliseconds kStopGrace{5000};
 constexpr size_t kMaxLineBytes = 64 * 1024;
 
 constexpr char kUsage[] =
-    "usage: zps launch --servers S --workers W [--host HOST] [--port PORT] [--timeout SECONDS]"
+    "usage: zps launch --servers S --workers W [--local-size N] [--host HOST] [--port PORT]"
+    " [--timeout SECONDS]"
     " -- CMD [ARGS...]\n"
     "  Starts a scheduler, S servers and W workers on this machine. Workers run CMD with\n"
     "  DMLC_ROLE=worker and DMLC_WORKER_ID=i; CMD 'check', 'bench' or 'train' runs that zps\n"
     "  subcommand. --host (default 127.0.0.1) is the address every node binds and advertises;\n"
     "  --port (default: a free one) is the scheduler's; --timeout stops everything after that\n"
-    "  many seconds (exit 124).\n";
+    "  many seconds (exit 124). --local-size N starts N processes per worker node (worker i.l,\n"
+    "  with ZPS_LOCAL_RANK=l and ZPS_LOCAL_SIZE=N; default: one per NVIDIA_VISIBLE_DEVICES entry,\n"
+    "  else 1); they reduce locally, and each sends only its share to the servers.\n";
 
 struct LaunchConfig {
   int servers = 0;
   int workers = 0;
+  int local_size = 0;  // processes per worker node; 0: from NVIDIA_VISIBLE_DEVICES, else 1
   std::string host = "127.0.0.1";
   int port = 0;  // 0: pick a free one
   double timeout_s = 0;
@@ -86,7 +90,7 @@ StatusOr<LaunchConfig> parseArgs(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     } else if (name == "--servers" || name == "--workers" || name == "--host" || name == "--port" ||
-               name == "--timeout") {
+               name == "--timeout" || name == "--local-size") {
       if (i + 1 >= argc) return InvalidArgument(std::string(name) + " needs a value");
       value = argv[++i];
     } else if (arg.starts_with("-")) {
@@ -104,6 +108,12 @@ StatusOr<LaunchConfig> parseArgs(int argc, char** argv) {
       }
       (name == "--servers" ? config.servers : config.workers) = static_cast<int>(*n);
       (name == "--servers" ? have_servers : have_workers) = true;
+    } else if (name == "--local-size") {
+      auto n = parseInt(value);
+      if (!n || *n < 1 || *n > 64) {
+        return InvalidArgument("--local-size must be an integer from 1 to 64, got " + quoted);
+      }
+      config.local_size = static_cast<int>(*n);
     } else if (name == "--host") {
       if (value.empty()) return InvalidArgument("--host must not be empty");
       config.host = value;
@@ -129,6 +139,19 @@ StatusOr<LaunchConfig> parseArgs(int argc, char** argv) {
   for (; i < argc; ++i) config.command.emplace_back(argv[i]);
   if (config.command.empty()) return InvalidArgument("missing the worker command after '--'");
   return config;
+}
+
+// --local-size, else one process per device listed in NVIDIA_VISIBLE_DEVICES (the container
+// runtime's list of GPU indices or UUIDs; "all", "none" and "void" say nothing about the count).
+int localSize(const LaunchConfig& config) {
+  if (config.local_size > 0) return config.local_size;
+  const char* visible = std::getenv("NVIDIA_VISIBLE_DEVICES");
+  if (visible == nullptr || *visible == '\0') return 1;
+  std::string_view list = visible;
+  if (list == "all" || list == "none" || list == "void") return 1;
+  int count = 1;
+  for (char c : list) count += c == ',' ? 1 : 0;
+  return std::clamp(count, 1, 64);
 }
 
 std::string selfExe() {
@@ -287,11 +310,18 @@ Status Launcher::startAll() {
     return Status::OK();
   };
 
-  ZPS_RETURN_IF_ERROR(start("scheduler", {self}, {{"DMLC_ROLE", "scheduler"}},
+  // Every child shares this host, so one ZPS_METRICS_PORT=P becomes P for the scheduler (its dashboard
+  // and zps status), P+1+i for server i and P+1+S+i for worker i.
+  int metrics_port = 0;
+  if (const char* p = std::getenv("ZPS_METRICS_PORT"); p != nullptr) metrics_port = std::atoi(p);
+  auto metricsEnv = [&](int offset) -> std::pair<std::string, std::string> {
+    return {"ZPS_METRICS_PORT", metrics_port > 0 ? std::to_string(metrics_port + offset) : "0"};
+  };
+  ZPS_RETURN_IF_ERROR(start("scheduler", {self}, {{"DMLC_ROLE", "scheduler"}, metricsEnv(0)},
                             {"DMLC_WORKER_ID", "ZPS_SERVER_ID"}));
   for (int i = 0; i < config_.servers; ++i) {
     ZPS_RETURN_IF_ERROR(start("server " + std::to_string(i), {self},
-                              {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ID", std::to_string(i)}},
+                              {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ID", std::to_string(i)}, metricsEnv(1 + i)},
                               {"DMLC_WORKER_ID"}));
   }
   std::vector<std::string> command = config_.command;
@@ -299,10 +329,25 @@ Status Launcher::startAll() {
   if (program == "check" || program == "bench" || program == "train") {
     command.insert(command.begin(), self);
   }
+  const int local = localSize(config_);
   for (int i = 0; i < config_.workers; ++i) {
-    ZPS_RETURN_IF_ERROR(start("worker " + std::to_string(i), command,
-                              {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", std::to_string(i)}},
-                              {"ZPS_SERVER_ID"}));
+    for (int l = 0; l < local; ++l) {
+      // Local rank 0 keeps the plain label and metrics port; the others follow all workers.
+      const int metrics = l == 0 ? 1 + config_.servers + i
+                                 : 1 + config_.servers + config_.workers + i * (local - 1) + l - 1;
+      std::vector<std::pair<std::string, std::string>> env = {
+          {"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", std::to_string(i)}, metricsEnv(metrics)};
+      std::vector<std::string> unset = {"ZPS_SERVER_ID"};
+      if (local > 1) {
+        env.emplace_back("ZPS_LOCAL_RANK", std::to_string(l));
+        env.emplace_back("ZPS_LOCAL_SIZE", std::to_string(local));
+      } else {
+        // A launcher inside a multi-GPU job must not hand its own local rank to its children.
+        unset.insert(unset.end(), {"ZPS_LOCAL_RANK", "ZPS_LOCAL_SIZE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE"});
+      }
+      std::string label = "worker " + std::to_string(i) + (local > 1 ? "." + std::to_string(l) : "");
+      ZPS_RETURN_IF_ERROR(start(std::move(label), command, std::move(env), std::move(unset)));
+    }
   }
   return Status::OK();
 }

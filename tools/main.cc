@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ps/common/config.h"
+#include "ps/node/observability.h"
 #include "ps/node/signals.h"
 #include "ps/server/server.h"
 #include "scheduler/scheduler.h"
@@ -29,6 +30,9 @@ constexpr const char* kUsage =
     "  DMLC_ROLE=worker zps train       train a model (--model linear|mlp|ctr, --data, --epochs, ...)\n"
     "  zps launch --servers S --workers W -- CMD ARGS...   a whole job on this machine\n"
     "  zps probe [--host H] [--port P]  exit 0 if the scheduler (DMLC_PS_ROOT_URI:PORT) accepts connections\n"
+    "  zps status [--host H] [--metrics_port P]   the scheduler's table of nodes; exit 1 if one is\n"
+    "                                   missing or dead (ZPS_METRICS_PORT on the scheduler)\n"
+    "  zps trace merge OUT IN...        merge ZPS_TRACE_ON timeline files into one trace\n"
     "  zps version\n"
     "\n"
     "Every role reads DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER; see the README\n"
@@ -39,6 +43,10 @@ int runRole(const char* argv0, const std::string& program) {
   auto config = zps::loadConfig(env);
   if (!config.ok()) {
     std::cerr << "zps: " << config.status().message() << std::endl;
+    return 2;
+  }
+  if (zps::Status s = zps::initObservability(env); !s.ok()) {
+    std::cerr << "zps: " << s.message() << std::endl;
     return 2;
   }
   zps::setupLogging(argv0, config->verbose);
@@ -63,6 +71,7 @@ int runRole(const char* argv0, const std::string& program) {
 int main(int argc, char** argv) {
   std::string sub = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
   if (sub == "launch") return zps::launchMain(argc - 1, argv + 1);
+  if (sub == "trace") return zps::traceMain(argc - 1, argv + 1);
   if (sub == "help") {
     std::cout << kUsage;
     return 0;
@@ -85,6 +94,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (sub == "probe") return zps::probeMain();
+  if (sub == "status") return zps::statusMain();
 
   zps::installTerminationHandler();
   if (sub.empty()) return runRole(argv[0], "");

@@ -238,6 +238,8 @@ class Trainer {
         loss_sum += loss;
         samples += b_;
         ++step;
+        w_.reportTrainingProgress(step, loss / b_,
+                                  samples / std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9));
         if (!async_ && config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0 && k + 1 < steps_per_epoch_)
           ZPS_RETURN_IF_ERROR(checkpoint(step));
       }
@@ -352,7 +354,9 @@ class Trainer {
     return w_.wait(h);
   }
 
-  Status stepSync(const size_t* rows, double* loss) {
+  // Gathers the batch's embedding rows (ctr) and computes the loss and the gradient sums of this
+  // worker's rows into grad_ (and grad_emb_).
+  Status forwardBackward(const size_t* rows, double* loss) {
     const Dataset& d = p_.split.train;
     const float* emb = nullptr;
     float* grad_emb = nullptr;
@@ -363,6 +367,12 @@ class Trainer {
       grad_emb = grad_emb_.data();
     }
     *loss = model_->lossAndGrad(params_.data(), d, rows, b_, emb, grad_.data(), grad_emb);
+    return Status::OK();
+  }
+
+  Status stepSync(const size_t* rows, double* loss) {
+    const Dataset& d = p_.split.train;
+    ZPS_RETURN_IF_ERROR(forwardBackward(rows, loss));
     // Each worker contributes its sum; dividing by the global batch makes W workers on batch b the same
     // step as one worker on batch W*b.
     float scale = 1.0f / static_cast<float>(W_ * b_);
@@ -378,15 +388,7 @@ class Trainer {
     const Dataset& d = p_.split.train;
     ZPS_ASSIGN_OR_RETURN(Handle pull, w_.pull(dense_, params_.data()));
     ZPS_RETURN_IF_ERROR(w_.wait(pull));
-    const float* emb = nullptr;
-    float* grad_emb = nullptr;
-    if (table_ >= 0) {
-      ZPS_RETURN_IF_ERROR(gatherEmbeddings(d, rows, b_));
-      grad_emb_.resize(emb_.size());
-      emb = emb_.data();
-      grad_emb = grad_emb_.data();
-    }
-    *loss = model_->lossAndGrad(params_.data(), d, rows, b_, emb, grad_.data(), grad_emb);
+    ZPS_RETURN_IF_ERROR(forwardBackward(rows, loss));
     float scale = 1.0f / static_cast<float>(b_);
     for (float& g : grad_) g *= scale;
     // The delta this worker's optimizer step makes; the servers add every worker's deltas.

@@ -73,14 +73,26 @@ double readElement(const void* data, size_t i, DType dtype) {
 
 namespace zps {
 
-StatusOr<std::vector<size_t>> parseSizeList(const std::string& flag, const std::string& text) {
-  std::vector<size_t> sizes;
+namespace {
+
+// "a,,b" -> {"a", "b"}: empty items are skipped.
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> items;
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (item.empty()) continue;
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+}  // namespace
+
+StatusOr<std::vector<size_t>> parseSizeList(const std::string& flag, const std::string& text) {
+  std::vector<size_t> sizes;
+  for (const std::string& item : splitList(text)) {
     size_t plus = item.find('+');
     std::string base = item.substr(0, plus);
     uint64_t extra = 0;
@@ -112,12 +124,7 @@ StatusOr<std::vector<DType>> parseDTypeList(const std::string& flag, const std::
     for (int i = 0; i < kNumDTypes; ++i) out.push_back(static_cast<DType>(i));
     return out;
   }
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (item.empty()) continue;
+  for (const std::string& item : splitList(text)) {
     auto t = dtypeFromName(item);
     if (!t) return InvalidArgument(flag + ": '" + item + "' is not a dtype (float32, float16, bfloat16, float64, int32, int64, uint8 or all)");
     out.push_back(*t);

@@ -8,6 +8,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -16,11 +17,14 @@
 #include <unordered_map>
 
 #include "kernels/optimizer.h"
+#include "kernels/reducer.h"
 #include "ps/common/config.h"
 #include "ps/node/auth.h"
+#include "ps/node/observability.h"
 #include "ps/node/resolve.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/wire/codec.h"
+#include "worker/local/local_group.h"
 #include "worker/placement.h"
 
 namespace zps {
@@ -80,6 +84,7 @@ struct Worker::Impl {
 
   Config config;
   Authenticator auth = Authenticator::withToken("");
+  std::unique_ptr<WorkerObserver> obs;  // before client: the client's thread fills heartbeats from it
   std::unique_ptr<SchedulerClient> client;
   std::unique_ptr<Transport> transport;
   wire::Limits limits;
@@ -104,6 +109,16 @@ struct Worker::Impl {
   std::thread receiver;
   uint64_t resent = 0;  // guarded by mu
 
+  // Local reduction (ZPS_LOCAL_SIZE > 1); null otherwise. Non-root local ranks have no client.
+  std::unique_ptr<LocalGroup> local;
+  TrafficCounters traffic;  // guarded by tensors_mu
+  StatusOr<pb::RegisterReply> registerNode();
+  std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize);
+  StatusOr<Handle> route(TensorId id, pb::DataCommand command, const void* in, void* out);
+  Handle completedHandle(Status status);
+  Status localBarrier();
+  int localFinish(const Status& result);
+
   ~Impl() {
     stop = true;
     if (receiver.joinable()) receiver.join();
@@ -111,14 +126,9 @@ struct Worker::Impl {
   }
 
   Status start() {
-    client = std::make_unique<SchedulerClient>(config, 0);
-    client->onShutdown([this](const pb::Shutdown& s) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!aborted) aborted = Aborted("job ended by the scheduler: " + s.reason());
-      cv.notify_all();
-    });
-    ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, client->start());
+    ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, registerNode());
     rank = book.rank();
+    ZPS_RETURN_IF_ERROR(obs->start(rank));
     servers.resize(config.num_servers);
     TransportOptions options;
     options.name = "worker-data";
@@ -153,16 +163,12 @@ struct Worker::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       for (int s = 0; s < config.num_servers; ++s) {
-        uint64_t id = next_request++;
-        pending[id] = Pending{op, s, 0, nullptr, 0, DType::kUInt8};
-        op->requests.push_back(id);
-        ++op->remaining;
-        pb::DataHeader h;
-        h.set_command(pb::CMD_HELLO);
-        h.set_request_id(id);
+        pb::DataHeader h = beginRequest(op, Pending{nullptr, s, 0, nullptr, 0, DType::kUInt8}, pb::CMD_HELLO);
+        uint64_t id = h.request_id();
         h.set_magic(wire::kMagic);
         h.set_protocol_version(wire::kProtocolVersion);
         h.set_worker_rank(rank);
+        h.set_local_rank(static_cast<uint32_t>(config.local_rank));
         if (auth.enabled()) {
           h.set_auth_nonce(Authenticator::newNonce());
           h.set_auth_time_ms(Authenticator::nowMs());
@@ -208,16 +214,10 @@ struct Worker::Impl {
     std::lock_guard<std::mutex> lock(mu);
     if (aborted) return *aborted;
     for (const auto& p : parts) {
-      uint64_t rid = next_request++;
       size_t elems = p.bytes / dtypeSize(dtype);
-      Pending pend{op, p.server, p.key, out ? static_cast<uint8_t*>(out) + p.offset : nullptr, p.bytes, dtype};
-      pending[rid] = pend;
-      op->requests.push_back(rid);
-      ++op->remaining;
-      pb::DataHeader h;
-      h.set_command(command);
-      h.set_request_id(rid);
-      h.set_key(p.key);
+      Pending pend{nullptr, p.server, p.key, out ? static_cast<uint8_t*>(out) + p.offset : nullptr, p.bytes, dtype};
+      pb::DataHeader h = beginRequest(op, pend, command);
+      uint64_t rid = h.request_id();
       h.set_round(round);
       h.set_dtype(static_cast<uint32_t>(dtype));
       h.set_num_elements(elems);
@@ -225,10 +225,26 @@ struct Worker::Impl {
       VLOG(2) << "worker " << rank << ": " << pb::DataCommand_Name(command) << " key " << p.key << " round " << round
               << " (" << p.bytes << " B) to server " << p.server;
       ZPS_RETURN_IF_ERROR(sendRequest(rid, wire::encodeData(h, std::move(payload))));
+      obs->issued(rid, command, p.server, p.key, round, p.bytes, name);
     }
     Handle handle = next_handle++;
     ops[handle] = op;
     return handle;
+  }
+
+  // Enters a request of `op` in `pending` and returns its header with the command, request id and key
+  // filled in. Called with mu held; sendRequest sends it.
+  pb::DataHeader beginRequest(const std::shared_ptr<Op>& op, Pending p, pb::DataCommand command) {
+    uint64_t rid = next_request++;
+    p.op = op;
+    pb::DataHeader h;
+    h.set_command(command);
+    h.set_request_id(rid);
+    h.set_key(p.key);
+    pending[rid] = std::move(p);
+    op->requests.push_back(rid);
+    ++op->remaining;
+    return h;
   }
 
   // Sends a request already entered in `pending` (called with mu held) and remembers it for resends.
@@ -282,6 +298,7 @@ struct Worker::Impl {
     // Called with mu held.
     auto it = pending.find(rid);
     if (it == pending.end()) return;
+    obs->completed(rid, status.ok());
     auto op = it->second.op;
     if (!status.ok() && op->status.ok()) op->status = status.withContext(op->what);
     --op->remaining;
@@ -367,13 +384,21 @@ StatusOr<std::unique_ptr<Worker>> Worker::create() {
   if (role && !role->empty() && *role != "worker")
     return InvalidArgument("this is a worker program but DMLC_ROLE=" + *role + "; set DMLC_ROLE=worker");
   ZPS_ASSIGN_OR_RETURN(Config config, loadConfig(env, Role::kWorker));
+  ZPS_RETURN_IF_ERROR(initObservability(env));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  impl->obs = std::make_unique<WorkerObserver>(config);
   ZPS_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }
 
 int Worker::rank() const { return impl_->rank; }
+int Worker::localRank() const { return impl_->config.local_rank; }
+int Worker::localSize() const { return impl_->config.local_size; }
+TrafficCounters Worker::traffic() const {
+  std::lock_guard<std::mutex> lock(impl_->tensors_mu);
+  return impl_->traffic;
+}
 int Worker::numWorkers() const { return impl_->config.num_workers; }
 int Worker::numServers() const { return impl_->config.num_servers; }
 size_t Worker::partitionBytes() const { return impl_->config.partition_bytes; }
@@ -402,7 +427,7 @@ StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t b
     t.name = name;
     t.bytes = bytes;
     t.dtype = dtype;
-    t.parts = placement->place(id, bytes, esize, config.partition_bytes);
+    t.parts = placeForNode(id, bytes, esize);
     if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
       return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
     tensors.push_back(t);
@@ -412,14 +437,8 @@ StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t b
   {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& p : t.parts) {
-      uint64_t rid = next_request++;
-      pending[rid] = Impl::Pending{op, p.server, p.key, nullptr, 0, dtype};
-      op->requests.push_back(rid);
-      ++op->remaining;
-      pb::DataHeader h;
-      h.set_command(pb::CMD_DECLARE);
-      h.set_request_id(rid);
-      h.set_key(p.key);
+      pb::DataHeader h = beginRequest(op, Pending{nullptr, p.server, p.key, nullptr, 0, dtype}, pb::CMD_DECLARE);
+      uint64_t rid = h.request_id();
       h.set_dtype(static_cast<uint32_t>(dtype));
       h.set_num_elements(p.bytes / esize);
       h.set_mode(pb::MODE_SUM);
@@ -432,10 +451,10 @@ StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t b
   return id;
 }
 
-StatusOr<Handle> Worker::push(TensorId t, const void* data) { return impl_->issue(t, pb::CMD_PUSH, data, nullptr); }
-StatusOr<Handle> Worker::pull(TensorId t, void* out) { return impl_->issue(t, pb::CMD_PULL, nullptr, out); }
+StatusOr<Handle> Worker::push(TensorId t, const void* data) { return impl_->route(t, pb::CMD_PUSH, data, nullptr); }
+StatusOr<Handle> Worker::pull(TensorId t, void* out) { return impl_->route(t, pb::CMD_PULL, nullptr, out); }
 StatusOr<Handle> Worker::pushPull(TensorId t, const void* data, void* out) {
-  return impl_->issue(t, pb::CMD_PUSH_PULL, data, out);
+  return impl_->route(t, pb::CMD_PUSH_PULL, data, out);
 }
 
 Status Worker::wait(Handle handle, std::chrono::milliseconds timeout) {
@@ -452,9 +471,13 @@ Status Worker::wait(Handle handle, std::chrono::milliseconds timeout) {
 
 Status Worker::wait(Handle handle) { return wait(handle, impl_->config.request_timeout); }
 
-Status Worker::barrier() { return impl_->client->barrier(pb::GROUP_WORKERS, impl_->config.rendezvous_timeout); }
+Status Worker::barrier() {
+  if (impl_->local) return impl_->localBarrier();
+  return impl_->client->barrier(pb::GROUP_WORKERS, impl_->config.rendezvous_timeout);
+}
 
 int Worker::finish(const Status& result) {
+  if (impl_->local) return impl_->localFinish(result);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->resent > 0) LOG(INFO) << "worker " << impl_->rank << ": resent " << impl_->resent << " requests";
@@ -500,14 +523,9 @@ StatusOr<TableId> Worker::declareTable(const std::string& name, const TableOptio
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (int s = 0; s < numServers(); ++s) {
-      uint64_t rid = impl_->next_request++;
-      impl_->pending[rid] = Impl::Pending{op, s, t.key, nullptr, 0, DType::kFloat32, nullptr, 0};
-      op->requests.push_back(rid);
-      ++op->remaining;
-      pb::DataHeader h;
-      h.set_command(pb::CMD_DECLARE);
-      h.set_request_id(rid);
-      h.set_key(t.key);
+      pb::DataHeader h =
+          impl_->beginRequest(op, Impl::Pending{nullptr, s, t.key, nullptr, 0, DType::kFloat32}, pb::CMD_DECLARE);
+      uint64_t rid = h.request_id();
       h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
       h.set_mode(pb::MODE_PARAM);
       h.set_name(name);
@@ -565,15 +583,10 @@ StatusOr<Handle> Worker::pullRows(TableId table, const uint64_t* keys, size_t n,
   if (impl_->aborted) return *impl_->aborted;
   for (int s = 0; s < servers; ++s) {
     if (by_server[s].empty()) continue;
-    uint64_t rid = impl_->next_request++;
-    impl_->pending[rid] = Impl::Pending{op, s, t.key, reinterpret_cast<uint8_t*>(out), 0, DType::kFloat32,
-                                        positions[s], t.options.dim};
-    op->requests.push_back(rid);
-    ++op->remaining;
-    pb::DataHeader h;
-    h.set_command(pb::CMD_PULL_ROWS);
-    h.set_request_id(rid);
-    h.set_key(t.key);
+    Impl::Pending pend{nullptr, s, t.key, reinterpret_cast<uint8_t*>(out), 0, DType::kFloat32, positions[s],
+                       t.options.dim};
+    pb::DataHeader h = impl_->beginRequest(op, pend, pb::CMD_PULL_ROWS);
+    uint64_t rid = h.request_id();
     h.set_round(round);
     h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
     h.set_num_elements(by_server[s].size());
@@ -610,14 +623,9 @@ StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n,
   if (impl_->aborted) return *impl_->aborted;
   // Every server gets a push every round, empty or not: in sync mode each server counts its rounds.
   for (int s = 0; s < servers; ++s) {
-    uint64_t rid = impl_->next_request++;
-    impl_->pending[rid] = Impl::Pending{op, s, t.key, nullptr, 0, DType::kFloat32, nullptr, 0};
-    op->requests.push_back(rid);
-    ++op->remaining;
-    pb::DataHeader h;
-    h.set_command(pb::CMD_PUSH_ROWS);
-    h.set_request_id(rid);
-    h.set_key(t.key);
+    pb::DataHeader h =
+        impl_->beginRequest(op, Impl::Pending{nullptr, s, t.key, nullptr, 0, DType::kFloat32}, pb::CMD_PUSH_ROWS);
+    uint64_t rid = h.request_id();
     h.set_round(round);
     h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
     h.set_num_elements(by_server[s].size());
@@ -642,26 +650,211 @@ Status Worker::checkpointTables(uint64_t step) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (const auto& t : tables) {
       for (int s = 0; s < numServers(); ++s) {
-        uint64_t rid = impl_->next_request++;
-        impl_->pending[rid] = Impl::Pending{op, s, t.key, nullptr, 0, DType::kFloat32, nullptr, 0};
-        op->requests.push_back(rid);
-        ++op->remaining;
-        pb::DataHeader h;
-        h.set_command(pb::CMD_CHECKPOINT);
-        h.set_request_id(rid);
-        h.set_key(t.key);
+        pb::DataHeader h =
+            impl_->beginRequest(op, Impl::Pending{nullptr, s, t.key, nullptr, 0, DType::kFloat32}, pb::CMD_CHECKPOINT);
+        uint64_t rid = h.request_id();
         h.set_round(step);
         ZPS_RETURN_IF_ERROR(impl_->sendRequest(rid, wire::encodeData(h)));
       }
     }
   }
-  return impl_->waitOp(op, impl_->config.request_timeout);
+  ZPS_RETURN_IF_ERROR(impl_->waitOp(op, impl_->config.request_timeout));
+  impl_->obs->checkpointed();
+  return Status::OK();
+}
+
+void Worker::reportTrainingProgress(uint64_t step, double loss, double samples_per_sec) {
+  impl_->obs->progress(step, loss, samples_per_sec);
 }
 
 std::vector<PartitionInfo> Worker::partitions(TensorId t) const {
   std::lock_guard<std::mutex> lock(impl_->tensors_mu);
   if (t < 0 || t >= static_cast<int>(impl_->tensors.size())) return {};
   return impl_->tensors[t].parts;
+}
+
+// ---- Local reduction (worker/local/local_group.h) ----
+
+StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
+  if (config.local_size > 1) {
+    // Every local rank of a node must find the same group: the node's worker id when it has one
+    // (zps launch sets it), else the host name (one node per host).
+    std::string node_key = config.requested_rank >= 0 ? "rank-" + std::to_string(config.requested_rank)
+                                                       : "host-" + config.hostname;
+    ZPS_ASSIGN_OR_RETURN(local, LocalGroup::join(config, node_key));
+    if (!local->isRoot()) {
+      ZPS_ASSIGN_OR_RETURN(std::string bytes, local->waitBook(config.rendezvous_timeout));
+      pb::RegisterReply book;
+      if (!book.ParseFromString(bytes)) return InternalError("local rank 0 published an unreadable address book");
+      return book;
+    }
+  }
+  client = std::make_unique<SchedulerClient>(config, 0);
+  client->onHeartbeat([this](pb::Heartbeat* hb) { obs->fillHeartbeat(hb); });
+  client->onShutdown([this](const pb::Shutdown& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!aborted) aborted = Aborted("job ended by the scheduler: " + s.reason());
+    // A normal end (exit 0) reaches the peers through finish(); only failures are relayed here.
+    if (local && s.exit_code() != 0) local->abort("job ended by the scheduler: " + s.reason());
+    cv.notify_all();
+  });
+  auto book = client->start();
+  if (!book.ok()) {
+    if (local) local->abort(book.status().message());
+    return book.status();
+  }
+  if (local) ZPS_RETURN_IF_ERROR(local->publishBook(book->SerializeAsString()));
+  return book;
+}
+
+std::vector<PartitionInfo> Worker::Impl::placeForNode(int id, size_t bytes, size_t esize) {
+  if (config.local_size == 1) return placement->place(id, bytes, esize, config.partition_bytes);
+  // Pieces of 1/N partition: piece i belongs to local rank i % N, which pushes and pulls it. Every
+  // local rank places every piece, so the server loads stay identical on all ranks and nodes.
+  const size_t n = static_cast<size_t>(config.local_size);
+  const size_t piece = std::max(esize, config.partition_bytes / n);
+  std::vector<PartitionInfo> all = placement->place(id, bytes, esize, piece);
+  std::vector<PartitionInfo> mine;
+  for (size_t i = config.local_rank; i < all.size(); i += n) mine.push_back(all[i]);
+  return mine;
+}
+
+Handle Worker::Impl::completedHandle(Status status) {
+  auto op = std::make_shared<Op>();
+  op->status = std::move(status);
+  std::lock_guard<std::mutex> lock(mu);
+  Handle handle = next_handle++;
+  ops[handle] = op;
+  return handle;
+}
+
+StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const void* in, void* out) {
+  size_t bytes = 0, network = 0;
+  DType dtype = DType::kUInt8;
+  {
+    std::lock_guard<std::mutex> lock(tensors_mu);
+    if (id < 0 || id >= static_cast<int>(tensors.size()))
+      return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
+    bytes = tensors[id].bytes;
+    dtype = tensors[id].dtype;
+    for (const auto& p : tensors[id].parts) network += p.bytes;
+    if (command != pb::CMD_PULL) {
+      traffic.tensor_bytes_pushed += bytes;
+      traffic.network_bytes_pushed += network;
+    }
+    if (command != pb::CMD_PUSH) {
+      traffic.tensor_bytes_pulled += bytes;
+      traffic.network_bytes_pulled += network;
+    }
+  }
+  if (!local) return issue(id, command, in, out);
+  if (in == nullptr && command != pb::CMD_PULL) return InvalidArgument("push with a null buffer");
+  if (out == nullptr && command != pb::CMD_PUSH) return InvalidArgument("pull into a null buffer");
+
+  // The collective runs to completion here; the handle carries its outcome. Every local rank issues
+  // the same operations in the same order (the worker API's rule), so the barriers line up.
+  const bool pushing = command != pb::CMD_PULL;
+  const bool pulling = command != pb::CMD_PUSH;
+  auto fail = [this](Status s) {
+    local->abort(s.message());
+    return completedHandle(std::move(s));
+  };
+  auto arena = local->arena(id, bytes);
+  if (!arena.ok()) return fail(arena.status());
+  std::vector<PartitionInfo> mine;
+  {
+    std::lock_guard<std::mutex> lock(tensors_mu);
+    mine = tensors[id].parts;
+  }
+  const size_t esize = dtypeSize(dtype);
+  if (pushing) {
+    // Reduce-scatter: every rank stages its input, then sums the pieces it owns across all slots.
+    std::memcpy(arena->slots[config.local_rank], in, bytes);
+    Status s = local->barrier("reduce-scatter", config.request_timeout);
+    if (!s.ok()) return fail(s);
+    for (const auto& p : mine) {
+      std::memcpy(arena->result + p.offset, arena->slots[0] + p.offset, p.bytes);
+      for (int r = 1; r < config.local_size; ++r)
+        kernels::cpuSum(arena->result + p.offset, arena->slots[r] + p.offset, p.bytes / esize, dtype);
+    }
+  }
+  auto handle = issue(id, command, pushing ? arena->result : nullptr, pulling ? arena->result : nullptr);
+  if (!handle.ok()) return fail(handle.status());
+  std::shared_ptr<Op> op;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    op = ops[*handle];
+    ops.erase(*handle);
+  }
+  // Wait in short slices so that a dead peer or an aborted group ends the wait early.
+  const auto deadline = Clock::now() + config.request_timeout;
+  Status waited;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    waited = waitOp(op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
+    if (waited.code() != StatusCode::kDeadlineExceeded || Clock::now() >= deadline) break;
+    Status health = local->health();
+    if (!health.ok()) {
+      waited = health;
+      break;
+    }
+  }
+  if (!waited.ok()) return fail(waited);
+  // All-gather: once every rank has its pieces back, everyone reads the whole sum. The barrier also
+  // keeps the next operation from overwriting slots that a slower rank still reads.
+  Status s = local->barrier("all-gather", config.request_timeout);
+  if (!s.ok()) return fail(s);
+  if (pulling) std::memcpy(out, arena->result, bytes);
+  return completedHandle(Status::OK());
+}
+
+Status Worker::Impl::localBarrier() {
+  ZPS_RETURN_IF_ERROR(local->barrier("worker barrier", config.rendezvous_timeout));
+  if (local->isRoot()) {
+    Status s = client->barrier(pb::GROUP_WORKERS, config.rendezvous_timeout);
+    if (!s.ok()) {
+      local->abort(s.message());
+      return s;
+    }
+  }
+  return local->barrier("worker barrier release", config.rendezvous_timeout);
+}
+
+int Worker::Impl::localFinish(const Status& result) {
+  TrafficCounters mine;
+  {
+    std::lock_guard<std::mutex> lock(tensors_mu);
+    mine = traffic;
+  }
+  const std::string me = "worker " + std::to_string(rank) + " local rank " + std::to_string(config.local_rank);
+  if (!local->isRoot()) {
+    std::string reason;
+    const int code = local->waitExit(result, mine, &reason);
+    if (code != 0) LOG(ERROR) << me << ": " << reason;
+    else LOG(INFO) << me << ": " << reason;
+    return result.ok() ? code : 1;
+  }
+  TrafficCounters node;
+  Status gathered = local->gatherResults(result, mine, config.rendezvous_timeout, &node);
+  Status verdict = !result.ok() ? result : gathered;
+  if (verdict.ok()) {
+    // The property local reduction exists for: a node sends each tensor byte once.
+    LOG(INFO) << "worker " << rank << ": node traffic over " << config.local_size << " local ranks: tensor bytes "
+              << mine.tensor_bytes_pushed << " pushed / " << mine.tensor_bytes_pulled
+              << " pulled per rank; network bytes " << node.network_bytes_pushed << " pushed / "
+              << node.network_bytes_pulled << " pulled by the node";
+  }
+  if (!verdict.ok()) LOG(ERROR) << me << ": " << verdict.message();
+  auto shutdown = client->finish(verdict.ok(), verdict.message(), config.rendezvous_timeout);
+  if (!shutdown.ok()) {
+    local->publishExit(1, shutdown.status().message());
+    LOG(ERROR) << me << ": " << shutdown.status().message();
+    return 1;
+  }
+  local->publishExit(verdict.ok() ? shutdown->exit_code() : 1, shutdown->reason());
+  if (shutdown->exit_code() != 0) LOG(ERROR) << me << ": " << shutdown->reason();
+  else LOG(INFO) << me << ": " << shutdown->reason();
+  return verdict.ok() ? shutdown->exit_code() : 1;
 }
 
 }  // namespace zps

@@ -55,6 +55,16 @@ struct PartitionInfo {
   size_t bytes = 0;
 };
 
+// Bytes one process handed to push/pull and bytes it moved over the network for them. With local
+// reduction (ZPS_LOCAL_SIZE > 1) each local rank sends only its pieces, so per node the network
+// bytes equal the tensor bytes of one process, whatever the local size.
+struct TrafficCounters {
+  uint64_t tensor_bytes_pushed = 0;
+  uint64_t network_bytes_pushed = 0;
+  uint64_t tensor_bytes_pulled = 0;
+  uint64_t network_bytes_pulled = 0;
+};
+
 class Worker {
  public:
   // Reads the environment (DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER,
@@ -68,6 +78,12 @@ class Worker {
   int rank() const;
   int numWorkers() const;
   int numServers() const;
+  // This process's place on its worker node (ZPS_LOCAL_RANK / ZPS_LOCAL_SIZE; 0 and 1 without local
+  // reduction). Every local rank of a node has the node's rank(); a push of a tensor by all local
+  // ranks counts as one contribution of the node: the servers receive their sum.
+  int localRank() const;
+  int localSize() const;
+  TrafficCounters traffic() const;
 
   // Declares a tensor of `bytes` bytes (a multiple of the dtype size) and registers its partitions with
   // the servers. Every worker must declare the same tensors in the same order, before the first round.
@@ -103,6 +119,11 @@ class Worker {
   // Reports this worker's result to the scheduler, waits for the job to end and returns the process exit
   // code: 0 when the job completed and `result` is OK, non-zero otherwise.
   int finish(const Status& result);
+
+  // For zps status, the dashboard and /metrics: the training program's latest step, loss and
+  // throughput. Cheap (a few atomics); call it every step or every few. It travels to the scheduler
+  // with the next heartbeat.
+  void reportTrainingProgress(uint64_t step, double loss, double samples_per_sec);
 
   std::vector<PartitionInfo> partitions(TensorId tensor) const;
   size_t partitionBytes() const;

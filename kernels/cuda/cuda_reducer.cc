@@ -136,6 +136,11 @@ bool cudaDeviceAvailable(std::string* why) {
   return false;
 }
 
+int cudaDeviceCount() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
 StatusOr<std::unique_ptr<Reducer>> makeCudaReducer(int device) {
   const Status selected = useDevice(device);
   if (!selected.ok()) return selected.withContext("creating the CUDA reducer");

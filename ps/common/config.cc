@@ -33,6 +33,10 @@ DEFINE_int64(checkpoint_every, 0, "ZPS_CHECKPOINT_EVERY: steps between checkpoin
 DEFINE_bool(enable_async, false, "ZPS_ENABLE_ASYNC: asynchronous training (servers apply each push at once)");
 DEFINE_double(resend_timeout, 0, "ZPS_RESEND_TIMEOUT: seconds before a worker resends an unanswered request (0: never)");
 DEFINE_int32(server_id, -1, "ZPS_SERVER_ID: rank this server asks for (-1: arrival order)");
+DEFINE_string(server_engine, "auto", "ZPS_SERVER_ENGINE: server summation engine: auto, cpu or cuda");
+DEFINE_int32(local_rank, 0, "ZPS_LOCAL_RANK (or BYTEPS_LOCAL_RANK): this process's index on its worker node");
+DEFINE_int32(local_size, 1, "ZPS_LOCAL_SIZE (or BYTEPS_LOCAL_SIZE): processes per worker node");
+DEFINE_string(shm_dir, "/dev/shm", "ZPS_SHM_DIR: folder for the local reducer's shared-memory segments");
 
 namespace zps {
 namespace {
@@ -339,6 +343,52 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
       c.resend_timeout = std::chrono::milliseconds(ms);
     }
   }
+  c.server_engine = FLAGS_server_engine;
+  std::string engine_source = "--server_engine";
+  if (!flagGiven("server_engine")) {
+    if (auto e = env("ZPS_SERVER_ENGINE"); e && !trim(*e).empty()) {
+      c.server_engine = trim(*e);
+      engine_source = "ZPS_SERVER_ENGINE";
+    }
+  }
+  if (c.server_engine != "auto" && c.server_engine != "cpu" && c.server_engine != "cuda")
+    return InvalidArgument(engine_source + "='" + c.server_engine + "' is not an engine; set it to auto, cpu or cuda");
+  // Local size first: the rank's range depends on it. ZPS_* wins over BYTEPS_*, a flag over both.
+  const long long kMaxLocal = 1024;
+  c.local_size = FLAGS_local_size;
+  if (!flagGiven("local_size")) {
+    for (const char* name : {"ZPS_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE"}) {
+      if (auto s = env(name); s && !trim(*s).empty()) {
+        ZPS_ASSIGN_OR_RETURN(long long n, parseInteger(name, *s, 1, kMaxLocal, "the number of processes per node, e.g. 8"));
+        c.local_size = static_cast<int>(n);
+        break;
+      }
+    }
+  } else if (c.local_size < 1 || c.local_size > kMaxLocal) {
+    return InvalidArgument("--local_size=" + std::to_string(c.local_size) + " is out of range; use 1 to 1024");
+  }
+  c.local_rank = FLAGS_local_rank;
+  std::string rank_name = "--local_rank";
+  if (!flagGiven("local_rank")) {
+    for (const char* name : {"ZPS_LOCAL_RANK", "BYTEPS_LOCAL_RANK"}) {
+      if (auto r = env(name); r && !trim(*r).empty()) {
+        ZPS_ASSIGN_OR_RETURN(long long n, parseInteger(name, *r, 0, kMaxLocal - 1, "this process's index on its node, from 0"));
+        c.local_rank = static_cast<int>(n);
+        rank_name = name;
+        break;
+      }
+    }
+  }
+  if (c.local_rank < 0 || c.local_rank >= c.local_size)
+    return InvalidArgument(rank_name + "=" + std::to_string(c.local_rank) + " is not below the local size " +
+                           std::to_string(c.local_size) + "; set ZPS_LOCAL_RANK to 0.." +
+                           std::to_string(c.local_size - 1) + " or raise ZPS_LOCAL_SIZE");
+  c.shm_dir = FLAGS_shm_dir;
+  if (!flagGiven("shm_dir")) {
+    if (auto d = env("ZPS_SHM_DIR"); d && !trim(*d).empty()) c.shm_dir = trim(*d);
+  }
+  if (c.shm_dir.empty() || c.shm_dir[0] != '/')
+    return InvalidArgument("ZPS_SHM_DIR='" + c.shm_dir + "' must be an absolute path, e.g. /dev/shm");
   if (auto f = env("ZPS_TEST_FAULTS")) c.test_faults = trim(*f);
   if (auto t = env("ZPS_AUTH_TOKEN")) c.auth_token = trim(*t);
   if (auto t = env("ZPS_AUTH_TOKEN_FILE")) c.auth_token_file = trim(*t);

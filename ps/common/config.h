@@ -56,6 +56,14 @@ struct Config {
   std::chrono::milliseconds resend_timeout{0};
   std::string test_faults;        // ZPS_TEST_FAULTS, validated by parseFaultInjection (transport.h)
 
+  // ZPS_SERVER_ENGINE: "auto" (CUDA when a usable GPU is present, else CPU), "cpu" or "cuda".
+  std::string server_engine = "auto";
+  // Worker nodes with several processes (one per GPU): ZPS_LOCAL_RANK / ZPS_LOCAL_SIZE, or BytePS's
+  // BYTEPS_LOCAL_RANK / BYTEPS_LOCAL_SIZE. local_size 1 means no local reduction.
+  int local_rank = 0;
+  int local_size = 1;
+  std::string shm_dir = "/dev/shm";  // ZPS_SHM_DIR: where the local reducer's private folder goes
+
   std::string auth_token;         // ZPS_AUTH_TOKEN (never logged)
   std::string auth_token_file;    // ZPS_AUTH_TOKEN_FILE (wins over ZPS_AUTH_TOKEN)
   bool curve = false;             // ZPS_CURVE=1: encrypt every connection (CurveZMQ)

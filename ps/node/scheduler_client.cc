@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "ps/node/auth.h"
+#include "ps/node/observability.h"
 #include "ps/node/resolve.h"
 #include "ps/node/signals.h"
 #include "ps/wire/codec.h"
@@ -109,6 +110,8 @@ void SchedulerClient::loop() {
       hb.mutable_heartbeat()->set_sent_unix_ms(
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
               .count());
+      hb.mutable_heartbeat()->set_sent_unix_us(unixMicros());
+      if (fill_heartbeat_) fill_heartbeat_(hb.mutable_heartbeat());
       (void)sendControl(hb);
       next_heartbeat = now + config_.heartbeat_interval;
     }
@@ -178,7 +181,10 @@ void SchedulerClient::handle(const pb::Control& control) {
       break;
     }
     case pb::Control::kShutdown: setShutdown(control.shutdown()); break;
-    case pb::Control::kHeartbeat: break;
+    case pb::Control::kHeartbeat:  // the scheduler's echo: a sample for aligning trace clocks
+      Tracer::get().clockSample(control.heartbeat().sent_unix_us(), control.heartbeat().scheduler_unix_us(),
+                                unixMicros());
+      break;
     default: LOG_EVERY_N(WARNING, 10) << "unexpected control message from the scheduler"; break;
   }
 }

@@ -50,6 +50,9 @@ class SchedulerClient {
   void onShutdown(std::function<void(const pb::Shutdown&)> callback) { on_shutdown_ = std::move(callback); }
 
   std::string schedulerAddress() const { return scheduler_address_; }
+  // Adds the node's observability figures to every heartbeat (called on the client's thread). Set
+  // before start().
+  void onHeartbeat(std::function<void(pb::Heartbeat*)> fill) { fill_heartbeat_ = std::move(fill); }
 
  private:
   void loop();
@@ -73,6 +76,7 @@ class SchedulerClient {
   uint64_t barrier_released_[4] = {0, 0, 0, 0};
   std::chrono::steady_clock::time_point last_heard_;
   std::function<void(const pb::Shutdown&)> on_shutdown_;
+  std::function<void(pb::Heartbeat*)> fill_heartbeat_;
 };
 
 }  // namespace zps

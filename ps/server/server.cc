@@ -14,8 +14,10 @@
 #include <unordered_map>
 
 #include "kernels/reducer.h"
+#include "kernels/reducer_factory.h"
 #include "ps/common/bounded_queue.h"
 #include "ps/node/auth.h"
+#include "ps/node/observability.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
 #include "ps/server/param_store.h"
@@ -36,8 +38,9 @@ struct EngineTask {
 // One summation thread and the keys it owns.
 class Engine {
  public:
-  Engine(int index, int num_workers, int server_rank, const std::string& checkpoint_dir, Transport* transport)
-      : index_(index), reducer_(kernels::makeCpuReducer()), store_(num_workers, reducer_.get()),
+  Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, int server_rank,
+         const std::string& checkpoint_dir, Transport* transport)
+      : index_(index), reducer_(std::move(reducer)), store_(num_workers, reducer_.get()),
         params_(num_workers, server_rank, checkpoint_dir), transport_(transport), queue_(1024) {
     thread_ = std::thread([this] { run(); });
   }
@@ -69,6 +72,9 @@ class Engine {
         continue;
       }
       out.clear();
+      const int64_t obs_start = unixMicros();
+      ServerObserver* obs = ServerObserver::current();
+      if (obs != nullptr) obs->queueDepth(index_, queue_.size());
       const auto& h = task->msg.header;
       bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
                    h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
@@ -77,6 +83,7 @@ class Engine {
       } else {
         store_.handle(task->peer, task->worker, task->msg, &out);
       }
+      if (obs != nullptr) obs->handled(index_, task->worker, h, task->msg.payload.size(), obs_start, out);
       for (auto& o : out) {
         if (o.header.command() == pb::CMD_ERROR) {
           LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task->worker << ": " << o.header.error();
@@ -125,12 +132,31 @@ class Server {
         return 2;
       }
     }
+    // Engine selection before registering: a server that cannot run what was asked for is a user
+    // error (exit 2), and the job should not count it as a member first.
+    auto engine = kernels::chooseReducer(config_.server_engine);
+    if (!engine.ok()) {
+      LOG(ERROR) << "server: " << engine.status().message();
+      return 2;
+    }
+    if (!engine->note.empty()) LOG(INFO) << "server: " << engine->note;
+    std::vector<std::unique_ptr<kernels::Reducer>> reducers;
+    for (int i = 0; i < config_.server_engine_threads; ++i) {
+      auto reducer = kernels::makeReducer(engine->kind, i);
+      if (!reducer.ok()) {
+        LOG(ERROR) << "server: engine thread " << i << ": " << reducer.status().message();
+        return 1;
+      }
+      reducers.push_back(std::move(*reducer));
+    }
     auto port = transport_->listen("0.0.0.0", config_.node_port);
     if (!port.ok()) {
       LOG(ERROR) << "server: " << port.status().message() << "; set PORT/DMLC_PORT to a free port or 0";
       return 2;
     }
     client_ = std::make_unique<SchedulerClient>(config_, *port);
+    obs_ = std::make_unique<ServerObserver>(config_, &malformed_);
+    client_->onHeartbeat([this](pb::Heartbeat* hb) { obs_->fillHeartbeat(hb); });
     client_->onShutdown([this](const pb::Shutdown&) { stop_ = true; });
     auto book = client_->start();
     if (!book.ok()) {
@@ -138,11 +164,15 @@ class Server {
       return book.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
     }
     rank_ = book->rank();
+    if (Status s = obs_->start(rank_); !s.ok()) {
+      LOG(ERROR) << "server " << rank_ << ": " << s.message();
+      return 2;
+    }
     LOG(INFO) << "server " << rank_ << " ready on " << config_.node_host << ":" << *port << " with "
-              << config_.server_engine_threads << " engine threads (cpu reducer)";
+              << config_.server_engine_threads << " engine threads (" << reducers[0]->name() << " reducer)";
     for (int i = 0; i < config_.server_engine_threads; ++i)
-      engines_.push_back(
-          std::make_unique<Engine>(i, config_.num_workers, rank_, config_.checkpoint_dir, transport_.get()));
+      engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, rank_,
+                                                  config_.checkpoint_dir, transport_.get()));
 
     while (!stop_) {
       auto msg = transport_->recv(Clock::now() + std::chrono::milliseconds(100));
@@ -244,13 +274,17 @@ class Server {
       reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " is out of range"));
       return;
     }
+    // The local ranks of one worker node share its rank (each pushes its own keys); a repeat of
+    // both is a misconfigured or hostile peer.
     for (auto& [p, r] : worker_of_peer_) {
-      if (r == rank && p != peer) {
-        reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " is already connected"));
+      if (r == rank && p != peer && local_rank_of_peer_[p] == h.local_rank()) {
+        reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " local rank " +
+                                            std::to_string(h.local_rank()) + " is already connected"));
         return;
       }
     }
     worker_of_peer_[peer] = rank;
+    local_rank_of_peer_[peer] = h.local_rank();
     VLOG(1) << "server " << rank_ << ": worker " << rank << " connected from " << transport_->describe(peer);
     Outgoing o;
     o.header.set_command(pb::CMD_REPLY);
@@ -263,13 +297,15 @@ class Server {
   const Authenticator auth_;
   NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<ServerObserver> obs_;  // before client_: the client's thread fills heartbeats from it
   std::unique_ptr<SchedulerClient> client_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::unordered_map<PeerId, int> worker_of_peer_;
+  std::unordered_map<PeerId, uint32_t> local_rank_of_peer_;
   wire::Limits limits_;
   std::atomic<bool> stop_{false};
   int rank_ = -1;
-  uint64_t malformed_ = 0;
+  std::atomic<uint64_t> malformed_{0};  // read by the metrics endpoint's thread
   std::string faults_error_;
 };
 

@@ -2,7 +2,7 @@
 // Pod simulation: runs the Jobs of a rendered overlay as "pods" in network namespaces, as close to a cluster
 // as one machine allows, and checks that the job completes with every pod exiting 0.
 //
-//   ZPS_BIN=build/bin/zps node tests/k8s/podsim.mjs [--overlay k8s/overlays/cpu] [--late-dns 3] [--timeout 150]
+//   ZPS_BIN=build/bin/zps node tests/k8s/podsim.mjs [--overlay k8s/overlays/cpu] [--late-dns 3] [--auth] [--timeout 150]
 //
 // What it does, all inside `unshare --net --mount` so nothing can leave the machine and everything
 // (namespaces, links, mounts) disappears when it exits:
@@ -17,7 +17,9 @@
 //     HOSTNAME and the image's PATH; as the image's non-root user, with the pod's hostname;
 //   - the scheduler's readinessProbe, run in its namespace like the kubelet does, until it passes;
 //   - --late-dns N: the scheduler's Service name appears in the hosts files only N seconds after the pods
-//     start (a slow DNS registration); the others must retry and still complete.
+//     start (a slow DNS registration); the others must retry and still complete;
+//   - --auth: the Secret the pods take (optional in the manifests) exists, with a random ZPS_AUTH_TOKEN, as a
+//     user creates it; the scheduler must say that nodes prove the token.
 // Without root it prints SKIPPED and exits 77. Every process is stopped by PID, under a deadline.
 import { spawn, execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -30,7 +32,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const selfPath = fileURLToPath(import.meta.url);
 
 function parseArgs(argv) {
-  const a = { overlay: null, lateDns: 0, timeout: 150, inner: null };
+  const a = { overlay: null, lateDns: 0, timeout: 150, inner: null, auth: false };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = () => {
@@ -41,6 +43,7 @@ function parseArgs(argv) {
     else if (k === '--late-dns') a.lateDns = Number(v());
     else if (k === '--timeout') a.timeout = Number(v());
     else if (k === '--inner') a.inner = v();
+    else if (k === '--auth') a.auth = true;
     else fail(`unknown argument ${k}`, 2);
   }
   if (!(a.lateDns >= 0) || !(a.timeout > 0)) fail('--late-dns and --timeout must be numbers', 2);
@@ -84,6 +87,14 @@ async function outer(args) {
     fail(e.message);
   }
   const { objects, errors } = parseDocs(text, overlay);
+  if (args.auth) {
+    // What a user does before applying: kubectl create secret generic zps-auth --from-literal=ZPS_AUTH_TOKEN=...
+    const job = objects.find((o) => o.kind === 'Job');
+    const ref = job?.spec.template.spec.containers[0].envFrom?.find((f) => f.secretRef)?.secretRef.name;
+    if (!ref) fail('--auth: the pods take no Secret (envFrom secretRef)');
+    const token = Buffer.from(Array.from({ length: 24 }, () => Math.floor(Math.random() * 256))).toString('hex');
+    objects.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: ref }, type: 'Opaque', data: { ZPS_AUTH_TOKEN: Buffer.from(token).toString('base64') } });
+  }
   for (const o of objects) errors.push(...schemaCheck(o));
   if (errors.length) fail(`the overlay does not validate:\n  ${errors.join('\n  ')}`);
 
@@ -95,7 +106,7 @@ async function outer(args) {
   const plan = await makePlan(objects, image, work, args);
   fs.writeFileSync(path.join(work, 'plan.json'), JSON.stringify(plan, null, 2));
   console.log(`podsim: ${path.relative(process.cwd(), overlay) || overlay}: ${plan.pods.length} pods` +
-    (args.lateDns ? `, scheduler DNS name added after ${args.lateDns} s` : '') + `; work dir ${work}`);
+    (args.lateDns ? `, scheduler DNS name added after ${args.lateDns} s` : '') + (args.auth ? ', with the auth Secret' : '') + `; work dir ${work}`);
 
   // Mount points for the inner run's private tmpfs mounts. /etc/netns is removed again if we created it.
   const createdEtcNetns = !fs.existsSync('/etc/netns');
@@ -146,6 +157,7 @@ async function makePlan(objects, image, work, args) {
   const { containerEnv, expandRefs, matches } = await import('./lib/manifests.mjs');
   const ns = 'default';
   const configMaps = new Map(objects.filter((o) => o.kind === 'ConfigMap').map((o) => [o.metadata.name, o]));
+  const secrets = new Map(objects.filter((o) => o.kind === 'Secret').map((o) => [o.metadata.name, o]));
   const services = objects.filter((o) => o.kind === 'Service' && o.spec?.clusterIP === 'None');
   const jobs = objects.filter((o) => o.apiVersion === 'batch/v1' && o.kind === 'Job');
   if (jobs.length === 0) fail('the overlay has no Jobs to run');
@@ -179,7 +191,7 @@ async function makePlan(objects, image, work, args) {
         // What the container runtime and the Job controller add, then what the manifest gives.
         const env = new Map([['PATH', image.path], ['HOSTNAME', hostname]]);
         if (indexed) env.set('JOB_COMPLETION_INDEX', String(i));
-        const r = containerEnv(c, configMaps, { field });
+        const r = containerEnv(c, configMaps, { field }, secrets);
         if (r.problems.length) fail(`${name}/${c.name}: ${r.problems.join('; ')}`);
         for (const [k, v] of r.env) env.set(k, expandRefs(v, env));
         const argv = c.command ? [...c.command, ...(c.args ?? [])] : [...image.entrypoint, ...(c.args ?? image.cmd)];
@@ -210,7 +222,7 @@ async function makePlan(objects, image, work, args) {
   const uri = pods.map((p) => new Map(p.containers[0].env).get('DMLC_PS_ROOT_URI')).find(Boolean) ?? '';
   const lateService = args.lateDns ? uri.split('.')[0] : null;
   if (args.lateDns && !svcs.some((s) => s.name === lateService)) fail(`DMLC_PS_ROOT_URI '${uri}' names no headless Service`);
-  return { ns, work, uid: image.uid, gid: image.gid, pods, services: svcs, jobs: jobs.map((j) => ({ name: j.metadata.name, completions: j.spec.completions ?? 1 })), lateService };
+  return { ns, work, uid: image.uid, gid: image.gid, pods, services: svcs, auth: args.auth, jobs: jobs.map((j) => ({ name: j.metadata.name, completions: j.spec.completions ?? 1 })), lateService };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -408,6 +420,15 @@ async function inner(args) {
     const ok = plan.pods.filter((p) => p.job === j.name && results.get(p.name)?.code === 0).length;
     console.log(`podsim: Job ${j.name}: ${ok}/${j.completions} succeeded${ok === j.completions ? ' (Complete)' : ' (not complete)'}`);
     if (ok !== j.completions) failures.push(`Job ${j.name} did not complete: ${ok}/${j.completions} pods succeeded`);
+  }
+  if (plan.auth) {
+    const sched = plan.pods.find((p) => p.role === 'scheduler');
+    const missing = plan.pods.filter((p) => !new Map(p.containers[0].env).get('ZPS_AUTH_TOKEN'));
+    if (missing.length) failures.push(`auth: no ZPS_AUTH_TOKEN in ${missing.map((p) => p.name).join(', ')}`);
+    const slog = fs.readFileSync(path.join(sched.dir, 'log'), 'utf8');
+    const line = slog.split('\n').find((l) => /nodes must prove ZPS_AUTH_TOKEN/.test(l));
+    console.log(`podsim: auth: ${line ? line.replace(/^.*\] /, '') : 'the scheduler did not say it requires ZPS_AUTH_TOKEN'}`);
+    if (!line) failures.push('auth: the scheduler did not say "nodes must prove ZPS_AUTH_TOKEN"');
   }
   if (plan.lateService) {
     const logs = plan.pods.filter((p) => p.role !== 'scheduler').map((p) => fs.readFileSync(path.join(p.dir, 'log'), 'utf8'));

@@ -138,7 +138,9 @@ export function schemaCheck(obj) {
 // The static environment of a container as the manifests define it: envFrom ConfigMaps first, then env
 // (which wins). Values that only exist at run time (fieldRef, resourceFieldRef) resolve through `ctx`
 // when given (pod simulation), else they are kept as {dynamic: source}.
-export function containerEnv(container, configMaps, ctx = null) {
+// `secrets` (optional) maps Secret names to objects; a Secret that is not there is skipped when the reference
+// is optional (as the kubelet does) and is a problem otherwise.
+export function containerEnv(container, configMaps, ctx = null, secrets = new Map()) {
   const env = new Map();
   const problems = [];
   for (const from of container.envFrom ?? []) {
@@ -149,6 +151,15 @@ export function containerEnv(container, configMaps, ctx = null) {
         continue;
       }
       for (const [k, v] of Object.entries(cm.data ?? {})) env.set((from.prefix ?? '') + k, v);
+    } else if (from.secretRef) {
+      const secret = secrets.get(from.secretRef.name);
+      if (!secret) {
+        if (!from.secretRef.optional)
+          problems.push(`envFrom Secret ${from.secretRef.name} is not part of the manifests and not optional: the pods cannot start until it exists`);
+        continue;
+      }
+      for (const [k, v] of Object.entries(secret.stringData ?? {})) env.set((from.prefix ?? '') + k, v);
+      for (const [k, v] of Object.entries(secret.data ?? {})) env.set((from.prefix ?? '') + k, Buffer.from(v, 'base64').toString('utf8'));
     } else {
       problems.push(`envFrom ${JSON.stringify(from)} is not supported by this tool`);
     }
@@ -313,8 +324,9 @@ function checkNative(objs, errs) {
     if (!roles[role]) errs.push(`no Job runs DMLC_ROLE=${role}`);
   }
   if (roles.scheduler?.length > 1) errs.push(`${roles.scheduler.length} scheduler Jobs; there must be one`);
-  // Every role must agree on the shared values.
+  // Every role must agree on the shared values, and on the Secrets they take (authentication).
   const all = ROLES.flatMap((r) => roles[r] ?? []);
+  checkSameSecrets(all.map((x) => ({ label: ref(x.job), container: x.container })), errs);
   for (const name of ['DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT', 'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER']) {
     const values = new Set(all.map((x) => staticValue(x.env, name)).filter((v) => v !== undefined));
     if (values.size > 1) errs.push(`${name} differs between roles: ${[...values].join(', ')}`);
@@ -363,6 +375,22 @@ function checkNative(objs, errs) {
   }
 }
 
+// ZPS_AUTH_TOKEN must be the same on every node: every role takes the same Secrets.
+function secretNames(container) {
+  return [...(container.envFrom ?? []).filter((f) => f.secretRef).map((f) => f.secretRef.name),
+    ...(container.env ?? []).filter((e) => e.valueFrom?.secretKeyRef).map((e) => `${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`),
+    ...(container.env ?? []).filter((e) => /^ZPS_AUTH_TOKEN|^ZPS_CURVE$/.test(e.name) && 'value' in e).map((e) => `literal ${e.name}`)].sort().join(', ');
+}
+
+function checkSameSecrets(items, errs) {
+  const first = items[0];
+  if (!first) return;
+  for (const it of items.slice(1)) {
+    const a = secretNames(first.container), b = secretNames(it.container);
+    if (a !== b) errs.push(`${it.label} takes secrets [${b}] but ${first.label} takes [${a}]; every role needs the same ZPS_AUTH_TOKEN`);
+  }
+}
+
 function checkMXJob(job, objs, errs) {
   const label = ref(job);
   const configMaps = new Map(objs.filter((o) => o.kind === 'ConfigMap').map((o) => [o.metadata.name, o]));
@@ -370,6 +398,7 @@ function checkMXJob(job, objs, errs) {
   if (job.spec?.jobMode !== undefined && job.spec.jobMode !== 'MXTrain') errs.push(`${label}: jobMode must be MXTrain`);
   for (const type of ['Scheduler', 'Server', 'Worker']) if (!specs[type]) errs.push(`${label}: mxReplicaSpecs has no ${type}`);
   if (specs.Scheduler && specs.Scheduler.replicas !== 1) errs.push(`${label}: Scheduler replicas must be 1`);
+  const mxContainers = [];
   for (const [type, rs] of Object.entries(specs)) {
     const l = `${label} ${type}`;
     const role = type.toLowerCase();
@@ -388,7 +417,9 @@ function checkMXJob(job, objs, errs) {
     for (const name of ['DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT', 'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_WORKER_ID'])
       if (env.has(name)) errs.push(`${l}: sets ${name}, which the operator injects (its value would win)`);
     checkPodTemplate(l, role, tplWithRestart, mx, env, errs, { allowedRestart: ['Never', 'OnFailure'] });
+    mxContainers.push({ label: l, container: mx });
   }
+  checkSameSecrets(mxContainers, errs);
 }
 
 function checkVolcano(job, objs, errs) {
@@ -419,6 +450,7 @@ function checkVolcano(job, objs, errs) {
     byRole[role] = { task: t, container: c, env };
   }
   for (const role of ROLES) if (!byRole[role]) errs.push(`${label}: no task runs DMLC_ROLE=${role}`);
+  checkSameSecrets(Object.values(byRole).map((x) => ({ label: `${label} task ${x.task.name}`, container: x.container })), errs);
   if (byRole.scheduler && byRole.scheduler.task.replicas !== 1) errs.push(`${label}: the scheduler task must have 1 replica`);
   for (const [role, name] of [['server', 'DMLC_NUM_SERVER'], ['worker', 'DMLC_NUM_WORKER']]) {
     for (const x of Object.values(byRole)) {

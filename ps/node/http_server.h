@@ -1,0 +1,57 @@
+// HttpServer: the small HTTP endpoint every role serves with ZPS_METRICS_PORT (/metrics; the scheduler
+// adds /, /api/status, /status and /healthz). A thin wrapper over cpp-httplib (Debian's
+// libcpp-httplib-dev) so no other file includes httplib.h and the HTTP parsing is a maintained
+// library's, not ours.
+//
+// Lifetime: owned by the role's observer; handlers are added before start(), which binds the port and
+// serves GETs on its own threads (a pool of two) until stop() or destruction. Handlers run on those
+// threads and must be thread-safe.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "zps/status.h"
+
+namespace zps {
+
+class HttpServer {
+ public:
+  struct Response {
+    int status = 200;
+    std::string content_type = "text/plain; charset=utf-8";
+    std::string body;
+  };
+  using Query = std::map<std::string, std::string>;
+  using Handler = std::function<Response(const Query& query)>;
+
+  HttpServer();
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  void get(const std::string& path, Handler handler);
+  // Binds host:port (0 = a free port) and starts serving. A port that cannot be bound is an
+  // InvalidArgument naming `setting` (the user picked it).
+  Status start(const std::string& host, int port, const std::string& setting);
+  void stop();
+  int port() const { return port_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// One GET with a deadline (zps status, tests). Returns the HTTP status and body; kUnavailable when the
+// server cannot be reached.
+StatusOr<std::pair<int, std::string>> httpGet(const std::string& host, int port, const std::string& path,
+                                              std::chrono::milliseconds timeout);
+
+}  // namespace zps

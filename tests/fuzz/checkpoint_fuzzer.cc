@@ -1,0 +1,171 @@
+// Fuzz target: the checkpoint reader (ps/common/checkpoint.h) and the param-table shard parser
+// behind it (ParamStore's restore, reached through a DECLARE with restore_step). A checkpoint folder
+// is shared storage that outlives the processes that wrote it: a truncated or foreign file must be
+// refused with a reason, never crash the server that restarts on it.
+//
+// Input layout:
+//   byte 0   bit 0 = 0: the rest is a whole checkpoint file, read as both kinds. Random bytes
+//                       rarely get past the CRC, so this mode mostly tests the header checks.
+//            bit 0 = 1: the rest is a param-table payload; the harness wraps it in a valid header
+//                       (right length and CRC) so that every input reaches the payload parser, and
+//                       declares the table the payload names (bit 1 = 1: a fixed other table, to
+//                       reach the mismatch checks), then pulls and pushes rows of the restored table
+//            bits 2-7: the checkpoint's step - 1
+//   rest     as above
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/optimizer.h"
+#include "ps/common/checkpoint.h"
+#include "ps/server/param_store.h"
+#include "tests/fuzz/fuzz_util.h"
+
+namespace zps::fuzz {
+namespace {
+
+constexpr size_t kHeaderBytes = 36;  // magic 8, version 4, kind 4, step 8, length 8, crc 4
+constexpr uint64_t kTableKey = 7;
+
+void readRawFile(const uint8_t* data, size_t size) {
+  static const std::string path = ScratchDir::path() + "/raw.ckpt";
+  writeFile(path, data, size);
+  for (CheckpointKind kind : {CheckpointKind::kDenseModel, CheckpointKind::kParamTable}) {
+    auto f = readCheckpointFile(path, kind);
+    if (!f.ok()) {
+      ZPS_FUZZ_CHECK(f.status().code() == StatusCode::kInvalidArgument);
+      continue;
+    }
+    ZPS_FUZZ_CHECK(f->kind == kind);
+    ZPS_FUZZ_CHECK(size >= kHeaderBytes && f->payload.size() == size - kHeaderBytes);
+    ZPS_FUZZ_CHECK(std::memcmp(f->payload.data(), data + kHeaderBytes, f->payload.size()) == 0);
+    ZPS_FUZZ_CHECK(crc32(f->payload.data(), f->payload.size()) == crc32(data + kHeaderBytes,
+                                                                         size - kHeaderBytes));
+  }
+}
+
+// The shape fields at the start of a param-table payload, read leniently (defaults where the payload
+// is too short), so that the DECLARE matches the file and restore gets to the rows.
+struct Shape {
+  std::string name = "table";
+  uint32_t dim = 1;
+  uint32_t kind = 0;
+  bool has_row = false;
+  uint64_t first_row_key = 0;
+};
+
+Shape peekShape(const std::string& payload) {
+  Shape s;
+  PayloadReader r(payload);
+  uint32_t name_len = 0, dim = 0, kind = 0, state_floats = 0;
+  uint64_t rows = 0;
+  if (!r.get(&name_len) || name_len > r.remaining()) return s;
+  std::string name(name_len, '\0');
+  r.getBytes(name.data(), name_len);
+  if (!r.get(&dim) || !r.get(&kind) || !r.get(&state_floats) || !r.get(&rows)) return s;
+  s.name = name;
+  if (dim >= 1 && dim <= 65536) s.dim = dim;
+  if (kind <= static_cast<uint32_t>(kernels::OptimizerKind::kAdagrad)) s.kind = kind;
+  s.has_row = r.get(&s.first_row_key);
+  return s;
+}
+
+wire::DataMessage tableMessage(pb::DataCommand command, uint64_t round, uint32_t dim) {
+  wire::DataMessage m;
+  m.dtype = DType::kFloat32;
+  m.header.set_command(command);
+  m.header.set_key(kTableKey);
+  m.header.set_mode(pb::MODE_PARAM);
+  m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  m.header.set_round(round);
+  m.header.set_row_dim(dim);
+  return m;
+}
+
+Blob copyBlob(const void* data, size_t size) { return Blob::copyOf(data, size); }
+
+void restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
+  const uint64_t step = 1 + (mode >> 2);
+  const std::string payload(reinterpret_cast<const char*>(data), size);
+
+  // The file ParamStore::restore looks for (ParamStore::checkpointPath; server rank 0), written
+  // without writeCheckpointFile's fsyncs, which would cost more than the parse.
+  static const std::string dir = ScratchDir::path() + "/table";
+  static const bool made = std::filesystem::create_directories(dir) || true;
+  (void)made;
+  const std::string path = dir + "/table-" + std::to_string(kTableKey) + "-server-0-step-" +
+                           std::to_string(step) + ".ckpt";
+  PayloadWriter w;
+  w.putBytes("ZPSCKPT1", 8);
+  w.put(uint32_t{1});
+  w.put(static_cast<uint32_t>(CheckpointKind::kParamTable));
+  w.put(step);
+  w.put(static_cast<uint64_t>(payload.size()));
+  w.put(crc32(payload.data(), payload.size()));
+  std::string file = w.take() + payload;
+  writeFile(path, reinterpret_cast<const uint8_t*>(file.data()), file.size());
+
+  Shape shape = (mode & 2) ? Shape() : peekShape(payload);
+  ParamStore store(/*num_workers=*/1, /*server_rank=*/0, dir);
+  std::vector<Outgoing> out;
+  wire::DataMessage declare = tableMessage(pb::CMD_DECLARE, 0, shape.dim);
+  declare.header.set_name(shape.name);
+  declare.header.set_restore_step(step);
+  auto* opt = declare.header.mutable_optimizer();
+  opt->set_kind(shape.kind);
+  opt->set_lr(0.1f);
+  opt->set_momentum(0.9f);
+  opt->set_beta1(0.9f);
+  opt->set_beta2(0.999f);
+  opt->set_eps(1e-8f);
+  opt->set_initial_accumulator(0.1f);
+  opt->set_init_scale(0.01f);
+  store.handle(/*peer=*/1, /*worker=*/0, declare, &out);
+  ZPS_FUZZ_CHECK(out.size() == 1);
+  if (out[0].header.command() != pb::CMD_REPLY) {
+    ZPS_FUZZ_CHECK(out[0].header.command() == pb::CMD_ERROR);
+    // A stale idea of the file name here would make every input stop at "does not exist" and the
+    // fuzzer would test nothing; fail loudly instead.
+    ZPS_FUZZ_CHECK(out[0].header.error().find("does not exist") == std::string::npos);
+    return;
+  }
+
+  // The restored table must serve its rows: a pull of a restored key, a new key and key 0, then a
+  // push of the next round, which runs the optimizer over the restored state.
+  std::vector<uint64_t> keys = {0, 1};
+  if (shape.has_row) keys.push_back(shape.first_row_key);
+  const size_t n = keys.size();
+  wire::DataMessage pull = tableMessage(pb::CMD_PULL_ROWS, step + 1, shape.dim);
+  pull.header.set_num_elements(n);
+  pull.keys = copyBlob(keys.data(), n * sizeof(uint64_t));
+  out.clear();
+  store.handle(1, 0, pull, &out);
+  ZPS_FUZZ_CHECK(out.size() == 1 && out[0].header.command() == pb::CMD_REPLY);
+  ZPS_FUZZ_CHECK(out[0].payload.size() == n * shape.dim * sizeof(float));
+
+  std::vector<float> grads(n * shape.dim, 0.5f);
+  wire::DataMessage push = tableMessage(pb::CMD_PUSH_ROWS, step + 1, shape.dim);
+  push.header.set_num_elements(n);
+  push.keys = pull.keys;
+  push.payload = copyBlob(grads.data(), grads.size() * sizeof(float));
+  out.clear();
+  store.handle(1, 0, push, &out);
+  ZPS_FUZZ_CHECK(!out.empty() && out[0].header.command() == pb::CMD_REPLY);
+  ZPS_FUZZ_CHECK(store.counters().table_rows >= 1);
+}
+
+}  // namespace
+}  // namespace zps::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  zps::fuzz::quietLogging();
+  if (size < 1) return 0;
+  if ((data[0] & 1) == 0) {
+    zps::fuzz::readRawFile(data + 1, size - 1);
+  } else {
+    zps::fuzz::restoreTable(data[0], data + 1, size - 1);
+  }
+  return 0;
+}

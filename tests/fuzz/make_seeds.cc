@@ -1,0 +1,450 @@
+// Writes the seed corpora of the fuzz targets: valid inputs of every kind, made with the production
+// encoders and writers where there are some, so that the fuzzers start from deep inside each parser
+// instead of spending their first minutes discovering the formats. The output is committed under
+// tests/fuzz/corpus/<target>/; rerun this when a format changes:
+//
+//   cmake --build build --target zps_fuzz_make_seeds && build/bin/zps_fuzz_make_seeds tests/fuzz/corpus
+//
+// Seeds are named seed-<what>, so they never collide with the hash-named inputs libFuzzer adds.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "kernels/optimizer.h"
+#include "ps/common/checkpoint.h"
+#include "ps/server/param_store.h"
+#include "ps/wire/codec.h"
+
+namespace zps::fuzz {
+namespace {
+
+std::filesystem::path g_root;
+
+void put(const std::string& target, const std::string& name, const std::string& bytes) {
+  std::filesystem::create_directories(g_root / target);
+  std::ofstream out(g_root / target / ("seed-" + name), std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) {
+    std::fprintf(stderr, "cannot write seed %s/%s\n", target.c_str(), name.c_str());
+    std::exit(1);
+  }
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// ---- wire: the layout of wire_fuzzer.cc ----
+
+std::string packFrames(const std::vector<Blob>& frames, bool tight = false) {
+  std::string s(1, static_cast<char>(frames.size() | (tight ? 0x80 : 0)));
+  for (size_t i = 0; i + 1 < frames.size(); ++i) {
+    s.push_back(static_cast<char>(frames[i].size() & 0xFF));
+    s.push_back(static_cast<char>(frames[i].size() >> 8));
+  }
+  for (const Blob& f : frames) s.append(f.view());
+  return s;
+}
+
+Blob bytesOf(size_t n, uint8_t start = 1) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(start + i);
+  return Blob::fromString(s);
+}
+
+void wireSeeds() {
+  auto control = [](const std::string& name, const pb::Control& c) {
+    put("wire", name, packFrames(wire::encodeControl(c)));
+  };
+  pb::Control c;
+  auto* r = c.mutable_register_();
+  r->set_magic(wire::kMagic);
+  r->set_protocol_version(wire::kProtocolVersion);
+  r->set_role(pb::WORKER);
+  r->set_host("10.0.0.5");
+  r->set_requested_rank(1);
+  r->set_rank_source("DMLC_WORKER_ID");
+  r->set_hostname("job-worker-1");
+  r->set_pid(4242);
+  r->set_expected_servers(2);
+  r->set_expected_workers(2);
+  control("register-worker", c);
+  r->set_role(pb::SERVER);
+  r->set_port(9001);
+  r->set_requested_rank(-1);
+  r->set_rank_source("arrival order");
+  control("register-server", c);
+
+  c.Clear();
+  auto* rr = c.mutable_register_reply();
+  rr->set_accepted(true);
+  rr->set_rank(0);
+  rr->set_heartbeat_interval_ms(5000);
+  rr->set_heartbeat_timeout_ms(30000);
+  for (int i = 0; i < 3; ++i) {
+    auto* n = rr->add_nodes();
+    n->set_role(i == 0 ? pb::SCHEDULER : i == 1 ? pb::SERVER : pb::WORKER);
+    n->set_rank(i == 0 ? 0 : i - 1);
+    n->set_host("10.0.0." + std::to_string(i + 1));
+    n->set_port(9000 + i);
+    n->set_hostname("node-" + std::to_string(i));
+    n->set_pid(100 + i);
+  }
+  control("register-reply", c);
+  c.Clear();
+  c.mutable_register_reply()->set_error("worker rank 0 is already taken");
+  control("register-refused", c);
+
+  c.Clear();
+  c.mutable_barrier()->set_group(pb::GROUP_WORKERS);
+  c.mutable_barrier()->set_sequence(3);
+  control("barrier", c);
+  c.Clear();
+  c.mutable_barrier_release()->set_group(pb::GROUP_ALL);
+  c.mutable_barrier_release()->set_sequence(3);
+  control("barrier-release", c);
+  c.Clear();
+  c.mutable_heartbeat()->set_sent_unix_ms(1700000000000);
+  control("heartbeat", c);
+  c.Clear();
+  c.mutable_finished()->set_ok(false);
+  c.mutable_finished()->set_message("worker 1 failed");
+  control("finished", c);
+  c.Clear();
+  c.mutable_shutdown()->set_exit_code(1);
+  c.mutable_shutdown()->set_reason("server 0 is dead");
+  control("shutdown", c);
+
+  auto header = [](pb::DataCommand cmd, DType dtype, uint64_t n) {
+    pb::DataHeader h;
+    h.set_command(cmd);
+    h.set_request_id(17);
+    h.set_key(3);
+    h.set_round(2);
+    h.set_dtype(static_cast<uint32_t>(dtype));
+    h.set_num_elements(n);
+    return h;
+  };
+  pb::DataHeader h = header(pb::CMD_HELLO, DType::kFloat32, 0);
+  h.set_magic(wire::kMagic);
+  h.set_protocol_version(wire::kProtocolVersion);
+  h.set_worker_rank(1);
+  put("wire", "hello", packFrames(wire::encodeData(h)));
+  h = header(pb::CMD_DECLARE, DType::kFloat16, 8);
+  h.set_name("fc1.grad");
+  put("wire", "declare-sum", packFrames(wire::encodeData(h)));
+  h = header(pb::CMD_DECLARE, DType::kFloat32, 0);
+  h.set_mode(pb::MODE_PARAM);
+  h.set_name("embedding");
+  h.set_row_dim(4);
+  h.set_restore_step(5);
+  h.mutable_optimizer()->set_kind(2);
+  h.mutable_optimizer()->set_lr(0.01f);
+  h.mutable_optimizer()->set_init_scale(0.05f);
+  h.mutable_optimizer()->set_init_seed(9);
+  put("wire", "declare-param", packFrames(wire::encodeData(h), /*tight=*/false));
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
+                          DType::kInt32,   DType::kInt64,   DType::kUInt8};
+  for (DType d : dtypes) {
+    const size_t n = 3;
+    put("wire", "push-" + std::string(dtypeName(d)),
+        packFrames(wire::encodeData(header(pb::CMD_PUSH, d, n), bytesOf(n * dtypeSize(d)))));
+  }
+  put("wire", "push-pull",
+      packFrames(wire::encodeData(header(pb::CMD_PUSH_PULL, DType::kInt32, 2), bytesOf(8))));
+  put("wire", "push-tight",
+      packFrames(wire::encodeData(header(pb::CMD_PUSH, DType::kUInt8, 4), bytesOf(4)), true));
+  put("wire", "pull", packFrames(wire::encodeData(header(pb::CMD_PULL, DType::kFloat32, 4))));
+  put("wire", "reply-sum",
+      packFrames(wire::encodeData(header(pb::CMD_REPLY, DType::kFloat64, 2), bytesOf(16))));
+  put("wire", "reply-ack", packFrames(wire::encodeData(header(pb::CMD_REPLY, DType::kFloat32, 0))));
+  h = header(pb::CMD_ERROR, DType::kFloat32, 0);
+  h.set_error("table key 3 was never declared");
+  put("wire", "error", packFrames(wire::encodeData(h)));
+  h = header(pb::CMD_PUSH_ROWS, DType::kFloat32, 2);
+  h.set_row_dim(3);
+  put("wire", "push-rows", packFrames(wire::encodeRows(h, bytesOf(16), bytesOf(24, 100))));
+  h = header(pb::CMD_PULL_ROWS, DType::kFloat32, 3);
+  h.set_row_dim(2);
+  put("wire", "pull-rows", packFrames(wire::encodeRows(h, bytesOf(24))));
+  put("wire", "pull-rows-tight", packFrames(wire::encodeRows(h, bytesOf(24)), true));
+  put("wire", "checkpoint",
+      packFrames(wire::encodeData(header(pb::CMD_CHECKPOINT, DType::kFloat32, 0))));
+  put("wire", "no-frames", std::string(1, '\0'));
+}
+
+// ---- config: "NAME=VALUE" lines and "--flag=value" lines ----
+
+void configSeeds() {
+  put("config", "worker",
+      "DMLC_ROLE=worker\nDMLC_PS_ROOT_URI=10.0.0.1\nDMLC_PS_ROOT_PORT=9000\nDMLC_NUM_SERVER=2\n"
+      "DMLC_NUM_WORKER=2\nDMLC_WORKER_ID=1\nDMLC_NODE_HOST=10.0.0.7\nPS_VERBOSE=1\n");
+  put("config", "scheduler",
+      "DMLC_ROLE=scheduler\nDMLC_PS_ROOT_PORT=9000\nDMLC_NUM_SERVER=1\nDMLC_NUM_WORKER=1\n"
+      "DMLC_NODE_HOST=127.0.0.1\nZPS_RENDEZVOUS_TIMEOUT=60\nZPS_RENDEZVOUS_LOG_INTERVAL=2.5\n");
+  put("config", "server",
+      "DMLC_ROLE=server\nDMLC_PS_ROOT_URI=scheduler.job.svc\nDMLC_PS_ROOT_PORT=9000\n"
+      "DMLC_NUM_SERVER=4\nDMLC_NUM_WORKER=8\nZPS_SERVER_ID=3\nPORT=9100\n"
+      "ZPS_SERVER_ENGINE_THREADS=4\nZPS_CHECKPOINT_DIR= /ckpt \nZPS_CHECKPOINT_EVERY=100\n"
+      "DMLC_NODE_HOST=10.1.2.3\n");
+  put("config", "kubernetes",
+      "DMLC_ROLE=worker\nDMLC_PS_ROOT_URI=job-scheduler\nDMLC_PS_ROOT_PORT=9000\n"
+      "DMLC_NUM_SERVER=1\nDMLC_NUM_WORKER=4\nHOSTNAME=job-worker-3\nDMLC_USE_KUBERNETES=1\n"
+      "JOB_COMPLETION_INDEX=2\nDMLC_NODE_HOST=10.0.0.9\n");
+  put("config", "volcano-hostname",
+      "DMLC_ROLE=worker\nDMLC_PS_ROOT_URI=job-scheduler-0\nDMLC_PS_ROOT_PORT=9000\n"
+      "DMLC_NUM_SERVER=1\nDMLC_NUM_WORKER=4\nHOSTNAME=job-worker-12\nDMLC_NODE_HOST=10.0.0.9\n");
+  put("config", "timeouts",
+      "DMLC_ROLE=worker\nDMLC_PS_ROOT_URI=127.0.0.1\nDMLC_PS_ROOT_PORT=9000\nDMLC_NUM_SERVER=1\n"
+      "DMLC_NUM_WORKER=1\nDMLC_NODE_HOST=127.0.0.1\nPS_HEARTBEAT_INTERVAL=0.5\n"
+      "ZPS_HEARTBEAT_TIMEOUT=3\nZPS_CONNECT_TIMEOUT=0.001\nZPS_REQUEST_TIMEOUT=2592000\n"
+      "ZPS_SHUTDOWN_LINGER=0\nZPS_PARTITION_BYTES=64\nZPS_MAX_MESSAGE_BYTES=4096\n"
+      "ZPS_ENABLE_ASYNC=1\nZPS_RESEND_TIMEOUT=1.5\nZPS_TEST_FAULTS=drop=0.05\n");
+  put("config", "ps-resend",
+      "DMLC_ROLE=worker\nDMLC_PS_ROOT_URI=127.0.0.1\nDMLC_PS_ROOT_PORT=9000\nDMLC_NUM_SERVER=1\n"
+      "DMLC_NUM_WORKER=1\nDMLC_NODE_HOST=127.0.0.1\nPS_RESEND=1\nPS_RESEND_TIMEOUT=250\n"
+      "BYTEPS_ENABLE_ASYNC=0\nDMLC_PORT=0\n");
+  put("config", "flags",
+      "DMLC_ROLE=server\nDMLC_PS_ROOT_URI=127.0.0.1\nDMLC_PS_ROOT_PORT=9000\nDMLC_NUM_SERVER=1\n"
+      "DMLC_NUM_WORKER=1\nDMLC_NODE_HOST=127.0.0.1\n--heartbeat_interval=1\n"
+      "--heartbeat_timeout=2\n--partition_bytes=65536\n--server_id=0\n--checkpoint_dir=/ckpt\n"
+      "--enable_async=true\n--resend_timeout=0.25\n--max_message_bytes=1048576\n");
+  put("config", "bad-values",
+      "DMLC_ROLE=worker \nDMLC_PS_ROOT_URI=\nDMLC_PS_ROOT_PORT=90000\nDMLC_NUM_SERVER=two\n"
+      "DMLC_NUM_WORKER=-1\nPS_HEARTBEAT_TIMEOUT=1e400\nZPS_PARTITION_BYTES=0x10\n");
+  put("config", "interface",
+      "DMLC_ROLE=worker\nDMLC_PS_ROOT_URI=127.0.0.1\nDMLC_PS_ROOT_PORT=9000\nDMLC_NUM_SERVER=1\n"
+      "DMLC_NUM_WORKER=1\nDMLC_INTERFACE=lo\n");
+}
+
+// ---- dataset: [format, task | fraction << 2, label column] + file ----
+
+std::string dataSeed(int format, int task, int fraction, int8_t label_column, const std::string& text) {
+  std::string s;
+  s.push_back(static_cast<char>(format));
+  s.push_back(static_cast<char>(task | (fraction << 2)));
+  s.push_back(static_cast<char>(label_column));
+  return s + text;
+}
+
+void datasetSeeds() {
+  put("dataset", "csv-header",
+      dataSeed(0, 0, 0, -1, "x1,x2,x3,label\n0.5,1,2,0\n1.5,-2,3e2,1\n# comment\n\n2,3,4,2\n"
+                            "-1,0.25,8,1\n"));
+  put("dataset", "csv-whitespace-regression",
+      dataSeed(0, 1, 1, 0, "3.5 1 2\r\n  -7.25\t4 5\n1e-3 6 7\n+2 8 9\n"));
+  put("dataset", "csv-classification",
+      dataSeed(0, 2, 2, 1, "1,0,5\n2,1,6\n3,4,7\n4,0,8\n5,3,9\n"));
+  put("dataset", "libsvm-one-based",
+      dataSeed(1, 0, 0, -1, "1 1:0.5 3:1.5\n0 2:2 qid:3 4:-1\n1 1:1 # note\n0 4:2.5e1\n"));
+  put("dataset", "libsvm-zero-based-pm1",
+      dataSeed(1, 0, 3, -1, "+1 0:1 2:3\n-1 1:2\n-1 0:0.5 1:0.25 2:0.125\n+1 2:9\n"));
+  put("dataset", "libsvm-regression", dataSeed(1, 1, 0, -1, "3.25 1:1 2:2\n-0.5 2:1\n7 1:3\n"));
+  std::string criteo;
+  for (int row = 0; row < 4; ++row) {
+    criteo += row % 2 ? "1" : "0";
+    for (int j = 0; j < 13; ++j) criteo += "\t" + (j == row ? "" : std::to_string(j * row - 3));
+    for (int f = 0; f < 26; ++f) {
+      criteo += "\t";
+      if (f != row) criteo += "a" + std::to_string((f * 7 + row) % 5) + "9f3c";
+    }
+    criteo += row == 2 ? "\r\n" : "\n";
+  }
+  put("dataset", "criteo", dataSeed(2, 0, 0, -1, criteo));
+}
+
+// ---- checkpoint: [mode] + file (mode 0) or payload (mode 1) ----
+
+void checkpointSeeds() {
+  char tmpl[] = "/tmp/zps-seeds-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    std::perror("mkdtemp");
+    std::exit(1);
+  }
+  const std::string dir = tmpl;
+  const uint64_t kKey = 7, kStep = 5;
+  const char* names[] = {"sgd", "momentum", "adam", "adagrad"};
+  for (uint32_t kind = 0; kind <= 3; ++kind) {
+    // A real shard, written by the server's own code: declare, push rows, checkpoint.
+    ParamStore store(1, 0, dir);
+    std::vector<Outgoing> out;
+    wire::DataMessage m;
+    m.dtype = DType::kFloat32;
+    m.header.set_command(pb::CMD_DECLARE);
+    m.header.set_key(kKey);
+    m.header.set_mode(pb::MODE_PARAM);
+    m.header.set_row_dim(2);
+    m.header.set_name("emb");
+    m.header.set_async(true);
+    m.header.mutable_optimizer()->set_kind(kind);
+    m.header.mutable_optimizer()->set_lr(0.1f);
+    m.header.mutable_optimizer()->set_init_scale(0.1f);
+    store.handle(1, 0, m, &out);
+    const uint64_t keys[] = {11, 3, 11000000000ull};
+    const float grads[] = {1, 2, 3, 4, 5, 6};
+    m.header.set_command(pb::CMD_PUSH_ROWS);
+    m.header.set_num_elements(3);
+    m.keys = Blob::copyOf(keys, sizeof(keys));
+    m.payload = Blob::copyOf(grads, sizeof(grads));
+    store.handle(1, 0, m, &out);
+    m.header.set_command(pb::CMD_CHECKPOINT);
+    m.header.set_round(kStep);
+    m.header.set_num_elements(0);
+    m.keys = Blob();
+    m.payload = Blob();
+    store.handle(1, 0, m, &out);
+    for (const auto& o : out) {
+      if (o.header.command() != pb::CMD_REPLY) {
+        std::fprintf(stderr, "param store refused a seed step: %s\n", o.header.error().c_str());
+        std::exit(1);
+      }
+    }
+    const std::string file = readFile(dir + "/table-7-server-0-step-5.ckpt");
+    if (file.size() < 36) {
+      std::fprintf(stderr, "the param store wrote no checkpoint\n");
+      std::exit(1);
+    }
+    put("checkpoint", std::string("file-table-") + names[kind], std::string(1, '\0') + file);
+    put("checkpoint", std::string("payload-table-") + names[kind],
+        std::string(1, static_cast<char>(1 | ((kStep - 1) << 2))) + file.substr(36));
+  }
+  const std::string dense = dir + "/dense.ckpt";
+  std::string model(64, '\0');
+  for (size_t i = 0; i < model.size(); ++i) model[i] = static_cast<char>(i * 37);
+  if (!writeCheckpointFile(dense, CheckpointKind::kDenseModel, 42, model).ok() ||
+      !writeCheckpointFile(dense + ".empty", CheckpointKind::kDenseModel, 1, "").ok()) {
+    std::fprintf(stderr, "writeCheckpointFile failed\n");
+    std::exit(1);
+  }
+  put("checkpoint", "file-dense", std::string(1, '\0') + readFile(dense));
+  put("checkpoint", "file-dense-empty", std::string(1, '\0') + readFile(dense + ".empty"));
+  std::filesystem::remove_all(dir);
+}
+
+// ---- server: records [worker][2-byte length][message in splitFrames's layout] ----
+
+std::string record(int worker, const std::vector<Blob>& frames) {
+  const std::string msg = packFrames(frames);
+  std::string s;
+  s.push_back(static_cast<char>(worker));
+  s.push_back(static_cast<char>(msg.size() & 0xFF));
+  s.push_back(static_cast<char>(msg.size() >> 8));
+  return s + msg;
+}
+
+void serverSeeds() {
+  auto header = [](pb::DataCommand cmd, uint64_t key, uint64_t round, uint64_t n) {
+    pb::DataHeader h;
+    h.set_command(cmd);
+    h.set_request_id(round * 10 + cmd);
+    h.set_key(key);
+    h.set_round(round);
+    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    h.set_num_elements(n);
+    return h;
+  };
+  // Sum mode: both workers declare, push and pull two rounds; one pull arrives before the round
+  // completes (parked), one push is a duplicate.
+  std::string sum;
+  for (int w = 0; w < 2; ++w) {
+    pb::DataHeader h = header(pb::CMD_DECLARE, 5, 0, 4);
+    h.set_name("w");
+    sum += record(w, wire::encodeData(h));
+  }
+  for (uint64_t round = 1; round <= 2; ++round) {
+    sum += record(0, wire::encodeData(header(pb::CMD_PUSH, 5, round, 4), bytesOf(16)));
+    sum += record(0, wire::encodeData(header(pb::CMD_PULL, 5, round, 0)));
+    sum += record(0, wire::encodeData(header(pb::CMD_PUSH, 5, round, 4), bytesOf(16)));
+    sum += record(1, wire::encodeData(header(pb::CMD_PUSH_PULL, 5, round, 4), bytesOf(16, 9)));
+  }
+  put("server", "sum-rounds", sum);
+
+  // An async sum key: pushes are added at once, pulls get a snapshot.
+  std::string async;
+  pb::DataHeader h = header(pb::CMD_DECLARE, 6, 0, 2);
+  h.set_dtype(static_cast<uint32_t>(DType::kInt64));
+  h.set_async(true);
+  async += record(0, wire::encodeData(h));
+  h = header(pb::CMD_PUSH, 6, 0, 2);
+  h.set_dtype(static_cast<uint32_t>(DType::kInt64));
+  async += record(0, wire::encodeData(h, bytesOf(16)));
+  async += record(1, wire::encodeData(h, bytesOf(16, 50)));
+  h.set_command(pb::CMD_PULL);
+  async += record(1, wire::encodeData(h));
+  put("server", "sum-async", async);
+
+  // Param mode: declare a table, push and pull rows for two rounds, checkpoint, declare again.
+  std::string param;
+  auto declare = [&](uint64_t key, uint64_t restore_step, bool async_table) {
+    pb::DataHeader d = header(pb::CMD_DECLARE, key, 0, 0);
+    d.set_mode(pb::MODE_PARAM);
+    d.set_name("emb");
+    d.set_row_dim(2);
+    d.set_async(async_table);
+    d.set_restore_step(restore_step);
+    d.mutable_optimizer()->set_kind(2);
+    d.mutable_optimizer()->set_lr(0.1f);
+    d.mutable_optimizer()->set_init_scale(0.1f);
+    return wire::encodeData(d);
+  };
+  for (int w = 0; w < 2; ++w) param += record(w, declare(8, 0, false));
+  for (uint64_t round = 1; round <= 2; ++round) {
+    for (int w = 0; w < 2; ++w) {
+      pb::DataHeader p = header(pb::CMD_PULL_ROWS, 8, round, 2);
+      p.set_row_dim(2);
+      param += record(w, wire::encodeRows(p, bytesOf(16, 3 * w)));
+      p.set_command(pb::CMD_PUSH_ROWS);
+      param += record(w, wire::encodeRows(p, bytesOf(16, 3 * w), bytesOf(16, 64)));
+    }
+  }
+  param += record(0, wire::encodeData(header(pb::CMD_CHECKPOINT, 8, 2, 0)));
+  param += record(0, declare(8, 0, false));
+  put("server", "param-rounds-checkpoint", param);
+
+  // An async table: rows are applied at once, and a checkpoint is written at once.
+  std::string async_param;
+  async_param += record(0, declare(9, 0, true));
+  pb::DataHeader p = header(pb::CMD_PUSH_ROWS, 9, 0, 2);
+  p.set_row_dim(2);
+  async_param += record(1, wire::encodeRows(p, bytesOf(16), bytesOf(16, 7)));
+  async_param += record(0, wire::encodeData(header(pb::CMD_CHECKPOINT, 9, 4, 0)));
+  p.set_command(pb::CMD_PULL_ROWS);
+  async_param += record(1, wire::encodeRows(p, bytesOf(16)));
+  put("server", "param-async-checkpoint", async_param);
+}
+
+// ---- faults: the spec itself ----
+
+void faultSeeds() {
+  put("faults", "all", "drop=0.05,dup=0.05,delay=0.05,delay_ms=20,seed=7");
+  put("faults", "drop", "drop=1");
+  put("faults", "empty-items", ",,dup=0.5,");
+  put("faults", "bad", "drop=0.6,delay=0.6");
+}
+
+}  // namespace
+}  // namespace zps::fuzz
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_ROOT (e.g. tests/fuzz/corpus)\n", argv[0]);
+    return 2;
+  }
+  zps::fuzz::g_root = argv[1];
+  zps::fuzz::wireSeeds();
+  zps::fuzz::configSeeds();
+  zps::fuzz::datasetSeeds();
+  zps::fuzz::checkpointSeeds();
+  zps::fuzz::serverSeeds();
+  zps::fuzz::faultSeeds();
+  std::printf("seeds written under %s\n", argv[1]);
+  return 0;
+}

@@ -1,0 +1,212 @@
+// Observability on a real job: /metrics on every role (names, # TYPE lines, counters that grow, a strict
+// check of the text format) and `zps status` for a healthy cluster and after a worker is killed.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "ps/node/http_server.h"
+#include "tests/integration/cluster.h"
+
+namespace zps::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string dataDir() {
+  const char* d = std::getenv("ZPS_DATA_DIR");
+  return d != nullptr ? d : "data";
+}
+
+std::string scrape(int port) {
+  auto r = httpGet("127.0.0.1", port, "/metrics", std::chrono::seconds(5));
+  if (!r.ok() || r->first != 200) return "";
+  return r->second;
+}
+
+// Strict check of the Prometheus text format (0.0.4) as written by any exporter: every sample belongs
+// to a family announced by # TYPE before it, names and labels are well-formed, values parse,
+// histograms have cumulative buckets ending in +Inf equal to _count. Returns "" or the first problem.
+std::string checkExposition(const std::string& text, std::map<std::string, std::string>* types,
+                            std::map<std::string, double>* samples) {
+  static const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$)");
+  static const std::regex kHelp(R"(^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .*$)");
+  static const std::regex kSample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*)?\})? ([-+]?([0-9.eE+-]+|Inf|NaN))$)");
+  std::istringstream in(text);
+  std::string line;
+  std::set<std::string> seen_families;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (line.empty()) continue;
+    if (std::regex_match(line, m, kType)) {
+      if (!seen_families.insert(m[1]).second) return "family " + std::string(m[1]) + " declared twice";
+      (*types)[m[1]] = m[2];
+      continue;
+    }
+    if (std::regex_match(line, m, kHelp)) continue;
+    if (line[0] == '#') return "unknown comment line: " + line;
+    if (!std::regex_match(line, m, kSample)) return "malformed sample line: " + line;
+    std::string name = m[1];
+    std::string family = name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      std::string s = suffix;
+      if (types->count(family) == 0 && name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+        family = name.substr(0, name.size() - s.size());
+    }
+    if (types->count(family) == 0) return "sample before its # TYPE: " + line;
+    std::string value = m[7];
+    char* end = nullptr;
+    double v = value == "+Inf" || value == "Inf" ? 1e308 : std::strtod(value.c_str(), &end);
+    if (value != "NaN" && value != "+Inf" && value != "Inf" && (end == nullptr || *end != '\0'))
+      return "bad value: " + line;
+    (*samples)[name + std::string(m[2])] = v;
+  }
+  return "";
+}
+
+double sum(const std::map<std::string, double>& samples, const std::string& name) {
+  double total = 0;
+  for (const auto& [k, v] : samples)
+    if (k == name || k.rfind(name + "{", 0) == 0) total += v;
+  return total;
+}
+
+TEST_CASE("every role serves /metrics and the counters grow", "[observability]") {
+  Cluster c(1, 2);
+  c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
+  int base = freePort();
+  int ports[4] = {base, freePort(), freePort(), freePort()};
+  c.startScheduler({{"ZPS_METRICS_PORT", std::to_string(ports[0])}});
+  c.startServer({{"ZPS_METRICS_PORT", std::to_string(ports[1])}});
+  std::vector<std::string> train = {"train", "--data", "digits", "--data_dir", dataDir(), "--epochs", "3000"};
+  int w0 = c.startWorker(0, train, {{"ZPS_METRICS_PORT", std::to_string(ports[2])}});
+  c.startWorker(1, train, {{"ZPS_METRICS_PORT", std::to_string(ports[3])}});
+
+  // Wait (bounded) until worker 0 has pushed something.
+  std::map<std::string, std::string> types;
+  std::map<std::string, double> first;
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    types.clear();
+    first.clear();
+    std::string text = scrape(ports[2]);
+    if (!text.empty()) {
+      REQUIRE(checkExposition(text, &types, &first) == "");
+      if (sum(first, "zps_worker_pushed_bytes_total") > 0 && first["zps_training_step"] > 0) break;
+    }
+    REQUIRE(c.running(w0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(sum(first, "zps_worker_pushed_bytes_total") > 0);
+  CHECK(types["zps_worker_pushed_bytes_total"] == "counter");
+  CHECK(types["zps_worker_pulled_bytes_total"] == "counter");
+  CHECK(types["zps_worker_push_messages_total"] == "counter");
+  CHECK(types["zps_worker_request_duration_seconds"] == "histogram");
+  CHECK(types["zps_training_loss"] == "gauge");
+  CHECK(types["zps_training_samples_per_second"] == "gauge");
+  CHECK(first.count("zps_worker_request_duration_seconds_bucket{server=\"0\",op=\"push_pull\",le=\"+Inf\"}") == 1);
+
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::map<std::string, std::string> types2;
+  std::map<std::string, double> second;
+  REQUIRE(checkExposition(scrape(ports[2]), &types2, &second) == "");
+  for (const char* counter : {"zps_worker_pushed_bytes_total", "zps_worker_pulled_bytes_total",
+                              "zps_worker_push_messages_total", "zps_worker_pull_messages_total"}) {
+    INFO(counter);
+    CHECK(sum(second, counter) > sum(first, counter));
+  }
+  CHECK(second["zps_training_step"] > first["zps_training_step"]);
+
+  // Server and scheduler.
+  std::map<std::string, std::string> st;
+  std::map<std::string, double> ss;
+  REQUIRE(checkExposition(scrape(ports[1]), &st, &ss) == "");
+  CHECK(st["zps_server_rounds_completed_total"] == "counter");
+  CHECK(st["zps_server_engine_queue_depth"] == "gauge");
+  CHECK(st["zps_malformed_messages_total"] == "counter");
+  CHECK(ss["zps_server_rounds_completed_total"] > 0);
+  CHECK(sum(ss, "zps_server_pushed_bytes_total") > 0);
+  std::map<std::string, std::string> kt;
+  std::map<std::string, double> ks;
+  REQUIRE(checkExposition(scrape(ports[0]), &kt, &ks) == "");
+  CHECK(kt["zps_dead_nodes_total"] == "counter");
+  CHECK(ks["zps_scheduler_nodes{role=\"worker\",state=\"alive\"}"] == 2);
+  CHECK(ks["zps_scheduler_healthy"] == 1);
+}
+
+TEST_CASE("zps status: healthy, then a killed worker is named and the exit code is 1", "[observability]") {
+  Cluster c(1, 2);
+  c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
+  c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "60");  // the job stays up while we look at the dead worker
+  int port = freePort();
+  c.startScheduler({{"ZPS_METRICS_PORT", std::to_string(port)}});
+  c.startServer();
+  std::vector<std::string> train = {"train", "--data", "digits", "--data_dir", dataDir(), "--epochs", "3000"};
+  c.startWorker(0, train);
+  int w1 = c.startWorker(1, train);
+  Env status_env = {{"ZPS_METRICS_PORT", std::to_string(port)}};
+
+  int healthy = -1;
+  std::string log;
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    int s = c.start("status", {c.bin(), "status"}, status_env);
+    healthy = c.waitExit(s);
+    log = c.log(s);
+    if (healthy == 0 && log.find("worker     1") != std::string::npos && log.find("running") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  INFO(log);
+  REQUIRE(healthy == 0);
+  CHECK(log.find("healthy") != std::string::npos);
+  CHECK(log.find("alive") != std::string::npos);
+  WARN("zps status, healthy:\n" << log);
+
+  c.signal(w1, SIGKILL);
+  int code = 0;
+  deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    int s = c.start("status", {c.bin(), "status"}, status_env);
+    code = c.waitExit(s);
+    log = c.log(s);
+    if (code != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  INFO(log);
+  REQUIRE(code == 1);
+  CHECK(log.find("NOT healthy") != std::string::npos);
+  CHECK(log.find("worker 1 (127.0.0.1, pid " + std::to_string(c.pid(w1)) + ") sent no heartbeat") != std::string::npos);
+  WARN("zps status, worker 1 killed:\n" << log);
+
+  // Bad settings are a user error naming the variable.
+  int bad = c.start("status-bad", {c.bin(), "status"}, {{"ZPS_METRICS_PORT", "http"}});
+  CHECK(c.waitExit(bad) == 2);
+  CHECK(c.log(bad).find("ZPS_METRICS_PORT") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace zps::testing

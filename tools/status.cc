@@ -1,0 +1,64 @@
+// `zps status`: asks the scheduler's HTTP endpoint (ZPS_METRICS_PORT on the scheduler) for the cluster
+// table and prints it. Exit codes: 0 every node registered and alive (or finished); 1 a node missing,
+// late or dead, the job failed, or the scheduler unreachable; 2 bad flags or environment. That makes it
+// a readiness probe (`zps status` succeeds once the job runs) and a liveness check of the whole job.
+//
+//   zps status                              # DMLC_PS_ROOT_URI (or 127.0.0.1), ZPS_METRICS_PORT
+//   zps status --host sched --metrics_port 9100 --status_json
+#include <gflags/gflags.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "ps/common/config.h"
+#include "ps/node/http_server.h"
+#include "ps/node/observability.h"
+#include "tools/programs.h"
+
+DECLARE_string(host);           // tools/probe.cc
+DECLARE_double(probe_timeout);  // tools/probe.cc
+DEFINE_bool(status_json, false, "status: print the scheduler's JSON (/api/status) instead of the table");
+
+namespace zps {
+
+int statusMain() {
+  auto env = processEnv();
+  if (Status s = initObservability(env); !s.ok()) {
+    std::cerr << "zps status: " << s.message() << std::endl;
+    return 2;
+  }
+  int port = obsConfig().metrics_port;
+  if (port == 0) {
+    std::cerr << "zps status: set ZPS_METRICS_PORT (or --metrics_port) to the scheduler's HTTP port" << std::endl;
+    return 2;
+  }
+  std::string host = FLAGS_host;
+  if (host.empty()) {
+    const char* root = std::getenv("DMLC_PS_ROOT_URI");
+    host = root != nullptr && root[0] != '\0' ? root : "127.0.0.1";
+  }
+  if (!(FLAGS_probe_timeout > 0) || !std::isfinite(FLAGS_probe_timeout)) {
+    std::cerr << "zps status: --probe_timeout must be a positive number of seconds" << std::endl;
+    return 2;
+  }
+  auto timeout = std::chrono::milliseconds(static_cast<long long>(FLAGS_probe_timeout * 1000));
+  auto res = httpGet(host, port, FLAGS_status_json ? "/api/status" : "/status", timeout);
+  if (!res.ok()) {
+    std::cerr << "zps status: scheduler unreachable: " << res.status().message() << std::endl;
+    return 1;
+  }
+  auto [code, body] = *res;
+  std::cout << body << std::flush;
+  if (FLAGS_status_json) {
+    // /api/status always answers 200; health is in the document.
+    return body.find("\"healthy\":true") != std::string::npos ? 0 : 1;
+  }
+  if (code == 200) return 0;
+  if (code != 503) std::cerr << "zps status: unexpected HTTP status " << code << std::endl;
+  return 1;
+}
+
+}  // namespace zps

@@ -1,0 +1,407 @@
+#include "worker/local/local_group.h"
+
+#include <fcntl.h>
+#include <glog/logging.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace zps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kMagic = 0x7a70736c6f63616cull;  // "zpslocal"
+constexpr int kMaxLocalSize = 1024;
+constexpr size_t kTextBytes = 512;
+constexpr size_t kBookBytes = size_t{1} << 20;
+constexpr size_t kPage = 4096;
+// How often a waiting rank looks for dead peers: a few syscalls, cheap against the sleeps.
+constexpr auto kHealthInterval = std::chrono::milliseconds(20);
+
+std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+void copyText(char* dst, const std::string& text) {
+  const size_t n = std::min(text.size(), kTextBytes - 1);
+  std::memcpy(dst, text.data(), n);
+  dst[n] = '\0';
+}
+
+size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Whether another open file description holds the write lock on byte `offset` of fd.
+bool byteLocked(int fd, off_t offset) {
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = offset;
+  lock.l_len = 1;
+  if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return true;  // cannot tell: assume alive
+  return lock.l_type != F_UNLCK;
+}
+
+// Takes the write lock on byte `offset`; it lives as long as the open file description, so the
+// kernel drops it when the process dies, however it dies.
+bool lockByte(int fd, off_t offset) {
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = offset;
+  lock.l_len = 1;
+  return fcntl(fd, F_OFD_SETLK, &lock) == 0;
+}
+
+template <typename T>
+std::atomic_ref<T> shared(T& field) {
+  return std::atomic_ref<T>(field);
+}
+
+}  // namespace
+
+// The control segment. Plain fields accessed through std::atomic_ref: the mapping starts as zero
+// bytes, which is a valid state for every field, and no constructor runs in shared memory.
+struct LocalGroup::Control {
+  uint64_t magic;
+  uint32_t size;
+  uint32_t attached;
+  int32_t pids[kMaxLocalSize];
+  uint64_t barrier_arrivals;
+  uint32_t aborted;  // 0 healthy, 1 being written, 2 reason ready
+  char abort_reason[kTextBytes];
+  struct Report {
+    uint32_t done;
+    uint32_t ok;
+    char message[kTextBytes];
+    LocalTraffic traffic;
+  } reports[kMaxLocalSize];
+  uint32_t exit_ready;
+  int32_t exit_code;
+  char exit_reason[kTextBytes];
+  uint32_t book_ready;
+  uint32_t book_bytes;
+  char book[kBookBytes];
+};
+
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free &&
+                  std::atomic_ref<uint32_t>::is_always_lock_free,
+              "the local reducer needs lock-free atomics in shared memory");
+
+StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::join(const Config& config,
+                                                       const std::string& node_key) {
+  if (config.local_size < 1 || config.local_size > kMaxLocalSize) {
+    return InvalidArgument("ZPS_LOCAL_SIZE must be 1 to " + std::to_string(kMaxLocalSize));
+  }
+  // The folder name must be the same for every local rank of the node and differ between jobs
+  // and nodes sharing a machine; a hash keeps odd characters of host names out of the path.
+  const std::string id = config.root_uri + ":" + std::to_string(config.root_port) + "/" + node_key;
+  const uint64_t hash = std::hash<std::string>{}(id);
+  char name[96];
+  std::snprintf(name, sizeof(name), "/zps-local-%u-%016llx", static_cast<unsigned>(getuid()),
+                static_cast<unsigned long long>(hash));
+  std::unique_ptr<LocalGroup> group(new LocalGroup(config.local_rank, config.local_size));
+  if (const char* crash = std::getenv("ZPS_TEST_LOCAL_CRASH"); crash != nullptr && *crash != '\0') {
+    group->crash_rank_ = std::atoi(crash);
+  }
+  ZPS_RETURN_IF_ERROR(group->attach(config, config.shm_dir + name));
+  return group;
+}
+
+LocalGroup::~LocalGroup() {
+  for (auto& [ptr, bytes] : mappings_) munmap(ptr, bytes);
+  if (control_ != nullptr) munmap(control_, control_bytes_);
+  if (data_fd_ >= 0) close(data_fd_);
+  if (control_fd_ >= 0) close(control_fd_);
+  if (!folder_removed_ && isRoot()) removeFolder();
+}
+
+void LocalGroup::removeFolder() {
+  if (folder_.empty()) return;
+  for (const char* file : {"/ctl", "/ctl.tmp", "/data"}) unlink((folder_ + file).c_str());
+  rmdir(folder_.c_str());
+  folder_removed_ = true;
+}
+
+Status LocalGroup::attach(const Config& config, const std::string& folder) {
+  folder_ = folder;
+  control_bytes_ = roundUp(sizeof(Control), kPage);
+  const auto deadline = Clock::now() + config.rendezvous_timeout;
+  const std::string ctl = folder + "/ctl";
+  const std::string data = folder + "/data";
+  if (isRoot()) {
+    if (mkdir(folder.c_str(), 0700) != 0) {
+      if (errno != EEXIST) return InvalidArgument(errnoText("cannot create " + folder + " (ZPS_SHM_DIR)"));
+      struct stat st;
+      if (lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+        return FailedPrecondition(folder + " exists but is not a folder of this user; remove it");
+      }
+      // A folder left by a crash during an earlier attach: reuse it unless its root still lives.
+      int old = open(ctl.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+      if (old >= 0) {
+        const bool live = byteLocked(old, 0);
+        close(old);
+        if (live) {
+          return FailedPrecondition("another local rank 0 of this node is running (" + folder +
+                                    "); give each process its own ZPS_LOCAL_RANK");
+        }
+      }
+      for (const char* file : {"/ctl", "/ctl.tmp", "/data"}) unlink((folder + file).c_str());
+    }
+    if (chmod(folder.c_str(), 0700) != 0) return InternalError(errnoText("chmod " + folder));
+    const std::string tmp = folder + "/ctl.tmp";
+    control_fd_ = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (control_fd_ < 0) return InternalError(errnoText("cannot create " + tmp));
+    data_fd_ = open(data.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (data_fd_ < 0) return InternalError(errnoText("cannot create " + data));
+    if (fchmod(control_fd_, 0600) != 0 || fchmod(data_fd_, 0600) != 0 ||
+        ftruncate(control_fd_, static_cast<off_t>(control_bytes_)) != 0) {
+      return InternalError(errnoText("cannot size " + tmp));
+    }
+    void* p = mmap(nullptr, control_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, control_fd_, 0);
+    if (p == MAP_FAILED) return InternalError(errnoText("cannot map " + tmp));
+    control_ = static_cast<Control*>(p);
+    if (!lockByte(control_fd_, 0)) return InternalError(errnoText("cannot lock " + tmp));
+    control_->size = static_cast<uint32_t>(size_);
+    control_->pids[0] = static_cast<int32_t>(getpid());
+    shared(control_->attached).store(1);
+    shared(control_->magic).store(kMagic);
+    // Peers look for "ctl" only, so they never see a half-initialised segment.
+    if (rename(tmp.c_str(), ctl.c_str()) != 0) return InternalError(errnoText("cannot publish " + ctl));
+    const Status all = waitFor(
+        [&] { return shared(control_->attached).load() == static_cast<uint32_t>(size_); },
+        "waiting for the " + std::to_string(size_) + " local ranks of this node to attach to " +
+            folder,
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()), false);
+    // Every rank holds descriptors now (or we give up): no name needs to survive.
+    removeFolder();
+    if (!all.ok()) {
+      return all.withContext(std::to_string(shared(control_->attached).load()) + " of " +
+                             std::to_string(size_) + " attached");
+    }
+    LOG(INFO) << "local rank 0: " << size_ << " local ranks attached; shared memory unlinked";
+    return Status::OK();
+  }
+
+  // A non-root rank: wait for a live root's control segment.
+  for (;;) {
+    if (Clock::now() > deadline) {
+      return DeadlineExceeded("local rank " + std::to_string(rank_) + ": local rank 0 of this node did not create " +
+                              ctl + " within the rendezvous timeout; is it running with the same DMLC_WORKER_ID?");
+    }
+    const int fd = open(ctl.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
+      close(fd);
+      return FailedPrecondition(ctl + " is not a private file of this user; refusing to use it");
+    }
+    if (static_cast<size_t>(st.st_size) < control_bytes_ || !byteLocked(fd, 0)) {
+      close(fd);  // stale, from a dead root: the new root will replace it
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    control_fd_ = fd;
+    break;
+  }
+  data_fd_ = open(data.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (data_fd_ < 0) return InternalError(errnoText("cannot open " + data));
+  void* p = mmap(nullptr, control_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, control_fd_, 0);
+  if (p == MAP_FAILED) return InternalError(errnoText("cannot map " + ctl));
+  control_ = static_cast<Control*>(p);
+  if (shared(control_->magic).load() != kMagic) return InternalError(ctl + " is not a zps control segment");
+  if (control_->size != static_cast<uint32_t>(size_)) {
+    return InvalidArgument("ZPS_LOCAL_SIZE=" + std::to_string(size_) + " but local rank 0 of this node has " +
+                           std::to_string(control_->size) + "; give every process of a node the same local size");
+  }
+  if (!lockByte(control_fd_, rank_)) {
+    return InvalidArgument("local rank " + std::to_string(rank_) + " of this node is already taken by pid " +
+                           std::to_string(control_->pids[rank_]) + "; give each process its own ZPS_LOCAL_RANK");
+  }
+  control_->pids[rank_] = static_cast<int32_t>(getpid());
+  shared(control_->attached).fetch_add(1);
+  return Status::OK();
+}
+
+std::string LocalGroup::deadPeer() {
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const int32_t pid = shared(control_->pids[r]).load();
+    if (pid == 0) continue;  // not attached yet: the attach deadline covers it
+    if (!byteLocked(control_fd_, r)) {
+      return "local rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") of this node died";
+    }
+  }
+  return "";
+}
+
+Status LocalGroup::health() {
+  if (shared(control_->aborted).load() == 2) {
+    return Aborted(std::string("local group aborted: ") + control_->abort_reason);
+  }
+  std::string dead = deadPeer();
+  if (!dead.empty()) {
+    // It may have died while the folder still had names in it.
+    if (!folder_removed_) removeFolder();
+    return Aborted(dead);
+  }
+  return Status::OK();
+}
+
+void LocalGroup::abort(const std::string& reason) {
+  uint32_t expected = 0;
+  if (!shared(control_->aborted).compare_exchange_strong(expected, 1)) return;
+  copyText(control_->abort_reason, reason);
+  shared(control_->aborted).store(2);
+}
+
+Status LocalGroup::waitFor(const std::function<bool()>& done, const std::string& what,
+                           std::chrono::milliseconds timeout, bool forever_while_root_lives) {
+  const auto start = Clock::now();
+  auto next_health = start;
+  for (int spins = 0;; ++spins) {
+    if (done()) return Status::OK();
+    const auto now = Clock::now();
+    if (now >= next_health) {
+      ZPS_RETURN_IF_ERROR(health().withContext(what));
+      next_health = now + kHealthInterval;
+    }
+    if (!forever_while_root_lives && now - start > timeout) {
+      return DeadlineExceeded(what + ": not done after " +
+                              std::to_string(std::chrono::duration<double>(timeout).count()) + " s");
+    }
+    // Spin briefly (collectives of small tensors finish in microseconds), then sleep.
+    if (spins < 1000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
+  }
+}
+
+void LocalGroup::maybeCrashForTest() {
+  if (crash_rank_ == rank_) {
+    LOG(ERROR) << "local rank " << rank_ << ": ZPS_TEST_LOCAL_CRASH: killing myself";
+    raise(SIGKILL);
+  }
+}
+
+Status LocalGroup::barrier(const std::string& what, std::chrono::milliseconds timeout) {
+  maybeCrashForTest();
+  const uint64_t generation = ++barrier_generation_;
+  shared(control_->barrier_arrivals).fetch_add(1, std::memory_order_acq_rel);
+  const uint64_t target = generation * static_cast<uint64_t>(size_);
+  return waitFor(
+      [&] { return shared(control_->barrier_arrivals).load(std::memory_order_acquire) >= target; },
+      "local barrier (" + what + ")", timeout, false);
+}
+
+Status LocalGroup::publishBook(const std::string& book) {
+  if (book.size() > kBookBytes) return InternalError("address book too large for the control segment");
+  std::memcpy(control_->book, book.data(), book.size());
+  control_->book_bytes = static_cast<uint32_t>(book.size());
+  shared(control_->book_ready).store(1, std::memory_order_release);
+  return Status::OK();
+}
+
+StatusOr<std::string> LocalGroup::waitBook(std::chrono::milliseconds timeout) {
+  ZPS_RETURN_IF_ERROR(waitFor(
+      [&] { return shared(control_->book_ready).load(std::memory_order_acquire) == 1; },
+      "waiting for local rank 0 to register this node with the scheduler", timeout, false));
+  return std::string(control_->book, control_->book_bytes);
+}
+
+StatusOr<LocalGroup::Arena> LocalGroup::arena(int tensor_id, size_t bytes) {
+  if (tensor_id < 0) return InvalidArgument("bad tensor id");
+  if (static_cast<size_t>(tensor_id) < arenas_.size() && arenas_[tensor_id].bytes == bytes) {
+    return arenas_[tensor_id];
+  }
+  // Slots start on 64-byte boundaries so the sums vectorise; the arena on a page boundary so that
+  // every rank can map it at the same file offset.
+  const size_t slot = roundUp(bytes, 64);
+  const size_t length = roundUp(slot * (size_ + 1), kPage);
+  const size_t offset = data_mapped_;
+  if (isRoot() && ftruncate(data_fd_, static_cast<off_t>(offset + length)) != 0) {
+    const std::string error = errnoText("cannot grow the local staging memory by " + std::to_string(length) +
+                                        " bytes (ZPS_SHM_DIR too small?)");
+    abort(error);
+    return InternalError(error);
+  }
+  // The root must have grown the file before anyone touches the new range (SIGBUS otherwise).
+  ZPS_RETURN_IF_ERROR(barrier("staging a tensor", std::chrono::minutes(10)));
+  ZPS_RETURN_IF_ERROR(health());
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, data_fd_, static_cast<off_t>(offset));
+  if (p == MAP_FAILED) return InternalError(errnoText("cannot map local staging memory"));
+  mappings_.emplace_back(p, length);
+  data_mapped_ += length;
+  Arena a;
+  a.bytes = bytes;
+  for (int r = 0; r <= size_; ++r) a.slots.push_back(static_cast<uint8_t*>(p) + slot * r);
+  a.result = a.slots.back();
+  a.slots.pop_back();
+  if (arenas_.size() <= static_cast<size_t>(tensor_id)) arenas_.resize(tensor_id + 1);
+  arenas_[tensor_id] = a;
+  return a;
+}
+
+Status LocalGroup::gatherResults(const Status& mine, const LocalTraffic& traffic,
+                                           std::chrono::milliseconds timeout, LocalTraffic* node_total) {
+  auto& me = control_->reports[rank_];
+  me.ok = mine.ok() ? 1 : 0;
+  copyText(me.message, mine.message());
+  me.traffic = traffic;
+  shared(me.done).store(1, std::memory_order_release);
+  auto all_done = [&] {
+    for (int r = 0; r < size_; ++r) {
+      if (shared(control_->reports[r].done).load(std::memory_order_acquire) == 0) return false;
+    }
+    return true;
+  };
+  // A peer that dies after reporting is fine; one that dies before fails the node.
+  Status waited = waitFor(all_done, "waiting for every local rank of this node to finish", timeout, false);
+  if (!waited.ok() && !all_done()) return waited;
+  *node_total = LocalTraffic{};
+  Status combined;
+  for (int r = 0; r < size_; ++r) {
+    const auto& rep = control_->reports[r];
+    node_total->tensor_bytes_pushed += rep.traffic.tensor_bytes_pushed;
+    node_total->network_bytes_pushed += rep.traffic.network_bytes_pushed;
+    node_total->tensor_bytes_pulled += rep.traffic.tensor_bytes_pulled;
+    node_total->network_bytes_pulled += rep.traffic.network_bytes_pulled;
+    if (rep.ok == 0 && combined.ok()) {
+      combined = InternalError("local rank " + std::to_string(r) + ": " + rep.message);
+    }
+  }
+  return combined;
+}
+
+void LocalGroup::publishExit(int exit_code, const std::string& reason) {
+  control_->exit_code = exit_code;
+  copyText(control_->exit_reason, reason);
+  shared(control_->exit_ready).store(1, std::memory_order_release);
+}
+
+int LocalGroup::waitExit(const Status& mine, const LocalTraffic& traffic, std::string* reason) {
+  auto& me = control_->reports[rank_];
+  me.ok = mine.ok() ? 1 : 0;
+  copyText(me.message, mine.message());
+  me.traffic = traffic;
+  shared(me.done).store(1, std::memory_order_release);
+  // The job may run long after this rank is done (other nodes still train): wait while the root
+  // lives. A dead root, or a dead peer whose death the root will report, ends the wait.
+  Status waited = waitFor([&] { return shared(control_->exit_ready).load(std::memory_order_acquire) == 1; },
+                          "waiting for local rank 0 to end the job", std::chrono::milliseconds(0), true);
+  if (!waited.ok()) {
+    *reason = waited.message();
+    return 1;
+  }
+  *reason = control_->exit_reason;
+  return control_->exit_code;
+}
+
+}  // namespace zps

@@ -1,0 +1,121 @@
+// LocalGroup: the processes of one worker node (one per GPU, ZPS_LOCAL_SIZE of them) and the shared
+// memory they reduce through. It is the CPU twin of the NCCL local reduction: per tensor, every local
+// rank copies its input into its own slot, each rank sums the pieces it owns across all slots
+// (reduce-scatter), push-pulls only those pieces with the servers, and everyone copies the summed
+// tensor back out (all-gather). So a node sends each tensor byte once, whatever its local size.
+//
+// Who registers with the scheduler: only local rank 0 (the local root). DMLC_NUM_WORKER counts
+// nodes, the servers count one push per node and key, and the scheduler's barriers and job end are
+// per node, so a node must look like one worker to them. The other local ranks get the node's rank and
+// the servers' addresses from the root through the control segment, and connect to the servers
+// themselves with that rank (HELLO carries their local rank), because each pushes its own pieces.
+// The root speaks for the node: it relays the scheduler's end of the job to its peers and reports
+// the node's combined result. A dead local rank is noticed by its peers (the lock it holds on its
+// byte of the control segment is released by the kernel when it dies) and fails the node.
+//
+// Shared memory: the root creates a private folder (mode 0700) under ZPS_SHM_DIR named after the
+// job and node, and in it a control file and a data file (mode 0600). Every rank maps both, and as
+// soon as all have, the root unlinks them and removes the folder: from then on no name exists, and
+// the kernel frees the memory with the last mapping, however the processes end. Tensor staging
+// grows the (nameless) data file through the descriptors the ranks keep. A peer that notices a
+// death during the short attach window removes the folder itself.
+//
+// Owned by the Worker; its methods are called from the worker's calling thread (collectives are
+// issued in the same order by every local rank, as the worker API requires), except abort(), which
+// the scheduler client's thread may call.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/common/config.h"
+#include "zps/status.h"
+#include "zps/worker.h"
+
+namespace zps {
+
+// Bytes one process moved (summed per node by the root at the end of the job).
+using LocalTraffic = TrafficCounters;
+
+class LocalGroup {
+ public:
+  // Joins (root: creates) the group of this node. Blocks until every local rank has attached, or
+  // fails after config.rendezvous_timeout naming the missing ranks. `node_key` names the node
+  // uniquely within the job (DMLC_WORKER_ID or the host name).
+  static StatusOr<std::unique_ptr<LocalGroup>> join(const Config& config, const std::string& node_key);
+  ~LocalGroup();
+  LocalGroup(const LocalGroup&) = delete;
+  LocalGroup& operator=(const LocalGroup&) = delete;
+
+  int localRank() const { return rank_; }
+  int localSize() const { return size_; }
+  bool isRoot() const { return rank_ == 0; }
+
+  // Waits until every local rank reached this barrier. Fails when a local rank dies, the group is
+  // aborted, or `timeout` passes; the message names who is missing.
+  Status barrier(const std::string& what, std::chrono::milliseconds timeout);
+
+  // The root hands the scheduler's address book (serialized) to its peers; they wait for it.
+  Status publishBook(const std::string& book);
+  StatusOr<std::string> waitBook(std::chrono::milliseconds timeout);
+
+  // Staging for one tensor of `bytes` bytes: slot(r) is local rank r's input, result() the sum.
+  // Collective: every rank calls it for the same tensors in the same order. Cached per tensor id.
+  struct Arena {
+    std::vector<uint8_t*> slots;
+    uint8_t* result = nullptr;
+    size_t bytes = 0;
+  };
+  StatusOr<Arena> arena(int tensor_id, size_t bytes);
+
+  // Ends the group for everyone with `reason` (first caller wins). Thread-safe.
+  void abort(const std::string& reason);
+  // The first abort reason, or a dead peer's description; OK while the group is healthy.
+  Status health();
+
+  // Job end. Each rank reports its result and traffic. The root waits for every rank's report and
+  // returns the node's verdict (a failed wait, or the first local rank's failure) and traffic; after
+  // telling the scheduler, it publishes the job's exit code and reason with publishExit(). Non-roots
+  // wait for that.
+  Status gatherResults(const Status& mine, const LocalTraffic& traffic,
+                                 std::chrono::milliseconds timeout, LocalTraffic* node_total);
+  void publishExit(int exit_code, const std::string& reason);
+  int waitExit(const Status& mine, const LocalTraffic& traffic, std::string* reason);
+
+  // Test hook (ZPS_TEST_LOCAL_CRASH=<local rank>): that rank SIGKILLs itself at its first
+  // collective, so tests can check that no segment survives and that its peers fail clearly.
+  void maybeCrashForTest();
+
+ private:
+  struct Control;
+  LocalGroup(int rank, int size) : rank_(rank), size_(size) {}
+  Status attach(const Config& config, const std::string& folder);
+  // Empty when every peer holds its liveness lock; otherwise names the first dead one.
+  std::string deadPeer();
+  Status waitFor(const std::function<bool()>& done, const std::string& what,
+                 std::chrono::milliseconds timeout, bool forever_while_root_lives);
+  void removeFolder();
+
+  const int rank_;
+  const int size_;
+  std::string folder_;
+  bool folder_removed_ = false;
+  int control_fd_ = -1;
+  int data_fd_ = -1;
+  Control* control_ = nullptr;
+  size_t control_bytes_ = 0;
+  uint64_t barrier_generation_ = 0;
+  size_t data_mapped_ = 0;  // bytes of the data file mapped so far, in arenas
+  std::vector<std::pair<void*, size_t>> mappings_;
+  std::vector<Arena> arenas_;  // by tensor id
+  int crash_rank_ = -1;
+  bool crashed_checked_ = false;
+};
+
+}  // namespace zps
