@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_sum.h"
+#include "kernels/cuda_blas.h"
 #include "kernels/cuda_optimizer.h"
 #include "kernels/cuda_reducer.h"
 
@@ -27,6 +28,8 @@ Status cudaSumDevice(void* /*dst*/, const void* /*src*/, size_t /*count*/, DType
                      void* /*stream*/) {
   return Unavailable(kNoCuda);
 }
+
+StatusOr<std::unique_ptr<GpuGemm>> makeCublasGemm(int /*device*/) { return Unavailable(kNoCuda); }
 
 Status cudaApplyOptimizer(const OptimizerConfig& /*config*/, float* /*params*/, float* /*state*/,
                           const float* /*grad*/, size_t /*n*/, uint64_t /*step*/, void* /*stream*/) {

@@ -33,6 +33,7 @@
 #include "tools/programs.h"
 #include "tools/worker_program.h"
 #include "worker/train/dataset.h"
+#include "worker/train/device.h"
 #include "worker/train/metrics.h"
 #include "worker/train/model.h"
 
@@ -53,6 +54,7 @@ DEFINE_string(hidden, "128", "train: hidden layer sizes of mlp/ctr, e.g. 128,64"
 DEFINE_int32(embedding_dim, 8, "train: ctr embedding row size");
 DEFINE_string(table_optimizer, "adagrad", "train: ctr embedding optimizer on the servers: sgd, adagrad or adam");
 DEFINE_double(table_lr, 0.1, "train: learning rate of the embedding optimizer");
+DEFINE_string(device, "cpu", "train: where dense products run: cpu (OpenBLAS), cuda (cuBLAS) or auto");
 DEFINE_string(weights_out, "", "train: write the final dense weights (raw float32) to this file");
 
 namespace zps {
@@ -460,6 +462,12 @@ int trainMain() {
     std::cerr << "zps train: " << config.status().message() << std::endl;
     return 2;
   }
+  auto device = train::useTrainDevice(FLAGS_device, config->local_rank);
+  if (!device.ok()) {
+    std::cerr << "zps train: " << device.status().message() << std::endl;
+    return 2;
+  }
+  LOG(INFO) << "zps train: dense products on " << *device;
   auto prepared = prepare();
   return runWorkerProgram("train", [&](Worker& w) -> Status {
     if (!prepared.ok()) return prepared.status();

@@ -52,6 +52,7 @@ uint32_t crc32(const void* data, size_t size) {
 
 bool PayloadReader::getBytes(void* p, size_t n) {
   if (n > in_.size() - pos_) return false;
+  if (n == 0) return true;  // p may be an empty vector's null data()
   std::memcpy(p, in_.data() + pos_, n);
   pos_ += n;
   return true;

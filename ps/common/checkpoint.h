@@ -39,7 +39,9 @@ class PayloadWriter {
  public:
   template <typename T>
   void put(const T& v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(T)); }
-  void putBytes(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void putBytes(const void* p, size_t n) {
+    if (n > 0) out_.append(static_cast<const char*>(p), n);  // p may be null when n is 0
+  }
   std::string take() { return std::move(out_); }
 
  private:

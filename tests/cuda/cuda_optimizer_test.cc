@@ -96,11 +96,9 @@ TEST_CASE("CUDA optimizers match the CPU optimizers", "[cuda]") {
 TEST_CASE("CUDA optimizer refuses stateful rules without state", "[cuda]") {
   OptimizerConfig config;
   config.kind = OptimizerKind::kAdam;
-  float* params = nullptr;
-  REQUIRE(cudaMalloc(&params, 16) == cudaSuccess);
-  const Status s = cudaApplyOptimizer(config, params, nullptr, params, 4, 1, nullptr);
+  DeviceFloats params(std::vector<float>(4, 1.0f));
+  const Status s = cudaApplyOptimizer(config, params.get(), nullptr, params.get(), 4, 1, nullptr);
   CHECK(s.code() == StatusCode::kInvalidArgument);
-  cudaFree(params);
 }
 
 }  // namespace

@@ -26,10 +26,10 @@ namespace {
 // --log_dir, would read or write files and are not what we fuzz.
 bool isZpsFlag(std::string_view name) {
   static constexpr std::string_view kFlags[] = {
-      "rendezvous_timeout", "rendezvous_log_interval", "connect_timeout", "heartbeat_interval",
-      "heartbeat_timeout",  "request_timeout",         "shutdown_linger", "partition_bytes",
-      "server_engine_threads", "max_message_bytes",    "checkpoint_dir",  "checkpoint_every",
-      "enable_async",       "resend_timeout",          "server_id"};
+      "rendezvous_timeout",    "rendezvous_log_interval", "connect_timeout", "heartbeat_interval",
+      "heartbeat_timeout",     "request_timeout",         "shutdown_linger", "partition_bytes",
+      "server_engine_threads", "max_message_bytes",       "checkpoint_dir",  "checkpoint_every",
+      "enable_async",          "resend_timeout",          "server_id"};
   for (std::string_view f : kFlags) {
     if (f == name) return true;
   }
@@ -49,9 +49,9 @@ void checkConfig(const Config& c) {
   ZPS_FUZZ_CHECK(c.verbose >= 0 && c.verbose <= 3);
   ZPS_FUZZ_CHECK(c.requested_rank >= -1);
   if (c.role != Role::kScheduler) ZPS_FUZZ_CHECK(!c.root_uri.empty());
-  for (auto d : {c.rendezvous_timeout, c.rendezvous_log_interval, c.connect_timeout,
-                 c.heartbeat_interval, c.heartbeat_timeout, c.request_timeout, c.shutdown_linger,
-                 c.resend_timeout}) {
+  for (auto d :
+       {c.rendezvous_timeout, c.rendezvous_log_interval, c.connect_timeout, c.heartbeat_interval,
+        c.heartbeat_timeout, c.request_timeout, c.shutdown_linger, c.resend_timeout}) {
     ZPS_FUZZ_CHECK(validDuration(d));
   }
   ZPS_FUZZ_CHECK(c.heartbeat_interval.count() > 0);

@@ -24,7 +24,9 @@ void checkDataset(const train::Dataset& d) {
   ZPS_FUZZ_CHECK(d.labels.size() == d.rows);
   ZPS_FUZZ_CHECK(d.num_classes == 0 || d.num_classes >= 2);
   if (d.num_classes >= 2) {
-    for (float l : d.labels) ZPS_FUZZ_CHECK(l >= 0 && l < d.num_classes && l == static_cast<int>(l));
+    for (float l : d.labels) {
+      ZPS_FUZZ_CHECK(l >= 0 && l < d.num_classes && l == static_cast<int>(l));
+    }
   }
 }
 

@@ -23,12 +23,12 @@
 // A property the code under test promised and broke. abort() is what libFuzzer records as a crash
 // (and saves the input for), and what makes a replay fail in an ordinary build, where a silent
 // wrong answer would otherwise pass.
-#define ZPS_FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      std::fprintf(stderr, "%s:%d: fuzz property failed: %s\n", __FILE__, __LINE__, #cond);  \
-      std::abort();                                                                           \
-    }                                                                                         \
+#define ZPS_FUZZ_CHECK(cond)                                                                \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::fprintf(stderr, "%s:%d: fuzz property failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                         \
+    }                                                                                       \
   } while (0)
 
 namespace zps::fuzz {

@@ -3,7 +3,8 @@
 // instead of spending their first minutes discovering the formats. The output is committed under
 // tests/fuzz/corpus/<target>/; rerun this when a format changes:
 //
-//   cmake --build build --target zps_fuzz_make_seeds && build/bin/zps_fuzz_make_seeds tests/fuzz/corpus
+//   cmake --build build --target zps_fuzz_make_seeds
+//   build/bin/zps_fuzz_make_seeds tests/fuzz/corpus
 //
 // Seeds are named seed-<what>, so they never collide with the hash-named inputs libFuzzer adds.
 #include <unistd.h>
@@ -227,7 +228,8 @@ void configSeeds() {
 
 // ---- dataset: [format, task | fraction << 2, label column] + file ----
 
-std::string dataSeed(int format, int task, int fraction, int8_t label_column, const std::string& text) {
+std::string dataSeed(int format, int task, int fraction, int8_t label_column,
+                     const std::string& text) {
   std::string s;
   s.push_back(static_cast<char>(format));
   s.push_back(static_cast<char>(task | (fraction << 2)));
@@ -237,12 +239,12 @@ std::string dataSeed(int format, int task, int fraction, int8_t label_column, co
 
 void datasetSeeds() {
   put("dataset", "csv-header",
-      dataSeed(0, 0, 0, -1, "x1,x2,x3,label\n0.5,1,2,0\n1.5,-2,3e2,1\n# comment\n\n2,3,4,2\n"
-                            "-1,0.25,8,1\n"));
+      dataSeed(0, 0, 0, -1,
+               "x1,x2,x3,label\n0.5,1,2,0\n1.5,-2,3e2,1\n# comment\n\n2,3,4,2\n"
+               "-1,0.25,8,1\n"));
   put("dataset", "csv-whitespace-regression",
       dataSeed(0, 1, 1, 0, "3.5 1 2\r\n  -7.25\t4 5\n1e-3 6 7\n+2 8 9\n"));
-  put("dataset", "csv-classification",
-      dataSeed(0, 2, 2, 1, "1,0,5\n2,1,6\n3,4,7\n4,0,8\n5,3,9\n"));
+  put("dataset", "csv-classification", dataSeed(0, 2, 2, 1, "1,0,5\n2,1,6\n3,4,7\n4,0,8\n5,3,9\n"));
   put("dataset", "libsvm-one-based",
       dataSeed(1, 0, 0, -1, "1 1:0.5 3:1.5\n0 2:2 qid:3 4:-1\n1 1:1 # note\n0 4:2.5e1\n"));
   put("dataset", "libsvm-zero-based-pm1",

@@ -2,13 +2,14 @@
 # Opt-in fuzzing (issue 6; design.md section 4): configures a clang build with -DZPS_BUILD_FUZZ=ON,
 # builds the libFuzzer targets, runs each for SECONDS on a scratch copy of its committed corpus
 # (tests/fuzz/corpus/<target>/, which stays untouched) and prints a table of execs, execs/s, new
-# corpus entries and crashes. Exits 1 when any target crashed, leaked, ran out of memory or timed out.
+# corpus entries and crashes. Exits 1 when any target crashed, leaked, ran out of memory or timed
+# out.
 #
 # Usage: tests/fuzz/run-fuzzers.sh [SECONDS=60] [TARGET...]     (targets: wire config dataset
 #        checkpoint faults server; default all)
 # Environment:
-#   BUILD_DIR     the fuzz build dir (default: <repo>/build-fuzz); never an ordinary build dir, since
-#                 the zps libraries in it are built with sanitizers
+#   BUILD_DIR     the fuzz build dir (default: <repo>/build-fuzz); never an ordinary build dir,
+#                 since the zps libraries in it are built with sanitizers
 #   WORK_DIR      corpora copies, logs and crash inputs (default: a new folder under /tmp)
 #   FUZZ_FORK=1   keep fuzzing after a crash (libFuzzer -fork=1 -ignore_crashes), to count more than
 #                 the first one; the default stops a target at its first crash, like CI fuzzers do
@@ -30,21 +31,25 @@ CXX_COMPILER=${CXX_COMPILER:-clang++}
 
 die() { echo "run-fuzzers: $*" >&2; exit 2; }
 
-[[ $DURATION =~ ^[0-9]+$ ]] && [ "$DURATION" -gt 0 ] || die "SECONDS must be a positive whole number, got '$DURATION'"
+if ! [[ $DURATION =~ ^[0-9]+$ ]] || [ "$DURATION" -eq 0 ]; then
+  die "SECONDS must be a positive whole number, got '$DURATION'"
+fi
 for t in "${TARGETS[@]}"; do
   [ -d "$CORPUS_ROOT/$t" ] || die "unknown target '$t' (no corpus folder $CORPUS_ROOT/$t)"
 done
-command -v "$CXX_COMPILER" >/dev/null || die "$CXX_COMPILER not found; install clang (apt-get install clang)"
+command -v "$CXX_COMPILER" >/dev/null ||
+  die "$CXX_COMPILER not found; install clang (apt-get install clang)"
 # libFuzzer ships separately from clang on Debian; a one-line probe gives a clearer message than a
 # failed link halfway through the build.
 probe_dir=$(mktemp -d)
 trap 'rm -rf "$probe_dir"' EXIT
-printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' \
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' \
   >"$probe_dir/probe.cc"
-if ! "$CXX_COMPILER" -fsanitize=fuzzer,address,undefined "$probe_dir/probe.cc" -o "$probe_dir/probe" \
-    2>"$probe_dir/err"; then
+if ! "$CXX_COMPILER" -fsanitize=fuzzer,address,undefined "$probe_dir/probe.cc" \
+    -o "$probe_dir/probe" 2>"$probe_dir/err"; then
   cat "$probe_dir/err" >&2
-  die "$CXX_COMPILER cannot link a libFuzzer binary; install libclang-rt-14-dev (or your clang's compiler-rt)"
+  die "$CXX_COMPILER cannot link a libFuzzer binary; install libclang-rt-14-dev" \
+    "(or your clang's compiler-rt)"
 fi
 
 GENERATOR=()
@@ -87,7 +92,8 @@ for t in "${TARGETS[@]}"; do
   # A crash makes libFuzzer exit non-zero; the artifacts folder is what we count.
   (cd "$dir" && "$BUILD_DIR/bin/zps_fuzz_$t" "${args[@]}" "$dir/corpus" >"$dir/log" 2>&1) || true
   elapsed=$(( $(date +%s) - start ))
-  execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$dir/log" | tail -1 | grep -oE '[0-9]+$' || true)
+  execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$dir/log" | tail -1 |
+    grep -oE '[0-9]+$' || true)
   if [ -z "$execs" ]; then  # fork mode, or a run that died early: the last status line counts
     execs=$(grep -oE '^#[0-9]+' "$dir/log" | tail -1 | tr -d '#' || true)
   fi

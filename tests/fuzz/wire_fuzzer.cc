@@ -3,9 +3,9 @@
 // Input: one message in splitFrames's layout (fuzz_util.h). Bit 7 of byte 0 picks tight limits
 // (tiny strings, payloads, row dims) to reach every "over the limit" branch with small inputs.
 //
-// Beyond "no crash, no leak, no UB", it checks what the codec promises its callers: payload and key
-// frames have exactly the sizes the header implies, a message accepted under tight limits is accepted
-// under the defaults, and a decoded message re-encodes to one that decodes to the same thing.
+// Beyond "no crash, no leak, no UB", it checks what the codec promises its callers: payload and
+// key frames have exactly the sizes the header implies, what tight limits accept the defaults
+// accept, and a decoded message re-encodes to one that decodes to the same thing.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -36,7 +36,8 @@ bool sameBytes(const Blob& a, const Blob& b) {
 }
 
 // The codec's promises about a validated data message.
-void checkDataInvariants(const wire::DataMessage& m, size_t num_frames, const wire::Limits& limits) {
+void checkDataInvariants(const wire::DataMessage& m, size_t num_frames,
+                         const wire::Limits& limits) {
   const auto& h = m.header;
   ZPS_FUZZ_CHECK(static_cast<uint64_t>(m.dtype) == h.dtype());
   ZPS_FUZZ_CHECK(h.name().size() <= limits.max_string_bytes);

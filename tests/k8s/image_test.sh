@@ -43,6 +43,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
   "${B[@]}" rm --all >/dev/null 2>&1
   if [ "${ZPS_IMAGE_KEEP:-0}" != 1 ]; then
+    echo "image test: removing the build storage in $WORK (ZPS_IMAGE_KEEP=1 keeps it)"
     "${B[@]}" rmi --all --force >/dev/null 2>&1
     rm -rf "$WORK/storage" "$WORK/run" "$WORK/zps-image.tar"
   fi

@@ -113,6 +113,8 @@ StatusOr<Table> readNumericTable(const std::string& path) {
   size_t cols_line = 0;
   Status s = forEachLine(path, [&](size_t number, std::string_view line) -> Status {
     splitFields(line, &fields);
+    // A line of only separators has no values; counting it as a row would misalign every row after it.
+    if (fields.empty()) return InvalidArgument(where(path, number) + "no values on this line");
     const bool header_allowed = first;
     first = false;
     const size_t start = table.values.size();

@@ -12,6 +12,7 @@
 #include <zmq.h>
 
 #include <atomic>
+#include <cmath>
 #include <deque>
 #include <future>
 #include <map>
@@ -57,13 +58,15 @@ StatusOr<FaultInjection> parseFaultInjection(const std::string& spec) {
     std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     char* end = nullptr;
     double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || v < 0)
+    if (value.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
       return InvalidArgument("ZPS_TEST_FAULTS: '" + item + "' is not name=number");
     if (key == "drop") f.drop = v;
     else if (key == "dup") f.duplicate = v;
     else if (key == "delay") f.delay = v;
-    else if (key == "delay_ms") f.delay_ms = static_cast<int>(v);
-    else if (key == "seed") f.seed = static_cast<uint64_t>(v);
+    else if (key == "delay_ms" && v <= 60000) f.delay_ms = static_cast<int>(v);
+    else if (key == "seed" && v < 9007199254740992.0) f.seed = static_cast<uint64_t>(v);
+    else if (key == "delay_ms" || key == "seed")
+      return InvalidArgument("ZPS_TEST_FAULTS: '" + item + "' is out of range (delay_ms <= 60000, seed < 2^53)");
     else return InvalidArgument("ZPS_TEST_FAULTS: unknown fault '" + key + "' (drop, dup, delay, delay_ms, seed)");
   }
   if (f.drop > 1 || f.duplicate > 1 || f.delay > 1 || f.drop + f.duplicate + f.delay > 1)

@@ -1,0 +1,97 @@
+// cuBLAS behind kernels/cuda_blas.h. cuBLAS is column-major; a row-major C = op(A) op(B) is the
+// column-major C^T = op(B)^T op(A)^T, so the operands are passed swapped and nothing is transposed
+// in memory.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda_blas.h"
+
+namespace zps::kernels {
+namespace {
+
+Status cublasToStatus(cublasStatus_t status, const char* what, const char* file, int line) {
+  return InternalError(std::string(what) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                       cublasGetStatusName(status) + ": " + cublasGetStatusString(status));
+}
+
+#define ZPS_CUBLAS_RETURN_IF_ERROR(call)                                      \
+  do {                                                                        \
+    const cublasStatus_t zps_cublas_status_ = (call);                         \
+    if (zps_cublas_status_ != CUBLAS_STATUS_SUCCESS)                          \
+      return cublasToStatus(zps_cublas_status_, #call, __FILE__, __LINE__);   \
+  } while (0)
+
+// Floats spanned by `rows` rows of `cols` floats at row stride `ld` (the last row needs only cols).
+size_t span(size_t rows, size_t cols, size_t ld) { return rows == 0 ? 0 : (rows - 1) * ld + cols; }
+
+class CublasGemm final : public GpuGemm {
+ public:
+  CublasGemm(int device, cublasHandle_t handle, cuda::Stream stream)
+      : device_(device), handle_(handle), stream_(std::move(stream)) {}
+  ~CublasGemm() override {
+    static_cast<void>(cudaSetDevice(device_));
+    cublasDestroy(handle_);
+  }
+
+  Status gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
+              size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) override {
+    if (m == 0 || n == 0) return Status::OK();
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    const size_t a_floats = trans_a ? span(k, m, lda) : span(m, k, lda);
+    const size_t b_floats = trans_b ? span(n, k, ldb) : span(k, n, ldb);
+    const size_t c_floats = span(m, n, ldc);
+    ZPS_RETURN_IF_ERROR(a_.reserve(a_floats * sizeof(float) + 1));
+    ZPS_RETURN_IF_ERROR(b_.reserve(b_floats * sizeof(float) + 1));
+    ZPS_RETURN_IF_ERROR(c_.reserve(c_floats * sizeof(float)));
+    cudaStream_t s = stream_.get();
+    auto* da = static_cast<float*>(a_.data());
+    auto* db = static_cast<float*>(b_.data());
+    auto* dc = static_cast<float*>(c_.data());
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(da, a, a_floats * sizeof(float), cudaMemcpyHostToDevice, s));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(db, b, b_floats * sizeof(float), cudaMemcpyHostToDevice, s));
+    if (beta != 0.0f) {
+      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dc, c, c_floats * sizeof(float), cudaMemcpyHostToDevice, s));
+    }
+    ZPS_CUBLAS_RETURN_IF_ERROR(cublasSgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                                           static_cast<int>(m), static_cast<int>(k), &alpha, db,
+                                           static_cast<int>(ldb), da, static_cast<int>(lda), &beta, dc,
+                                           static_cast<int>(ldc)));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(c, dc, c_floats * sizeof(float), cudaMemcpyDeviceToHost, s));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return Status::OK();
+  }
+
+ private:
+  const int device_;
+  cublasHandle_t handle_;
+  cuda::Stream stream_;
+  cuda::DeviceBuffer a_, b_, c_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GpuGemm>> makeCublasGemm(int device) {
+  ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  cuda::Stream stream;
+  ZPS_RETURN_IF_ERROR(stream.create());
+  cublasHandle_t handle = nullptr;
+  ZPS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
+  // Deterministic products: no tensor-core TF32 shortcuts, so workers that see the same inputs
+  // compute the same gradients (the synchronous-training promise of zps train).
+  if (const cublasStatus_t st = cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH); st != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(handle);
+    return cublasToStatus(st, "cublasSetMathMode", __FILE__, __LINE__);
+  }
+  if (const cublasStatus_t st = cublasSetStream(handle, stream.get()); st != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(handle);
+    return cublasToStatus(st, "cublasSetStream", __FILE__, __LINE__);
+  }
+  return std::unique_ptr<GpuGemm>(std::make_unique<CublasGemm>(device, handle, std::move(stream)));
+}
+
+}  // namespace zps::kernels

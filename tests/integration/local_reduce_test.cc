@@ -1,0 +1,211 @@
+// Local reduction over shared memory (worker/local/local_group.h): several processes per worker
+// node, exact sums, one tensor's bytes on the network per node, no segments left behind, and a
+// clear failure when a local rank dies. Also the server's engine selection (ZPS_SERVER_ENGINE).
+#include <dirent.h>
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "kernels/cuda_reducer.h"
+#include "tests/integration/cluster.h"
+
+using zps::testing::Cluster;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Entries of a folder (the local reducer's ZPS_SHM_DIR must be empty once the job is over).
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename());
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += n + " ";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("local reduction: 2 nodes x 2 local ranks, exact sums, 1x tensor bytes on the network per node") {
+  Cluster c(2, 2);
+  const std::string shm = c.dir() + "/shm";
+  std::filesystem::create_directories(shm);
+  c.setEnv("ZPS_SHM_DIR", shm);
+  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  c.startScheduler();
+  c.startServer();
+  c.startServer();
+  std::vector<int> workers;
+  const std::vector<std::string> args = {"check", "--rounds", "4"};
+  for (int node = 0; node < 2; ++node) {
+    // Local rank 1 through BytePS's name, to show both spellings are read.
+    workers.push_back(c.startWorker(node, args, {{"ZPS_LOCAL_RANK", "0"}}));
+    workers.push_back(c.startWorker(node, args, {{"BYTEPS_LOCAL_RANK", "1"}, {"BYTEPS_LOCAL_SIZE", "2"}}));
+  }
+  auto codes = c.waitAll(240s);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    INFO(c.logTail(static_cast<int>(i)));
+    CHECK(codes[i] == 0);
+  }
+  for (int w : workers) {
+    INFO(c.logTail(w));
+    CHECK(contains(c.log(w), " 0 wrong"));
+  }
+  // The root of each node reports the node's traffic: what it pushed equals one process's tensor
+  // bytes (each tensor's bytes went over the network once, not once per local rank).
+  const std::regex line(R"(node traffic over 2 local ranks: tensor bytes (\d+) pushed / (\d+) pulled per rank; )"
+                        R"(network bytes (\d+) pushed / (\d+) pulled by the node)");
+  for (int root : {workers[0], workers[2]}) {
+    const std::string log = c.log(root);
+    std::smatch m;
+    INFO(c.logTail(root));
+    REQUIRE(std::regex_search(log, m, line));
+    CHECK(std::stoull(m[1]) > 0);
+    CHECK(m[3] == m[1]);
+    CHECK(m[4] == m[2]);
+  }
+  CHECK(entries(shm).empty());
+}
+
+TEST_CASE("local reduction: a crashed local rank leaves no segments and its peer fails clearly") {
+  Cluster c(1, 1);
+  const std::string shm = c.dir() + "/shm";
+  std::filesystem::create_directories(shm);
+  c.setEnv("ZPS_SHM_DIR", shm);
+  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  c.setEnv("ZPS_TEST_LOCAL_CRASH", "1");
+  c.startScheduler();
+  c.startServer();
+  const std::vector<std::string> args = {"check", "--rounds", "3", "--sizes", "4K,1M"};
+  int root = c.startWorker(0, args, {{"ZPS_LOCAL_RANK", "0"}});
+  int crasher = c.startWorker(0, args, {{"ZPS_LOCAL_RANK", "1"}});
+  CHECK(c.waitExit(crasher, 60s) == 128 + SIGKILL);
+  const int code = c.waitExit(root, 60s);
+  INFO(c.logTail(root));
+  CHECK(code != 0);
+  CHECK(contains(c.log(root), "local rank 1 (pid " + std::to_string(c.pid(crasher)) + ") of this node died"));
+  c.waitAll(60s);
+  INFO("left in ZPS_SHM_DIR: " << joined(entries(shm)));
+  CHECK(entries(shm).empty());
+}
+
+TEST_CASE("local reduction: a crashed local root makes its peer exit non-zero") {
+  Cluster c(1, 1);
+  const std::string shm = c.dir() + "/shm";
+  std::filesystem::create_directories(shm);
+  c.setEnv("ZPS_SHM_DIR", shm);
+  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  c.setEnv("ZPS_TEST_LOCAL_CRASH", "0");
+  c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.5");
+  c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "2");
+  c.startScheduler();
+  c.startServer();
+  const std::vector<std::string> args = {"check", "--rounds", "3", "--sizes", "4K"};
+  int root = c.startWorker(0, args, {{"ZPS_LOCAL_RANK", "0"}});
+  int peer = c.startWorker(0, args, {{"ZPS_LOCAL_RANK", "1"}});
+  CHECK(c.waitExit(root, 60s) == 128 + SIGKILL);
+  const int code = c.waitExit(peer, 60s);
+  INFO(c.logTail(peer));
+  CHECK(code != 0);
+  CHECK(contains(c.log(peer), "local rank 0 (pid " + std::to_string(c.pid(root)) + ") of this node died"));
+  c.waitAll(60s);
+  CHECK(entries(shm).empty());
+}
+
+TEST_CASE("zps launch --local-size starts N processes per worker node") {
+  Cluster c(1, 1);
+  const std::string shm = c.dir() + "/shm";
+  std::filesystem::create_directories(shm);
+  int p = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "2", "--local-size", "3", "--",
+                             "check", "--rounds", "2", "--sizes", "7,1M+3"},
+                  {{"ZPS_SHM_DIR", shm}});
+  const int code = c.waitExit(p, 120s);
+  INFO(c.logTail(p, 80));
+  CHECK(code == 0);
+  for (const char* who : {"[worker 0.0]", "[worker 0.2]", "[worker 1.1]"}) CHECK(contains(c.log(p), who));
+  CHECK(contains(c.log(p), "zps check: worker 1 local rank 2:"));
+  CHECK(entries(shm).empty());
+
+  int bad = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "1", "--local-size", "0", "--",
+                               "check"});
+  CHECK(c.waitExit(bad, 20s) == 2);
+}
+
+TEST_CASE("bad local rank settings exit 2 naming the variable") {
+  struct Case {
+    zps::testing::Env env;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{{"ZPS_LOCAL_SIZE", "2"}, {"ZPS_LOCAL_RANK", "2"}}, "ZPS_LOCAL_RANK=2 is not below the local size 2"},
+      {{{"BYTEPS_LOCAL_SIZE", "two"}}, "BYTEPS_LOCAL_SIZE='two' is not a whole number"},
+      {{{"ZPS_LOCAL_SIZE", "0"}}, "ZPS_LOCAL_SIZE=0 is out of range"},
+      {{{"ZPS_SHM_DIR", "relative/dir"}}, "ZPS_SHM_DIR='relative/dir' must be an absolute path"},
+  };
+  for (const auto& tc : cases) {
+    Cluster c(1, 1);
+    zps::testing::Env env = tc.env;
+    env.emplace_back("DMLC_ROLE", "worker");
+    int p = c.start("zps", {c.bin(), "check"}, env);
+    INFO(tc.message << "\n" << c.logTail(p));
+    CHECK(c.waitExit(p, 20s) == 2);
+    CHECK(contains(c.log(p), tc.message));
+  }
+}
+
+TEST_CASE("ZPS_SERVER_ENGINE: auto falls back to the CPU without a GPU, cuda exits 2, bad names exit 2") {
+  std::string why;
+  const bool gpu = zps::kernels::cudaDeviceAvailable(&why);
+  {
+    Cluster c(1, 1);
+    c.setEnv("ZPS_SERVER_ENGINE", "auto");
+    c.startScheduler();
+    int server = c.startServer();
+    int worker = c.startWorker(0, {"check", "--rounds", "2", "--sizes", "4K,1M+3"});
+    auto codes = c.waitAll(120s);
+    for (size_t i = 0; i < codes.size(); ++i) {
+      INFO(c.logTail(static_cast<int>(i)));
+      CHECK(codes[i] == 0);
+    }
+    CHECK(contains(c.log(worker), " 0 wrong"));
+    INFO(c.logTail(server));
+    if (gpu) {
+      CHECK(contains(c.log(server), "using the CUDA engine"));
+      CHECK(contains(c.log(server), "(cuda reducer)"));
+    } else {
+      CHECK(contains(c.log(server), "; using the CPU engine"));
+      CHECK(contains(c.log(server), "(cpu reducer)"));
+    }
+  }
+  {
+    Cluster c(1, 1);
+    int p = c.start("zps", {c.bin()}, {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ENGINE", "cuda"},
+                                       {"ZPS_RENDEZVOUS_TIMEOUT", "5"}, {"ZPS_CONNECT_TIMEOUT", "5"}});
+    const int code = c.waitExit(p, 30s);
+    INFO(c.logTail(p));
+    if (gpu) {
+      WARN("a GPU is present: ZPS_SERVER_ENGINE=cuda cannot be refused here; only the CPU case ran");
+    } else {
+      CHECK(code == 2);
+      CHECK(contains(c.log(p), "ZPS_SERVER_ENGINE=cuda but"));
+    }
+  }
+  {
+    Cluster c(1, 1);
+    int p = c.start("zps", {c.bin()}, {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ENGINE", "gpu"}});
+    INFO(c.logTail(p));
+    CHECK(c.waitExit(p, 20s) == 2);
+    CHECK(contains(c.log(p), "ZPS_SERVER_ENGINE='gpu' is not an engine"));
+  }
+}
