@@ -415,6 +415,8 @@ async function inner(args) {
     }
     if (p.role === 'worker' && r.code === 0 && /check/.test(p.containers[0].argv.join(' ')) && !/ 0 wrong/.test(log))
       failures.push(`${p.name}: zps check did not report "0 wrong"`);
+    if (p.role === 'worker' && r.code === 0 && /train/.test(p.containers[0].argv.join(' ')) && !/Final test /.test(log))
+      failures.push(`${p.name}: zps train did not report its final test metric`);
   }
   for (const j of plan.jobs) {
     const ok = plan.pods.filter((p) => p.job === j.name && results.get(p.name)?.code === 0).length;
