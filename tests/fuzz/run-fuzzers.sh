@@ -13,8 +13,9 @@
 #   WORK_DIR      corpora copies, logs and crash inputs (default: a new folder under /tmp)
 #   FUZZ_FORK=1   keep fuzzing after a crash (libFuzzer -fork=1 -ignore_crashes), to count more than
 #                 the first one; the default stops a target at its first crash, like CI fuzzers do
-#   FUZZ_MERGE=1  afterwards, merge the inputs that add coverage into tests/fuzz/corpus/<target>/
-#                 (libFuzzer -merge=1 keeps the corpus minimal); crash inputs are never merged
+#   FUZZ_MERGE=1  afterwards, rewrite tests/fuzz/corpus/<target>/ as a small set (at most
+#                 MAX_CORPUS=250 inputs) that reaches every edge the old corpus and the run reached;
+#                 seed-* and crash-* files stay, new crash inputs are never added
 #
 # Needs clang and its libFuzzer runtime (Debian: clang, libclang-rt-14-dev), cmake, and the zps
 # build dependencies (tools/install-deps.sh).
@@ -123,11 +124,20 @@ for t in "${TARGETS[@]}"; do
 done
 
 if [ "${FUZZ_MERGE:-0}" = 1 ]; then
+  # Not libFuzzer's -merge: it keeps every input that adds any feature, hundreds per target. The
+  # minimizer keeps a greedy set cover of the edges, at most MAX_CORPUS inputs, seeds and crash
+  # inputs always.
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${TARGETS[@]/#/zps_fuzz_minimize_}" >/dev/null
   for t in "${TARGETS[@]}"; do
-    "$BUILD_DIR/bin/zps_fuzz_$t" -merge=1 -max_len="$(max_len "$t")" "$CORPUS_ROOT/$t" \
-      "$WORK_DIR/$t/corpus" >"$WORK_DIR/$t/merge.log" 2>&1 ||
-      echo "run-fuzzers: merging $t failed, see $WORK_DIR/$t/merge.log" >&2
-    echo "run-fuzzers: $t corpus now has $(find "$CORPUS_ROOT/$t" -type f | wc -l) inputs"
+    staging=$WORK_DIR/$t/minimized
+    rm -rf "$staging"
+    mkdir -p "$staging"
+    "$BUILD_DIR/bin/zps_fuzz_minimize_$t" "${MAX_CORPUS:-250}" "$CORPUS_ROOT/$t" \
+      "$WORK_DIR/$t/corpus" 2>"$WORK_DIR/$t/minimize.log" | sed -n 's/^keep //p' |
+      while IFS= read -r f; do cp "$f" "$staging/"; done
+    find "$CORPUS_ROOT/$t" -type f -delete
+    cp "$staging"/* "$CORPUS_ROOT/$t/"
+    echo "run-fuzzers: $t: $(tail -1 "$WORK_DIR/$t/minimize.log")"
   done
 fi
 exit $status
