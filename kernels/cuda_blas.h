@@ -9,9 +9,10 @@
 
 namespace zps::kernels {
 
-// Row-major C = alpha * op(A) * op(B) + beta * C on host pointers, computed on one GPU: operands are
-// copied into device buffers that grow as needed and are reused across calls (one model's products
-// have a handful of shapes, so after the first step nothing is allocated). Owned by one thread.
+// Row-major C = alpha * op(A) * op(B) + beta * C on host pointers, computed on one GPU: operands
+// are copied into device buffers that grow as needed and are reused across calls (one model's
+// products have a handful of shapes, so after the first step nothing is allocated). Owned by one
+// thread.
 class GpuGemm {
  public:
   virtual ~GpuGemm() = default;

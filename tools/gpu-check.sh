@@ -1,16 +1,131 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, in one short run for a borrowed device machine: build with CUDA required,
-# then run the CUDA tests (CUDA reducer against the CPU reducer on exact data) and print nvidia-smi.
-# Exits non-zero when a CUDA test fails or is skipped (a skip here means the GPU was not usable).
-set -euo pipefail
+# The checks that need a GPU, in one run of at most ~8 minutes on a 16-core machine with one GPU
+# (an H200 when borrowed): build with CUDA required, then
+#   1. the cuda-labelled tests (CUDA sum kernels and optimizer kernels against the CPU ones);
+#   2. the CUDA sum kernel's bandwidth as a share of the device's copy bandwidth;
+#   3. a local job with ZPS_SERVER_ENGINE=cuda and zps check (also with 2 local ranks per node);
+#   4. zps train --device cuda on digits;
+#   5. zps bench with the CPU engine and the CUDA engine, side by side;
+# and a summary table. Every step runs even after a failure (so the table is complete); the exit
+# code is non-zero when any step failed or a CUDA test was skipped (a skip here means the GPU was
+# not usable). Logs go to $OUT_DIR (default $BUILD_DIR/gpu-check).
+#
+# Environment: BUILD_DIR (default build-gpu), OUT_DIR, ZPS_DATA_DIR (digits.csv; default data/,
+# filled by tools/fetch-datasets.sh when the machine can reach the Debian mirrors).
+set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-gpu}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-"$ROOT/tools/install-deps.sh"
-BUILD_DIR=$BUILD_DIR "$ROOT/tools/build.sh" -DZPS_WITH_CUDA=ON
-cd "$BUILD_DIR"
-ctest --output-on-failure -R '^cuda/' --timeout 300 | tee cuda-tests.txt
-if grep -q "Skipped" cuda-tests.txt; then
-  echo "gpu-check: CUDA tests were skipped; the GPU is not usable from this build" >&2
+OUT_DIR=${OUT_DIR:-$BUILD_DIR/gpu-check}
+export ZPS_DATA_DIR=${ZPS_DATA_DIR:-$ROOT/data}
+ZPS=$BUILD_DIR/bin/zps
+mkdir -p "$OUT_DIR"
+
+declare -a NAMES=() RESULTS=() SECONDS_TAKEN=() NOTES=()
+FAILED=0
+
+# step NAME TIMEOUT COMMAND...: runs the command with a deadline, logs to $OUT_DIR/NAME.log and
+# records PASS or FAIL; the check functions below add a note.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS rc
+  echo "=== $name"
+  timeout --kill-after=10 "$limit" "$@" >"$OUT_DIR/$name.log" 2>&1
+  rc=$?
+  tail -n 25 "$OUT_DIR/$name.log"
+  NAMES+=("$name")
+  SECONDS_TAKEN+=($((SECONDS - start)))
+  if [ $rc -eq 0 ]; then RESULTS+=(PASS); else RESULTS+=("FAIL($rc)"); FAILED=1; fi
+  NOTES+=("")
+  return $rc
+}
+
+# Marks the last step failed with a reason (a check on its output, not its exit code).
+failLast() {
+  local i=$((${#RESULTS[@]} - 1))
+  RESULTS[$i]=FAIL
+  NOTES[$i]="$1"
+  FAILED=1
+  echo "gpu-check: $1" >&2
+}
+
+noteLast() { NOTES[$((${#NOTES[@]} - 1))]="$1"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$OUT_DIR/nvidia-smi.txt" ||
+  echo "no nvidia-smi" >"$OUT_DIR/nvidia-smi.txt"
+
+# Build. install-deps does nothing when everything is present (device machines are offline).
+if ! step build 420 bash -c "'$ROOT/tools/install-deps.sh' && BUILD_DIR='$BUILD_DIR' '$ROOT/tools/build.sh' -DZPS_WITH_CUDA=ON"; then
+  echo "gpu-check: the build failed; nothing else can run" >&2
+fi
+
+if [ -x "$ZPS" ]; then
+  # 1. CUDA kernel tests. ctest says "Skipped" when the binary exits 77 (no usable device).
+  if step cuda-tests 240 ctest --test-dir "$BUILD_DIR" -L cuda --output-on-failure; then
+    if grep -q "Skipped\|Not Run" "$OUT_DIR/cuda-tests.log"; then
+      failLast "CUDA tests were skipped: the GPU is not usable from this build"
+    fi
+  fi
+
+  # 2. Sum kernel vs device copy bandwidth.
+  if step sum-bandwidth 120 "$BUILD_DIR/bin/zps_cuda_sum_bandwidth"; then
+    noteLast "$(grep -o 'sum/copy share: [0-9]*%' "$OUT_DIR/sum-bandwidth.log")"
+  fi
+
+  # 3. Whole jobs on the CUDA engine, with exact-sum checks.
+  if ZPS_SERVER_ENGINE=cuda step check-cuda-engine 180 "$ZPS" launch --servers 2 --workers 2 --local-size 1 \
+      --timeout 170 -- \
+      check --rounds 5; then
+    grep -q "(cuda reducer)" "$OUT_DIR/check-cuda-engine.log" || failLast "the servers did not run the cuda reducer"
+    [ "$(grep -c ' 0 wrong' "$OUT_DIR/check-cuda-engine.log")" -eq 2 ] || failLast "not every worker reported 0 wrong"
+  fi
+  if ZPS_SERVER_ENGINE=cuda step check-local-size-2 180 "$ZPS" launch --servers 2 --workers 2 --local-size 2 \
+      --timeout 170 -- check --rounds 3; then
+    [ "$(grep -c ' 0 wrong' "$OUT_DIR/check-local-size-2.log")" -eq 4 ] || failLast "not every local rank reported 0 wrong"
+    noteLast "$(grep -o 'network bytes [0-9]* pushed' "$OUT_DIR/check-local-size-2.log" | head -n 1) per node"
+  fi
+
+  # 4. Training with cuBLAS.
+  "$ROOT/tools/fetch-datasets.sh" "$ZPS_DATA_DIR" >/dev/null 2>&1 || true
+  if [ -f "$ZPS_DATA_DIR/digits.csv" ]; then
+    if step train-cuda 240 "$ZPS" launch --servers 1 --workers 2 --local-size 1 --timeout 230 -- \
+        train --model mlp --data digits --epochs 10 --device cuda; then
+      grep -q "cuBLAS" "$OUT_DIR/train-cuda.log" || failLast "training did not run on cuBLAS"
+      noteLast "$(grep -o 'Final test [^(]*' "$OUT_DIR/train-cuda.log" | head -n 1)"
+    fi
+  else
+    NAMES+=(train-cuda); RESULTS+=(FAIL); SECONDS_TAKEN+=(0)
+    NOTES+=("no $ZPS_DATA_DIR/digits.csv: run tools/fetch-datasets.sh where the mirrors are reachable")
+    FAILED=1
+  fi
+
+  # 5. Server goodput, CPU engine vs CUDA engine (1 server, so its engine is the bottleneck).
+  for engine in cpu cuda; do
+    ZPS_SERVER_ENGINE=$engine step "bench-$engine" 150 "$ZPS" launch --servers 1 --workers 2 --local-size 1 \
+      --timeout 140 -- \
+      bench --sizes 64K,1M,16M,64M --min_time 0.5 --json "$OUT_DIR/bench-$engine.json"
+  done
+  if [ -f "$OUT_DIR/bench-cpu.log" ] && [ -f "$OUT_DIR/bench-cuda.log" ]; then
+    echo "=== server goodput by engine (GB/s per worker, p50; zps bench, 1 server, 2 workers)"
+    # Table rows of zps bench: size partitions iters p50 p99 goodput wrong, after the "[worker 0] " prefix.
+    rows() { sed -n 's/^\[worker 0\] *//p' "$1" | awk '$1 ~ /^[0-9]+$/ && NF == 7 {print $1, $4, $6}'; }
+    join <(rows "$OUT_DIR/bench-cpu.log" | sort -k1,1) <(rows "$OUT_DIR/bench-cuda.log" | sort -k1,1) |
+      sort -n | awk 'BEGIN {printf "%12s %12s %12s %12s %12s %8s\n", "size(B)", "cpu p50(us)", "cuda p50(us)",
+                                   "cpu GB/s", "cuda GB/s", "cuda/cpu"}
+                     {printf "%12s %12s %12s %12s %12s %7.2fx\n", $1, $2, $4, $3, $5, ($3 > 0 ? $5 / $3 : 0)}' |
+      tee "$OUT_DIR/bench-side-by-side.txt"
+  fi
+fi
+
+echo
+echo "=== gpu-check summary ($(head -n 1 "$OUT_DIR/nvidia-smi.txt"))"
+printf "%-20s %-10s %6s  %s\n" step result secs note
+for i in "${!NAMES[@]}"; do
+  printf "%-20s %-10s %6s  %s\n" "${NAMES[$i]}" "${RESULTS[$i]}" "${SECONDS_TAKEN[$i]}" "${NOTES[$i]}"
+done
+echo "logs: $OUT_DIR"
+if [ $FAILED -ne 0 ]; then
+  echo "gpu-check: FAILED" >&2
   exit 1
 fi
+echo "gpu-check: PASS"

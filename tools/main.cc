@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "  DMLC_ROLE=worker zps check       check exact sums over N rounds (--rounds, --sizes, --dtypes)\n"
     "  DMLC_ROLE=worker zps bench       push-pull latency/goodput table (--sizes, --mode, --json)\n"
     "  DMLC_ROLE=worker zps train       train a model (--model linear|mlp|ctr, --data, --epochs, ...)\n"
-    "  zps launch --servers S --workers W -- CMD ARGS...   a whole job on this machine\n"
+    "  zps launch --servers S --workers W [--local-size N] -- CMD ARGS...   a whole job here\n"
     "  zps probe [--host H] [--port P]  exit 0 if the scheduler (DMLC_PS_ROOT_URI:PORT) accepts connections\n"
     "  zps status [--host H] [--metrics_port P]   the scheduler's table of nodes; exit 1 if one is\n"
     "                                   missing or dead (ZPS_METRICS_PORT on the scheduler)\n"

@@ -462,6 +462,12 @@ int trainMain() {
     std::cerr << "zps train: " << config.status().message() << std::endl;
     return 2;
   }
+  if (config->local_size > 1) {
+    // Its data shards and gradient scaling count workers, not processes; local ranks would train on
+    // the same shard and count twice.
+    std::cerr << "zps train: ZPS_LOCAL_SIZE > 1 is not supported by zps train yet; use --local-size 1" << std::endl;
+    return 2;
+  }
   auto device = train::useTrainDevice(FLAGS_device, config->local_rank);
   if (!device.ok()) {
     std::cerr << "zps train: " << device.status().message() << std::endl;

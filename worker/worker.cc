@@ -501,6 +501,10 @@ int Worker::serverOfRow(uint64_t key) const {
 }
 
 StatusOr<TableId> Worker::declareTable(const std::string& name, const TableOptions& options) {
+  // Every local rank of a node pushes rows under the node's rank, and the servers count one push per
+  // rank and round: the second local rank's rows would be dropped as a duplicate.
+  if (impl_->local)
+    return FailedPrecondition("table '" + name + "': param-mode tables do not support ZPS_LOCAL_SIZE > 1 yet");
   ZPS_ASSIGN_OR_RETURN(kernels::OptimizerKind kind, kernels::optimizerFromName(options.optimizer));
   if (options.dim == 0 || options.dim > 65536) return InvalidArgument("table '" + name + "': dim must be 1..65536");
   if (!(options.lr > 0)) return InvalidArgument("table '" + name + "': lr must be > 0");

@@ -14,15 +14,15 @@ namespace zps::kernels {
 namespace {
 
 Status cublasToStatus(cublasStatus_t status, const char* what, const char* file, int line) {
-  return InternalError(std::string(what) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                       cublasGetStatusName(status) + ": " + cublasGetStatusString(status));
+  return InternalError(std::string(what) + " failed at " + file + ":" + std::to_string(line) +
+                       ": " + cublasGetStatusName(status) + ": " + cublasGetStatusString(status));
 }
 
-#define ZPS_CUBLAS_RETURN_IF_ERROR(call)                                      \
-  do {                                                                        \
-    const cublasStatus_t zps_cublas_status_ = (call);                         \
-    if (zps_cublas_status_ != CUBLAS_STATUS_SUCCESS)                          \
-      return cublasToStatus(zps_cublas_status_, #call, __FILE__, __LINE__);   \
+#define ZPS_CUBLAS_RETURN_IF_ERROR(call)                                    \
+  do {                                                                      \
+    const cublasStatus_t zps_cublas_status_ = (call);                       \
+    if (zps_cublas_status_ != CUBLAS_STATUS_SUCCESS)                        \
+      return cublasToStatus(zps_cublas_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // Floats spanned by `rows` rows of `cols` floats at row stride `ld` (the last row needs only cols).
@@ -51,17 +51,20 @@ class CublasGemm final : public GpuGemm {
     auto* da = static_cast<float*>(a_.data());
     auto* db = static_cast<float*>(b_.data());
     auto* dc = static_cast<float*>(c_.data());
-    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(da, a, a_floats * sizeof(float), cudaMemcpyHostToDevice, s));
-    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(db, b, b_floats * sizeof(float), cudaMemcpyHostToDevice, s));
+    ZPS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(da, a, a_floats * sizeof(float), cudaMemcpyHostToDevice, s));
+    ZPS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(db, b, b_floats * sizeof(float), cudaMemcpyHostToDevice, s));
     if (beta != 0.0f) {
-      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dc, c, c_floats * sizeof(float), cudaMemcpyHostToDevice, s));
+      ZPS_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(dc, c, c_floats * sizeof(float), cudaMemcpyHostToDevice, s));
     }
-    ZPS_CUBLAS_RETURN_IF_ERROR(cublasSgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-                                           static_cast<int>(m), static_cast<int>(k), &alpha, db,
-                                           static_cast<int>(ldb), da, static_cast<int>(lda), &beta, dc,
-                                           static_cast<int>(ldc)));
-    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(c, dc, c_floats * sizeof(float), cudaMemcpyDeviceToHost, s));
+    ZPS_CUBLAS_RETURN_IF_ERROR(cublasSgemm(
+        handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, db,
+        static_cast<int>(ldb), da, static_cast<int>(lda), &beta, dc, static_cast<int>(ldc)));
+    ZPS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(c, dc, c_floats * sizeof(float), cudaMemcpyDeviceToHost, s));
     ZPS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return Status::OK();
   }
@@ -83,11 +86,13 @@ StatusOr<std::unique_ptr<GpuGemm>> makeCublasGemm(int device) {
   ZPS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
   // Deterministic products: no tensor-core TF32 shortcuts, so workers that see the same inputs
   // compute the same gradients (the synchronous-training promise of zps train).
-  if (const cublasStatus_t st = cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH); st != CUBLAS_STATUS_SUCCESS) {
+  if (const cublasStatus_t st = cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH);
+      st != CUBLAS_STATUS_SUCCESS) {
     cublasDestroy(handle);
     return cublasToStatus(st, "cublasSetMathMode", __FILE__, __LINE__);
   }
-  if (const cublasStatus_t st = cublasSetStream(handle, stream.get()); st != CUBLAS_STATUS_SUCCESS) {
+  if (const cublasStatus_t st = cublasSetStream(handle, stream.get());
+      st != CUBLAS_STATUS_SUCCESS) {
     cublasDestroy(handle);
     return cublasToStatus(st, "cublasSetStream", __FILE__, __LINE__);
   }

@@ -1,6 +1,8 @@
 // CUDA optimizer kernels against kernels/optimizer.cc. The kernels use the CPU loop's operations
 // without FMA contraction, so they should agree bit for bit; the test requires agreement within a
 // tight relative tolerance (the contract) and reports how many elements were bit-identical.
+#include "kernels/cuda_optimizer.h"
+
 #include <cuda_runtime_api.h>
 
 #include <catch2/catch.hpp>
@@ -9,7 +11,6 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda_optimizer.h"
 #include "kernels/optimizer.h"
 
 namespace zps::kernels {
@@ -18,14 +19,18 @@ namespace {
 struct DeviceFloats {
   explicit DeviceFloats(const std::vector<float>& host) : n(host.size()) {
     REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(float)) == cudaSuccess);
-    if (n > 0) REQUIRE(cudaMemcpy(ptr, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    if (n > 0)
+      REQUIRE(cudaMemcpy(ptr, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) ==
+              cudaSuccess);
   }
   ~DeviceFloats() { cudaFree(ptr); }
   DeviceFloats(const DeviceFloats&) = delete;
   DeviceFloats& operator=(const DeviceFloats&) = delete;
   std::vector<float> read() const {
     std::vector<float> out(n);
-    if (n > 0) REQUIRE(cudaMemcpy(out.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+    if (n > 0)
+      REQUIRE(cudaMemcpy(out.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost) ==
+              cudaSuccess);
     return out;
   }
   float* get() { return static_cast<float*>(ptr); }
@@ -52,7 +57,8 @@ void requireClose(const std::vector<float>& gpu, const std::vector<float>& cpu, 
     }
     const float diff = std::fabs(gpu[i] - cpu[i]);
     if (!(diff <= 1e-6f * std::max(1.0f, std::fabs(cpu[i])))) {
-      if (bad++ < 3) FAIL_CHECK(what << " element " << i << ": gpu " << gpu[i] << ", cpu " << cpu[i]);
+      if (bad++ < 3)
+        FAIL_CHECK(what << " element " << i << ": gpu " << gpu[i] << ", cpu " << cpu[i]);
     }
   }
   WARN(what << ": " << identical << " of " << gpu.size() << " elements bit-identical to the CPU");
@@ -76,8 +82,9 @@ void compare(OptimizerKind kind, size_t n) {
     const std::vector<float> grad = randomFloats(n, 100 + static_cast<uint32_t>(step), 0.5f);
     DeviceFloats d_grad(grad);
     applyOptimizer(config, params.data(), state.data(), grad.data(), n, step);
-    const Status s = cudaApplyOptimizer(config, d_params.get(), state_floats ? d_state.get() : nullptr,
-                                        d_grad.get(), n, step, nullptr);
+    const Status s =
+        cudaApplyOptimizer(config, d_params.get(), state_floats ? d_state.get() : nullptr,
+                           d_grad.get(), n, step, nullptr);
     REQUIRE(s.ok());
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
@@ -87,8 +94,8 @@ void compare(OptimizerKind kind, size_t n) {
 
 TEST_CASE("CUDA optimizers match the CPU optimizers", "[cuda]") {
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
-  for (const OptimizerKind kind :
-       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum,
+                                   OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
     for (const size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{1} << 20}) compare(kind, n);
   }
 }

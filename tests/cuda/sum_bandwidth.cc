@@ -17,13 +17,13 @@
 
 namespace {
 
-#define CHECK_CUDA(call)                                                                  \
-  do {                                                                                    \
-    const cudaError_t e = (call);                                                         \
-    if (e != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e));              \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CHECK_CUDA(call)                                                     \
+  do {                                                                       \
+    const cudaError_t e = (call);                                            \
+    if (e != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e)); \
+      std::exit(1);                                                          \
+    }                                                                        \
   } while (0)
 
 // Median milliseconds of `iters` runs of fn, timed with events on the default stream.
@@ -71,8 +71,8 @@ int main() {
       CHECK_CUDA(cudaMemset(a, 0, bytes));
       CHECK_CUDA(cudaMemset(b, 0, bytes));
       const size_t count = bytes / zps::dtypeSize(dtype);
-      const float copy_ms =
-          medianMs([&] { CHECK_CUDA(cudaMemcpyAsync(a, b, bytes, cudaMemcpyDeviceToDevice, nullptr)); }, 20);
+      const float copy_ms = medianMs(
+          [&] { CHECK_CUDA(cudaMemcpyAsync(a, b, bytes, cudaMemcpyDeviceToDevice, nullptr)); }, 20);
       const float sum_ms = medianMs(
           [&] {
             if (!zps::kernels::cudaSumDevice(a, b, count, dtype, nullptr).ok()) std::exit(1);
@@ -81,13 +81,14 @@ int main() {
       const double copy_gbs = 2.0 * bytes / (copy_ms * 1e-3) / 1e9;
       const double sum_gbs = 3.0 * bytes / (sum_ms * 1e-3) / 1e9;
       last_share = sum_gbs / copy_gbs;
-      std::printf("  %12zu %10s %14.1f %14.1f %7.0f%%\n", bytes, zps::dtypeName(dtype), copy_gbs, sum_gbs,
-                  100 * last_share);
+      std::printf("  %12zu %10s %14.1f %14.1f %7.0f%%\n", bytes, zps::dtypeName(dtype), copy_gbs,
+                  sum_gbs, 100 * last_share);
       cudaFree(a);
       cudaFree(b);
     }
   }
   // The largest size is the steady-state figure; smaller ones show launch and tail effects.
-  std::printf("sum/copy share: %.0f%% (1 GiB float32; read+write bytes per second)\n", 100 * last_share);
+  std::printf("sum/copy share: %.0f%% (1 GiB float32; read+write bytes per second)\n",
+              100 * last_share);
   return 0;
 }

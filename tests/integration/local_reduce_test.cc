@@ -25,7 +25,8 @@ bool contains(const std::string& haystack, const std::string& needle) {
 // Entries of a folder (the local reducer's ZPS_SHM_DIR must be empty once the job is over).
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename());
   return names;
 }
 
@@ -37,7 +38,9 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-TEST_CASE("local reduction: 2 nodes x 2 local ranks, exact sums, 1x tensor bytes on the network per node") {
+TEST_CASE(
+    "local reduction: 2 nodes x 2 local ranks, exact sums, 1x tensor bytes on the network per "
+    "node") {
   Cluster c(2, 2);
   const std::string shm = c.dir() + "/shm";
   std::filesystem::create_directories(shm);
@@ -51,7 +54,8 @@ TEST_CASE("local reduction: 2 nodes x 2 local ranks, exact sums, 1x tensor bytes
   for (int node = 0; node < 2; ++node) {
     // Local rank 1 through BytePS's name, to show both spellings are read.
     workers.push_back(c.startWorker(node, args, {{"ZPS_LOCAL_RANK", "0"}}));
-    workers.push_back(c.startWorker(node, args, {{"BYTEPS_LOCAL_RANK", "1"}, {"BYTEPS_LOCAL_SIZE", "2"}}));
+    workers.push_back(
+        c.startWorker(node, args, {{"BYTEPS_LOCAL_RANK", "1"}, {"BYTEPS_LOCAL_SIZE", "2"}}));
   }
   auto codes = c.waitAll(240s);
   for (size_t i = 0; i < codes.size(); ++i) {
@@ -64,8 +68,9 @@ TEST_CASE("local reduction: 2 nodes x 2 local ranks, exact sums, 1x tensor bytes
   }
   // The root of each node reports the node's traffic: what it pushed equals one process's tensor
   // bytes (each tensor's bytes went over the network once, not once per local rank).
-  const std::regex line(R"(node traffic over 2 local ranks: tensor bytes (\d+) pushed / (\d+) pulled per rank; )"
-                        R"(network bytes (\d+) pushed / (\d+) pulled by the node)");
+  const std::regex line(
+      R"(node traffic over 2 local ranks: tensor bytes (\d+) pushed / (\d+) pulled per rank; )"
+      R"(network bytes (\d+) pushed / (\d+) pulled by the node)");
   for (int root : {workers[0], workers[2]}) {
     const std::string log = c.log(root);
     std::smatch m;
@@ -94,7 +99,8 @@ TEST_CASE("local reduction: a crashed local rank leaves no segments and its peer
   const int code = c.waitExit(root, 60s);
   INFO(c.logTail(root));
   CHECK(code != 0);
-  CHECK(contains(c.log(root), "local rank 1 (pid " + std::to_string(c.pid(crasher)) + ") of this node died"));
+  CHECK(contains(c.log(root),
+                 "local rank 1 (pid " + std::to_string(c.pid(crasher)) + ") of this node died"));
   c.waitAll(60s);
   INFO("left in ZPS_SHM_DIR: " << joined(entries(shm)));
   CHECK(entries(shm).empty());
@@ -118,7 +124,8 @@ TEST_CASE("local reduction: a crashed local root makes its peer exit non-zero") 
   const int code = c.waitExit(peer, 60s);
   INFO(c.logTail(peer));
   CHECK(code != 0);
-  CHECK(contains(c.log(peer), "local rank 0 (pid " + std::to_string(c.pid(root)) + ") of this node died"));
+  CHECK(contains(c.log(peer),
+                 "local rank 0 (pid " + std::to_string(c.pid(root)) + ") of this node died"));
   c.waitAll(60s);
   CHECK(entries(shm).empty());
 }
@@ -127,18 +134,20 @@ TEST_CASE("zps launch --local-size starts N processes per worker node") {
   Cluster c(1, 1);
   const std::string shm = c.dir() + "/shm";
   std::filesystem::create_directories(shm);
-  int p = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "2", "--local-size", "3", "--",
-                             "check", "--rounds", "2", "--sizes", "7,1M+3"},
+  int p = c.start("launch",
+                  {c.bin(), "launch", "--servers", "1", "--workers", "2", "--local-size", "3", "--",
+                   "check", "--rounds", "2", "--sizes", "7,1M+3"},
                   {{"ZPS_SHM_DIR", shm}});
   const int code = c.waitExit(p, 120s);
   INFO(c.logTail(p, 80));
   CHECK(code == 0);
-  for (const char* who : {"[worker 0.0]", "[worker 0.2]", "[worker 1.1]"}) CHECK(contains(c.log(p), who));
+  for (const char* who : {"[worker 0.0]", "[worker 0.2]", "[worker 1.1]"})
+    CHECK(contains(c.log(p), who));
   CHECK(contains(c.log(p), "zps check: worker 1 local rank 2:"));
   CHECK(entries(shm).empty());
 
-  int bad = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "1", "--local-size", "0", "--",
-                               "check"});
+  int bad = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "1",
+                               "--local-size", "0", "--", "check"});
   CHECK(c.waitExit(bad, 20s) == 2);
 }
 
@@ -148,7 +157,8 @@ TEST_CASE("bad local rank settings exit 2 naming the variable") {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{{"ZPS_LOCAL_SIZE", "2"}, {"ZPS_LOCAL_RANK", "2"}}, "ZPS_LOCAL_RANK=2 is not below the local size 2"},
+      {{{"ZPS_LOCAL_SIZE", "2"}, {"ZPS_LOCAL_RANK", "2"}},
+       "ZPS_LOCAL_RANK=2 is not below the local size 2"},
       {{{"BYTEPS_LOCAL_SIZE", "two"}}, "BYTEPS_LOCAL_SIZE='two' is not a whole number"},
       {{{"ZPS_LOCAL_SIZE", "0"}}, "ZPS_LOCAL_SIZE=0 is out of range"},
       {{{"ZPS_SHM_DIR", "relative/dir"}}, "ZPS_SHM_DIR='relative/dir' must be an absolute path"},
@@ -164,7 +174,8 @@ TEST_CASE("bad local rank settings exit 2 naming the variable") {
   }
 }
 
-TEST_CASE("ZPS_SERVER_ENGINE: auto falls back to the CPU without a GPU, cuda exits 2, bad names exit 2") {
+TEST_CASE(
+    "ZPS_SERVER_ENGINE: auto falls back to the CPU without a GPU, cuda exits 2, bad names exit 2") {
   std::string why;
   const bool gpu = zps::kernels::cudaDeviceAvailable(&why);
   {
@@ -190,12 +201,16 @@ TEST_CASE("ZPS_SERVER_ENGINE: auto falls back to the CPU without a GPU, cuda exi
   }
   {
     Cluster c(1, 1);
-    int p = c.start("zps", {c.bin()}, {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ENGINE", "cuda"},
-                                       {"ZPS_RENDEZVOUS_TIMEOUT", "5"}, {"ZPS_CONNECT_TIMEOUT", "5"}});
+    int p = c.start("zps", {c.bin()},
+                    {{"DMLC_ROLE", "server"},
+                     {"ZPS_SERVER_ENGINE", "cuda"},
+                     {"ZPS_RENDEZVOUS_TIMEOUT", "5"},
+                     {"ZPS_CONNECT_TIMEOUT", "5"}});
     const int code = c.waitExit(p, 30s);
     INFO(c.logTail(p));
     if (gpu) {
-      WARN("a GPU is present: ZPS_SERVER_ENGINE=cuda cannot be refused here; only the CPU case ran");
+      WARN(
+          "a GPU is present: ZPS_SERVER_ENGINE=cuda cannot be refused here; only the CPU case ran");
     } else {
       CHECK(code == 2);
       CHECK(contains(c.log(p), "ZPS_SERVER_ENGINE=cuda but"));

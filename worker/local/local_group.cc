@@ -136,7 +136,8 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
   const std::string data = folder + "/data";
   if (isRoot()) {
     if (mkdir(folder.c_str(), 0700) != 0) {
-      if (errno != EEXIST) return InvalidArgument(errnoText("cannot create " + folder + " (ZPS_SHM_DIR)"));
+      if (errno != EEXIST)
+        return InvalidArgument(errnoText("cannot create " + folder + " (ZPS_SHM_DIR)"));
       struct stat st;
       if (lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
         return FailedPrecondition(folder + " exists but is not a folder of this user; remove it");
@@ -172,7 +173,8 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
     shared(control_->attached).store(1);
     shared(control_->magic).store(kMagic);
     // Peers look for "ctl" only, so they never see a half-initialised segment.
-    if (rename(tmp.c_str(), ctl.c_str()) != 0) return InternalError(errnoText("cannot publish " + ctl));
+    if (rename(tmp.c_str(), ctl.c_str()) != 0)
+      return InternalError(errnoText("cannot publish " + ctl));
     const Status all = waitFor(
         [&] { return shared(control_->attached).load() == static_cast<uint32_t>(size_); },
         "waiting for the " + std::to_string(size_) + " local ranks of this node to attach to " +
@@ -191,8 +193,9 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
   // A non-root rank: wait for a live root's control segment.
   for (;;) {
     if (Clock::now() > deadline) {
-      return DeadlineExceeded("local rank " + std::to_string(rank_) + ": local rank 0 of this node did not create " +
-                              ctl + " within the rendezvous timeout; is it running with the same DMLC_WORKER_ID?");
+      return DeadlineExceeded(
+          "local rank " + std::to_string(rank_) + ": local rank 0 of this node did not create " +
+          ctl + " within the rendezvous timeout; is it running with the same DMLC_WORKER_ID?");
     }
     const int fd = open(ctl.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
@@ -217,14 +220,17 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
   void* p = mmap(nullptr, control_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, control_fd_, 0);
   if (p == MAP_FAILED) return InternalError(errnoText("cannot map " + ctl));
   control_ = static_cast<Control*>(p);
-  if (shared(control_->magic).load() != kMagic) return InternalError(ctl + " is not a zps control segment");
+  if (shared(control_->magic).load() != kMagic)
+    return InternalError(ctl + " is not a zps control segment");
   if (control_->size != static_cast<uint32_t>(size_)) {
-    return InvalidArgument("ZPS_LOCAL_SIZE=" + std::to_string(size_) + " but local rank 0 of this node has " +
-                           std::to_string(control_->size) + "; give every process of a node the same local size");
+    return InvalidArgument("ZPS_LOCAL_SIZE=" + std::to_string(size_) +
+                           " but local rank 0 of this node has " + std::to_string(control_->size) +
+                           "; give every process of a node the same local size");
   }
   if (!lockByte(control_fd_, rank_)) {
-    return InvalidArgument("local rank " + std::to_string(rank_) + " of this node is already taken by pid " +
-                           std::to_string(control_->pids[rank_]) + "; give each process its own ZPS_LOCAL_RANK");
+    return InvalidArgument(
+        "local rank " + std::to_string(rank_) + " of this node is already taken by pid " +
+        std::to_string(control_->pids[rank_]) + "; give each process its own ZPS_LOCAL_RANK");
   }
   control_->pids[rank_] = static_cast<int32_t>(getpid());
   shared(control_->attached).fetch_add(1);
@@ -237,7 +243,8 @@ std::string LocalGroup::deadPeer() {
     const int32_t pid = shared(control_->pids[r]).load();
     if (pid == 0) continue;  // not attached yet: the attach deadline covers it
     if (!byteLocked(control_fd_, r)) {
-      return "local rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") of this node died";
+      return "local rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
+             ") of this node died";
     }
   }
   return "";
@@ -276,11 +283,14 @@ Status LocalGroup::waitFor(const std::function<bool()>& done, const std::string&
     }
     if (!forever_while_root_lives && now - start > timeout) {
       return DeadlineExceeded(what + ": not done after " +
-                              std::to_string(std::chrono::duration<double>(timeout).count()) + " s");
+                              std::to_string(std::chrono::duration<double>(timeout).count()) +
+                              " s");
     }
     // Spin briefly (collectives of small tensors finish in microseconds), then sleep.
-    if (spins < 1000) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
+    if (spins < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
   }
 }
 
@@ -302,7 +312,8 @@ Status LocalGroup::barrier(const std::string& what, std::chrono::milliseconds ti
 }
 
 Status LocalGroup::publishBook(const std::string& book) {
-  if (book.size() > kBookBytes) return InternalError("address book too large for the control segment");
+  if (book.size() > kBookBytes)
+    return InternalError("address book too large for the control segment");
   std::memcpy(control_->book, book.data(), book.size());
   control_->book_bytes = static_cast<uint32_t>(book.size());
   shared(control_->book_ready).store(1, std::memory_order_release);
@@ -310,9 +321,9 @@ Status LocalGroup::publishBook(const std::string& book) {
 }
 
 StatusOr<std::string> LocalGroup::waitBook(std::chrono::milliseconds timeout) {
-  ZPS_RETURN_IF_ERROR(waitFor(
-      [&] { return shared(control_->book_ready).load(std::memory_order_acquire) == 1; },
-      "waiting for local rank 0 to register this node with the scheduler", timeout, false));
+  ZPS_RETURN_IF_ERROR(
+      waitFor([&] { return shared(control_->book_ready).load(std::memory_order_acquire) == 1; },
+              "waiting for local rank 0 to register this node with the scheduler", timeout, false));
   return std::string(control_->book, control_->book_bytes);
 }
 
@@ -327,15 +338,16 @@ StatusOr<LocalGroup::Arena> LocalGroup::arena(int tensor_id, size_t bytes) {
   const size_t length = roundUp(slot * (size_ + 1), kPage);
   const size_t offset = data_mapped_;
   if (isRoot() && ftruncate(data_fd_, static_cast<off_t>(offset + length)) != 0) {
-    const std::string error = errnoText("cannot grow the local staging memory by " + std::to_string(length) +
-                                        " bytes (ZPS_SHM_DIR too small?)");
+    const std::string error = errnoText("cannot grow the local staging memory by " +
+                                        std::to_string(length) + " bytes (ZPS_SHM_DIR too small?)");
     abort(error);
     return InternalError(error);
   }
   // The root must have grown the file before anyone touches the new range (SIGBUS otherwise).
   ZPS_RETURN_IF_ERROR(barrier("staging a tensor", std::chrono::minutes(10)));
   ZPS_RETURN_IF_ERROR(health());
-  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, data_fd_, static_cast<off_t>(offset));
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, data_fd_,
+                 static_cast<off_t>(offset));
   if (p == MAP_FAILED) return InternalError(errnoText("cannot map local staging memory"));
   mappings_.emplace_back(p, length);
   data_mapped_ += length;
@@ -350,7 +362,7 @@ StatusOr<LocalGroup::Arena> LocalGroup::arena(int tensor_id, size_t bytes) {
 }
 
 Status LocalGroup::gatherResults(const Status& mine, const LocalTraffic& traffic,
-                                           std::chrono::milliseconds timeout, LocalTraffic* node_total) {
+                                 std::chrono::milliseconds timeout, LocalTraffic* node_total) {
   auto& me = control_->reports[rank_];
   me.ok = mine.ok() ? 1 : 0;
   copyText(me.message, mine.message());
@@ -363,7 +375,8 @@ Status LocalGroup::gatherResults(const Status& mine, const LocalTraffic& traffic
     return true;
   };
   // A peer that dies after reporting is fine; one that dies before fails the node.
-  Status waited = waitFor(all_done, "waiting for every local rank of this node to finish", timeout, false);
+  Status waited =
+      waitFor(all_done, "waiting for every local rank of this node to finish", timeout, false);
   if (!waited.ok() && !all_done()) return waited;
   *node_total = LocalTraffic{};
   Status combined;
@@ -394,8 +407,9 @@ int LocalGroup::waitExit(const Status& mine, const LocalTraffic& traffic, std::s
   shared(me.done).store(1, std::memory_order_release);
   // The job may run long after this rank is done (other nodes still train): wait while the root
   // lives. A dead root, or a dead peer whose death the root will report, ends the wait.
-  Status waited = waitFor([&] { return shared(control_->exit_ready).load(std::memory_order_acquire) == 1; },
-                          "waiting for local rank 0 to end the job", std::chrono::milliseconds(0), true);
+  Status waited =
+      waitFor([&] { return shared(control_->exit_ready).load(std::memory_order_acquire) == 1; },
+              "waiting for local rank 0 to end the job", std::chrono::milliseconds(0), true);
   if (!waited.ok()) {
     *reason = waited.message();
     return 1;

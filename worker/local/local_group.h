@@ -1,13 +1,13 @@
 // LocalGroup: the processes of one worker node (one per GPU, ZPS_LOCAL_SIZE of them) and the shared
-// memory they reduce through. It is the CPU twin of the NCCL local reduction: per tensor, every local
-// rank copies its input into its own slot, each rank sums the pieces it owns across all slots
+// memory they reduce through. It is the CPU twin of the NCCL local reduction: per tensor, every
+// local rank copies its input into its own slot, each rank sums the pieces it owns across all slots
 // (reduce-scatter), push-pulls only those pieces with the servers, and everyone copies the summed
 // tensor back out (all-gather). So a node sends each tensor byte once, whatever its local size.
 //
 // Who registers with the scheduler: only local rank 0 (the local root). DMLC_NUM_WORKER counts
 // nodes, the servers count one push per node and key, and the scheduler's barriers and job end are
-// per node, so a node must look like one worker to them. The other local ranks get the node's rank and
-// the servers' addresses from the root through the control segment, and connect to the servers
+// per node, so a node must look like one worker to them. The other local ranks get the node's rank
+// and the servers' addresses from the root through the control segment, and connect to the servers
 // themselves with that rank (HELLO carries their local rank), because each pushes its own pieces.
 // The root speaks for the node: it relays the scheduler's end of the job to its peers and reports
 // the node's combined result. A dead local rank is noticed by its peers (the lock it holds on its
@@ -48,7 +48,8 @@ class LocalGroup {
   // Joins (root: creates) the group of this node. Blocks until every local rank has attached, or
   // fails after config.rendezvous_timeout naming the missing ranks. `node_key` names the node
   // uniquely within the job (DMLC_WORKER_ID or the host name).
-  static StatusOr<std::unique_ptr<LocalGroup>> join(const Config& config, const std::string& node_key);
+  static StatusOr<std::unique_ptr<LocalGroup>> join(const Config& config,
+                                                    const std::string& node_key);
   ~LocalGroup();
   LocalGroup(const LocalGroup&) = delete;
   LocalGroup& operator=(const LocalGroup&) = delete;
@@ -80,11 +81,11 @@ class LocalGroup {
   Status health();
 
   // Job end. Each rank reports its result and traffic. The root waits for every rank's report and
-  // returns the node's verdict (a failed wait, or the first local rank's failure) and traffic; after
-  // telling the scheduler, it publishes the job's exit code and reason with publishExit(). Non-roots
-  // wait for that.
+  // returns the node's verdict (a failed wait, or the first local rank's failure) and traffic;
+  // after telling the scheduler, it publishes the job's exit code and reason with publishExit().
+  // Non-roots wait for that.
   Status gatherResults(const Status& mine, const LocalTraffic& traffic,
-                                 std::chrono::milliseconds timeout, LocalTraffic* node_total);
+                       std::chrono::milliseconds timeout, LocalTraffic* node_total);
   void publishExit(int exit_code, const std::string& reason);
   int waitExit(const Status& mine, const LocalTraffic& traffic, std::string* reason);
 

@@ -20,7 +20,8 @@ StatusOr<std::string> useTrainDevice(const std::string& device, int local_rank) 
   }
   std::string why;
   if (!kernels::cudaDeviceAvailable(&why)) {
-    if (device == "cuda") return Unavailable("--device=cuda but " + why + "; use --device=cpu or auto");
+    if (device == "cuda")
+      return Unavailable("--device=cuda but " + why + "; use --device=cpu or auto");
     setGemmBackend(nullptr);
     return "cpu (OpenBLAS): --device=auto found no GPU: " + why;
   }
@@ -28,8 +29,8 @@ StatusOr<std::string> useTrainDevice(const std::string& device, int local_rank) 
   const int gpu = count > 0 ? local_rank % count : 0;
   ZPS_ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuGemm> made, kernels::makeCublasGemm(gpu));
   std::shared_ptr<kernels::GpuGemm> gemm = std::move(made);
-  setGemmBackend([gemm](bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
-                        const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+  setGemmBackend([gemm](bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float* a,
+                        size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
     const Status s = gemm->gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     // A failed product cannot be reported through gemm(); training on garbage would be worse.
     LOG_IF(FATAL, !s.ok()) << "cuBLAS gemm: " << s.toString();
