@@ -81,7 +81,7 @@ int main() {
       const double copy_gbs = 2.0 * bytes / (copy_ms * 1e-3) / 1e9;
       const double sum_gbs = 3.0 * bytes / (sum_ms * 1e-3) / 1e9;
       last_share = sum_gbs / copy_gbs;
-      std::printf("  %12zu %10s %14.1f %14.1f %7.0f%%\n", bytes, zps::dtypeName(dtype), copy_gbs,
+      std::printf("  %12zu %10s %14.1f %14.1f %7.0f%%\n", bytes, std::string(zps::dtypeName(dtype)).c_str(), copy_gbs,
                   sum_gbs, 100 * last_share);
       cudaFree(a);
       cudaFree(b);
