@@ -39,12 +39,13 @@ DEFINE_int32(local_size, 1, "ZPS_LOCAL_SIZE (or BYTEPS_LOCAL_SIZE): processes pe
 DEFINE_string(shm_dir, "/dev/shm", "ZPS_SHM_DIR: folder for the local reducer's shared-memory segments");
 
 namespace zps {
-namespace {
 
 bool flagGiven(const char* name) {
   gflags::CommandLineFlagInfo info;
   return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
 }
+
+namespace {
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");

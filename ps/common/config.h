@@ -73,6 +73,9 @@ struct Config {
 // role is nullopt). Scheduler: needs root port and counts. Server/worker: also the root URI.
 StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role = std::nullopt);
 
+// True when the gflag `name` was given on the command line (so it wins over the environment).
+bool flagGiven(const char* name);
+
 // Strict parsers used by loadConfig, exposed for tests. `name` appears in the error message.
 StatusOr<long long> parseInteger(const std::string& name, const std::string& value, long long min,
                                  long long max, const std::string& hint);

@@ -22,11 +22,6 @@ DEFINE_string(trace_dir, "zps-trace", "ZPS_TRACE_DIR: folder for the timeline fi
 namespace zps {
 namespace {
 
-bool flagGiven(const char* name) {
-  gflags::CommandLineFlagInfo info;
-  return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
-}
-
 std::optional<std::string> nonEmpty(const EnvLookup& env, const char* name) {
   auto v = env(name);
   if (!v) return std::nullopt;

@@ -12,15 +12,7 @@
 namespace zps {
 namespace {
 
-Outgoing ack(PeerId peer, const pb::DataHeader& h) {
-  Outgoing o;
-  o.peer = peer;
-  o.header.set_command(pb::CMD_REPLY);
-  o.header.set_request_id(h.request_id());
-  o.header.set_key(h.key());
-  o.header.set_round(h.round());
-  return o;
-}
+Outgoing ack(PeerId peer, const pb::DataHeader& h) { return replyTo(peer, h, pb::CMD_REPLY); }
 
 std::vector<uint64_t> keysOf(const wire::DataMessage& msg) {
   std::vector<uint64_t> keys(msg.header.num_elements());

@@ -4,19 +4,7 @@
 
 namespace zps {
 
-Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error) {
-  Outgoing o;
-  o.peer = peer;
-  o.header.set_command(pb::CMD_ERROR);
-  o.header.set_request_id(request.request_id());
-  o.header.set_key(request.key());
-  o.header.set_round(request.round());
-  o.header.set_dtype(request.dtype());
-  o.header.set_error(error.substr(0, 4000));
-  return o;
-}
-
-Outgoing SumStore::reply(PeerId peer, const pb::DataHeader& request, pb::DataCommand command) {
+Outgoing replyTo(PeerId peer, const pb::DataHeader& request, pb::DataCommand command) {
   Outgoing o;
   o.peer = peer;
   o.header.set_command(command);
@@ -27,12 +15,18 @@ Outgoing SumStore::reply(PeerId peer, const pb::DataHeader& request, pb::DataCom
   return o;
 }
 
+Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error) {
+  Outgoing o = replyTo(peer, request, pb::CMD_ERROR);
+  o.header.set_error(error.substr(0, 4000));
+  return o;
+}
+
 void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out) {
   const auto& h = msg.header;
   std::string where = "key " + std::to_string(h.key()) + " round " + std::to_string(h.round());
   if (h.command() == pb::CMD_DECLARE) {
     Status s = declare(msg);
-    out->push_back(s.ok() ? reply(peer, h, pb::CMD_REPLY) : errorReply(peer, h, s.message()));
+    out->push_back(s.ok() ? replyTo(peer, h, pb::CMD_REPLY) : errorReply(peer, h, s.message()));
     return;
   }
   auto it = keys_.find(h.key());
@@ -48,7 +42,7 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
         out->push_back(errorReply(peer, h, s.withContext("key " + std::to_string(h.key()) + " of '" + k.name + "'").message()));
         return;
       }
-      if (h.command() == pb::CMD_PUSH) out->push_back(reply(peer, h, pb::CMD_REPLY));
+      if (h.command() == pb::CMD_PUSH) out->push_back(replyTo(peer, h, pb::CMD_REPLY));
     }
     if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_PUSH_PULL) out->push_back(snapshot(k, peer, h));
     return;
@@ -59,7 +53,7 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
       out->push_back(errorReply(peer, h, s.withContext(where + " of '" + k.name + "'").message()));
       return;
     }
-    if (h.command() == pb::CMD_PUSH) out->push_back(reply(peer, h, pb::CMD_REPLY));
+    if (h.command() == pb::CMD_PUSH) out->push_back(replyTo(peer, h, pb::CMD_REPLY));
     completeReadyRounds(h.key(), k, out);
     if (h.command() == pb::CMD_PUSH) return;
   }
@@ -125,7 +119,7 @@ Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h) {
   auto copy = std::make_shared<AlignedBuffer>(k.bytes);
   if (k.running) std::memcpy(copy->data(), k.running->data(), k.bytes);
   else std::memset(copy->data(), 0, k.bytes);
-  Outgoing o = reply(peer, h, pb::CMD_REPLY);
+  Outgoing o = replyTo(peer, h, pb::CMD_REPLY);
   o.header.set_num_elements(k.num_elements);
   o.header.set_dtype(static_cast<uint32_t>(k.dtype));
   o.payload = Blob::fromBuffer(std::move(copy));
@@ -204,7 +198,7 @@ Status SumStore::pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::ve
   if (h.round() <= k.completed) {
     for (const auto& [round, buf] : k.results) {
       if (round != h.round()) continue;
-      Outgoing o = reply(peer, h, pb::CMD_REPLY);
+      Outgoing o = replyTo(peer, h, pb::CMD_REPLY);
       o.header.set_num_elements(k.num_elements);
       o.header.set_dtype(static_cast<uint32_t>(k.dtype));
       o.payload = Blob::fromBuffer(buf);

@@ -82,7 +82,6 @@ class SumStore {
   Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
   void completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out);
   std::shared_ptr<AlignedBuffer> takeBuffer(KeyState& k);
-  static Outgoing reply(PeerId peer, const pb::DataHeader& request, pb::DataCommand command);
 
   const int num_workers_;
   kernels::Reducer* reducer_;
@@ -90,5 +89,7 @@ class SumStore {
 };
 
 Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error);
+// A reply to `request` with the given command (CMD_REPLY or CMD_ERROR), echoing its id, key, round, dtype.
+Outgoing replyTo(PeerId peer, const pb::DataHeader& request, pb::DataCommand command);
 
 }  // namespace zps
