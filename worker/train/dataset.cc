@@ -273,7 +273,10 @@ StatusOr<Dataset> readLibsvm(const std::string& path, Task task) {
   d.rows = lines.size();
   d.num_numeric = zero_based ? max_index + 1 : max_index;
   if (d.num_numeric == 0) return InvalidArgument(path + ": no features on any line");
-  if (d.rows > kMaxDenseFloats / d.num_numeric) {
+  // Stored dense, so a few lines naming a huge feature index must not cost gigabytes: beyond 16M floats
+  // the file must fill at least 1/64 of the dense table.
+  const size_t dense_budget = std::min(kMaxDenseFloats, std::max<size_t>(size_t{1} << 24, entries.size() * 64));
+  if (d.rows > dense_budget / d.num_numeric) {
     return InvalidArgument(
         path + ": " + std::to_string(d.rows) + " rows x " + std::to_string(d.num_numeric) +
         " features is too large to store dense; use criteo:PATH for hashed features");
