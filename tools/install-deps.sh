@@ -12,7 +12,7 @@ PKGS=(
   libcpp-httplib-dev
 )
 
-# What the deployment tests (tests/k8s) run: node and npm (manifest validation, Dockerfile lint), ip and
+# What the deployment and dashboard tests run: node and npm (manifest validation, Dockerfile lint), ip and
 # unshare (pod simulation). Added only when the command is missing, so a node from elsewhere is kept.
 # ZPS_DEPS_BUILD_ONLY=1 (the Dockerfile's build stage) skips them. kubectl is not here: Debian 12's
 # kubernetes-client is 1.20, whose kustomize is too old; the tests that need kubectl say SKIPPED without it.
@@ -21,6 +21,8 @@ if [ "${ZPS_DEPS_BUILD_ONLY:-0}" != 1 ]; then
   command -v npm >/dev/null || PKGS+=(npm)
   command -v ip >/dev/null || PKGS+=(iproute2)
   command -v unshare >/dev/null || PKGS+=(util-linux)
+  # The dashboard's browser test (tests/dashboard) drives Debian's headless Chromium.
+  command -v chromium >/dev/null || PKGS+=(chromium)
 fi
 
 missing=()
