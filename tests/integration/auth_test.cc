@@ -6,11 +6,11 @@
 #include "tests/integration/cluster.h"
 
 using zps::testing::Cluster;
+using zps::testing::contains;
 using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 const char* kToken = "correct-horse-battery-staple-42";
 
 void expectJobPasses(Cluster& c) {
@@ -19,11 +19,7 @@ void expectJobPasses(Cluster& c) {
   c.startServer();
   int w0 = c.startWorker(0, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
   int w1 = c.startWorker(1, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
-  auto codes = c.waitAll(120s);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    INFO(c.logTail(static_cast<int>(i)));
-    CHECK(codes[i] == 0);
-  }
+  c.expectAllExitZero(120s);
   CHECK(contains(c.log(w0), " 0 wrong"));
   CHECK(contains(c.log(w1), " 0 wrong"));
 }

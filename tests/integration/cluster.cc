@@ -184,6 +184,14 @@ std::vector<int> Cluster::waitAll(std::chrono::seconds deadline) {
   return codes;
 }
 
+void Cluster::expectAllExitZero(std::chrono::seconds deadline) {
+  std::vector<int> codes = waitAll(deadline);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    INFO(logTail(static_cast<int>(i)));
+    CHECK(codes[i] == 0);
+  }
+}
+
 void Cluster::signal(int index, int sig) { at(index).process->signal(sig); }
 
 bool Cluster::running(int index) { return !at(index).process->poll().has_value(); }

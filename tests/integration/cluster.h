@@ -16,6 +16,10 @@ namespace zps::testing {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
 // One job's processes for one Catch2 test case. Created on the test's stack and used from the
 // test's thread only. Owns every process it starts: the destructor stops them (SIGTERM, grace,
 // SIGKILL) and reaps them, also when a REQUIRE throws mid-test. The temp dir with the logs is
@@ -53,6 +57,8 @@ class Cluster {
   int waitExit(int index, std::chrono::seconds deadline = kDefaultDeadline);
   // Exit codes in index order; one deadline for all of them.
   std::vector<int> waitAll(std::chrono::seconds deadline = kDefaultDeadline);
+  // waitAll, then CHECKs that every process exited 0 (a failure shows that process's log tail).
+  void expectAllExitZero(std::chrono::seconds deadline = kDefaultDeadline);
 
   // Failure injection (SIGKILL a server, SIGSTOP a worker).
   void signal(int index, int sig);

@@ -7,13 +7,10 @@
 #include "tests/integration/cluster.h"
 
 using zps::testing::Cluster;
+using zps::testing::contains;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // Starts a whole job and expects every process to exit 0.
 void runJob(Cluster& c, int servers, int workers, const std::vector<std::string>& args,
@@ -22,11 +19,7 @@ void runJob(Cluster& c, int servers, int workers, const std::vector<std::string>
   for (int s = 0; s < servers; ++s) c.startServer();
   std::vector<int> w;
   for (int i = 0; i < workers; ++i) w.push_back(c.startWorker(i, args));
-  auto codes = c.waitAll(deadline);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    INFO(c.logTail(static_cast<int>(i)));
-    CHECK(codes[i] == 0);
-  }
+  c.expectAllExitZero(deadline);
   for (int i : w) CHECK(contains(c.log(i), " 0 wrong"));
 }
 
@@ -60,11 +53,7 @@ TEST_CASE("workers started before the scheduler still finish") {
   std::this_thread::sleep_for(1500ms);
   c.startServer();
   c.startScheduler();
-  auto codes = c.waitAll(120s);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    INFO(c.logTail(static_cast<int>(i)));
-    CHECK(codes[i] == 0);
-  }
+  c.expectAllExitZero(120s);
   CHECK(contains(c.log(w0), "zps check: worker 0"));
   CHECK(contains(c.log(w1), "zps check: worker 1"));
 }
@@ -79,11 +68,7 @@ TEST_CASE("DMLC_WORKER_ID given in reverse start order decides the ranks") {
     idx[id] = c.startWorker(id, {"check", "--rounds", "10", "--sizes", "4K,1M+3"});
     std::this_thread::sleep_for(200ms);
   }
-  auto codes = c.waitAll(120s);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    INFO(c.logTail(static_cast<int>(i)));
-    CHECK(codes[i] == 0);
-  }
+  c.expectAllExitZero(120s);
   for (int id = 0; id < 3; ++id) CHECK(contains(c.log(idx[id]), "zps check: worker " + std::to_string(id) + ":"));
 }
 
@@ -240,11 +225,7 @@ TEST_CASE("with 5% drops, duplicates and delays injected, zps check still finds 
   c.startServer();
   int w0 = c.startWorker(0, {"check", "--rounds", "20", "--sizes", "1,4K,1M+3"});
   int w1 = c.startWorker(1, {"check", "--rounds", "20", "--sizes", "1,4K,1M+3"});
-  auto codes = c.waitAll(180s);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    INFO(c.logTail(static_cast<int>(i)));
-    CHECK(codes[i] == 0);
-  }
+  c.expectAllExitZero(180s);
   for (int w : {w0, w1}) CHECK(contains(c.log(w), " 0 wrong"));
   CHECK(contains(c.log(s0), "injected"));
   CHECK((contains(c.log(w0), "resent") || contains(c.log(w1), "resent")));

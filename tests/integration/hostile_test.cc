@@ -13,12 +13,11 @@
 #include "tests/integration/cluster.h"
 
 using zps::testing::Cluster;
+using zps::testing::contains;
 using namespace std::chrono_literals;
 namespace pb = zps::pb;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
 // A DEALER that sends multi-frame messages and reads replies with a deadline.
 class RawClient {
@@ -188,11 +187,7 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
   }
   zmq_ctx_term(ctx);
 
-  auto codes = c.waitAll(120s);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    INFO(c.logTail(static_cast<int>(i)));
-    CHECK(codes[i] == 0);
-  }
+  c.expectAllExitZero(120s);
   CHECK(contains(c.log(w0), " 0 wrong"));
   CHECK(contains(c.log(w1), " 0 wrong"));
   uint64_t sched_bad = counterIn(c.log(sched), "scheduler");

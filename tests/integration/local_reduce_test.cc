@@ -14,13 +14,10 @@
 #include "tests/integration/cluster.h"
 
 using zps::testing::Cluster;
+using zps::testing::contains;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // Entries of a folder (the local reducer's ZPS_SHM_DIR must be empty once the job is over).
 std::vector<std::string> entries(const std::string& dir) {
@@ -57,11 +54,7 @@ TEST_CASE(
     workers.push_back(
         c.startWorker(node, args, {{"BYTEPS_LOCAL_RANK", "1"}, {"BYTEPS_LOCAL_SIZE", "2"}}));
   }
-  auto codes = c.waitAll(240s);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    INFO(c.logTail(static_cast<int>(i)));
-    CHECK(codes[i] == 0);
-  }
+  c.expectAllExitZero(240s);
   for (int w : workers) {
     INFO(c.logTail(w));
     CHECK(contains(c.log(w), " 0 wrong"));
@@ -184,11 +177,7 @@ TEST_CASE(
     c.startScheduler();
     int server = c.startServer();
     int worker = c.startWorker(0, {"check", "--rounds", "2", "--sizes", "4K,1M+3"});
-    auto codes = c.waitAll(120s);
-    for (size_t i = 0; i < codes.size(); ++i) {
-      INFO(c.logTail(static_cast<int>(i)));
-      CHECK(codes[i] == 0);
-    }
+    c.expectAllExitZero(120s);
     CHECK(contains(c.log(worker), " 0 wrong"));
     INFO(c.logTail(server));
     if (gpu) {

@@ -16,11 +16,10 @@
 #include "worker/train/metrics.h"
 
 using zps::testing::Cluster;
+using zps::testing::contains;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
 std::string dataDir() {
   const char* d = std::getenv("ZPS_DATA_DIR");

@@ -10,20 +10,14 @@
 #include <catch2/catch.hpp>
 
 #include "ps/common/config.h"
+#include "tests/unit/env_lookup.h"
 
 namespace zps {
 namespace {
 
 using std::chrono::milliseconds;
-using Env = std::map<std::string, std::string>;
-
-EnvLookup lookup(const Env& env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using testing::Env;
+using testing::lookup;
 
 // A complete, valid environment. HOSTNAME is fixed so the real host name never leaks a rank in.
 Env baseEnv(const std::string& role) {

@@ -10,20 +10,14 @@
 #include "kernels/cuda_reducer.h"
 #include "kernels/reducer_factory.h"
 #include "ps/common/config.h"
+#include "tests/unit/env_lookup.h"
 #include "worker/train/device.h"
 
 namespace zps {
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-EnvLookup lookup(const Env& env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using testing::Env;
+using testing::lookup;
 
 Env workerEnv() {
   return {{"DMLC_ROLE", "worker"},       {"DMLC_NUM_SERVER", "1"},
