@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -228,6 +229,7 @@ class Trainer {
               << " steps per epoch of " << W_ << " x " << b_ << " samples, " << (async_ ? "async" : "sync");
 
     uint64_t step = start_step;
+    std::optional<train::Evaluation> last_eval;  // of the weights as they are now
     for (uint64_t epoch = step / steps_per_epoch_; epoch < static_cast<uint64_t>(FLAGS_epochs); ++epoch) {
       std::vector<size_t> order = train::epochOrder(train.rows, FLAGS_seed, epoch);
       double loss_sum = 0;
@@ -248,6 +250,7 @@ class Trainer {
       double secs = std::chrono::duration<double>(Clock::now() - start).count();
       if (!async_) ZPS_RETURN_IF_ERROR(checkpoint(step));
       ZPS_ASSIGN_OR_RETURN(train::Evaluation eval, evaluate(p_.split.test));
+      last_eval = eval;
       std::printf("Training. Epoch %llu, train loss: %.6g, test %s, %.0f samples/s, Worker: %d\n",
                   static_cast<unsigned long long>(epoch + 1), samples ? loss_sum / samples : 0.0,
                   eval.summary().c_str(), samples / std::max(secs, 1e-9), w_.rank());
@@ -258,8 +261,12 @@ class Trainer {
       ZPS_RETURN_IF_ERROR(w_.barrier());
       ZPS_ASSIGN_OR_RETURN(Handle h, w_.pull(dense_, params_.data()));
       ZPS_RETURN_IF_ERROR(w_.wait(h));
+      last_eval.reset();  // the servers' weights, not this worker's
     }
-    ZPS_ASSIGN_OR_RETURN(train::Evaluation final_eval, evaluate(p_.split.test));
+    if (!last_eval) {
+      ZPS_ASSIGN_OR_RETURN(last_eval, evaluate(p_.split.test));
+    }
+    const train::Evaluation& final_eval = *last_eval;
     std::printf("Final test %s (%zu rows), weights checksum %016llx, Worker: %d\n", final_eval.summary().c_str(),
                 p_.split.test.rows, static_cast<unsigned long long>(fnv1a(params_.data(), params_.size() * 4)),
                 w_.rank());

@@ -206,8 +206,11 @@ void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out)
     auto it = t.open.find(t.completed + 1);
     if (it == t.open.end() || it->second.count < num_workers_) break;
     // Apply in key order so every run (and every restart) updates rows identically.
-    std::map<uint64_t, std::vector<float>> ordered(it->second.grads.begin(), it->second.grads.end());
-    for (const auto& [row_key, grad] : ordered) applyRow(t, row_key, grad.data());
+    std::vector<const std::pair<const uint64_t, std::vector<float>>*> ordered;
+    ordered.reserve(it->second.grads.size());
+    for (const auto& entry : it->second.grads) ordered.push_back(&entry);
+    std::sort(ordered.begin(), ordered.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+    for (const auto* entry : ordered) applyRow(t, entry->first, entry->second.data());
     t.completed = it->first;
     t.open.erase(it);
   }
