@@ -107,7 +107,7 @@ StatusOr<std::vector<size_t>> parseSizeList(const std::string& flag, const std::
       mult = u == 'K' ? 1024 : u == 'M' ? 1024 * 1024 : 1024ull * 1024 * 1024;
       base.pop_back();
     }
-    if (base.empty() || base.find_first_not_of("0123456789") != std::string::npos || base.size() > 6)
+    if (base.empty() || base.find_first_not_of("0123456789") != std::string::npos || base.size() > 10)
       return InvalidArgument(flag + ": '" + item + "' is not a size like 4K, 1M or 1M+3");
     uint64_t bytes = std::stoull(base) * mult + extra;
     if (bytes == 0 || bytes > (uint64_t{4} << 30))
