@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -36,6 +37,12 @@ DEFINE_int32(server_id, -1, "ZPS_SERVER_ID: rank this server asks for (-1: arriv
 DEFINE_string(server_engine, "auto", "ZPS_SERVER_ENGINE: server summation engine: auto, cpu or cuda");
 DEFINE_int32(local_rank, 0, "ZPS_LOCAL_RANK (or BYTEPS_LOCAL_RANK): this process's index on its worker node");
 DEFINE_int32(local_size, 1, "ZPS_LOCAL_SIZE (or BYTEPS_LOCAL_SIZE): processes per worker node");
+DEFINE_bool(recovery, false,
+            "ZPS_RECOVERY: survive a lost node: hold its rank for a replacement and roll back to the latest checkpoint");
+DEFINE_double(recovery_timeout, 300,
+              "ZPS_RECOVERY_TIMEOUT: seconds the scheduler holds a lost node's rank before it fails the job");
+DEFINE_int64(server_max_bytes, 0,
+             "ZPS_SERVER_MAX_BYTES: bytes a server may hold for keys and table rows (0: half of the memory)");
 DEFINE_string(shm_dir, "/dev/shm", "ZPS_SHM_DIR: folder for the local reducer's shared-memory segments");
 
 namespace zps {
@@ -397,10 +404,41 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
     ZPS_ASSIGN_OR_RETURN(long long on, parseInteger("ZPS_CURVE", *cv, 0, 1, "0 or 1"));
     c.curve = on == 1;
   }
+  c.recovery = FLAGS_recovery;
+  if (!flagGiven("recovery")) {
+    if (auto r = env("ZPS_RECOVERY"); r && !trim(*r).empty()) {
+      ZPS_ASSIGN_OR_RETURN(long long on, parseInteger("ZPS_RECOVERY", *r, 0, 1, "0 or 1"));
+      c.recovery = on == 1;
+    }
+  }
+  ZPS_RETURN_IF_ERROR(secondsSetting(env, "recovery_timeout", FLAGS_recovery_timeout, {"ZPS_RECOVERY_TIMEOUT"},
+                                     &c.recovery_timeout));
+  if (c.recovery_timeout.count() == 0) return InvalidArgument("ZPS_RECOVERY_TIMEOUT must be more than 0 seconds");
+  // The hard ceiling is the machine's memory: a cap above it would never protect the server. Only a
+  // server checks it, since workers may run on smaller machines with the same environment.
+  const uint64_t memory = physicalMemoryBytes();
+  ZPS_RETURN_IF_ERROR(integerSetting(env, "server_max_bytes", FLAGS_server_max_bytes, "ZPS_SERVER_MAX_BYTES", 0,
+                                     int64_t{1} << 50, &v));
+  c.server_max_bytes = v > 0 ? static_cast<uint64_t>(v) : memory / 2;
+  if (c.role == Role::kServer && c.server_max_bytes > memory)
+    return InvalidArgument("ZPS_SERVER_MAX_BYTES=" + std::to_string(c.server_max_bytes) + " exceeds this machine's " +
+                           std::to_string(memory) + " bytes of memory; set it lower, or 0 for half of the memory");
   if (c.partition_bytes > c.max_message_bytes)
     return InvalidArgument("ZPS_PARTITION_BYTES (" + std::to_string(c.partition_bytes) +
                            ") exceeds ZPS_MAX_MESSAGE_BYTES (" + std::to_string(c.max_message_bytes) + ")");
   return c;
+}
+
+uint64_t physicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  uint64_t bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t{1} << 32;
+  if (FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
+    unsigned long long limit = 0;
+    if (std::fscanf(f, "%llu", &limit) == 1 && limit > 0 && limit < bytes) bytes = limit;  // "max": no limit
+    std::fclose(f);
+  }
+  return bytes;
 }
 
 void setupLogging(const char* argv0, int verbose) {

@@ -67,7 +67,18 @@ struct Config {
   std::string auth_token;         // ZPS_AUTH_TOKEN (never logged)
   std::string auth_token_file;    // ZPS_AUTH_TOKEN_FILE (wins over ZPS_AUTH_TOKEN)
   bool curve = false;             // ZPS_CURVE=1: encrypt every connection (CurveZMQ)
+
+  // ZPS_RECOVERY=1: a lost node's rank is held open for a replacement for ZPS_RECOVERY_TIMEOUT seconds
+  // and the job rolls back to its latest checkpoint instead of failing (scheduler/scheduler.cc).
+  bool recovery = false;
+  std::chrono::milliseconds recovery_timeout{300'000};
+  // ZPS_SERVER_MAX_BYTES: what one server may hold for keys and table rows; past it new keys and rows
+  // are refused. Default: half of this machine's (or container's) memory.
+  uint64_t server_max_bytes = 0;
 };
+
+// This machine's memory, or the container's limit (cgroup v2 memory.max) when that is lower.
+uint64_t physicalMemoryBytes();
 
 // Reads and validates the configuration of a process with the given role (taken from DMLC_ROLE when
 // role is nullopt). Scheduler: needs root port and counts. Server/worker: also the root URI.

@@ -20,6 +20,12 @@ std::vector<uint64_t> keysOf(const wire::DataMessage& msg) {
   return keys;
 }
 
+// A table or row also costs its index entries; 1 KiB per table and 48 bytes per row stand for them.
+constexpr uint64_t kTableOverhead = 1024;
+constexpr uint64_t kRowOverhead = 48;
+
+uint64_t rowBytes(uint32_t dim, size_t state_floats) { return (1 + state_floats) * dim * sizeof(float) + kRowOverhead; }
+
 }  // namespace
 
 ParamCounters ParamStore::counters() const {
@@ -123,6 +129,7 @@ Status ParamStore::declare(uint64_t key, const wire::DataMessage& msg) {
                              std::to_string(h.row_dim()) + ") or another optimizer/async setting");
     return Status::OK();
   }
+  ZPS_RETURN_IF_ERROR(memory_.take(kTableOverhead, "table '" + h.name() + "'"));
   Table t;
   t.name = h.name();
   t.dim = h.row_dim();
@@ -137,8 +144,27 @@ Status ParamStore::declare(uint64_t key, const wire::DataMessage& msg) {
   t.init_seed = o.init_seed();
   t.async = h.async();
   t.state_floats = kernels::optimizerStateFloats(t.optimizer.kind);
-  if (h.restore_step() > 0) ZPS_RETURN_IF_ERROR(restore(key, t, h.restore_step()));
+  if (h.restore_step() > 0) {
+    Status restored = restore(key, t, h.restore_step());
+    if (!restored.ok()) {
+      memory_.give(kTableOverhead);
+      return restored;
+    }
+  }
   tables_.emplace(key, std::move(t));
+  return Status::OK();
+}
+
+Status ParamStore::ensureRows(Table& t, const std::vector<uint64_t>& keys) {
+  std::vector<uint64_t> fresh;
+  for (uint64_t k : keys)
+    if (t.index.count(k) == 0) fresh.push_back(k);
+  if (fresh.empty()) return Status::OK();
+  std::sort(fresh.begin(), fresh.end());
+  fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+  ZPS_RETURN_IF_ERROR(memory_.take(fresh.size() * rowBytes(t.dim, t.state_floats),
+                                   std::to_string(fresh.size()) + " new rows of table '" + t.name + "'"));
+  for (uint64_t k : fresh) rowSlot(t, k);
   return Status::OK();
 }
 
@@ -170,6 +196,11 @@ Status ParamStore::push(Table& t, int worker, const wire::DataMessage& msg) {
   if (h.row_dim() != t.dim)
     return InvalidArgument("row_dim " + std::to_string(h.row_dim()) + " != the table's " + std::to_string(t.dim));
   size_t n = h.num_elements();
+  // Rows are created when pushed, not when the round is applied, so that a push the server cannot hold
+  // is refused before it is acknowledged. Initial values depend only on (seed, key): creating a row
+  // early changes nothing.
+  if (t.async || (h.round() > t.completed && h.round() <= t.completed + kMaxRoundsAhead))
+    ZPS_RETURN_IF_ERROR(ensureRows(t, keysOf(msg)));
   counters_.bytes_in += n * sizeof(uint64_t) + msg.payload.size();
   counters_.rows_pushed += n;
   // The payload may be unaligned; copy each row out before use.
@@ -234,6 +265,10 @@ void ParamStore::serveParked(uint64_t key, Table& t, std::vector<Outgoing>* out)
 
 void ParamStore::pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const std::vector<uint64_t>& keys,
                          std::vector<Outgoing>* out) {
+  if (Status s = ensureRows(t, keys); !s.ok()) {
+    out->push_back(errorReply(peer, h, s.message()));
+    return;
+  }
   auto buf = std::make_shared<AlignedBuffer>(keys.size() * t.dim * sizeof(float));
   auto* rows = reinterpret_cast<float*>(buf->data());
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -304,6 +339,7 @@ Status ParamStore::restore(uint64_t key, Table& t, uint64_t step) {
   size_t per_row = sizeof(uint64_t) * 2 + (size_t{dim} + size_t{state_floats} * dim) * sizeof(float);
   if (rows > r.remaining() / per_row || rows * per_row != r.remaining())
     return InvalidArgument(bad + "row count does not match its size");
+  ZPS_RETURN_IF_ERROR(memory_.take(rows * rowBytes(dim, state_floats), "restoring table '" + t.name + "'"));
   t.values.resize(rows * dim);
   t.state.resize(rows * state_floats * dim);
   for (uint64_t slot = 0; slot < rows; ++slot) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/optimizer.h"
+#include "ps/server/memory_budget.h"
 #include "ps/server/sum_store.h"
 
 namespace zps {
@@ -33,8 +34,10 @@ class ParamStore {
  public:
   static constexpr uint64_t kMaxRoundsAhead = 2;
 
-  ParamStore(int num_workers, int server_rank, std::string checkpoint_dir)
-      : num_workers_(num_workers), server_rank_(server_rank), checkpoint_dir_(std::move(checkpoint_dir)) {}
+  // `budget` (may be null) is charged for every table and row; a row is created only when it fits.
+  ParamStore(int num_workers, int server_rank, std::string checkpoint_dir, MemoryBudget* budget = nullptr)
+      : num_workers_(num_workers), server_rank_(server_rank), checkpoint_dir_(std::move(checkpoint_dir)),
+        memory_(budget) {}
 
   // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from `worker`.
   void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
@@ -77,6 +80,8 @@ class ParamStore {
                std::vector<Outgoing>* out);
   void applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out);
   void serveParked(uint64_t key, Table& t, std::vector<Outgoing>* out);
+  // Creates the rows of `keys` that do not exist yet, all or none: at the memory cap it refuses them.
+  Status ensureRows(Table& t, const std::vector<uint64_t>& keys);
   uint32_t rowSlot(Table& t, uint64_t key);
   void applyRow(Table& t, uint64_t key, const float* grad);
   std::string checkpointPath(uint64_t key, uint64_t step) const;
@@ -88,6 +93,7 @@ class ParamStore {
   const std::string checkpoint_dir_;
   std::unordered_map<uint64_t, Table> tables_;
   ParamCounters counters_;
+  MemoryCharge memory_;
 };
 
 }  // namespace zps

@@ -39,9 +39,9 @@ struct EngineTask {
 class Engine {
  public:
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, int server_rank,
-         const std::string& checkpoint_dir, Transport* transport)
-      : index_(index), reducer_(std::move(reducer)), store_(num_workers, reducer_.get()),
-        params_(num_workers, server_rank, checkpoint_dir), transport_(transport), queue_(1024) {
+         const std::string& checkpoint_dir, MemoryBudget* budget, Transport* transport)
+      : index_(index), reducer_(std::move(reducer)), store_(num_workers, reducer_.get(), budget),
+        params_(num_workers, server_rank, checkpoint_dir, budget), transport_(transport), queue_(1024) {
     thread_ = std::thread([this] { run(); });
   }
   ~Engine() { stop(); }
@@ -104,7 +104,8 @@ class Engine {
 
 class Server {
  public:
-  Server(const Config& config, Authenticator auth) : config_(config), auth_(std::move(auth)) {
+  Server(const Config& config, Authenticator auth)
+      : config_(config), auth_(std::move(auth)), memory_(config.server_max_bytes) {
     TransportOptions options;
     applyCurve(config, auth_, &options);
     options.name = "server";
@@ -169,10 +170,11 @@ class Server {
       return 2;
     }
     LOG(INFO) << "server " << rank_ << " ready on " << config_.node_host << ":" << *port << " with "
-              << config_.server_engine_threads << " engine threads (" << reducers[0]->name() << " reducer)";
+              << config_.server_engine_threads << " engine threads (" << reducers[0]->name() << " reducer), "
+              << "holding at most " << memory_.cap() << " bytes of keys and rows (ZPS_SERVER_MAX_BYTES)";
     for (int i = 0; i < config_.server_engine_threads; ++i)
       engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, rank_,
-                                                  config_.checkpoint_dir, transport_.get()));
+                                                  config_.checkpoint_dir, &memory_, transport_.get()));
 
     while (!stop_) {
       auto msg = transport_->recv(Clock::now() + std::chrono::milliseconds(100));
@@ -297,6 +299,7 @@ class Server {
   const Authenticator auth_;
   NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
+  MemoryBudget memory_;  // before engines_: their stores give their charges back as they go
   std::unique_ptr<ServerObserver> obs_;  // before client_: the client's thread fills heartbeats from it
   std::unique_ptr<SchedulerClient> client_;
   std::vector<std::unique_ptr<Engine>> engines_;

@@ -81,6 +81,11 @@ Status SumStore::declare(const wire::DataMessage& msg) {
                              "); every worker must declare the same tensors in the same order");
     return Status::OK();
   }
+  // Sync keys hold up to kMaxRoundsAhead open sums and kKeptResults results; async keys a running sum
+  // and a snapshot being sent. 256 bytes stand for the bookkeeping.
+  uint64_t bytes = h.num_elements() * dtypeSize(msg.dtype);
+  ZPS_RETURN_IF_ERROR(memory_.take(bytes * (h.async() ? 2 : kMaxRoundsAhead + kKeptResults) + 256,
+                                   "key " + std::to_string(h.key()) + " of '" + h.name() + "'"));
   KeyState k;
   k.name = h.name();
   k.dtype = msg.dtype;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/reducer.h"
+#include "ps/server/memory_budget.h"
 #include "ps/common/blob.h"
 #include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
@@ -40,7 +41,9 @@ class SumStore {
   // A worker may push kMaxRoundsAhead rounds past a round it has not pulled yet, so keep one more.
   static constexpr size_t kKeptResults = kMaxRoundsAhead + 1;
 
-  SumStore(int num_workers, kernels::Reducer* reducer) : num_workers_(num_workers), reducer_(reducer) {}
+  // `budget` (may be null) is charged for every key declared: the most buffers the key can hold at once.
+  SumStore(int num_workers, kernels::Reducer* reducer, MemoryBudget* budget = nullptr)
+      : num_workers_(num_workers), reducer_(reducer), memory_(budget) {}
 
   // Handles a DECLARE, PUSH, PULL or PUSH_PULL from `worker` (a validated rank) and appends the replies
   // to send, now or for parked pulls of other workers, to *out.
@@ -86,6 +89,7 @@ class SumStore {
   const int num_workers_;
   kernels::Reducer* reducer_;
   std::unordered_map<uint64_t, KeyState> keys_;
+  MemoryCharge memory_;
 };
 
 Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error);

@@ -60,6 +60,7 @@ Status validateControl(const pb::Control& c, const Limits& limits) {
     case pb::Control::kHeartbeat: return Status::OK();
     case pb::Control::kFinished: return checkString("finished.message", c.finished().message(), limits);
     case pb::Control::kGoodbye: return checkString("goodbye.reason", c.goodbye().reason(), limits);
+    case pb::Control::kRecovery: return checkString("recovery.lost", c.recovery().lost(), limits);
     case pb::Control::kShutdown:
       if (c.shutdown().exit_code() < 0 || c.shutdown().exit_code() > 255)
         return ProtocolError("shutdown.exit_code out of range");

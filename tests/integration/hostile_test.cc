@@ -81,14 +81,8 @@ uint64_t counterIn(const std::string& log, const std::string& who) {
   return std::stoull(m[1]);
 }
 
-}  // namespace
-
-TEST_CASE("garbage from a raw client costs messages, not the job") {
-  Cluster c(1, 2);
-  int sched = c.startScheduler();
-  int server = c.startServer();
-  int w0 = c.startWorker(0, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
-  // The server's data port, from the scheduler's registration line.
+// Server 0's data port, from the scheduler's registration line, once worker 0 has registered too.
+int serverPort(Cluster& c, int sched) {
   std::smatch m;
   std::regex re("registered server 0 \\(127\\.0\\.0\\.1:(\\d+)");
   auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -99,7 +93,17 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
     std::this_thread::sleep_for(50ms);
   }
   REQUIRE(std::regex_search(log, m, re));
-  int server_port = std::stoi(m[1]);
+  return std::stoi(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("garbage from a raw client costs messages, not the job") {
+  Cluster c(1, 2);
+  int sched = c.startScheduler();
+  int server = c.startServer();
+  int w0 = c.startWorker(0, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
+  int server_port = serverPort(c, sched);
 
   void* ctx = zmq_ctx_new();
   std::mt19937 rng(42);
@@ -197,4 +201,91 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
   CHECK(sched_bad >= 50);
   CHECK(server_bad >= 50);
   CHECK(contains(c.log(sched), "refused a node"));
+}
+
+// A peer that asks a server for more than ZPS_SERVER_MAX_BYTES (a huge key, a huge async key, a pull that
+// would create a million rows) gets an error naming the cap; the server keeps serving the real job.
+TEST_CASE("a server at its memory cap refuses new keys and rows and keeps serving the job") {
+  Cluster c(1, 2);
+  c.setEnv("ZPS_SERVER_MAX_BYTES", std::to_string(64 << 20));
+  int sched = c.startScheduler();
+  int server = c.startServer();
+  c.startWorker(0, {"check", "--rounds", "300", "--sizes", "1,4K,256K"});
+  int server_port = serverPort(c, sched);
+  c.startWorker(1, {"check", "--rounds", "300", "--sizes", "1,4K,256K"});
+
+  void* ctx = zmq_ctx_new();
+  {
+    RawClient d(ctx, server_port);
+    pb::Envelope e;
+    // Worker 0's rank under a local rank of its own, so the real worker 0 is not disturbed.
+    pb::DataHeader hello;
+    hello.set_command(pb::CMD_HELLO);
+    hello.set_request_id(1);
+    hello.set_magic(zps::wire::kMagic);
+    hello.set_protocol_version(zps::wire::kProtocolVersion);
+    hello.set_worker_rank(0);
+    hello.set_local_rank(7);
+    d.send({envelope(hello)});
+    std::string reply = d.recv(20s);
+    REQUIRE(e.ParseFromString(reply));
+    REQUIRE(e.data().command() == pb::CMD_REPLY);
+    auto ask = [&](const pb::DataHeader& h, const std::vector<std::string>& extra = {}) {
+      std::vector<std::string> frames = {envelope(h)};
+      frames.insert(frames.end(), extra.begin(), extra.end());
+      d.send(frames);
+      std::string r = d.recv(20s);
+      pb::Envelope out;
+      REQUIRE(out.ParseFromString(r));
+      return out.data();
+    };
+    pb::DataHeader declare;
+    declare.set_command(pb::CMD_DECLARE);
+    declare.set_request_id(2);
+    declare.set_key(uint64_t{1} << 50);
+    declare.set_dtype(static_cast<uint32_t>(zps::DType::kFloat32));
+    declare.set_num_elements(4 << 20);  // 16 MiB, held up to 5 times by a synchronous key
+    declare.set_name("too big");
+    pb::DataHeader r = ask(declare);
+    CHECK(r.command() == pb::CMD_ERROR);
+    CHECK(contains(r.error(), "ZPS_SERVER_MAX_BYTES=67108864"));
+    declare.set_request_id(3);
+    declare.set_async(true);
+    declare.set_num_elements(10 << 20);  // 40 MiB, twice for an async key
+    r = ask(declare);
+    CHECK(r.command() == pb::CMD_ERROR);
+    CHECK(contains(r.error(), "server memory cap reached"));
+    // A small table is fine; a pull that would create a million rows of it is not.
+    pb::DataHeader table;
+    table.set_command(pb::CMD_DECLARE);
+    table.set_request_id(4);
+    table.set_key((uint64_t{1} << 50) + 1);
+    table.set_dtype(static_cast<uint32_t>(zps::DType::kFloat32));
+    table.set_mode(pb::MODE_PARAM);
+    table.set_name("rows");
+    table.set_row_dim(64);
+    table.set_async(true);
+    table.mutable_optimizer()->set_lr(0.1f);
+    r = ask(table);
+    CHECK(r.command() == pb::CMD_REPLY);
+    pb::DataHeader pull = table;
+    pull.set_command(pb::CMD_PULL_ROWS);
+    pull.set_request_id(5);
+    pull.set_num_elements(1 << 20);
+    std::string keys((size_t{1} << 20) * 8, '\0');
+    for (size_t i = 0; i < (size_t{1} << 20); ++i) std::memcpy(&keys[i * 8], &i, 8);
+    r = ask(pull, {keys});
+    CHECK(r.command() == pb::CMD_ERROR);
+    CHECK(contains(r.error(), "new rows of table 'rows'"));
+    // A pull of a few rows still works.
+    pull.set_request_id(6);
+    pull.set_num_elements(3);
+    r = ask(pull, {keys.substr(0, 24)});
+    CHECK(r.command() == pb::CMD_REPLY);
+    CHECK(r.num_elements() == 3 * 64);
+  }
+  zmq_ctx_term(ctx);
+  c.expectAllExitZero(120s);
+  for (int w : {2, 3}) CHECK(contains(c.log(w), " 0 wrong"));
+  CHECK(contains(c.log(server), "server memory cap reached"));
 }

@@ -398,6 +398,36 @@ TEST_CASE("config: ZPS_RENDEZVOUS_TIMEOUT", "[config]") {
   expectInvalid(env, "ZPS_RENDEZVOUS_TIMEOUT='' is not a number of seconds");
 }
 
+TEST_CASE("config: recovery and the server memory cap", "[config]") {
+  Env env = baseEnv("server");
+  auto c = loadConfig(lookup(env));
+  REQUIRE(c.ok());
+  CHECK_FALSE(c->recovery);
+  CHECK(c->recovery_timeout == milliseconds(300'000));
+  CHECK(c->server_max_bytes == physicalMemoryBytes() / 2);
+  env["ZPS_RECOVERY"] = "1";
+  env["ZPS_RECOVERY_TIMEOUT"] = "20";
+  env["ZPS_SERVER_MAX_BYTES"] = "1048576";
+  c = loadConfig(lookup(env));
+  REQUIRE(c.ok());
+  CHECK(c->recovery);
+  CHECK(c->recovery_timeout == milliseconds(20'000));
+  CHECK(c->server_max_bytes == 1048576);
+  env["ZPS_RECOVERY"] = "yes";
+  expectInvalid(env, "ZPS_RECOVERY='yes' is not a whole number");
+  env["ZPS_RECOVERY"] = "1";
+  env["ZPS_RECOVERY_TIMEOUT"] = "0";
+  expectInvalid(env, "ZPS_RECOVERY_TIMEOUT must be more than 0");
+  env["ZPS_RECOVERY_TIMEOUT"] = "20";
+  // The machine's memory is the ceiling, for servers; a worker with the same environment is not refused.
+  env["ZPS_SERVER_MAX_BYTES"] = std::to_string(physicalMemoryBytes() + 1);
+  expectInvalid(env, "exceeds this machine's");
+  env["DMLC_ROLE"] = "worker";
+  CHECK(loadConfig(lookup(env)).ok());
+  env["ZPS_SERVER_MAX_BYTES"] = "-5";
+  expectInvalid(env, "ZPS_SERVER_MAX_BYTES=-5 is out of range");
+}
+
 TEST_CASE("config: heartbeat settings", "[config]") {
   SECTION("PS_HEARTBEAT_INTERVAL is an alias") {
     Env env = baseEnv("worker");

@@ -506,3 +506,35 @@ TEST_CASE("sum store: errorReply copies the request's identity", "[sum_store]") 
 
 }  // namespace
 }  // namespace zps
+
+namespace zps {
+namespace {
+
+TEST_CASE("sum store: keys past the memory budget are refused, and a store gives its charge back", "[sum_store]") {
+  auto reducer = kernels::makeCpuReducer();
+  // A synchronous key of 1000 floats is charged 5 x 4000 bytes plus 256.
+  MemoryBudget budget(30'000);
+  {
+    SumStore store(2, reducer.get(), &budget);
+    auto declare = [&](uint64_t key, uint64_t n) {
+      auto m = StoreFixture::header(pb::CMD_DECLARE, key, 0, DType::kFloat32, n);
+      m.header.set_name("t");
+      std::vector<Outgoing> out;
+      store.handle(peerOf(0), 0, m, &out);
+      REQUIRE(out.size() == 1);
+      return out[0].header;
+    };
+    CHECK(declare(1, 1000).command() == pb::CMD_REPLY);
+    CHECK(budget.used() == 20'256);
+    CHECK(declare(1, 1000).command() == pb::CMD_REPLY);  // a repeat costs nothing
+    pb::DataHeader refused = declare(2, 1000);
+    CHECK(refused.command() == pb::CMD_ERROR);
+    CHECK_THAT(refused.error(), Catch::Contains("ZPS_SERVER_MAX_BYTES=30000"));
+    CHECK(budget.used() == 20'256);
+    CHECK(declare(3, 100).command() == pb::CMD_REPLY);
+  }
+  CHECK(budget.used() == 0);
+}
+
+}  // namespace
+}  // namespace zps
