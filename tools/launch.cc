@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ps/node/http_server.h"
 #include "tools/process.h"
 #include "zps/status.h"
 
@@ -35,7 +37,7 @@ constexpr size_t kMaxLineBytes = 64 * 1024;
 
 constexpr char kUsage[] =
     "usage: zps launch --servers S --workers W [--local-size N] [--host HOST] [--port PORT]"
-    " [--timeout SECONDS]"
+    " [--timeout SECONDS] [--progress SECONDS]"
     " -- CMD [ARGS...]\n"
     "  Starts a scheduler, S servers and W workers on this machine. Workers run CMD with\n"
     "  DMLC_ROLE=worker and DMLC_WORKER_ID=i; CMD 'check', 'bench' or 'train' runs that zps\n"
@@ -43,7 +45,10 @@ constexpr char kUsage[] =
     "  --port (default: a free one) is the scheduler's; --timeout stops everything after that\n"
     "  many seconds (exit 124). --local-size N starts N processes per worker node (worker i.l,\n"
     "  with ZPS_LOCAL_RANK=l and ZPS_LOCAL_SIZE=N; default: one per NVIDIA_VISIBLE_DEVICES entry,\n"
-    "  else 1); they reduce locally, and each sends only its share to the servers.\n";
+    "  else 1); they reduce locally, and each sends only its share to the servers.\n"
+    "  --progress: how often the job's status (each worker's step, samples/s, push/pull MB/s, from\n"
+    "  the scheduler's /api/summary) is shown: in a terminal one line redrawn in place (default every\n"
+    "  1 s), else a plain 'zps launch: status:' line (default every 30 s); 0 turns it off.\n";
 
 struct LaunchConfig {
   int servers = 0;
@@ -52,6 +57,7 @@ struct LaunchConfig {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: pick a free one
   double timeout_s = 0;
+  double progress_s = -1;  // < 0: 1 s in a terminal, 30 s otherwise; 0: off
   std::vector<std::string> command;
   bool help = false;
 };
@@ -90,7 +96,7 @@ StatusOr<LaunchConfig> parseArgs(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     } else if (name == "--servers" || name == "--workers" || name == "--host" || name == "--port" ||
-               name == "--timeout" || name == "--local-size") {
+               name == "--timeout" || name == "--local-size" || name == "--progress") {
       if (i + 1 >= argc) return InvalidArgument(std::string(name) + " needs a value");
       value = argv[++i];
     } else if (arg.starts_with("-")) {
@@ -129,6 +135,12 @@ StatusOr<LaunchConfig> parseArgs(int argc, char** argv) {
         return InvalidArgument("--timeout must be a positive number of seconds, got " + quoted);
       }
       config.timeout_s = *t;
+    } else if (name == "--progress") {
+      auto t = parseDouble(value);
+      if (!t || !(*t >= 0) || *t > 1e7) {
+        return InvalidArgument("--progress must be a number of seconds (0: off), got " + quoted);
+      }
+      config.progress_s = *t;
     } else {
       return InvalidArgument("unknown option '" + std::string(name) + "'");
     }
@@ -164,16 +176,41 @@ std::string selfExe() {
   return path;
 }
 
-// Writes all of `data` to launch's stdout in one write where the kernel allows, so a line from one
-// child never interleaves with another's. Failures (a closed pipe) drop the output: the job
-// itself must keep running and be stopped cleanly.
-void writeOut(std::string_view data) {
+// The live status line while one is shown on a terminal (empty otherwise). Every write to stdout
+// erases it first and draws it again after the new lines, so log lines never mix with it.
+std::string g_status_line;
+constexpr std::string_view kEraseLine = "\r\033[K";
+
+void writeAll(std::string_view data) {
   while (!data.empty()) {
     ssize_t n = write(STDOUT_FILENO, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     data.remove_prefix(static_cast<size_t>(n));
   }
+}
+
+// Writes all of `data` (whole lines) to launch's stdout in one write where the kernel allows, so a
+// line from one child never interleaves with another's. Failures (a closed pipe) drop the output:
+// the job itself must keep running and be stopped cleanly.
+void writeOut(std::string_view data) {
+  if (g_status_line.empty()) return writeAll(data);
+  std::string framed;
+  framed.reserve(kEraseLine.size() + data.size() + g_status_line.size());
+  framed.append(kEraseLine).append(data).append(g_status_line);
+  writeAll(framed);
+}
+
+// Shows `line` as the terminal's live status line (empty: erases it). A line wider than the terminal
+// would wrap, and "\r" would then redraw only its last row, so it is cut to the width.
+void setStatusLine(std::string line) {
+  struct winsize ws {};
+  if (!line.empty() && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col) {
+    line.resize(ws.ws_col - 1);
+  }
+  if (line.empty() && g_status_line.empty()) return;
+  g_status_line = std::move(line);
+  writeAll(std::string(kEraseLine) + g_status_line);
 }
 
 void say(const std::string& line) { writeOut("zps launch: " + line + "\n"); }
@@ -225,11 +262,19 @@ class Launcher {
   void flushPartial(Child& child);
   void reapExited();
   void stopAll();
+  void refreshStatus();
   int runningCount() const;
   std::string runningList() const;
 
   LaunchConfig config_;
   int port_ = 0;
+  // The status line: shown in place on a terminal, else as plain lines; read from the scheduler's
+  // HTTP endpoint (status_port_ 0: off).
+  bool tty_ = false;
+  std::chrono::duration<double> status_every_{0};
+  std::string status_host_;
+  int status_port_ = 0;
+  Clock::time_point next_status_{};
   std::vector<Child> children_;
   std::optional<size_t> first_failure_;
   int wake_read_fd_ = -1;
@@ -290,6 +335,12 @@ Status Launcher::startAll() {
   };
   // glog writes to files under /tmp by default; here the point is to see every role's log.
   if (std::getenv("GLOG_logtostderr") == nullptr) common.emplace_back("GLOG_logtostderr", "1");
+  // The status line is only as fresh as the heartbeats that carry the workers' progress (every 5 s
+  // by default); on one machine a heartbeat a second costs nothing.
+  if (status_every_.count() > 0 && status_every_.count() < 5 && std::getenv("ZPS_HEARTBEAT_INTERVAL") == nullptr &&
+      std::getenv("PS_HEARTBEAT_INTERVAL") == nullptr) {
+    common.emplace_back("ZPS_HEARTBEAT_INTERVAL", "1");
+  }
 
   auto start = [&](std::string label, std::vector<std::string> argv,
                    std::vector<std::pair<std::string, std::string>> env,
@@ -317,8 +368,20 @@ Status Launcher::startAll() {
   auto metricsEnv = [&](int offset) -> std::pair<std::string, std::string> {
     return {"ZPS_METRICS_PORT", metrics_port > 0 ? std::to_string(metrics_port + offset) : "0"};
   };
-  ZPS_RETURN_IF_ERROR(start("scheduler", {self}, {{"DMLC_ROLE", "scheduler"}, metricsEnv(0)},
-                            {"DMLC_WORKER_ID", "ZPS_SERVER_ID"}));
+  std::vector<std::pair<std::string, std::string>> scheduler_env = {{"DMLC_ROLE", "scheduler"}, metricsEnv(0)};
+  // The status line reads the scheduler's one-line summary. Without a port from the user, the
+  // scheduler alone gets a free one, listening on launch's --host only (a later env entry wins).
+  const char* metrics_host = std::getenv("ZPS_METRICS_HOST");
+  status_host_ = metrics_host != nullptr && *metrics_host != '\0' ? metrics_host : config_.host;
+  if (status_every_.count() > 0 && metrics_port > 0) {
+    status_port_ = metrics_port;
+  } else if (status_every_.count() > 0) {
+    status_port_ = std::max(proc::pickFreeTcpPort(), 0);
+    scheduler_env.emplace_back("ZPS_METRICS_PORT", std::to_string(status_port_));
+    if (metrics_host == nullptr) scheduler_env.emplace_back("ZPS_METRICS_HOST", config_.host);
+  }
+  if (status_host_ == "0.0.0.0") status_host_ = "127.0.0.1";
+  ZPS_RETURN_IF_ERROR(start("scheduler", {self}, std::move(scheduler_env), {"DMLC_WORKER_ID", "ZPS_SERVER_ID"}));
   for (int i = 0; i < config_.servers; ++i) {
     ZPS_RETURN_IF_ERROR(start("server " + std::to_string(i), {self},
                               {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ID", std::to_string(i)}, metricsEnv(1 + i)},
@@ -430,6 +493,26 @@ void Launcher::reapExited() {
   }
 }
 
+void Launcher::refreshStatus() {
+  if (status_port_ <= 0 || Clock::now() < next_status_) return;
+  next_status_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(status_every_);
+  // Short: this runs on the loop that relays the children's output.
+  auto res = httpGet(status_host_, status_port_, "/api/summary", milliseconds(300));
+  // Not up yet, or already gone at the end of the job: keep what is shown.
+  if (!res.ok() || res->first != 200) return;
+  std::string summary = res->second.substr(0, 1024);
+  // Bytes from the network: no control characters reach the terminal.
+  for (char& c : summary) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  while (!summary.empty() && summary.back() == ' ') summary.pop_back();
+  if (tty_) {
+    setStatusLine("zps launch: " + summary);
+  } else {
+    say("status: " + summary);
+  }
+}
+
 int Launcher::runningCount() const {
   int n = 0;
   for (const auto& child : children_) n += child.exit_code ? 0 : 1;
@@ -484,6 +567,10 @@ int Launcher::run() {
     say(s.toString());
     return 1;
   }
+  const char* term = std::getenv("TERM");
+  tty_ = isatty(STDOUT_FILENO) == 1 && !(term != nullptr && std::string_view(term) == "dumb");
+  status_every_ = std::chrono::duration<double>(config_.progress_s >= 0 ? config_.progress_s : tty_ ? 1 : 30);
+  next_status_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(status_every_);
   port_ = config_.port != 0 ? config_.port : proc::pickFreeTcpPort();
   if (port_ <= 0) {
     say("cannot find a free TCP port on 127.0.0.1; pass --port");
@@ -509,12 +596,14 @@ int Launcher::run() {
   int stop_signal = 0;
   while (true) {
     int wait_ms = 1000;
-    if (deadline) {
-      auto left = std::chrono::duration_cast<milliseconds>(*deadline - Clock::now()).count();
+    for (auto until : {deadline, status_port_ > 0 ? std::optional(next_status_) : std::nullopt}) {
+      if (!until) continue;
+      auto left = std::chrono::duration_cast<milliseconds>(*until - Clock::now()).count();
       wait_ms = static_cast<int>(std::clamp<int64_t>(left + 1, 0, wait_ms));
     }
     pumpOutput(wait_ms);
     reapExited();
+    refreshStatus();
     if (g_stop_signal != 0) {
       reason = Reason::kSignal;
       stop_signal = g_stop_signal;
@@ -534,6 +623,7 @@ int Launcher::run() {
       break;
     }
   }
+  setStatusLine("");  // the shutdown's lines are plain
   stopAll();
 
   int exit_code = 0;

@@ -5,4 +5,5 @@ target_link_libraries(zps_process PUBLIC zps_common)
 
 # zps_launch: `zps launch` (launchMain), linked into the zps binary.
 add_library(zps_launch STATIC ${CMAKE_CURRENT_LIST_DIR}/launch.cc)
-target_link_libraries(zps_launch PUBLIC zps_process)
+# zps_ps: httpGet, to read the scheduler's one-line job summary for the live status line.
+target_link_libraries(zps_launch PUBLIC zps_process zps_ps)

@@ -596,6 +596,8 @@ StatusOr<Handle> Worker::pullRows(TableId table, const uint64_t* keys, size_t n,
     h.set_num_elements(by_server[s].size());
     h.set_row_dim(t.options.dim);
     ZPS_RETURN_IF_ERROR(impl_->sendRequest(rid, wire::encodeRows(h, keyFrame(by_server[s]))));
+    const size_t rows = by_server[s].size();
+    impl_->obs->issued(rid, pb::CMD_PULL_ROWS, s, t.key, round, rows * t.options.dim * sizeof(float), t.name, rows);
   }
   Handle handle = impl_->next_handle++;
   impl_->ops[handle] = op;
@@ -634,8 +636,10 @@ StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n,
     h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
     h.set_num_elements(by_server[s].size());
     h.set_row_dim(dim);
-    Blob payload = Blob::copyOf(rows[s].data(), rows[s].size() * sizeof(float));
+    const size_t bytes = rows[s].size() * sizeof(float);
+    Blob payload = Blob::copyOf(rows[s].data(), bytes);
     ZPS_RETURN_IF_ERROR(impl_->sendRequest(rid, wire::encodeRows(h, keyFrame(by_server[s]), std::move(payload))));
+    impl_->obs->issued(rid, pb::CMD_PUSH_ROWS, s, t.key, round, bytes, t.name, by_server[s].size());
   }
   Handle handle = impl_->next_handle++;
   impl_->ops[handle] = op;

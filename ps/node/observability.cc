@@ -14,6 +14,8 @@
 DEFINE_int32(metrics_port, 0,
              "ZPS_METRICS_PORT: serve Prometheus /metrics (and on the scheduler the dashboard, /api/status) on "
              "this TCP port; 0: off");
+DEFINE_string(metrics_host, "0.0.0.0",
+              "ZPS_METRICS_HOST: the address the /metrics endpoint listens on (127.0.0.1: this machine only)");
 DEFINE_bool(trace_on, false, "ZPS_TRACE_ON: write a Chrome trace-event timeline of push, sum and pull");
 DEFINE_int64(trace_start_step, 1, "ZPS_TRACE_START_STEP: first round (training step) in the timeline");
 DEFINE_int64(trace_end_step, 20, "ZPS_TRACE_END_STEP: last round (training step) in the timeline");
@@ -66,6 +68,11 @@ StatusOr<ObsConfig> loadObsConfig(const EnvLookup& env) {
   } else if (c.metrics_port < 0 || c.metrics_port > 65535) {
     return InvalidArgument("--metrics_port=" + std::to_string(c.metrics_port) + " is out of range [0, 65535]");
   }
+  c.metrics_host = FLAGS_metrics_host;
+  if (!flagGiven("metrics_host")) {
+    if (auto v = nonEmpty(env, "ZPS_METRICS_HOST")) c.metrics_host = *v;
+  }
+  if (c.metrics_host.empty()) return InvalidArgument("ZPS_METRICS_HOST is empty; set it to an address such as 0.0.0.0");
   c.trace_on = FLAGS_trace_on;
   if (!flagGiven("trace_on")) {
     if (auto v = nonEmpty(env, "ZPS_TRACE_ON")) {
@@ -223,9 +230,9 @@ StatusOr<std::unique_ptr<HttpServer>> startMetricsEndpoint(const std::string& ro
     return r;
   });
   if (more) more(*http);
-  ZPS_RETURN_IF_ERROR(http->start("0.0.0.0", std::min(c.metrics_port + port_offset, 65535), "ZPS_METRICS_PORT"));
-  LOG(INFO) << role << (rank >= 0 ? " " + std::to_string(rank) : "") << ": metrics on http://0.0.0.0:"
-            << http->port() << "/metrics";
+  ZPS_RETURN_IF_ERROR(http->start(c.metrics_host, std::min(c.metrics_port + port_offset, 65535), "ZPS_METRICS_PORT"));
+  LOG(INFO) << role << (rank >= 0 ? " " + std::to_string(rank) : "") << ": metrics on http://" << c.metrics_host
+            << ":" << http->port() << "/metrics";
   return http;
 }
 
@@ -240,6 +247,8 @@ WorkerObserver::WorkerObserver(const Config& config) : config_(config) {
     p.push_messages = &m.counter("zps_worker_push_messages_total", "Push requests this worker sent, by server", l);
     p.pulled_bytes = &m.counter("zps_worker_pulled_bytes_total", "Tensor bytes this worker pulled, by server", l);
     p.pull_messages = &m.counter("zps_worker_pull_messages_total", "Pull requests answered, by server", l);
+    p.pushed_rows = &m.counter("zps_worker_pushed_rows_total", "Embedding rows this worker pushed, by server", l);
+    p.pulled_rows = &m.counter("zps_worker_pulled_rows_total", "Embedding rows this worker pulled, by server", l);
     p.failed = &m.counter("zps_worker_failed_requests_total", "Requests answered with an error, by server", l);
     const char* ops[3] = {"push", "pull", "push_pull"};
     for (int i = 0; i < 3; ++i) {
@@ -282,19 +291,20 @@ Status WorkerObserver::start(int rank) {
 }
 
 void WorkerObserver::issued(uint64_t request_id, int command, int server, uint64_t key, uint64_t round, size_t bytes,
-                            const std::string& tensor) {
+                            const std::string& tensor, size_t rows) {
   if (server < 0 || server >= static_cast<int>(servers_.size())) return;
   PerServer& p = servers_[server];
   if (isPush(command)) {
     p.pushed_bytes->inc(static_cast<double>(bytes));
     p.push_messages->inc();
+    p.pushed_rows->inc(static_cast<double>(rows));
     bytes_pushed_ += bytes;
   }
   uint64_t seen = max_round_.load();
   while (round > seen && !max_round_.compare_exchange_weak(seen, round)) {
   }
   std::lock_guard<std::mutex> lock(mu_);
-  inflight_[request_id] = InFlight{command, server, key, round, bytes, unixMicros(),
+  inflight_[request_id] = InFlight{command, server, key, round, bytes, rows, unixMicros(),
                                    Tracer::get().enabled(round) ? tensor : std::string()};
 }
 
@@ -315,11 +325,11 @@ void WorkerObserver::completed(uint64_t request_id, bool ok) {
   }
   p.latency[latencySlot(f.command)]->observe((now - f.start_us) / 1e6);
   if (isPull(f.command)) {
+    // A successful reply carried exactly f.bytes: the worker checks the size before completing it.
     p.pull_messages->inc();
-    if (f.command != pb::CMD_PULL_ROWS) {
-      p.pulled_bytes->inc(static_cast<double>(f.bytes));
-      bytes_pulled_ += f.bytes;
-    }
+    p.pulled_bytes->inc(static_cast<double>(f.bytes));
+    p.pulled_rows->inc(static_cast<double>(f.rows));
+    bytes_pulled_ += f.bytes;
   }
   if (!f.tensor.empty() && Tracer::get().enabled(f.round)) {
     Tracer::get().nameTrack(f.key, f.tensor + " key " + std::to_string(f.key));

@@ -28,6 +28,7 @@ struct Outgoing;  // ps/server/sum_store.h
 
 struct ObsConfig {
   int metrics_port = 0;           // ZPS_METRICS_PORT; 0 = no HTTP endpoint
+  std::string metrics_host = "0.0.0.0";  // ZPS_METRICS_HOST: the address the endpoint listens on
   bool trace_on = false;          // ZPS_TRACE_ON
   uint64_t trace_start_step = 1;  // ZPS_TRACE_START_STEP: first round (= training step) traced
   uint64_t trace_end_step = 20;   // ZPS_TRACE_END_STEP: last round traced
@@ -85,8 +86,10 @@ class WorkerObserver {
   ~WorkerObserver();
   // Starts the HTTP endpoint (if configured) and the tracer once the rank is known.
   Status start(int rank);
+  // bytes: the tensor (or embedding row) bytes the request pushes or its reply pulls; rows: the number
+  // of embedding rows of a PUSH_ROWS or PULL_ROWS request (0 for dense tensors).
   void issued(uint64_t request_id, int command, int server, uint64_t key, uint64_t round, size_t bytes,
-              const std::string& tensor);
+              const std::string& tensor, size_t rows = 0);
   void completed(uint64_t request_id, bool ok);
   void progress(uint64_t step, double loss, double samples_per_sec);
   void checkpointed();
@@ -98,13 +101,15 @@ class WorkerObserver {
     metrics::Counter* push_messages;
     metrics::Counter* pulled_bytes;
     metrics::Counter* pull_messages;
+    metrics::Counter* pushed_rows;
+    metrics::Counter* pulled_rows;
     metrics::Counter* failed;
     metrics::Histogram* latency[3];  // push, pull, push_pull
   };
   struct InFlight {
     int command, server;
     uint64_t key, round;
-    size_t bytes;
+    size_t bytes, rows;
     int64_t start_us;
     std::string tensor;
   };

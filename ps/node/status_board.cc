@@ -225,6 +225,43 @@ std::string StatusBoard::text(bool* healthy) const {
   return out;
 }
 
+std::string StatusBoard::summary() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = rowsLocked();
+  std::string out = job_state_ + " " + fixed(std::chrono::duration<double>(Clock::now() - start_).count(), 0) + "s";
+  std::vector<std::string> steps;
+  int missing = 0;
+  double samples = 0, push = 0, pull = 0;
+  bool any_samples = false;
+  for (const auto& r : rows) {
+    if (r.state == "missing") ++missing;
+    if (r.role != "worker") continue;
+    const Progress* p = r.progress;
+    std::string s = p == nullptr ? (r.state == "missing" ? "missing" : "-")
+                    : p->has_progress ? "step " + std::to_string(p->step)
+                                      : "round " + std::to_string(p->round);
+    if (p != nullptr && (r.state == "dead" || r.state == "late")) s = r.state + " " + s;
+    steps.push_back("w" + std::to_string(r.rank) + " " + s);
+    // A finished or dead worker's last rates are stale: they no longer count towards the job's.
+    if (p != nullptr && r.state != "finished" && r.state != "dead") {
+      if (p->has_progress) {
+        samples += p->samples_per_sec;
+        any_samples = true;
+      }
+      push += p->push_rate;
+      pull += p->pull_rate;
+    }
+  }
+  if (missing > 0) out += " | waiting for " + std::to_string(missing) + (missing == 1 ? " node" : " nodes");
+  // Many workers do not fit on one line: show the first few and count the rest.
+  constexpr size_t kShown = 4;
+  for (size_t i = 0; i < steps.size() && i < kShown; ++i) out += (i == 0 ? " | " : ", ") + steps[i];
+  if (steps.size() > kShown) out += ", +" + std::to_string(steps.size() - kShown) + " more";
+  if (any_samples) out += " | " + fixed(samples, 0) + " samples/s";
+  out += " | push " + fixed(push / 1e6, 2) + " MB/s, pull " + fixed(pull / 1e6, 2) + " MB/s";
+  return out;
+}
+
 // ---- SchedulerObserver ----
 
 SchedulerObserver::SchedulerObserver(int num_servers, int num_workers, std::chrono::milliseconds heartbeat_interval,
@@ -257,6 +294,9 @@ Status SchedulerObserver::start() {
   ZPS_ASSIGN_OR_RETURN(http_, startMetricsEndpoint("scheduler", 0, [this](HttpServer& http) {
     http.get("/api/status", [this](const HttpServer::Query&) {
       return HttpServer::Response{200, "application/json", board_.json()};
+    });
+    http.get("/api/summary", [this](const HttpServer::Query&) {
+      return HttpServer::Response{200, "text/plain; charset=utf-8", board_.summary()};
     });
     // Probe-friendly: 200 when healthy, 503 otherwise, with the table as the body.
     http.get("/status", [this](const HttpServer::Query&) {

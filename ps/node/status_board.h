@@ -50,6 +50,9 @@ class StatusBoard {
   // than two intervals), and the job has not failed.
   std::string json() const;
   std::string text(bool* healthy) const;
+  // One line for `zps launch`'s live status: the job state, each worker's step (or round, before the
+  // program reports progress), and the workers' summed samples/s and push/pull bytes/s.
+  std::string summary() const;
   bool healthy() const;
   // Nodes by state ("alive", "late", "dead", "finished", "missing", "registered") for the metrics.
   std::map<std::string, std::map<std::string, int>> countsByRoleAndState() const;
@@ -88,7 +91,7 @@ class StatusBoard {
 };
 
 // The scheduler's observer: the board, the scheduler's metrics and, with ZPS_METRICS_PORT, the HTTP
-// endpoint (/metrics, /api/status, /status, /healthz and the dashboard at /). Owned by the scheduler;
+// endpoint (/metrics, /api/status, /api/summary, /status, /healthz and the dashboard at /). Owned by the scheduler;
 // the HTTP endpoint is stopped in the destructor, before the board goes away.
 class SchedulerObserver {
  public:
