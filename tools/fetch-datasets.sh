@@ -48,13 +48,21 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # As root, apt downloads as the _apt user, who cannot write into this private folder; apt then
 # falls back to root with a warning. Asking for root up front gives the same result quietly.
-echo "fetch-datasets: downloading $pkg with apt-get download"
-(cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >/dev/null)
+size="$(apt-cache show "$pkg" 2>/dev/null | awk '/^Size:/ { printf "%.1f MB", $2 / 1e6; exit }')"
+echo "fetch-datasets: downloading $pkg${size:+ ($size)} with apt-get download"
+started=$SECONDS
+if [ -t 1 ]; then
+  # On a terminal apt draws its own progress bar; in a log it would be noise, so it stays quiet.
+  (cd "$tmp" && apt-get download -o APT::Sandbox::User=root "$pkg")
+else
+  (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >/dev/null)
+fi
 deb="$(ls "$tmp"/"$pkg"_*.deb 2>/dev/null | head -n 1)"
 if [ -z "$deb" ]; then
   echo "fetch-datasets: apt-get download $pkg produced no .deb" >&2
   exit 1
 fi
+echo "fetch-datasets: downloaded $(basename "$deb") ($(du -k "$deb" | cut -f1) kB) in $((SECONDS - started)) s"
 echo "fetch-datasets: unpacking $(basename "$deb") with dpkg -x"
 dpkg -x "$deb" "$tmp/root"
 

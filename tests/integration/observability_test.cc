@@ -1,5 +1,6 @@
 // Observability on a real job: /metrics on every role (names, # TYPE lines, counters that grow, a strict
-// check of the text format) and `zps status` for a healthy cluster and after a worker is killed.
+// check of the text format), embedding-row traffic in the worker's counters, `zps status` for a healthy
+// cluster and after a worker is killed, and `zps launch`'s status line on a terminal and in a pipe.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -206,6 +208,111 @@ TEST_CASE("zps status: healthy, then a killed worker is named and the exit code 
   int bad = c.start("status-bad", {c.bin(), "status"}, {{"ZPS_METRICS_PORT", "http"}});
   CHECK(c.waitExit(bad) == 2);
   CHECK(c.log(bad).find("ZPS_METRICS_PORT") != std::string::npos);
+}
+
+TEST_CASE("embedding-row traffic counts in the worker's bytes, messages and rows", "[observability]") {
+  Cluster c(1, 1);
+  c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
+  int port = freePort();
+  c.startScheduler();
+  c.startServer();
+  int w = c.startWorker(0, {"train", "--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "4000",
+                            "--epochs", "1000"},
+                        {{"ZPS_METRICS_PORT", std::to_string(port)}});
+  std::map<std::string, std::string> types;
+  std::map<std::string, double> first;
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    types.clear();
+    first.clear();
+    std::string text = scrape(port);
+    if (!text.empty()) {
+      REQUIRE(checkExposition(text, &types, &first) == "");
+      if (sum(first, "zps_worker_pulled_rows_total") > 0 && sum(first, "zps_worker_pushed_rows_total") > 0) break;
+    }
+    REQUIRE(c.running(w));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(sum(first, "zps_worker_pulled_rows_total") > 0);
+  CHECK(types["zps_worker_pushed_rows_total"] == "counter");
+  CHECK(types["zps_worker_pulled_rows_total"] == "counter");
+  // Every row moves embedding_dim (8) floats; the dense layers add more bytes on top.
+  CHECK(sum(first, "zps_worker_pulled_bytes_total") >= sum(first, "zps_worker_pulled_rows_total") * 8 * 4);
+  CHECK(sum(first, "zps_worker_pushed_bytes_total") >= sum(first, "zps_worker_pushed_rows_total") * 8 * 4);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  std::map<std::string, std::string> types2;
+  std::map<std::string, double> second;
+  REQUIRE(checkExposition(scrape(port), &types2, &second) == "");
+  for (const char* counter : {"zps_worker_pushed_rows_total", "zps_worker_pulled_rows_total",
+                              "zps_worker_pulled_bytes_total", "zps_worker_pull_messages_total"}) {
+    INFO(counter);
+    CHECK(sum(second, counter) > sum(first, counter));
+  }
+  // Pulling rows is a pull: its latency lands in the pull histogram.
+  CHECK(second["zps_worker_request_duration_seconds_count{server=\"0\",op=\"pull\"}"] > 0);
+}
+
+// The launch command line for a short real training job (about 1.5 s on two cores).
+std::vector<std::string> launchTrain(const std::string& bin) {
+  return {bin, "launch", "--progress", "0.3", "--servers", "1", "--workers", "2", "--", "train",
+          "--data", "digits", "--data_dir", dataDir(), "--epochs", "120"};
+}
+
+// What the scheduler's summary says once both workers train.
+const std::string kTrainingStatus =
+    R"(running [0-9]+s \| w0 step [0-9]+, w1 step [0-9]+ \| [0-9]+ samples/s \| push [0-9.]+ MB/s, pull [0-9.]+ MB/s)";
+
+TEST_CASE("zps launch: a live status line on a terminal, plain status lines in a pipe", "[observability]") {
+  Cluster c(1, 2);
+  // Progress reaches the scheduler with the heartbeats: frequent ones show steps early in a short job.
+  c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.2");
+  // A pipe: plain lines, no terminal control sequences.
+  int piped = c.start("launch-pipe", launchTrain(c.bin()));
+  REQUIRE(c.waitExit(piped, std::chrono::seconds(60)) == 0);
+  std::string log = c.log(piped);
+  INFO(log.substr(0, 4000));
+  CHECK(log.find('\033') == std::string::npos);
+  std::smatch m;
+  CHECK(std::regex_search(log, m, std::regex("zps launch: status: " + kTrainingStatus + "\n")));
+
+  // A real pseudo-terminal (util-linux script): one line, erased before every batch of log lines and
+  // drawn again after them, never left in the scrollback.
+  std::string script;
+  for (const char* p : {"/usr/bin/script", "/bin/script"})
+    if (std::filesystem::exists(p)) script = p;
+  if (script.empty()) {
+    WARN("SKIPPED the terminal half: util-linux 'script' is not installed");
+    return;
+  }
+  std::string command;
+  for (const auto& arg : launchTrain(c.bin())) command += "'" + arg + "' ";
+  int tty = c.start("launch-tty", {script, "-qfec", command, "/dev/null"});
+  REQUIRE(c.waitExit(tty, std::chrono::seconds(60)) == 0);
+  log = c.log(tty);
+  INFO(log.substr(0, 4000));
+  const std::string erase = "\r\033[K";
+  const std::string status = "zps launch: running";
+  REQUIRE(log.find(erase + status) != std::string::npos);
+  CHECK(std::regex_search(log, m, std::regex("zps launch: " + kTrainingStatus)));
+  int draws = 0, training_lines = 0;
+  size_t at = 0;
+  while ((at = log.find(status, at)) != std::string::npos) {
+    ++draws;
+    // The status line ends where the next erase begins: no newline ever follows it.
+    size_t end = log.find_first_of("\r\n", at);
+    REQUIRE(end != std::string::npos);
+    CHECK(log.compare(end, erase.size(), erase) == 0);
+    at = end;
+  }
+  for (size_t p = log.find("[worker 0] Training. Epoch"); p != std::string::npos;
+       p = log.find("[worker 0] Training. Epoch", p + 1)) {
+    ++training_lines;
+    // A log line starts at the left edge: after a newline or the erase of the status line.
+    CHECK((log[p - 1] == '\n' || log.compare(p - erase.size(), erase.size(), erase) == 0));
+  }
+  CHECK(draws >= 2);
+  CHECK(training_lines == 120);
 }
 
 }  // namespace

@@ -6,10 +6,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string_view>
 #include <utility>
 
+#include "worker/train/dataset_progress.h"
 #include "worker/train/random.h"
 
 namespace zps::train {
@@ -80,14 +82,19 @@ std::string where(const std::string& path, size_t line) {
 
 // Reads a text file line by line, skipping blank lines and '#' comments. The callback gets the line
 // number (1-based) and the line without its end-of-line characters, and returns a Status to stop.
+// A big file shows its progress (DatasetProgress) while it is read.
 template <typename F>
 Status forEachLine(const std::string& path, F&& callback) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot open " + path + ": " + std::strerror(errno));
+  std::error_code size_error;
+  const uintmax_t size = std::filesystem::file_size(path, size_error);
+  DatasetProgress progress("reading " + path, size_error ? 0 : size, "bytes");
   std::string line;
   size_t number = 0;
   while (std::getline(in, line)) {
     ++number;
+    progress.advance(line.size() + 1);
     std::string_view view(line);
     if (!view.empty() && view.back() == '\r') view.remove_suffix(1);
     const std::string_view t = trim(view);
@@ -95,6 +102,7 @@ Status forEachLine(const std::string& path, F&& callback) {
     ZPS_RETURN_IF_ERROR(callback(number, view));
   }
   if (in.bad()) return InternalError("error reading " + path + ": " + std::strerror(errno));
+  progress.finish();
   return Status::OK();
 }
 
@@ -492,7 +500,9 @@ Dataset makeSyntheticRegression(size_t rows, uint64_t seed) {
   d.numeric.resize(rows * kF);
   d.labels.resize(rows);
   Rng rng(mixSeeds(seed, 0xDA7A));
+  DatasetProgress progress("generating synthetic-regression", rows, "rows");
   for (size_t r = 0; r < rows; ++r) {
+    progress.advance();
     double y = bias;
     for (size_t j = 0; j < kF; ++j) {
       const double z = rng.normal();
@@ -501,6 +511,7 @@ Dataset makeSyntheticRegression(size_t rows, uint64_t seed) {
     }
     d.labels[r] = static_cast<float>(y + 0.5 * rng.normal());
   }
+  progress.finish();
   return d;
 }
 
@@ -546,7 +557,9 @@ Dataset makeSyntheticCtr(size_t rows, uint64_t seed) {
   d.labels.resize(rows);
   d.true_probability.resize(rows);
   Rng rng(mixSeeds(seed, 0xDA7A));
+  DatasetProgress progress("generating synthetic-ctr", rows, "rows");
   for (size_t r = 0; r < rows; ++r) {
+    progress.advance();
     double logit = kBias;
     for (size_t j = 0; j < kN; ++j) {
       const double count = std::floor(std::exp(mu[j] + sigma[j] * rng.normal()));
@@ -571,6 +584,7 @@ Dataset makeSyntheticCtr(size_t rows, uint64_t seed) {
     d.true_probability[r] = static_cast<float>(p);
     d.labels[r] = rng.uniform() < p ? 1.0f : 0.0f;
   }
+  progress.finish();
   return d;
 }
 
