@@ -85,6 +85,9 @@ inline constexpr size_t kCtrCategoricalFields = 26;  // like Criteo's C1..C26
 //                         are hashed with their field index
 // Blank lines and lines starting with '#' are skipped in every file format.
 //
+// Generating synthetic rows and reading a file show their progress on stderr when they take more
+// than 2 s (worker/train/dataset_progress.h).
+//
 // Errors: an unknown spec or a bad option gives InvalidArgument; a missing file NotFound (naming
 // the path, and tools/fetch-datasets.sh for the named datasets); a malformed line InvalidArgument
 // reading "PATH:LINE: what is wrong"; a dataset with no rows InvalidArgument.

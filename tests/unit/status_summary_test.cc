@@ -1,0 +1,61 @@
+// Tests for the scheduler's one-line job summary (StatusBoard::summary), which `zps launch` shows as
+// its live status line.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ps/node/status_board.h"
+
+namespace zps {
+namespace {
+
+StatusBoard::Member member(uint64_t peer, pb::Role role, int rank) {
+  StatusBoard::Member m;
+  m.peer = peer;
+  m.role = role;
+  m.rank = rank;
+  m.host = "127.0.0.1";
+  m.last_seen = StatusBoard::Clock::now();
+  return m;
+}
+
+pb::Heartbeat progress(uint64_t step, double samples_per_sec) {
+  pb::Heartbeat hb;
+  hb.set_round(step);
+  hb.set_has_progress(true);
+  hb.set_step(step);
+  hb.set_loss(0.5);
+  hb.set_samples_per_sec(samples_per_sec);
+  return hb;
+}
+
+TEST_CASE("status summary: waiting nodes, steps or rounds, summed samples/s", "[status_summary]") {
+  StatusBoard board(1, 6, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
+  board.publish({member(1, pb::WORKER, 0), member(2, pb::WORKER, 1)}, false);
+  board.heartbeat(1, progress(12, 1000));
+  pb::Heartbeat no_progress;
+  no_progress.set_round(3);
+  board.heartbeat(2, no_progress);
+  const std::string s = board.summary();
+  INFO(s);
+  CHECK(s.rfind("rendezvous ", 0) == 0);
+  // One server and four workers have not registered.
+  CHECK(s.find(" | waiting for 5 nodes | w0 step 12, w1 round 3, w2 missing, w3 missing, +2 more | "
+               "1000 samples/s | push 0.00 MB/s, pull 0.00 MB/s") != std::string::npos);
+}
+
+TEST_CASE("status summary: a dead worker is named and its stale rate not counted", "[status_summary]") {
+  StatusBoard board(1, 2, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
+  board.publish({member(1, pb::SERVER, 0), member(2, pb::WORKER, 0), member(3, pb::WORKER, 1)}, true);
+  board.heartbeat(2, progress(40, 500));
+  board.heartbeat(3, progress(41, 700));
+  board.nodeDead(3);
+  const std::string s = board.summary();
+  INFO(s);
+  CHECK(s.rfind("running ", 0) == 0);
+  CHECK(s.find(" | w0 step 40, w1 dead step 41 | 500 samples/s | ") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace zps
