@@ -1,11 +1,13 @@
 // `zps launch`: a whole job on one machine (scheduler, servers, workers) for trying zps out and
-// for tests, with every child's output prefixed by its role.
+// for tests, with every child's output prefixed by its role and the job's status (the scheduler's
+// /api/summary) shown as a live line on a terminal, or as periodic plain lines otherwise.
 #pragma once
 
 namespace zps {
 
 // argv[0] is "launch"; the rest are its arguments:
-//   zps launch --servers S --workers W [--host H] [--port P] [--timeout SECONDS] -- CMD ARGS...
+//   zps launch --servers S --workers W [--host H] [--port P] [--timeout SECONDS] [--progress SECONDS]
+//              -- CMD ARGS...
 // Returns the process exit code: 0 when every child exits 0; else the first non-zero child exit
 // code; 124 on --timeout; 130/143 on SIGINT/SIGTERM; 2 for bad arguments; 127 when a child cannot
 // be started. Installs its own SIGINT/SIGTERM/SIGCHLD/SIGPIPE handlers while it runs and restores
