@@ -32,11 +32,9 @@ Status Membership::add(PeerId peer, const pb::Register& reg) {
                               "s, ranks 0.." + std::to_string(limit - 1));
   }
   if (rank >= 0) {
-    for (const auto& m : members_) {
-      if (m.role == reg.role() && m.requested_rank == rank) {
-        return FailedPrecondition(std::string(role) + " rank " + std::to_string(rank) + " (from " +
-                                  reg.rank_source() + ") is already taken by " + m.describe());
-      }
+    if (const Member* m = holder(reg.role(), rank)) {
+      return FailedPrecondition(std::string(role) + " rank " + std::to_string(rank) + " (from " + reg.rank_source() +
+                                ") is already taken by " + m->describe());
     }
   }
   if (registered(reg.role()) >= limit) {
@@ -72,19 +70,23 @@ void Membership::assignRanks() {
   for (pb::Role role : {pb::SERVER, pb::WORKER}) {
     std::set<int> taken;
     for (auto& m : members_) {
-      if (m.role == role && m.requested_rank >= 0) {
-        m.rank = m.requested_rank;
-        taken.insert(m.rank);
-      }
+      if (m.role == role && m.requested_rank >= 0) m.rank = m.requested_rank;
+      if (m.role == role && m.rank >= 0) taken.insert(m.rank);
     }
     int next = 0;
     for (auto& m : members_) {
-      if (m.role != role || m.requested_rank >= 0) continue;
+      if (m.role != role || m.rank >= 0) continue;
       while (taken.count(next) != 0) ++next;
       m.rank = next;
       taken.insert(next);
     }
   }
+}
+
+const Member* Membership::holder(pb::Role role, int rank) const {
+  for (const auto& m : members_)
+    if (m.role == role && (m.rank >= 0 ? m.rank : m.requested_rank) == rank) return &m;
+  return nullptr;
 }
 
 const Member* Membership::find(PeerId peer) const {

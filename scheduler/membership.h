@@ -3,7 +3,8 @@
 //
 // Rank rules: a node that asks for a rank (DMLC_WORKER_ID and friends) gets exactly that rank or is
 // refused (out of range, or taken by another node). Nodes that ask for none are given the lowest free
-// ranks in arrival order once every expected node is in.
+// ranks in arrival order once every expected node is in. With ZPS_RECOVERY a lost node is removed and a
+// replacement takes its rank: the one it asks for, or, in arrival order, the only one free.
 #pragma once
 
 #include <string>
@@ -40,10 +41,13 @@ class Membership {
   void remove(PeerId peer);
 
   bool complete() const;
-  // Gives arrival-order nodes the lowest free ranks. Call once complete() is true.
+  // Gives arrival-order nodes without a rank the lowest free ranks; ranks already given stay. Call
+  // when complete() is true (again, after a replacement took a lost node's slot).
   void assignRanks();
 
   const Member* find(PeerId peer) const;
+  // The member that holds (or asked for) `rank` of `role`, if any.
+  const Member* holder(pb::Role role, int rank) const;
   const std::vector<Member>& members() const { return members_; }
   int expected(pb::Role role) const { return role == pb::SERVER ? num_servers_ : num_workers_; }
   int registered(pb::Role role) const;

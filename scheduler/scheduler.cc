@@ -1,5 +1,12 @@
 // The scheduler role: rendezvous, rank assignment, barriers, liveness and the end of the job. All logic
 // runs on one thread (this function's); the transport's I/O thread only moves bytes.
+//
+// Recovery (ZPS_RECOVERY=1): a node that dies (or says goodbye) in a running job is removed and its rank
+// held open for ZPS_RECOVERY_TIMEOUT. The job's generation goes up by one and every node is told
+// (Recovery): workers fail their pending requests as "recovering", servers drop their keys and tables.
+// A replacement that registers takes the rank (one that registers while the old node still looks
+// alive waits until it is declared dead); once every rank is held again, every node gets the address
+// book of the new generation, and the workers start over from the latest checkpoint.
 #include "scheduler/scheduler.h"
 
 #include <glog/logging.h>
@@ -71,6 +78,11 @@ class Scheduler {
         return 0;  // a requested stop is not a failure of this process
       }
       if (int code = checkLiveness(now); code >= 0) return code;
+      if (recovering_ && now >= recovery_deadline_) {
+        return endJob(1, "node dead: " + lost_ + "; no replacement registered within " +
+                             std::to_string(static_cast<int>(config_.recovery_timeout.count() / 1000)) +
+                             " s (ZPS_RECOVERY_TIMEOUT)");
+      }
       publishStatus(false);
       if (exit_code_ >= 0) return exit_code_;
       auto msg = transport_->recv(now + std::chrono::milliseconds(100));
@@ -124,7 +136,7 @@ class Scheduler {
         return;
       }
     }
-    if (running_) {
+    if (running_ && !config_.recovery) {
       refuse(peer, "the job is already running with all nodes registered");
       return;
     }
@@ -136,6 +148,24 @@ class Scheduler {
                        "; set the same DMLC_NUM_SERVER and DMLC_NUM_WORKER everywhere");
       return;
     }
+    admit(peer, reg);
+  }
+
+  // Adds a node whose registration passed the checks. In a running job (recovery) it must take a lost
+  // node's slot; one that asks for a rank whose holder still looks alive waits for the holder's verdict.
+  void admit(PeerId peer, const pb::Register& reg) {
+    if (running_ && reg.requested_rank() >= 0) {
+      if (const Member* holder = membership_.holder(reg.role(), reg.requested_rank())) {
+        if (parked_.size() >= static_cast<size_t>(config_.num_servers + config_.num_workers)) {
+          refuse(peer, "too many nodes are waiting to replace others");
+          return;
+        }
+        LOG(WARNING) << "scheduler: a replacement for " << holder->describe() << " registered from "
+                     << transport_->describe(peer) << "; it waits until that node is declared dead";
+        parked_[peer] = Parked{reg, Clock::now()};
+        return;
+      }
+    }
     Status s = membership_.add(peer, reg);
     if (!s.ok()) {
       refuse(peer, s.message());
@@ -145,12 +175,28 @@ class Scheduler {
     const Member* m = membership_.find(peer);
     LOG(INFO) << "scheduler: registered " << m->describe() << " (rank from " << m->rank_source << "); "
               << membership_.report();
-    if (membership_.complete()) startJob();
+    if (!membership_.complete()) return;
+    if (!running_) {
+      startJob();
+    } else if (recovering_) {
+      recovering_ = false;
+      lost_.clear();
+      sendBook();
+      LOG(INFO) << "scheduler: every rank is held again; address book of generation " << generation_ << " sent";
+    }
   }
 
   void startJob() {
+    sendBook();
+    running_ = true;
+    LOG(INFO) << "scheduler: all " << membership_.members().size() << " nodes registered in "
+              << secondsSince(start_) << " s; address book sent";
+  }
+
+  void sendBook() {
     membership_.assignRanks();
     pb::RegisterReply book;
+    book.set_generation(generation_);
     book.set_accepted(true);
     book.set_heartbeat_interval_ms(static_cast<uint32_t>(config_.heartbeat_interval.count()));
     book.set_heartbeat_timeout_ms(static_cast<uint32_t>(config_.heartbeat_timeout.count()));
@@ -170,9 +216,37 @@ class Scheduler {
       if (auth_.enabled()) c.mutable_register_reply()->set_auth_mac(auth_.mac(kRegisterReplyContext, m.auth_nonce));
       send(m.peer, c);
     }
-    running_ = true;
-    LOG(INFO) << "scheduler: all " << membership_.members().size() << " nodes registered in "
-              << secondsSince(start_) << " s; address book sent";
+  }
+
+  // ZPS_RECOVERY: removes a lost node, holds its rank open and tells everyone to start a new generation.
+  // Without recovery (or when some worker has already finished, so the job cannot be redone) the job
+  // ends naming the node. Returns an exit code when the job ends, else -1.
+  int lose(PeerId peer, const std::string& why) {
+    obs_.nodeDead(peer);
+    if (!config_.recovery) return endJob(1, "node dead: " + why);
+    if (!finished_.empty())
+      return endJob(1, "node dead: " + why + ", after a worker finished: a finished job cannot be redone (ZPS_RECOVERY)");
+    membership_.remove(peer);
+    last_seen_.erase(peer);
+    ++generation_;
+    barriers_ = BarrierTable();  // barriers count afresh in each generation
+    recovering_ = true;
+    recovery_deadline_ = Clock::now() + config_.recovery_timeout;
+    lost_ += (lost_.empty() ? "" : "; ") + why;
+    LOG(WARNING) << "scheduler: lost " << why << "; generation " << generation_ << ": holding its rank for a "
+                 << "replacement for " << config_.recovery_timeout.count() / 1000.0 << " s (ZPS_RECOVERY)";
+    pb::Control c;
+    c.mutable_recovery()->set_generation(generation_);
+    c.mutable_recovery()->set_lost(why);
+    for (const auto& m : membership_.members()) send(m.peer, c);
+    // A replacement may have registered before the old node was declared dead.
+    auto waiting = std::move(parked_);
+    parked_.clear();
+    for (auto& [p, entry] : waiting) {
+      admit(p, entry.reg);
+      if (exit_code_ >= 0) return exit_code_;
+    }
+    return -1;
   }
 
   size_t groupSize(pb::BarrierGroup g) const {
@@ -188,6 +262,10 @@ class Scheduler {
   void handleBarrier(const Member& m, const pb::Barrier& b) {
     if (!running_) {
       LOG_EVERY_N(WARNING, 20) << "scheduler: barrier from " << m.describe() << " before the job started, ignored";
+      return;
+    }
+    if (b.generation() != generation_ || recovering_) {
+      VLOG(1) << "scheduler: barrier of generation " << b.generation() << " from " << m.describe() << " ignored";
       return;
     }
     if (!inGroup(b.group(), m.role)) {
@@ -232,6 +310,10 @@ class Scheduler {
       return;
     }
     const Member* m = membership_.find(peer);
+    if (m == nullptr && parked_.count(peer) != 0) {
+      parked_[peer].last_seen = Clock::now();  // a waiting replacement's heartbeats
+      return;
+    }
     if (m == nullptr) {
       ++malformed_;
       LOG_EVERY_N(WARNING, 20) << "scheduler: message from unregistered " << transport_->describe(peer) << " ignored";
@@ -255,7 +337,7 @@ class Scheduler {
           last_seen_.erase(peer);
           membership_.remove(peer);
         } else if (finished_.count(peer) == 0) {
-          endJob(1, m->describe() + " left: " + c.goodbye().reason());
+          lose(peer, m->describe() + " left: " + c.goodbye().reason());
         }
         break;
       default:
@@ -284,9 +366,11 @@ class Scheduler {
         last_seen_.erase(p);
         continue;
       }
-      obs_.nodeDead(p);
-      return endJob(1, "node dead: " + what);
+      if (int code = lose(p, what); code >= 0) return code;
     }
+    // A waiting replacement that went silent is forgotten.
+    for (auto it = parked_.begin(); it != parked_.end();)
+      it = now - it->second.last_seen > config_.heartbeat_timeout ? parked_.erase(it) : std::next(it);
     return -1;
   }
 
@@ -324,6 +408,16 @@ class Scheduler {
   BarrierTable barriers_;
   std::map<PeerId, Clock::time_point> last_seen_;
   std::set<PeerId> finished_;
+  // Recovery: the generation (lost nodes so far), whether a rank is held open, until when, for whom.
+  uint64_t generation_ = 0;
+  bool recovering_ = false;
+  Clock::time_point recovery_deadline_;
+  std::string lost_;
+  struct Parked {
+    pb::Register reg;
+    Clock::time_point last_seen;
+  };
+  std::map<PeerId, Parked> parked_;  // replacements waiting for the node they replace to be declared dead
   Clock::time_point start_;
   Clock::time_point next_liveness_check_;
   bool running_ = false;

@@ -13,7 +13,9 @@
 //
 // Checkpoints (ZPS_CHECKPOINT_DIR, synchronous runs): after every epoch, and every ZPS_CHECKPOINT_EVERY
 // steps, worker 0 has the servers write their table shards as of that step, then writes the dense model
-// (dense-step-<s>.ckpt) and finally the pointer file `latest`. A restarted job resumes from `latest`.
+// (dense-step-<s>.ckpt) and finally the pointer file `latest`. A restarted job resumes from `latest`, and so
+// does a running one that lost a node (ZPS_RECOVERY): once the replacement is in, every worker rolls
+// back to `latest` (to the start without a checkpoint) and redoes the steps since.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -207,6 +209,9 @@ class Trainer {
     model_->initDense(params_.data(), FLAGS_seed);
 
     uint64_t start_step = 0;
+    // With recovery, every worker reads `latest` only once all are here: worker 0 may have been writing
+    // it when a node was lost.
+    if (config_.recovery) ZPS_RETURN_IF_ERROR(w_.barrier());
     if (!config_.checkpoint_dir.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(config_.checkpoint_dir, ec);
@@ -484,8 +489,16 @@ int trainMain() {
   auto prepared = prepare();
   return runWorkerProgram("train", [&](Worker& w) -> Status {
     if (!prepared.ok()) return prepared.status();
-    Trainer trainer(w, *prepared, *config);
-    return trainer.run();
+    for (;;) {
+      Trainer trainer(w, *prepared, *config);
+      Status result = trainer.run();
+      // ZPS_RECOVERY: a node was lost. Once its replacement is in, every worker starts over from the
+      // latest checkpoint, exactly as a restarted job would, and redoes the steps since.
+      if (result.ok() || !w.recovering()) return result;
+      LOG(WARNING) << "train: worker " << w.rank() << ": " << result.message()
+                   << "; rolling back to the latest checkpoint once the lost node is replaced";
+      ZPS_RETURN_IF_ERROR(w.recover());
+    }
   });
 }
 

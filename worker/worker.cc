@@ -104,6 +104,11 @@ struct Worker::Impl {
   std::unordered_map<uint64_t, Pending> pending;
   std::unordered_map<Handle, std::shared_ptr<Op>> ops;
   std::optional<Status> aborted;
+  // ZPS_RECOVERY: the generation of the address book in use, and why requests now fail (a node was
+  // lost) until recover() has moved to the next generation.
+  uint64_t generation = 0;
+  uint64_t announced_generation = 0;  // the newest generation the scheduler or a server told us of
+  std::optional<Status> recovering;
 
   std::atomic<bool> stop{false};
   std::thread receiver;
@@ -144,20 +149,52 @@ struct Worker::Impl {
     options.linger = config.shutdown_linger;
     transport = makeZmqTransport(options);
     limits.max_payload_bytes = config.max_message_bytes;
+    generation = book.generation();
+    ZPS_RETURN_IF_ERROR(linkServers(book));
+    placement = std::make_unique<Placement>(config.num_servers);
+    receiver = std::thread([this] { receiveLoop(); });
+    ZPS_RETURN_IF_ERROR(helloServers());
+    LOG(INFO) << "worker " << rank << " connected to " << config.num_servers << " servers";
+    return Status::OK();
+  }
+
+  // Connects to every server of the address book whose address is new (all of them at the start; a
+  // replacement's after a recovery). The receiver thread must not be running.
+  Status linkServers(const pb::RegisterReply& book) {
     for (const auto& n : book.nodes()) {
       if (n.role() != pb::SERVER) continue;
       if (n.rank() >= config.num_servers) return ProtocolError("address book has server rank out of range");
       std::string address = n.host() + ":" + std::to_string(n.port());
+      if (servers[n.rank()].address == address) continue;
       ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(n.host(), config.connect_timeout,
                                                             "server " + std::to_string(n.rank()) + " host"));
       ZPS_ASSIGN_OR_RETURN(PeerId peer, transport->connect(ip, static_cast<int>(n.port())));
+      std::lock_guard<std::mutex> lock(mu);
+      server_of_peer.erase(servers[n.rank()].peer);  // replies from a lost server's old address are ignored
       servers[n.rank()] = ServerLink{peer, address};
       server_of_peer[peer] = n.rank();
     }
-    placement = std::make_unique<Placement>(config.num_servers);
-    receiver = std::thread([this] { receiveLoop(); });
+    return Status::OK();
+  }
 
-    // HELLO binds each connection to our rank on the server and proves the server is reachable.
+  // HELLO binds each connection to our rank on the server and proves the server is reachable. After a
+  // lost node (ZPS_RECOVERY), a server may not have heard of the new generation yet: it answers
+  // "recovering" until it has, so the HELLOs are repeated until the deadline.
+  Status helloServers() {
+    const auto deadline = Clock::now() + config.connect_timeout;
+    for (;;) {
+      Status hello = helloOnce(deadline);
+      bool newer;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        newer = recovering.has_value();  // another node was lost: recover() starts over
+      }
+      if (hello.code() != StatusCode::kUnavailable || newer || Clock::now() >= deadline) return hello;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  Status helloOnce(Clock::time_point deadline) {
     auto op = std::make_shared<Op>();
     op->what = "connecting to the servers";
     {
@@ -178,9 +215,8 @@ struct Worker::Impl {
         ZPS_RETURN_IF_ERROR(sendRequest(id, wire::encodeData(h)));
       }
     }
-    ZPS_RETURN_IF_ERROR(waitOp(op, config.connect_timeout));
-    LOG(INFO) << "worker " << rank << " connected to " << config.num_servers << " servers";
-    return Status::OK();
+    return waitOp(op, std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                               std::chrono::milliseconds(1)));
   }
 
   // Sends one request per partition; `in` and `out` may be null. Returns the new handle.
@@ -241,6 +277,7 @@ struct Worker::Impl {
     h.set_command(command);
     h.set_request_id(rid);
     h.set_key(p.key);
+    h.set_generation(generation);
     pending[rid] = std::move(p);
     op->requests.push_back(rid);
     ++op->remaining;
@@ -249,6 +286,10 @@ struct Worker::Impl {
 
   // Sends a request already entered in `pending` (called with mu held) and remembers it for resends.
   Status sendRequest(uint64_t rid, std::vector<Blob> frames) {
+    if (recovering) {  // the servers would refuse it: fail its operation now
+      complete(rid, *recovering);
+      return Status::OK();
+    }
     Pending& p = pending.at(rid);
     p.sent = Clock::now();
     if (config.resend_timeout.count() > 0) p.frames = frames;
@@ -306,6 +347,20 @@ struct Worker::Impl {
     if (op->remaining == 0) cv.notify_all();
   }
 
+  // A node was lost (ZPS_RECOVERY): every pending request fails with `why` (kUnavailable), and so does
+  // every new one until recover() has moved to the new generation. Called with mu held.
+  void startRecovering(uint64_t new_generation, const Status& why) {
+    announced_generation = std::max(announced_generation, new_generation);
+    if (recovering) return;
+    recovering = why;
+    std::vector<uint64_t> rids;
+    for (const auto& [rid, p] : pending) rids.push_back(rid);
+    for (uint64_t rid : rids) complete(rid, why);
+    cv.notify_all();
+  }
+
+  Status recover();
+
   void receiveLoop() {
     auto next_resend_scan = Clock::now() + config.resend_timeout;
     while (!stop) {
@@ -338,6 +393,13 @@ struct Worker::Impl {
         continue;
       }
       std::string from = "server " + std::to_string(server) + " (" + servers[server].address + ")";
+      if (h.command() == pb::CMD_ERROR && h.recovering()) {
+        Status s = Unavailable(from + " is " + h.error());
+        // A server ahead of us has heard of a lost node: so will we, from the scheduler.
+        if (h.generation() > generation) startRecovering(h.generation(), s);
+        complete(h.request_id(), s);
+        continue;
+      }
       if (h.command() == pb::CMD_ERROR) {
         complete(h.request_id(), InternalError(from + " answered: " + h.error()));
         continue;
@@ -681,6 +743,64 @@ std::vector<PartitionInfo> Worker::partitions(TensorId t) const {
   return impl_->tensors[t].parts;
 }
 
+// ---- Recovery (ZPS_RECOVERY) ----
+
+bool Worker::recovering() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->recovering.has_value();
+}
+
+Status Worker::recover() { return impl_->recover(); }
+
+Status Worker::Impl::recover() {
+  if (local) return FailedPrecondition("recovery (ZPS_RECOVERY) does not support ZPS_LOCAL_SIZE > 1 yet");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!recovering) return FailedPrecondition("recover() called, but no node was lost");
+  }
+  // The scheduler fails the job after ZPS_RECOVERY_TIMEOUT; its Shutdown ends this wait earlier.
+  const auto deadline = Clock::now() + config.recovery_timeout + config.heartbeat_timeout + std::chrono::seconds(10);
+  for (;;) {
+    uint64_t mine;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      mine = generation;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, client->waitBook(mine, std::max(left, std::chrono::milliseconds(1))));
+    // Links change: the receiver thread stops while they do.
+    stop = true;
+    if (receiver.joinable()) receiver.join();
+    stop = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      generation = book.generation();
+      if (announced_generation <= generation) recovering.reset();
+    }
+    {
+      // Tensors and tables are declared again, in the same order, and get the same keys.
+      std::lock_guard<std::mutex> lock(tensors_mu);
+      tensors.clear();
+      tables.clear();
+      placement = std::make_unique<Placement>(config.num_servers);
+    }
+    Status linked = linkServers(book);
+    receiver = std::thread([this] { receiveLoop(); });
+    ZPS_RETURN_IF_ERROR(linked);
+    Status hello = helloServers();
+    bool again;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      again = recovering.has_value();  // another node was lost meanwhile
+    }
+    if (again && Clock::now() < deadline) continue;
+    ZPS_RETURN_IF_ERROR(hello);
+    LOG(INFO) << "worker " << rank << ": reconnected to " << config.num_servers << " servers in generation "
+              << book.generation();
+    return Status::OK();
+  }
+}
+
 // ---- Local reduction (worker/local/local_group.h) ----
 
 StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
@@ -705,6 +825,10 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
     // A normal end (exit 0) reaches the peers through finish(); only failures are relayed here.
     if (local && s.exit_code() != 0) local->abort("job ended by the scheduler: " + s.reason());
     cv.notify_all();
+  });
+  client->onRecovery([this](const pb::Recovery& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (r.generation() > generation) startRecovering(r.generation(), Unavailable("recovering: the scheduler lost " + r.lost()));
   });
   auto book = client->start();
   if (!book.ok()) {

@@ -125,6 +125,14 @@ class Worker {
   // with the next heartbeat.
   void reportTrainingProgress(uint64_t step, double loss, double samples_per_sec);
 
+  // Recovery (ZPS_RECOVERY=1 on the scheduler). When a node is lost, pending and new operations fail
+  // with kUnavailable and recovering() turns true. recover() then waits for the replacement (at most
+  // ZPS_RECOVERY_TIMEOUT), reconnects and forgets every tensor and table: the program declares them
+  // again in the same order (tables with restore_step set to the checkpoint it rolls back to), resets
+  // its own state to that checkpoint and redoes the steps since. The servers have dropped everything.
+  bool recovering() const;
+  Status recover();
+
   std::vector<PartitionInfo> partitions(TensorId tensor) const;
   size_t partitionBytes() const;
 

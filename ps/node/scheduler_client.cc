@@ -168,8 +168,30 @@ void SchedulerClient::handle(const pb::Control& control) {
   switch (control.body_case()) {
     case pb::Control::kRegisterReply: {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!reply_.has_value()) reply_ = control.register_reply();
+      const auto& book = control.register_reply();
+      if (!reply_.has_value()) {
+        reply_ = book;
+      } else if (reply_->accepted() && book.accepted() && book.generation() > reply_->generation()) {
+        // The address book of a new generation (ZPS_RECOVERY): barriers count afresh.
+        std::string auth_mac = reply_->auth_mac();
+        reply_ = book;
+        reply_->set_auth_mac(auth_mac);
+        for (auto& n : barrier_sent_) n = 0;
+        for (auto& n : barrier_released_) n = 0;
+      }
       cv_.notify_all();
+      break;
+    }
+    case pb::Control::kRecovery: {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (recovery_.has_value() && recovery_->generation() >= control.recovery().generation()) break;
+        recovery_ = control.recovery();
+        cv_.notify_all();
+      }
+      LOG(WARNING) << roleName(config_.role) << ": the scheduler lost " << control.recovery().lost()
+                   << "; recovering (generation " << control.recovery().generation() << ")";
+      if (on_recovery_) on_recovery_(control.recovery());
       break;
     }
     case pb::Control::kBarrierRelease: {
@@ -201,21 +223,44 @@ void SchedulerClient::setShutdown(pb::Shutdown s) {
 
 Status SchedulerClient::barrier(pb::BarrierGroup group, std::chrono::milliseconds timeout) {
   auto g = static_cast<size_t>(group) & 3;
-  uint64_t seq;
+  uint64_t seq, generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++barrier_sent_[g];
+    generation = reply_.has_value() ? reply_->generation() : 0;
   }
   pb::Control c;
   c.mutable_barrier()->set_group(group);
   c.mutable_barrier()->set_sequence(seq);
+  c.mutable_barrier()->set_generation(generation);
   ZPS_RETURN_IF_ERROR(sendControl(c));
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] { return barrier_released_[g] >= seq || shutdown_.has_value(); }))
+  auto recovering = [&] { return recovery_.has_value() && recovery_->generation() > generation; };
+  if (!cv_.wait_for(lock, timeout, [&] {
+        return barrier_released_[g] >= seq || shutdown_.has_value() || recovering();
+      }))
     return DeadlineExceeded("barrier " + std::to_string(seq) + " of group " + pb::BarrierGroup_Name(group) +
                             " not released after " + std::to_string(static_cast<int>(seconds(timeout))) + " s");
   if (barrier_released_[g] >= seq) return Status::OK();
-  return Aborted("job shut down during a barrier: " + shutdown_->reason());
+  if (shutdown_.has_value()) return Aborted("job shut down during a barrier: " + shutdown_->reason());
+  return Unavailable("recovering during a barrier: the scheduler lost " + recovery_->lost());
+}
+
+uint64_t SchedulerClient::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reply_.has_value() ? reply_->generation() : 0;
+}
+
+StatusOr<pb::RegisterReply> SchedulerClient::waitBook(uint64_t generation, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] {
+        return shutdown_.has_value() || (reply_.has_value() && reply_->generation() > generation);
+      }))
+    return DeadlineExceeded("no address book of a generation after " + std::to_string(generation) + " from scheduler " +
+                            scheduler_address_ + " within " + std::to_string(static_cast<int>(seconds(timeout))) +
+                            " s");
+  if (shutdown_.has_value()) return Aborted("job ended by the scheduler while recovering: " + shutdown_->reason());
+  return *reply_;
 }
 
 StatusOr<pb::Shutdown> SchedulerClient::finish(bool ok, const std::string& message, std::chrono::milliseconds timeout) {

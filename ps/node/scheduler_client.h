@@ -35,8 +35,17 @@ class SchedulerClient {
   //  kDeadlineExceeded  no address book in time.
   StatusOr<pb::RegisterReply> start();
 
-  // Waits until every member of `group` reached this barrier.
+  // Waits until every member of `group` reached this barrier. kUnavailable when the scheduler announces
+  // a recovery meanwhile (ZPS_RECOVERY).
   Status barrier(pb::BarrierGroup group, std::chrono::milliseconds timeout);
+
+  // ZPS_RECOVERY. The generation of the address book in use (0 until a node is lost).
+  uint64_t generation() const;
+  // Waits for the address book of a generation newer than `generation`. kAborted when the job ends
+  // meanwhile, kDeadlineExceeded after `timeout`.
+  StatusOr<pb::RegisterReply> waitBook(uint64_t generation, std::chrono::milliseconds timeout);
+  // Called on the client's thread when the scheduler announces that a node was lost. Set before start().
+  void onRecovery(std::function<void(const pb::Recovery&)> callback) { on_recovery_ = std::move(callback); }
 
   // Tells the scheduler this worker's program ended and waits for the Shutdown that ends the job.
   // Returns the exit code the scheduler asks for.
@@ -76,6 +85,8 @@ class SchedulerClient {
   uint64_t barrier_released_[4] = {0, 0, 0, 0};
   std::chrono::steady_clock::time_point last_heard_;
   std::function<void(const pb::Shutdown&)> on_shutdown_;
+  std::function<void(const pb::Recovery&)> on_recovery_;
+  std::optional<pb::Recovery> recovery_;  // the latest announced
   std::function<void(pb::Heartbeat*)> fill_heartbeat_;
 };
 

@@ -33,6 +33,7 @@ struct EngineTask {
   PeerId peer;
   int worker;
   wire::DataMessage msg;
+  bool reset = false;  // ZPS_RECOVERY: drop every key and table (a new generation starts over)
 };
 
 // One summation thread and the keys it owns.
@@ -40,8 +41,9 @@ class Engine {
  public:
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, int server_rank,
          const std::string& checkpoint_dir, MemoryBudget* budget, Transport* transport)
-      : index_(index), reducer_(std::move(reducer)), store_(num_workers, reducer_.get(), budget),
-        params_(num_workers, server_rank, checkpoint_dir, budget), transport_(transport), queue_(1024) {
+      : index_(index), reducer_(std::move(reducer)), num_workers_(num_workers), server_rank_(server_rank),
+        checkpoint_dir_(checkpoint_dir), budget_(budget), transport_(transport), queue_(1024) {
+    resetStores();
     thread_ = std::thread([this] { run(); });
   }
   ~Engine() { stop(); }
@@ -51,8 +53,8 @@ class Engine {
     if (thread_.joinable()) thread_.join();
   }
   // Read after the engine thread has stopped (the destructor path joins it first).
-  ParamCounters paramCounters() const { return params_.counters(); }
-  void finalCheckpoint() { params_.checkpointAll(); }
+  ParamCounters paramCounters() const { return params_->counters(); }
+  void finalCheckpoint() { params_->checkpointAll(); }
 
   // Blocks when the engine is behind (backpressure on the dispatcher and, through it, on the workers).
   void submit(EngineTask task) {
@@ -71,6 +73,10 @@ class Engine {
         if (closed_) return;
         continue;
       }
+      if (task->reset) {
+        resetStores();
+        continue;
+      }
       out.clear();
       const int64_t obs_start = unixMicros();
       ServerObserver* obs = ServerObserver::current();
@@ -79,9 +85,9 @@ class Engine {
       bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
                    h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
       if (param) {
-        params_.handle(task->peer, task->worker, task->msg, &out);
+        params_->handle(task->peer, task->worker, task->msg, &out);
       } else {
-        store_.handle(task->peer, task->worker, task->msg, &out);
+        store_->handle(task->peer, task->worker, task->msg, &out);
       }
       if (obs != nullptr) obs->handled(index_, task->worker, h, task->msg.payload.size(), obs_start, out);
       for (auto& o : out) {
@@ -92,10 +98,21 @@ class Engine {
       }
     }
   }
+  void resetStores() {
+    store_.reset();  // gives its memory charge back before the new store takes any
+    params_.reset();
+    store_ = std::make_unique<SumStore>(num_workers_, reducer_.get(), budget_);
+    params_ = std::make_unique<ParamStore>(num_workers_, server_rank_, checkpoint_dir_, budget_);
+  }
+
   const int index_;
   std::unique_ptr<kernels::Reducer> reducer_;
-  SumStore store_;
-  ParamStore params_;
+  const int num_workers_;
+  const int server_rank_;
+  const std::string checkpoint_dir_;
+  MemoryBudget* const budget_;
+  std::unique_ptr<SumStore> store_;
+  std::unique_ptr<ParamStore> params_;
   Transport* transport_;
   BoundedQueue<EngineTask> queue_;
   std::atomic<bool> closed_{false};
@@ -159,12 +176,21 @@ class Server {
     obs_ = std::make_unique<ServerObserver>(config_, &malformed_);
     client_->onHeartbeat([this](pb::Heartbeat* hb) { obs_->fillHeartbeat(hb); });
     client_->onShutdown([this](const pb::Shutdown&) { stop_ = true; });
+    client_->onRecovery([this](const pb::Recovery& r) {
+      uint64_t g = announced_generation_.load();
+      while (r.generation() > g && !announced_generation_.compare_exchange_weak(g, r.generation())) {
+      }
+    });
     auto book = client_->start();
     if (!book.ok()) {
       LOG(ERROR) << "server: " << book.status().message();
       return book.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
     }
     rank_ = book->rank();
+    generation_ = book->generation();
+    if (generation_ > 0)
+      LOG(INFO) << "server " << rank_ << " replaces a lost server (generation " << generation_
+                << "); workers restore its tables from ZPS_CHECKPOINT_DIR";
     if (Status s = obs_->start(rank_); !s.ok()) {
       LOG(ERROR) << "server " << rank_ << ": " << s.message();
       return 2;
@@ -177,6 +203,7 @@ class Server {
                                                   config_.checkpoint_dir, &memory_, transport_.get()));
 
     while (!stop_) {
+      if (announced_generation_ > generation_) startGeneration(announced_generation_);
       auto msg = transport_->recv(Clock::now() + std::chrono::milliseconds(100));
       if (!msg.ok()) continue;
       dispatch(std::move(*msg));
@@ -225,6 +252,15 @@ class Server {
       return;
     }
     const auto& h = data->header;
+    if (h.generation() != generation_ && h.command() != pb::CMD_REPLY && h.command() != pb::CMD_ERROR) {
+      // Work of another generation (ZPS_RECOVERY): the worker rolls back when it hears this.
+      Outgoing o = errorReply(msg.peer, h, "recovering: this server is at generation " + std::to_string(generation_) +
+                                               ", the request is of generation " + std::to_string(h.generation()));
+      o.header.set_recovering(true);
+      o.header.set_generation(generation_);
+      reply(msg.peer, std::move(o));
+      return;
+    }
     if (h.command() == pb::CMD_HELLO) {
       hello(msg.peer, h);
       return;
@@ -246,6 +282,18 @@ class Server {
     uint64_t mixed = (h.key() ^ (h.key() >> 24)) * 0x9E3779B97F4A7C15ull;
     size_t engine = (mixed >> 32) % engines_.size();
     engines_[engine]->submit(EngineTask{msg.peer, it->second, std::move(*data)});
+  }
+
+  // ZPS_RECOVERY: a node was lost. Everything of the old generation goes: the workers' connections
+  // (they say HELLO again) and every key and table (they declare them again, tables restored from the
+  // latest checkpoint). Each engine drops its stores after the requests already queued to it.
+  void startGeneration(uint64_t generation) {
+    LOG(WARNING) << "server " << rank_ << ": generation " << generation << ": dropping every key, table and worker "
+                 << "connection of generation " << generation_ << "; the workers start over from the latest checkpoint";
+    generation_ = generation;
+    worker_of_peer_.clear();
+    local_rank_of_peer_.clear();
+    for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
   }
 
   void reply(PeerId peer, Outgoing o) { (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload))); }
@@ -308,6 +356,8 @@ class Server {
   wire::Limits limits_;
   std::atomic<bool> stop_{false};
   int rank_ = -1;
+  uint64_t generation_ = 0;                         // the dispatcher's
+  std::atomic<uint64_t> announced_generation_{0};  // set by the scheduler link's thread
   std::atomic<uint64_t> malformed_{0};  // read by the metrics endpoint's thread
   std::string faults_error_;
 };

@@ -187,6 +187,27 @@ TEST_CASE("membership: an arrival-order replacement takes the freed rank", "[mem
   CHECK(m.find(3)->rank == 2);
 }
 
+TEST_CASE("membership: after the job started, a replacement gets the lost node's rank and others keep theirs",
+          "[membership]") {
+  Membership m(2, 1);
+  REQUIRE(m.add(1, reg(pb::SERVER, -1)).ok());
+  REQUIRE(m.add(2, reg(pb::SERVER, -1)).ok());
+  REQUIRE(m.add(3, reg(pb::WORKER, 0)).ok());
+  m.assignRanks();
+  REQUIRE(m.find(1)->rank == 0);
+  m.remove(1);  // server 0 is lost; server 1 (arrival order) must not move to rank 0
+  CHECK(m.holder(pb::SERVER, 1)->peer == 2);
+  CHECK(m.holder(pb::SERVER, 0) == nullptr);
+  // A node asking for the live server 1's rank is refused, naming it.
+  Status taken = m.add(4, reg(pb::SERVER, 1));
+  CHECK_THAT(taken.message(), Catch::Contains("server rank 1 (from DMLC_WORKER_ID) is already taken by server 1"));
+  REQUIRE(m.add(5, reg(pb::SERVER, -1)).ok());
+  REQUIRE(m.complete());
+  m.assignRanks();
+  CHECK(m.find(2)->rank == 1);
+  CHECK(m.find(5)->rank == 0);
+}
+
 TEST_CASE("membership: report() names the missing ranks and counts", "[membership]") {
   Membership m(2, 3);
   REQUIRE(m.add(1, reg(pb::WORKER, 0, "10.0.0.1", 11)).ok());
