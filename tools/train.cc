@@ -209,10 +209,11 @@ class Trainer {
     model_->initDense(params_.data(), FLAGS_seed);
 
     uint64_t start_step = 0;
-    // With recovery, every worker reads `latest` only once all are here: worker 0 may have been writing
-    // it when a node was lost.
-    if (config_.recovery) ZPS_RETURN_IF_ERROR(w_.barrier());
-    if (!config_.checkpoint_dir.empty()) {
+    // With recovery only worker 0 reads the checkpoint and the others take its copy (shareResumePoint):
+    // a replacement worker's pod may have lost its files, and worker 0 may have been writing `latest`
+    // when a node was lost.
+    const bool read_checkpoint = !config_.recovery || w_.rank() == 0;
+    if (!config_.checkpoint_dir.empty() && read_checkpoint) {
       std::error_code ec;
       std::filesystem::create_directories(config_.checkpoint_dir, ec);
       if (async_) LOG(WARNING) << "train: checkpoints are written only by synchronous runs";
@@ -228,6 +229,7 @@ class Trainer {
         return resumed.status();
       }
     }
+    if (config_.recovery) ZPS_RETURN_IF_ERROR(shareResumePoint(&start_step));
     ZPS_RETURN_IF_ERROR(declare(start_step));
     LOG(INFO) << "train: worker " << w_.rank() << ": " << model_->describe() << " on " << FLAGS_data << " ("
               << train.rows << " train rows, " << p_.split.test.rows << " test rows), " << steps_per_epoch_
@@ -302,6 +304,32 @@ class Trainer {
                                " categorical fields, " + std::to_string(mine[2]) + " classes and " +
                                std::to_string(mine[3]) + " weights; give every worker the same --data and --model");
     }
+    return Status::OK();
+  }
+
+  // Every worker takes worker 0's step, weights and optimizer state: worker 0 pushes them, the others
+  // push zeros, so the sums are worker 0's values exactly.
+  Status shareResumePoint(uint64_t* step) {
+    const bool source = w_.rank() == 0;
+    int64_t mine[2] = {source ? static_cast<int64_t>(*step) : 0, source ? static_cast<int64_t>(opt_step_) : 0};
+    int64_t steps[2] = {0, 0};
+    ZPS_ASSIGN_OR_RETURN(TensorId t, w_.declare("train/resume_step", sizeof(mine), DType::kInt64));
+    ZPS_ASSIGN_OR_RETURN(Handle h, w_.pushPull(t, mine, steps));
+    ZPS_RETURN_IF_ERROR(w_.wait(h));
+    std::vector<float> model(params_.size() + state_.size(), 0.f), shared(model.size());
+    if (source) {
+      std::copy(params_.begin(), params_.end(), model.begin());
+      std::copy(state_.begin(), state_.end(), model.begin() + static_cast<std::ptrdiff_t>(params_.size()));
+    }
+    ZPS_ASSIGN_OR_RETURN(TensorId m, w_.declare("train/resume_model", model.size() * sizeof(float), DType::kFloat32));
+    ZPS_ASSIGN_OR_RETURN(h, w_.pushPull(m, model.data(), shared.data()));
+    ZPS_RETURN_IF_ERROR(w_.wait(h));
+    std::copy_n(shared.begin(), params_.size(), params_.begin());
+    std::copy(shared.begin() + static_cast<std::ptrdiff_t>(params_.size()), shared.end(), state_.begin());
+    *step = static_cast<uint64_t>(steps[0]);
+    opt_step_ = static_cast<uint64_t>(steps[1]);
+    if (!source && *step > 0)
+      LOG(INFO) << "train: worker " << w_.rank() << " resumes from worker 0's checkpoint at step " << *step;
     return Status::OK();
   }
 
