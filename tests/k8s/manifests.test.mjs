@@ -23,7 +23,7 @@ for (const dir of good) {
 }
 
 test('the overlays and variants the README promises exist', () => {
-  for (const d of ['overlays/cpu', 'overlays/gpu', 'variants/mxjob', 'variants/volcano'])
+  for (const d of ['overlays/cpu', 'overlays/gpu', 'overlays/recovery', 'variants/mxjob', 'variants/volcano'])
     assert.ok(good.includes(path.join(repoRoot, 'k8s', d)), `k8s/${d} is missing`);
 });
 
@@ -34,6 +34,23 @@ test('the cpu overlay runs 1 scheduler, 2 servers and 2 workers', () => {
   assert.equal(jobs['zps-server'].completions, 2);
   assert.equal(jobs['zps-worker'].completions, 2);
   assert.equal(objects.filter((o) => o.kind === 'Service').length, 3);
+});
+
+test('the recovery overlay restarts servers and workers in place, keeps their checkpoints and turns recovery on', () => {
+  const { objects } = validateDir(path.join(repoRoot, 'k8s', 'overlays', 'recovery'));
+  const env = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('zps-env')).data;
+  assert.equal(env.ZPS_RECOVERY, '1');
+  assert.equal(env.DMLC_NUM_SERVER, '2');  // the base's values are kept
+  const jobs = Object.fromEntries(objects.filter((o) => o.kind === 'Job').map((o) => [o.metadata.name, o.spec]));
+  for (const name of ['zps-server', 'zps-worker']) {
+    const spec = jobs[name].template.spec;
+    assert.equal(spec.restartPolicy, 'OnFailure', name);
+    assert.ok(jobs[name].backoffLimit > 0, name);
+    const mount = spec.containers[0].volumeMounts.find((m) => m.mountPath === env.ZPS_CHECKPOINT_DIR);
+    assert.ok(mount && spec.volumes.some((v) => v.name === mount.name), `${name} mounts ZPS_CHECKPOINT_DIR`);
+  }
+  // A restarted scheduler would not know the job: it must stay down and end it.
+  assert.equal(jobs['zps-scheduler'].template.spec.restartPolicy, 'Never');
 });
 
 const fixturesDir = path.join(here, 'fixtures');
