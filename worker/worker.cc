@@ -249,6 +249,7 @@ struct Worker::Impl {
     op->what = std::string(verb) + " of '" + name + "' round " + std::to_string(round);
     std::lock_guard<std::mutex> lock(mu);
     if (aborted) return *aborted;
+    if (recovering) return *recovering;
     for (const auto& p : parts) {
       size_t elems = p.bytes / dtypeSize(dtype);
       Pending pend{nullptr, p.server, p.key, out ? static_cast<uint8_t*>(out) + p.offset : nullptr, p.bytes, dtype};
@@ -286,7 +287,7 @@ struct Worker::Impl {
 
   // Sends a request already entered in `pending` (called with mu held) and remembers it for resends.
   Status sendRequest(uint64_t rid, std::vector<Blob> frames) {
-    if (recovering) {  // the servers would refuse it: fail its operation now
+    if (recovering) {  // the servers would refuse it: fail its operation now (declarations, HELLO)
       complete(rid, *recovering);
       return Status::OK();
     }
@@ -647,6 +648,7 @@ StatusOr<Handle> Worker::pullRows(TableId table, const uint64_t* keys, size_t n,
   op->what = "pulling " + std::to_string(n) + " rows of '" + t.name + "' round " + std::to_string(round);
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->aborted) return *impl_->aborted;
+  if (impl_->recovering) return *impl_->recovering;
   for (int s = 0; s < servers; ++s) {
     if (by_server[s].empty()) continue;
     Impl::Pending pend{nullptr, s, t.key, reinterpret_cast<uint8_t*>(out), 0, DType::kFloat32, positions[s],
@@ -689,6 +691,7 @@ StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n,
   op->what = "pushing " + std::to_string(n) + " rows of '" + t.name + "' round " + std::to_string(round);
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->aborted) return *impl_->aborted;
+  if (impl_->recovering) return *impl_->recovering;
   // Every server gets a push every round, empty or not: in sync mode each server counts its rounds.
   for (int s = 0; s < servers; ++s) {
     pb::DataHeader h =
