@@ -308,7 +308,8 @@ Status ParamStore::writeCheckpoint(uint64_t key, const Table& t, uint64_t step) 
   ZPS_RETURN_IF_ERROR(writeCheckpointFile(checkpointPath(key, step), CheckpointKind::kParamTable, step, w.take()));
   LOG(INFO) << "server " << server_rank_ << ": checkpointed table '" << t.name << "' (" << t.keys.size()
             << " rows) at step " << step;
-  // Keep the two newest shards: the pointer written by worker 0 names the newest complete one.
+  // Keep the three newest shards: `latest` (written by worker 0 after every server's shard) names one of
+  // them even when a newer checkpoint was cut short and a final one (SIGTERM) followed it.
   std::error_code ec;
   std::vector<uint64_t> steps;
   std::string prefix = "table-" + std::to_string(key) + "-server-" + std::to_string(server_rank_) + "-step-";
@@ -318,7 +319,7 @@ Status ParamStore::writeCheckpoint(uint64_t key, const Table& t, uint64_t step) 
       steps.push_back(std::strtoull(f.c_str() + prefix.size(), nullptr, 10));
   }
   std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + 2 < steps.size(); ++i) std::filesystem::remove(checkpointPath(key, steps[i]), ec);
+  for (size_t i = 0; i + 3 < steps.size(); ++i) std::filesystem::remove(checkpointPath(key, steps[i]), ec);
   return Status::OK();
 }
 
