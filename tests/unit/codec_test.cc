@@ -113,6 +113,12 @@ std::vector<std::pair<std::string, pb::Control>> allControlBodies() {
     c.mutable_finished()->set_message("program returned 3");
     out.emplace_back("finished", c);
   }
+  {
+    pb::Control c;
+    c.mutable_recovery()->set_generation(2);
+    c.mutable_recovery()->set_lost("server 1 (10.0.0.2:9100, pid 7) sent no heartbeat for 30 s");
+    out.emplace_back("recovery", c);
+  }
   for (int code : {0, 1, 255}) {
     pb::Control c;
     c.mutable_shutdown()->set_exit_code(code);
@@ -516,6 +522,12 @@ std::vector<BadCase> malformedInputs() {
                      return encodeControl(c);
                    },
                    "shutdown.reason is 4097 bytes"});
+  cases.push_back({"recovery.lost too long", [big] {
+                     pb::Control c;
+                     c.mutable_recovery()->set_lost(big);
+                     return encodeControl(c);
+                   },
+                   "recovery.lost is 4097 bytes"});
   cases.push_back({"data.name too long", [=] {
                      auto h = withCommand(pull, pb::CMD_DECLARE);
                      h.set_name(big);
