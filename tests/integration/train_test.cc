@@ -267,7 +267,8 @@ struct RecoveryRun {
   std::string worker_log, scheduler_log, replacement_log;
 };
 
-RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string& metric, const std::string& kill) {
+RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string& metric, const std::string& kill,
+                        int sig) {
   Cluster c(2, 2);
   std::string weights = c.dir() + "/weights";
   c.setEnv("ZPS_RECOVERY", "1");
@@ -295,7 +296,7 @@ RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string&
       std::this_thread::sleep_for(10ms);
     REQUIRE(contains(c.log(w0), "Training. Epoch 1,"));
     int victim = kill == "server 1" ? s1 : w1;
-    c.signal(victim, SIGKILL);
+    c.signal(victim, sig);
     int replacement = kill == "server 1" ? c.startServer({{"ZPS_SERVER_ID", "1"}}) : c.startWorker(1, argv);
     keep.push_back(replacement);
     c.waitExit(victim, 10s);
@@ -312,32 +313,37 @@ RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string&
   return run;
 }
 
-void checkRecovery(const std::vector<std::string>& args, const std::string& metric, const std::string& kill) {
-  RecoveryRun undisturbed = recoveryJob(args, metric, "none");
-  RecoveryRun recovered = recoveryJob(args, metric, kill);
-  INFO(recovered.scheduler_log);
-  CHECK(contains(recovered.scheduler_log, "lost " + kill));
-  CHECK(contains(recovered.scheduler_log, "address book of generation 1 sent"));
-  CHECK(contains(recovered.worker_log, "rolling back to the latest checkpoint"));
-  CHECK(contains(recovered.worker_log, "resumes from the checkpoint at step"));
-  if (kill == "server 1") CHECK(contains(recovered.replacement_log, "restored table 'train/embedding'"));
-  double rel = maxRelativeDifference(undisturbed.weights, recovered.weights);
-  std::printf("recovery after SIGKILL of %s: %s %.4f undisturbed, %.4f recovered; max relative weight difference %.3g\n",
-              kill.c_str(), metric.c_str(), undisturbed.metric, recovered.metric, rel);
-  CHECK(rel <= 1e-5);
-  CHECK(std::fabs(recovered.metric - undisturbed.metric) <= 0.01);
+// SIGKILL: the scheduler notices the silence after the heartbeat timeout. SIGTERM: the node says
+// goodbye (a server also writes a final shard) and the scheduler starts the recovery at once.
+void checkRecovery(const std::vector<std::string>& args, const std::string& metric, const std::string& kill,
+                   const std::vector<int>& signals) {
+  RecoveryRun undisturbed = recoveryJob(args, metric, "none", 0);
+  for (int sig : signals) {
+    RecoveryRun recovered = recoveryJob(args, metric, kill, sig);
+    INFO(recovered.scheduler_log);
+    CHECK(contains(recovered.scheduler_log, "lost " + kill));
+    CHECK(contains(recovered.scheduler_log, "address book of generation 1 sent"));
+    CHECK(contains(recovered.worker_log, "rolling back to the latest checkpoint"));
+    CHECK(contains(recovered.worker_log, "resumes from the checkpoint at step"));
+    if (kill == "server 1") CHECK(contains(recovered.replacement_log, "restored table 'train/embedding'"));
+    double rel = maxRelativeDifference(undisturbed.weights, recovered.weights);
+    std::printf("recovery after %s of %s: %s %.4f undisturbed, %.4f recovered; max relative weight difference %.3g\n",
+                strsignal(sig), kill.c_str(), metric.c_str(), undisturbed.metric, recovered.metric, rel);
+    CHECK(rel <= 1e-5);
+    CHECK(std::fabs(recovered.metric - undisturbed.metric) <= 0.01);
+  }
 }
 
 }  // namespace
 
-TEST_CASE("train: recovery: a server SIGKILLed mid-training is replaced, reloads its table shard, and the job ends like an undisturbed one") {
+TEST_CASE("train: recovery: a server SIGKILLed (or SIGTERMed) mid-training is replaced, reloads its table shard, and the job ends like an undisturbed one") {
   checkRecovery({"--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "20000", "--epochs", "4",
                  "--batch_size", "64", "--optimizer", "adam", "--lr", "0.001", "--hidden", "32"},
-                "auc", "server 1");
+                "auc", "server 1", {SIGKILL, SIGTERM});
 }
 
 TEST_CASE("train: recovery: a worker SIGKILLed mid-training is replaced, catches up, and the job ends like an undisturbed one") {
-  checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "worker 1");
+  checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "worker 1", {SIGKILL});
 }
 
 TEST_CASE("train: recovery: a lost node that is not replaced within ZPS_RECOVERY_TIMEOUT fails the job, naming it") {
