@@ -255,6 +255,8 @@ class Trainer {
           ZPS_RETURN_IF_ERROR(checkpoint(step));
       }
       double secs = std::chrono::duration<double>(Clock::now() - start).count();
+      train_secs_ += secs;
+      train_steps_ += samples / b_;
       if (!async_) ZPS_RETURN_IF_ERROR(checkpoint(step));
       ZPS_ASSIGN_OR_RETURN(train::Evaluation eval, evaluate(p_.split.test));
       last_eval = eval;
@@ -277,6 +279,14 @@ class Trainer {
     std::printf("Final test %s (%zu rows), weights checksum %016llx, Worker: %d\n", final_eval.summary().c_str(),
                 p_.split.test.rows, static_cast<unsigned long long>(fnv1a(params_.data(), params_.size() * 4)),
                 w_.rank());
+    // What gradient compression (README "Gradient compression") saved, and what a step cost.
+    const TrafficCounters t = w_.traffic();
+    std::printf("Traffic: dense tensor compressor %s, %llu bytes pushed for %llu tensor bytes, %.3f ms per step, "
+                "Worker: %d\n",
+                std::string(compressorName(w_.compressorOf(dense_))).c_str(),
+                static_cast<unsigned long long>(t.network_bytes_pushed),
+                static_cast<unsigned long long>(t.tensor_bytes_pushed),
+                train_steps_ ? 1e3 * train_secs_ / static_cast<double>(train_steps_) : 0.0, w_.rank());
     std::fflush(stdout);
     if (!FLAGS_weights_out.empty()) {
       std::ofstream out(FLAGS_weights_out, std::ios::binary);
@@ -488,6 +498,8 @@ class Trainer {
   TableId table_ = -1;
   uint32_t dim_ = 0;
   uint64_t opt_step_ = 0;
+  double train_secs_ = 0;    // time in training steps (no evaluation), for the time per step
+  uint64_t train_steps_ = 0;
   std::vector<float> params_, grad_, summed_, state_;
   std::vector<uint64_t> unique_;
   std::vector<uint32_t> slot_of_;

@@ -24,6 +24,7 @@
 #include "ps/node/resolve.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/wire/codec.h"
+#include "worker/compression.h"
 #include "worker/local/local_group.h"
 #include "worker/placement.h"
 
@@ -48,6 +49,7 @@ struct Worker::Impl {
     std::vector<PartitionInfo> parts;
     uint64_t push_round = 0;
     uint64_t pull_round = 0;
+    std::shared_ptr<TensorCompression> compression;  // null: dense pushes
   };
   struct Op {
     std::string what;  // "push-pull of 'grad' round 3"
@@ -225,6 +227,7 @@ struct Worker::Impl {
     uint64_t round;
     DType dtype;
     std::string name;
+    std::shared_ptr<TensorCompression> compression;
     {
       std::lock_guard<std::mutex> lock(tensors_mu);
       if (id < 0 || id >= static_cast<int>(tensors.size()))
@@ -241,16 +244,27 @@ struct Worker::Impl {
       parts = t.parts;
       dtype = t.dtype;
       name = t.name;
+      compression = t.compression;
     }
     if (in == nullptr && command != pb::CMD_PULL) return InvalidArgument("push of '" + name + "' with a null buffer");
     if (out == nullptr && command != pb::CMD_PUSH) return InvalidArgument("pull of '" + name + "' into a null buffer");
+    // Compress before taking mu, which the receiver thread needs.
+    std::vector<EncodedPush> pushes(parts.size());
+    for (size_t i = 0; in != nullptr && compression == nullptr && i < parts.size(); ++i)
+      pushes[i].payload = borrow(static_cast<const uint8_t*>(in) + parts[i].offset, parts[i].bytes);
+    if (in != nullptr && compression != nullptr) pushes = compression->encode(in);
+    {
+      std::lock_guard<std::mutex> lock(tensors_mu);
+      for (const auto& e : pushes) traffic.network_bytes_pushed += e.payload.size();
+    }
     auto op = std::make_shared<Op>();
     const char* verb = command == pb::CMD_PUSH ? "push" : command == pb::CMD_PULL ? "pull" : "push-pull";
     op->what = std::string(verb) + " of '" + name + "' round " + std::to_string(round);
     std::lock_guard<std::mutex> lock(mu);
     if (aborted) return *aborted;
     if (recovering) return *recovering;
-    for (const auto& p : parts) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const PartitionInfo& p = parts[i];
       size_t elems = p.bytes / dtypeSize(dtype);
       Pending pend{nullptr, p.server, p.key, out ? static_cast<uint8_t*>(out) + p.offset : nullptr, p.bytes, dtype};
       pb::DataHeader h = beginRequest(op, pend, command);
@@ -258,11 +272,12 @@ struct Worker::Impl {
       h.set_round(round);
       h.set_dtype(static_cast<uint32_t>(dtype));
       h.set_num_elements(elems);
-      Blob payload = in ? borrow(static_cast<const uint8_t*>(in) + p.offset, p.bytes) : Blob();
+      pushes[i].describe(&h);
+      const size_t sent = in != nullptr ? pushes[i].payload.size() : p.bytes;
       VLOG(2) << "worker " << rank << ": " << pb::DataCommand_Name(command) << " key " << p.key << " round " << round
-              << " (" << p.bytes << " B) to server " << p.server;
-      ZPS_RETURN_IF_ERROR(sendRequest(rid, wire::encodeData(h, std::move(payload))));
-      obs->issued(rid, command, p.server, p.key, round, p.bytes, name);
+              << " (" << sent << " B) to server " << p.server;
+      ZPS_RETURN_IF_ERROR(sendRequest(rid, wire::encodeData(h, std::move(pushes[i].payload))));
+      obs->issued(rid, command, p.server, p.key, round, sent, name);
     }
     Handle handle = next_handle++;
     ops[handle] = op;
@@ -312,7 +327,8 @@ struct Worker::Impl {
     }
   }
 
-  StatusOr<TensorId> declareTensor(const std::string& name, size_t bytes, DType dtype, bool async);
+  StatusOr<TensorId> declareTensor(const std::string& name, size_t bytes, DType dtype, bool async,
+                                   const DeclareOptions& options);
 
   Status waitOp(const std::shared_ptr<Op>& op, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu);
@@ -467,14 +483,26 @@ int Worker::numServers() const { return impl_->config.num_servers; }
 size_t Worker::partitionBytes() const { return impl_->config.partition_bytes; }
 
 StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType dtype) {
-  return impl_->declareTensor(name, bytes, dtype, false);
+  return impl_->declareTensor(name, bytes, dtype, false, DeclareOptions());
+}
+
+StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType dtype, const DeclareOptions& options) {
+  return impl_->declareTensor(name, bytes, dtype, false, options);
 }
 
 StatusOr<TensorId> Worker::declareAsync(const std::string& name, size_t bytes, DType dtype) {
-  return impl_->declareTensor(name, bytes, dtype, true);
+  return impl_->declareTensor(name, bytes, dtype, true, DeclareOptions());
 }
 
-StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t bytes, DType dtype, bool async) {
+Compressor Worker::compressorOf(TensorId tensor) const {
+  std::lock_guard<std::mutex> lock(impl_->tensors_mu);
+  if (tensor < 0 || tensor >= static_cast<int>(impl_->tensors.size())) return Compressor::kNone;
+  const auto& c = impl_->tensors[tensor].compression;
+  return c ? c->kind() : Compressor::kNone;
+}
+
+StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t bytes, DType dtype, bool async,
+                                               const DeclareOptions& options) {
   size_t esize = dtypeSize(dtype);
   if (esize == 0) return InvalidArgument("unknown dtype");
   if (bytes == 0 || bytes % esize != 0)
@@ -493,6 +521,10 @@ StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t b
     t.parts = placeForNode(id, bytes, esize);
     if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
       return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
+    // randomk draws differ per worker and partition, and repeat from run to run.
+    const uint64_t seed = (static_cast<uint64_t>(rank) << 16 | static_cast<uint64_t>(config.local_rank)) * 0x9E3779B97F4A7C15ull;
+    ZPS_ASSIGN_OR_RETURN(t.compression,
+                         TensorCompression::choose(config, options, async, name, bytes, dtype, t.parts, seed));
     tensors.push_back(t);
   }
   auto op = std::make_shared<Op>();
@@ -873,10 +905,8 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
     bytes = tensors[id].bytes;
     dtype = tensors[id].dtype;
     for (const auto& p : tensors[id].parts) network += p.bytes;
-    if (command != pb::CMD_PULL) {
-      traffic.tensor_bytes_pushed += bytes;
-      traffic.network_bytes_pushed += network;
-    }
+    // issue() counts the network bytes of pushes: compression makes them smaller than the partitions.
+    if (command != pb::CMD_PULL) traffic.tensor_bytes_pushed += bytes;
     if (command != pb::CMD_PUSH) {
       traffic.tensor_bytes_pulled += bytes;
       traffic.network_bytes_pulled += network;

@@ -18,9 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "zps/compression.h"
 #include "zps/dtype.h"
 #include "zps/status.h"
 
@@ -45,6 +47,13 @@ struct TableOptions {
   uint64_t seed = 1;
   int async = -1;             // -1: from ZPS_ENABLE_ASYNC; 0: sync; 1: async
   uint64_t restore_step = 0;  // > 0: load the servers' shards checkpointed at this step
+};
+
+// Options of declare(). Compression (README "Gradient compression") applies to float32 tensors.
+struct DeclareOptions {
+  // Unset: ZPS_COMPRESSOR compresses this tensor when it has at least ZPS_MIN_COMPRESS_BYTES.
+  std::optional<Compressor> compressor;
+  double compress_ratio = 0;  // topk/randomk: share of each partition sent per round, in (0, 1]; 0: ZPS_COMPRESS_RATIO
 };
 
 // Where one partition of a tensor lives.
@@ -88,6 +97,9 @@ class Worker {
   // Declares a tensor of `bytes` bytes (a multiple of the dtype size) and registers its partitions with
   // the servers. Every worker must declare the same tensors in the same order, before the first round.
   StatusOr<TensorId> declare(const std::string& name, size_t bytes, DType dtype);
+  StatusOr<TensorId> declare(const std::string& name, size_t bytes, DType dtype, const DeclareOptions& options);
+  // The compressor a declared tensor's pushes use (kNone for an unknown id).
+  Compressor compressorOf(TensorId tensor) const;
   // An async tensor (BytePS async): no rounds; the servers keep a running sum of every push and a pull
   // returns it as it is now. Workers keep parameters in one by pushing weight deltas.
   StatusOr<TensorId> declareAsync(const std::string& name, size_t bytes, DType dtype);

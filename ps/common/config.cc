@@ -44,6 +44,11 @@ DEFINE_double(recovery_timeout, 300,
 DEFINE_int64(server_max_bytes, 0,
              "ZPS_SERVER_MAX_BYTES: bytes a server may hold for keys and table rows (0: half of the memory)");
 DEFINE_string(shm_dir, "/dev/shm", "ZPS_SHM_DIR: folder for the local reducer's shared-memory segments");
+DEFINE_string(compressor, "none",
+              "ZPS_COMPRESSOR: compression of float32 tensor pushes: none, fp16, topk or randomk");
+DEFINE_double(compress_ratio, zps::kDefaultCompressRatio,
+              "ZPS_COMPRESS_RATIO: share of each partition's elements topk/randomk send per round, in (0, 1]");
+DEFINE_int64(min_compress_bytes, 16384, "ZPS_MIN_COMPRESS_BYTES: ZPS_COMPRESSOR leaves smaller tensors dense");
 
 namespace zps {
 
@@ -133,6 +138,16 @@ StatusOr<long long> parseInteger(const std::string& name, const std::string& val
     return InvalidArgument(name + "=" + v + " is out of range [" + std::to_string(min) + ", " +
                            std::to_string(max) + "]" + fix);
   return n;
+}
+
+StatusOr<double> parseFraction(const std::string& name, const std::string& value) {
+  std::string v = trim(value);
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || errno == ERANGE || end == v.c_str() || *end != '\0' || !(x > 0 && x <= 1))
+    return InvalidArgument(name + "='" + value + "' is not a share in (0, 1]; set it to e.g. 0.01 (1%)");
+  return x;
 }
 
 StatusOr<std::chrono::milliseconds> parseSeconds(const std::string& name, const std::string& value,
@@ -423,6 +438,29 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   if (c.role == Role::kServer && c.server_max_bytes > memory)
     return InvalidArgument("ZPS_SERVER_MAX_BYTES=" + std::to_string(c.server_max_bytes) + " exceeds this machine's " +
                            std::to_string(memory) + " bytes of memory; set it lower, or 0 for half of the memory");
+  std::string compressor = FLAGS_compressor, compressor_source = "--compressor";
+  if (!flagGiven("compressor")) {
+    if (auto e = env("ZPS_COMPRESSOR"); e && !trim(*e).empty()) {
+      compressor = trim(*e);
+      compressor_source = "ZPS_COMPRESSOR";
+    }
+  }
+  auto kind = compressorFromName(compressor);
+  if (!kind)
+    return InvalidArgument(compressor_source + "='" + compressor + "' is not a compressor; set it to " +
+                           std::string(kCompressorNames));
+  c.compressor = *kind;
+  if (!flagGiven("compress_ratio") && env("ZPS_COMPRESS_RATIO")) {
+    ZPS_ASSIGN_OR_RETURN(c.compress_ratio, parseFraction("ZPS_COMPRESS_RATIO", *env("ZPS_COMPRESS_RATIO")));
+  } else if (!(FLAGS_compress_ratio > 0 && FLAGS_compress_ratio <= 1)) {
+    return InvalidArgument("--compress_ratio=" + std::to_string(FLAGS_compress_ratio) +
+                           " is not a share in (0, 1]; use e.g. 0.01 (1%)");
+  } else {
+    c.compress_ratio = FLAGS_compress_ratio;
+  }
+  ZPS_RETURN_IF_ERROR(integerSetting(env, "min_compress_bytes", FLAGS_min_compress_bytes, "ZPS_MIN_COMPRESS_BYTES", 0,
+                                     int64_t{1} << 40, &v));
+  c.min_compress_bytes = static_cast<size_t>(v);
   if (c.partition_bytes > c.max_message_bytes)
     return InvalidArgument("ZPS_PARTITION_BYTES (" + std::to_string(c.partition_bytes) +
                            ") exceeds ZPS_MAX_MESSAGE_BYTES (" + std::to_string(c.max_message_bytes) + ")");

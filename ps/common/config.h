@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "zps/compression.h"
 #include "zps/status.h"
 
 namespace zps {
@@ -75,6 +76,12 @@ struct Config {
   // ZPS_SERVER_MAX_BYTES: what one server may hold for keys and table rows; past it new keys and rows
   // are refused. Default: half of this machine's (or container's) memory.
   uint64_t server_max_bytes = 0;
+
+  // Gradient compression (include/zps/compression.h): the compressor of float32 tensors declared without
+  // one, the share of elements topk/randomk send, and the smallest tensor ZPS_COMPRESSOR compresses.
+  Compressor compressor = Compressor::kNone;  // ZPS_COMPRESSOR
+  double compress_ratio = kDefaultCompressRatio;  // ZPS_COMPRESS_RATIO, in (0, 1]
+  size_t min_compress_bytes = 16384;          // ZPS_MIN_COMPRESS_BYTES
 };
 
 // This machine's memory, or the container's limit (cgroup v2 memory.max) when that is lower.
@@ -92,6 +99,8 @@ StatusOr<long long> parseInteger(const std::string& name, const std::string& val
                                  long long max, const std::string& hint);
 StatusOr<std::chrono::milliseconds> parseSeconds(const std::string& name, const std::string& value,
                                                  const std::string& hint);
+// A share in (0, 1], e.g. ZPS_COMPRESS_RATIO=0.01.
+StatusOr<double> parseFraction(const std::string& name, const std::string& value);
 
 // The worker rank the environment asks for, in this order: DMLC_WORKER_ID, JOB_COMPLETION_INDEX,
 // VC_TASK_INDEX, a trailing "-N" in the hostname; otherwise -1 (arrival order). Servers use ZPS_SERVER_ID,

@@ -238,11 +238,18 @@ class Server {
 
  private:
   void dispatch(TransportMessage msg) {
-    auto decoded = wire::decode(msg.frames, limits_);
+    pb::DataHeader rejected;
+    auto decoded = wire::decode(msg.frames, limits_, &rejected);
     if (!decoded.ok()) {
       ++malformed_;
       LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": malformed message from " << transport_->describe(msg.peer)
                                << ": " << decoded.status().message() << " (" << malformed_ << " so far)";
+      // A worker that sent a bad request (a bad compressed payload, say) learns why instead of timing out.
+      // Strangers get nothing: answering them would make the server an amplifier.
+      if (rejected.request_id() != 0 && worker_of_peer_.count(msg.peer) > 0) {
+        rejected.set_dtype(0);  // the reply must decode even when the request's dtype did not
+        reply(msg.peer, errorReply(msg.peer, rejected, decoded.status().message()));
+      }
       return;
     }
     auto* data = std::get_if<wire::DataMessage>(&decoded.value());

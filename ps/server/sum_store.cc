@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/compressor.h"
+
 namespace zps {
 
 Outgoing replyTo(PeerId peer, const pb::DataHeader& request, pb::DataCommand command) {
@@ -111,12 +113,25 @@ Status SumStore::pushAsync(KeyState& k, const wire::DataMessage& msg) {
     return InvalidArgument("push of " + std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
                            " does not match the declared " + std::to_string(k.num_elements) + " x " +
                            std::string(dtypeName(k.dtype)));
-  if (!k.running) {
-    k.running = std::make_shared<AlignedBuffer>(k.bytes);
-    std::memcpy(k.running->data(), msg.payload.data(), k.bytes);
-    return Status::OK();
+  const bool first = !k.running;
+  if (first) k.running = std::make_shared<AlignedBuffer>(k.bytes);
+  return addPush(k, k.running->data(), first, msg);
+}
+
+Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg) {
+  auto* dst = reinterpret_cast<float*>(sum);  // compressed payloads exist for float32 keys only (codec)
+  switch (msg.header.encoding()) {
+    case pb::ENCODING_FP16:
+      kernels::addFp16(dst, msg.payload.data(), k.num_elements, first);
+      return Status::OK();
+    case pb::ENCODING_SPARSE:
+      kernels::addSparse(dst, k.num_elements, msg.payload.data(), msg.header.sparse_count(), first);
+      return Status::OK();
+    default:
+      if (!first) return reducer_->sum(sum, msg.payload.data(), k.num_elements, k.dtype);
+      std::memcpy(sum, msg.payload.data(), k.bytes);
+      return Status::OK();
   }
-  return reducer_->sum(k.running->data(), msg.payload.data(), k.num_elements, k.dtype);
 }
 
 Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h) {
@@ -151,12 +166,8 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
   OpenRound& r = k.open[h.round()];
   if (r.pushed.empty()) r.pushed.assign(num_workers_, false);
   if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not summed twice
-  if (r.count == 0) {
-    r.sum = takeBuffer(k);
-    std::memcpy(r.sum->data(), msg.payload.data(), k.bytes);
-  } else {
-    ZPS_RETURN_IF_ERROR(reducer_->sum(r.sum->data(), msg.payload.data(), k.num_elements, k.dtype));
-  }
+  if (r.count == 0) r.sum = takeBuffer(k);
+  ZPS_RETURN_IF_ERROR(addPush(k, r.sum->data(), r.count == 0, msg));
   r.pushed[worker] = true;
   ++r.count;
   return Status::OK();

@@ -80,6 +80,8 @@ class SumStore {
   Status declare(const wire::DataMessage& msg);
   Status push(KeyState& k, int worker, const wire::DataMessage& msg);
   Status pushAsync(KeyState& k, const wire::DataMessage& msg);
+  // Adds a push's payload (dense or compressed) into `sum`, which the round's first push overwrites.
+  Status addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg);
   Outgoing snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h);
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);

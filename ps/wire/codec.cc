@@ -104,6 +104,95 @@ Status validateRows(const std::vector<Blob>& frames, DataMessage& msg, const Lim
   return Status::OK();
 }
 
+// The payload size of a compressed push (kernels/compressor.h has the layouts), after checking that
+// the header allows one.
+StatusOr<uint64_t> compressedBytes(const pb::DataHeader& h, DType dtype, const Limits& limits) {
+  if (!pb::PayloadEncoding_IsValid(h.encoding()))
+    return ProtocolError("payload encoding " + std::to_string(h.encoding()) + " is unknown");
+  if (dtype != DType::kFloat32)
+    return ProtocolError("a compressed payload needs a float32 key, not " + std::string(dtypeName(dtype)));
+  if (h.encoding() == pb::ENCODING_FP16) {
+    if (h.sparse_count() != 0) return ProtocolError("sparse_count is set on an fp16 payload");
+    return h.num_elements() * sizeof(uint16_t);  // below the dense size, which the caller capped
+  }
+  if (h.sparse_count() == 0 || h.sparse_count() > h.num_elements())
+    return ProtocolError("sparse_count " + std::to_string(h.sparse_count()) + " is out of range [1, " +
+                         std::to_string(h.num_elements()) + "]");
+  const uint64_t bytes = h.sparse_count() * (sizeof(uint32_t) + sizeof(float));  // <= 2 x the capped dense size
+  if (bytes > limits.max_payload_bytes)
+    return ProtocolError("sparse payload of " + std::to_string(h.sparse_count()) + " entries exceeds the payload limit");
+  return bytes;
+}
+
+// Sparse indices must increase strictly and stay below the key's element count: a decoder may then
+// write dst[index] without checks, and no element is counted twice.
+Status checkSparseIndices(const Blob& payload, uint64_t count, uint64_t num_elements) {
+  uint64_t next = 0;  // the smallest index allowed at this position
+  for (uint64_t i = 0; i < count; ++i) {
+    uint32_t index;
+    std::memcpy(&index, payload.data() + i * sizeof(index), sizeof(index));
+    if (index < next || index >= num_elements)
+      return ProtocolError("sparse index " + std::to_string(index) + " at position " + std::to_string(i) +
+                           (index >= num_elements ? " is not below " + std::to_string(num_elements) + " elements"
+                                                  : " does not increase"));
+    next = uint64_t{index} + 1;
+  }
+  return Status::OK();
+}
+
+Status validateData(const std::vector<Blob>& frames, DataMessage& msg, const Limits& limits) {
+  const auto& h = msg.header;
+  if (!pb::DataCommand_IsValid(h.command()) || h.command() == pb::CMD_UNSPECIFIED)
+    return ProtocolError("data command " + std::to_string(h.command()) + " is unknown");
+  if (!pb::KeyMode_IsValid(h.mode())) return ProtocolError("key mode " + std::to_string(h.mode()) + " is unknown");
+  auto dtype = dtypeFromInt(h.dtype());
+  if (!dtype) return ProtocolError("dtype " + std::to_string(h.dtype()) + " is unknown");
+  msg.dtype = *dtype;
+  ZPS_RETURN_IF_ERROR(checkString("data.name", h.name(), limits));
+  ZPS_RETURN_IF_ERROR(checkString("data.error", h.error(), limits));
+  ZPS_RETURN_IF_ERROR(checkString("data.auth_nonce", h.auth_nonce(), limits));
+  ZPS_RETURN_IF_ERROR(checkString("data.auth_mac", h.auth_mac(), limits));
+
+  if (h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS) {
+    if (h.encoding() != pb::ENCODING_DENSE) return ProtocolError("row commands carry no compressed payload");
+    return validateRows(frames, msg, limits);
+  }
+
+  uint64_t expected = 0;
+  if (!checkedBytes(h.num_elements(), dtypeSize(msg.dtype), &expected) || expected > limits.max_payload_bytes)
+    return ProtocolError("num_elements " + std::to_string(h.num_elements()) + " of " +
+                         std::string(dtypeName(msg.dtype)) + " exceeds the payload limit of " +
+                         std::to_string(limits.max_payload_bytes) + " bytes");
+
+  bool needs_payload = commandHasPayload(h.command());
+  if (h.encoding() != pb::ENCODING_DENSE) {
+    if (!needs_payload)
+      return ProtocolError(pb::DataCommand_Name(h.command()) + " cannot carry a compressed payload; only pushes do");
+    ZPS_ASSIGN_OR_RETURN(expected, compressedBytes(h, msg.dtype, limits));
+  } else if (h.sparse_count() != 0) {
+    return ProtocolError("sparse_count is set on a dense payload");
+  }
+  bool may_have_payload = needs_payload || h.command() == pb::CMD_REPLY;
+  if (frames.size() > 2)
+    return ProtocolError(pb::DataCommand_Name(h.command()) + " has " + std::to_string(frames.size()) +
+                         " frames, at most 2 allowed");
+  if (frames.size() == 2) {
+    if (!may_have_payload)
+      return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " must not carry a payload");
+    if (frames[1].size() != expected)
+      return ProtocolError("payload is " + std::to_string(frames[1].size()) + " bytes but " +
+                           std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
+                           (h.encoding() == pb::ENCODING_DENSE ? "" : " " + pb::PayloadEncoding_Name(h.encoding())) +
+                           " needs " + std::to_string(expected));
+    if (h.encoding() == pb::ENCODING_SPARSE)
+      ZPS_RETURN_IF_ERROR(checkSparseIndices(frames[1], h.sparse_count(), h.num_elements()));
+    msg.payload = frames[1];
+  } else if (needs_payload) {
+    return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " is missing its payload frame");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 bool checkedBytes(uint64_t num_elements, size_t element_size, uint64_t* bytes) {
@@ -121,7 +210,7 @@ const char* roleName(pb::Role role) {
   }
 }
 
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) {
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected) {
   if (frames.empty()) return ProtocolError("empty message (no frames)");
   if (frames.size() > limits.max_frames)
     return ProtocolError("message has " + std::to_string(frames.size()) + " frames, at most " +
@@ -144,44 +233,10 @@ StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) 
 
   DataMessage msg;
   msg.header = std::move(*env.mutable_data());
-  const auto& h = msg.header;
-  if (!pb::DataCommand_IsValid(h.command()) || h.command() == pb::CMD_UNSPECIFIED)
-    return ProtocolError("data command " + std::to_string(h.command()) + " is unknown");
-  if (!pb::KeyMode_IsValid(h.mode())) return ProtocolError("key mode " + std::to_string(h.mode()) + " is unknown");
-  auto dtype = dtypeFromInt(h.dtype());
-  if (!dtype) return ProtocolError("dtype " + std::to_string(h.dtype()) + " is unknown");
-  msg.dtype = *dtype;
-  ZPS_RETURN_IF_ERROR(checkString("data.name", h.name(), limits));
-  ZPS_RETURN_IF_ERROR(checkString("data.error", h.error(), limits));
-  ZPS_RETURN_IF_ERROR(checkString("data.auth_nonce", h.auth_nonce(), limits));
-  ZPS_RETURN_IF_ERROR(checkString("data.auth_mac", h.auth_mac(), limits));
-
-  if (h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS) {
-    ZPS_RETURN_IF_ERROR(validateRows(frames, msg, limits));
-    return Message(std::move(msg));
-  }
-
-  uint64_t expected = 0;
-  if (!checkedBytes(h.num_elements(), dtypeSize(msg.dtype), &expected) || expected > limits.max_payload_bytes)
-    return ProtocolError("num_elements " + std::to_string(h.num_elements()) + " of " +
-                         std::string(dtypeName(msg.dtype)) + " exceeds the payload limit of " +
-                         std::to_string(limits.max_payload_bytes) + " bytes");
-
-  bool needs_payload = commandHasPayload(h.command());
-  bool may_have_payload = needs_payload || h.command() == pb::CMD_REPLY;
-  if (frames.size() > 2)
-    return ProtocolError(pb::DataCommand_Name(h.command()) + " has " + std::to_string(frames.size()) +
-                         " frames, at most 2 allowed");
-  if (frames.size() == 2) {
-    if (!may_have_payload)
-      return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " must not carry a payload");
-    if (frames[1].size() != expected)
-      return ProtocolError("payload is " + std::to_string(frames[1].size()) + " bytes but " +
-                           std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
-                           " needs " + std::to_string(expected));
-    msg.payload = frames[1];
-  } else if (needs_payload) {
-    return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " is missing its payload frame");
+  Status s = validateData(frames, msg, limits);
+  if (!s.ok()) {
+    if (rejected != nullptr) *rejected = std::move(msg.header);
+    return s;
   }
   return Message(std::move(msg));
 }

@@ -30,6 +30,8 @@ struct Limits {
 // A validated data-plane message. dtype is already range-checked; payload sizes already match.
 // Row commands (PUSH_ROWS, PULL_ROWS) carry num_elements keys in `keys` (uint64, possibly unaligned:
 // read them with keyAt) and, for PUSH_ROWS, num_elements x row_dim float32 values in `payload`.
+// A compressed push (header.encoding, float32 keys only) has the payload size of its encoding, and a
+// sparse one has sparse_count in [1, num_elements] and indices that increase strictly below num_elements.
 struct DataMessage {
   pb::DataHeader header;
   DType dtype = DType::kFloat32;
@@ -41,7 +43,9 @@ struct DataMessage {
 
 using Message = std::variant<pb::Control, DataMessage>;
 
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits);
+// When a data message's envelope parses but the message is invalid, *rejected (if given) receives its
+// header, so that a server can address an error reply to a known peer.
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected = nullptr);
 
 // Encoders build frames for a (validated, our own) message. The payload Blob is sent without copying.
 std::vector<Blob> encodeControl(const pb::Control& control);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -41,6 +42,15 @@ void put(const std::string& target, const std::string& name, const std::string& 
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A sparse payload: the indices, then a float32 value for each.
+Blob sparseBytes(const std::vector<uint32_t>& indices) {
+  std::vector<float> values(indices.size(), 1.5f);
+  std::string s(indices.size() * 8, '\0');
+  std::memcpy(s.data(), indices.data(), indices.size() * 4);
+  std::memcpy(s.data() + indices.size() * 4, values.data(), values.size() * 4);
+  return Blob::fromString(s);
 }
 
 // ---- wire: the layout of wire_fuzzer.cc ----
@@ -180,6 +190,14 @@ void wireSeeds() {
   put("wire", "checkpoint",
       packFrames(wire::encodeData(header(pb::CMD_CHECKPOINT, DType::kFloat32, 0))));
   put("wire", "no-frames", std::string(1, '\0'));
+  // Compressed pushes (kernels/compressor.h): fp16, and sparse entries at indices 0 and 2 of 3.
+  h = header(pb::CMD_PUSH, DType::kFloat32, 3);
+  h.set_encoding(pb::ENCODING_FP16);
+  put("wire", "push-fp16", packFrames(wire::encodeData(h, bytesOf(6))));
+  h.set_command(pb::CMD_PUSH_PULL);
+  h.set_encoding(pb::ENCODING_SPARSE);
+  h.set_sparse_count(2);
+  put("wire", "push-pull-sparse", packFrames(wire::encodeData(h, sparseBytes({0, 2}))));
 }
 
 // ---- config: "NAME=VALUE" lines and "--flag=value" lines ----
@@ -368,6 +386,22 @@ void serverSeeds() {
     sum += record(1, wire::encodeData(header(pb::CMD_PUSH_PULL, 5, round, 4), bytesOf(16, 9)));
   }
   put("server", "sum-rounds", sum);
+
+  // Compressed pushes of one round: worker 0 sparse, worker 1 fp16.
+  std::string compressed;
+  for (int w = 0; w < 2; ++w) {
+    pb::DataHeader d = header(pb::CMD_DECLARE, 5, 0, 4);
+    d.set_name("w");
+    compressed += record(w, wire::encodeData(d));
+  }
+  pb::DataHeader c = header(pb::CMD_PUSH, 5, 1, 4);
+  c.set_encoding(pb::ENCODING_SPARSE);
+  c.set_sparse_count(2);
+  compressed += record(0, wire::encodeData(c, sparseBytes({1, 3})));
+  c = header(pb::CMD_PUSH_PULL, 5, 1, 4);
+  c.set_encoding(pb::ENCODING_FP16);
+  compressed += record(1, wire::encodeData(c, bytesOf(8)));
+  put("server", "sum-compressed", compressed);
 
   // An async sum key: pushes are added at once, pulls get a snapshot.
   std::string async;

@@ -59,6 +59,27 @@ void checkDataInvariants(const wire::DataMessage& m, size_t num_frames,
     return;
   }
   ZPS_FUZZ_CHECK(m.keys.data() == nullptr);
+  if (h.encoding() != pb::ENCODING_DENSE) {
+    // A compressed push: float32, and a payload its decoder can read without a check of its own.
+    ZPS_FUZZ_CHECK(num_frames == 2 && m.dtype == DType::kFloat32);
+    ZPS_FUZZ_CHECK(h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL);
+    if (h.encoding() == pb::ENCODING_FP16) {
+      ZPS_FUZZ_CHECK(m.payload.size() == h.num_elements() * sizeof(uint16_t));
+    } else {
+      ZPS_FUZZ_CHECK(h.encoding() == pb::ENCODING_SPARSE);
+      ZPS_FUZZ_CHECK(h.sparse_count() >= 1 && h.sparse_count() <= h.num_elements());
+      ZPS_FUZZ_CHECK(m.payload.size() == h.sparse_count() * 8);
+      uint64_t previous = 0;
+      for (uint64_t i = 0; i < h.sparse_count(); ++i) {
+        uint32_t index;
+        std::memcpy(&index, m.payload.data() + i * 4, 4);
+        ZPS_FUZZ_CHECK(index < h.num_elements() && (i == 0 || index > previous));
+        previous = index;
+      }
+    }
+    ZPS_FUZZ_CHECK(m.payload.size() <= limits.max_payload_bytes);
+    return;
+  }
   if (num_frames == 2) {
     ZPS_FUZZ_CHECK(m.payload.size() == h.num_elements() * dtypeSize(m.dtype));
     ZPS_FUZZ_CHECK(m.payload.size() <= limits.max_payload_bytes);

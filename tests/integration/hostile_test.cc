@@ -289,3 +289,61 @@ TEST_CASE("a server at its memory cap refuses new keys and rows and keeps servin
   for (int w : {2, 3}) CHECK(contains(c.log(w), " 0 wrong"));
   CHECK(contains(c.log(server), "server memory cap reached"));
 }
+
+TEST_CASE("a bad compressed push gets an error reply, counts as malformed, and the job goes on") {
+  Cluster c(1, 2);
+  int sched = c.startScheduler();
+  int server = c.startServer();
+  int w0 = c.startWorker(0, {"check", "--rounds", "5", "--sizes", "4K"});
+  const int server_port = serverPort(c, sched);
+  void* ctx = zmq_ctx_new();
+  int w1 = -1;
+  {
+    RawClient d(ctx, server_port);
+    // A peer that joined properly (worker 1, a local rank of its own), then sends hostile pushes.
+    pb::DataHeader hello;
+    hello.set_command(pb::CMD_HELLO);
+    hello.set_request_id(1);
+    hello.set_magic(zps::wire::kMagic);
+    hello.set_protocol_version(zps::wire::kProtocolVersion);
+    hello.set_worker_rank(1);
+    hello.set_local_rank(7);
+    d.send({envelope(hello)});
+    pb::DataHeader push;
+    push.set_command(pb::CMD_PUSH);
+    push.set_request_id(2);
+    push.set_key(0);
+    push.set_round(1);
+    push.set_num_elements(4);
+    push.set_encoding(pb::ENCODING_SPARSE);
+    push.set_sparse_count(1);
+    uint32_t entry[2] = {4, 0};  // index 4 of 4 elements
+    d.send({envelope(push), std::string(reinterpret_cast<const char*>(entry), sizeof(entry))});
+    push.set_request_id(3);
+    push.set_encoding(pb::ENCODING_FP16);
+    push.set_sparse_count(0);
+    d.send({envelope(push), std::string(16, '\0')});  // fp16 of 4 elements is 8 bytes
+    w1 = c.startWorker(1, {"check", "--rounds", "5", "--sizes", "4K"});
+    std::vector<std::string> errors;
+    for (int i = 0; i < 3; ++i) {
+      std::string reply = d.recv(20s);
+      REQUIRE_FALSE(reply.empty());
+      pb::Envelope e;
+      REQUIRE(e.ParseFromString(reply));
+      if (e.data().request_id() == 1) {
+        CHECK(e.data().command() == pb::CMD_REPLY);
+        continue;
+      }
+      CHECK(e.data().command() == pb::CMD_ERROR);
+      errors.push_back(e.data().error());
+    }
+    REQUIRE(errors.size() == 2);
+    CHECK(contains(errors[0], "sparse index 4 at position 0 is not below 4 elements"));
+    CHECK(contains(errors[1], "payload is 16 bytes but 4 x float32 ENCODING_FP16 needs 8"));
+  }
+  zmq_ctx_term(ctx);
+  c.expectAllExitZero(60s);
+  CHECK(contains(c.log(w0), " 0 wrong"));
+  CHECK(contains(c.log(w1), " 0 wrong"));
+  CHECK(counterIn(c.log(server), "server 0") >= 2);
+}
