@@ -18,7 +18,7 @@ install(TARGETS zps RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS zps_lib EXPORT zpsTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES include/zps/status.h include/zps/dtype.h include/zps/worker.h
+install(FILES include/zps/status.h include/zps/dtype.h include/zps/worker.h include/zps/compression.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zps)
 install(EXPORT zpsTargets NAMESPACE zps:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/zps)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zpsConfig.cmake.in
