@@ -71,6 +71,33 @@ TEST_CASE("compressor: fp16 halves the bytes and is exact on values half represe
   CHECK(q.dense[3] == 1.0f);
 }
 
+// On x86 with F16C the fp16 loops use vector conversions; they must round exactly as the portable
+// bit-twiddling (kernels::floatToHalf) does, tails and specials included.
+TEST_CASE("compressor: fp16 encodes and decodes like floatToHalf / halfToFloat, element for element", "[compressor]") {
+  std::mt19937 rng(11);
+  std::vector<float> grad(1003);
+  for (float& g : grad)
+    g = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), static_cast<int>(rng() % 40) - 30);
+  grad[5] = std::nanf("");
+  grad[6] = INFINITY;
+  grad[7] = 1e-8f;      // a half subnormal
+  grad[1001] = 7e4f;    // beyond the half range
+  GradientCompressor c(Compressor::kFp16, 1.0, grad.size(), 1);
+  std::vector<uint8_t> payload(c.maxPayloadBytes());
+  size_t sent = 0;
+  REQUIRE(c.compress(grad.data(), payload.data(), &sent) == grad.size() * 2);
+  std::vector<float> sum(grad.size(), 1.0f);
+  kernels::addFp16(sum.data(), payload.data(), grad.size(), /*first=*/false);
+  for (size_t i = 0; i < grad.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, payload.data() + 2 * i, 2);
+    INFO(i << ": " << grad[i]);
+    REQUIRE(h == kernels::floatToHalf(grad[i]));
+    const float expect = 1.0f + kernels::halfToFloat(h);
+    REQUIRE((sum[i] == expect || (std::isnan(sum[i]) && std::isnan(expect))));
+  }
+}
+
 TEST_CASE("compressor: topk sends the k largest magnitudes, in increasing index order", "[compressor]") {
   std::vector<float> grad = {0.5f, -9.0f, 1.0f, 3.0f, -0.25f, 7.0f, 0.0f, -2.0f, 8.0f, 0.1f};
   GradientCompressor c(Compressor::kTopK, 0.3, grad.size(), 1);
