@@ -72,6 +72,7 @@ struct Worker::Impl {
     Clock::time_point sent;
     int resends = 0;
     std::string hello_nonce;  // HELLO with ZPS_AUTH_TOKEN: the server must answer with a MAC over it
+    std::shared_ptr<pb::DataHeader> reply_header;  // STATS: where the reply's header goes
   };
   struct Table {
     std::string name;
@@ -430,6 +431,7 @@ struct Worker::Impl {
         complete(h.request_id(), FailedPrecondition(from + " could not prove it knows ZPS_AUTH_TOKEN"));
         continue;
       }
+      if (p.reply_header != nullptr) *p.reply_header = h;
       if (p.positions) {
         size_t row_bytes = size_t{p.row_dim} * sizeof(float);
         if (data->payload.size() != p.positions->size() * row_bytes) {
@@ -770,6 +772,30 @@ Status Worker::checkpointTables(uint64_t step) {
 
 void Worker::reportTrainingProgress(uint64_t step, double loss, double samples_per_sec) {
   impl_->obs->progress(step, loss, samples_per_sec);
+}
+
+StatusOr<std::vector<ServerStats>> Worker::serverStats() {
+  // Shared with the pending requests, so that a reply arriving after a timeout still has a place to go.
+  std::vector<std::shared_ptr<pb::DataHeader>> replies(numServers());
+  auto op = std::make_shared<Impl::Op>();
+  op->what = "asking the servers for their stats";
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (int s = 0; s < numServers(); ++s) {
+      Impl::Pending pend{nullptr, s, 0, nullptr, 0, DType::kUInt8};
+      replies[s] = std::make_shared<pb::DataHeader>();
+      pend.reply_header = replies[s];
+      pb::DataHeader h = impl_->beginRequest(op, std::move(pend), pb::CMD_STATS);
+      ZPS_RETURN_IF_ERROR(impl_->sendRequest(h.request_id(), wire::encodeData(h)));
+    }
+  }
+  ZPS_RETURN_IF_ERROR(impl_->waitOp(op, impl_->config.request_timeout));
+  std::vector<ServerStats> stats;
+  for (const auto& h : replies) {
+    stats.push_back(ServerStats{h->stats_cpu_ns(), h->stats_peak_rss_bytes(), h->stats_pushed_bytes(),
+                                h->stats_summed_bytes(), h->stats_sum_ns()});
+  }
+  return stats;
 }
 
 std::vector<PartitionInfo> Worker::partitions(TensorId t) const {

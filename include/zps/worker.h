@@ -74,6 +74,15 @@ struct TrafficCounters {
   uint64_t network_bytes_pulled = 0;
 };
 
+// One server's totals since it started (Worker::serverStats, for zps bench).
+struct ServerStats {
+  uint64_t cpu_ns = 0;          // CPU time of the whole server process
+  uint64_t peak_rss_bytes = 0;  // its peak resident memory (VmHWM)
+  uint64_t pushed_bytes = 0;    // payload bytes of the pushes it received
+  uint64_t summed_bytes = 0;    // bytes it added into sums (dst += src)
+  uint64_t sum_ns = 0;          // time it spent adding them
+};
+
 class Worker {
  public:
   // Reads the environment (DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER,
@@ -147,6 +156,8 @@ class Worker {
 
   std::vector<PartitionInfo> partitions(TensorId tensor) const;
   size_t partitionBytes() const;
+  // Asks every server for its totals; element i is server i's.
+  StatusOr<std::vector<ServerStats>> serverStats();
 
  private:
   struct Impl;

@@ -282,6 +282,10 @@ class Server {
       ++malformed_;
       return;
     }
+    if (h.command() == pb::CMD_STATS) {
+      reply(msg.peer, statsReply(msg.peer, h));
+      return;
+    }
     VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
             << h.round() << " from worker " << it->second << " (" << data->payload.size() << " B)";
     // Keys of one tensor differ only in their low bits and single-partition tensors only in the high

@@ -1,10 +1,28 @@
 #include "ps/server/sum_store.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "kernels/compressor.h"
+#include "ps/common/process_stats.h"
 
 namespace zps {
+
+SumTotals& sumTotals() {
+  static SumTotals totals;
+  return totals;
+}
+
+Outgoing statsReply(PeerId peer, const pb::DataHeader& request) {
+  Outgoing o = replyTo(peer, request, pb::CMD_REPLY);
+  const SumTotals& t = sumTotals();
+  o.header.set_stats_cpu_ns(processCpuNanos());
+  o.header.set_stats_peak_rss_bytes(peakRssBytes());
+  o.header.set_stats_pushed_bytes(t.pushed_bytes.load(std::memory_order_relaxed));
+  o.header.set_stats_summed_bytes(t.summed_bytes.load(std::memory_order_relaxed));
+  o.header.set_stats_sum_ns(t.sum_ns.load(std::memory_order_relaxed));
+  return o;
+}
 
 Outgoing replyTo(PeerId peer, const pb::DataHeader& request, pb::DataCommand command) {
   Outgoing o;
@@ -118,6 +136,16 @@ Status SumStore::pushAsync(KeyState& k, const wire::DataMessage& msg) {
   return addPush(k, k.running->data(), first, msg);
 }
 
+Status SumStore::timedSum(uint8_t* dst, const uint8_t* src, const KeyState& k) {
+  const auto start = std::chrono::steady_clock::now();
+  Status s = reducer_->sum(dst, src, k.num_elements, k.dtype);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+  SumTotals& totals = sumTotals();
+  totals.sum_ns.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+  totals.summed_bytes.fetch_add(k.bytes, std::memory_order_relaxed);
+  return s;
+}
+
 Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg) {
   auto* dst = reinterpret_cast<float*>(sum);  // compressed payloads exist for float32 keys only (codec)
   switch (msg.header.encoding()) {
@@ -128,7 +156,7 @@ Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire
       kernels::addSparse(dst, k.num_elements, msg.payload.data(), msg.header.sparse_count(), first);
       return Status::OK();
     default:
-      if (!first) return reducer_->sum(sum, msg.payload.data(), k.num_elements, k.dtype);
+      if (!first) return timedSum(sum, msg.payload.data(), k);
       std::memcpy(sum, msg.payload.data(), k.bytes);
       return Status::OK();
   }
@@ -166,6 +194,7 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
   OpenRound& r = k.open[h.round()];
   if (r.pushed.empty()) r.pushed.assign(num_workers_, false);
   if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not summed twice
+  sumTotals().pushed_bytes.fetch_add(msg.payload.size(), std::memory_order_relaxed);
   if (r.count == 0) r.sum = takeBuffer(k);
   ZPS_RETURN_IF_ERROR(addPush(k, r.sum->data(), r.count == 0, msg));
   r.pushed[worker] = true;

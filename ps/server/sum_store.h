@@ -13,6 +13,7 @@
 // parameters: worker 0 pushes the initial weights, and every worker pushes its own weight deltas.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -82,6 +83,8 @@ class SumStore {
   Status pushAsync(KeyState& k, const wire::DataMessage& msg);
   // Adds a push's payload (dense or compressed) into `sum`, which the round's first push overwrites.
   Status addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg);
+  // dst += src with the reducer, counted in sumTotals().
+  Status timedSum(uint8_t* dst, const uint8_t* src, const KeyState& k);
   Outgoing snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h);
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
@@ -93,6 +96,16 @@ class SumStore {
   std::unordered_map<uint64_t, KeyState> keys_;
   MemoryCharge memory_;
 };
+
+// Process-wide totals of every SumStore, for CMD_STATS (zps bench's server CPU per byte and summation speed).
+struct SumTotals {
+  std::atomic<uint64_t> pushed_bytes{0};
+  std::atomic<uint64_t> summed_bytes{0};
+  std::atomic<uint64_t> sum_ns{0};
+};
+SumTotals& sumTotals();
+// The reply to CMD_STATS: this process's CPU time, peak RSS and the totals above.
+Outgoing statsReply(PeerId peer, const pb::DataHeader& request);
 
 Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error);
 // A reply to `request` with the given command (CMD_REPLY or CMD_ERROR), echoing its id, key, round, dtype.

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# zps against the limits of this machine, in one run: the loopback bounds (iperf3 TCP, raw ZeroMQ
+# request-reply and stream, a single-thread a[i] += b[i]), MPI_Allreduce from Debian's Open MPI, and
+# zps bench at the same sizes and process counts. The whole set is repeated REPEATS times, one after
+# the other, and the table shows medians, so the ratios hold on a noisy machine.
+#
+#   tools/bench/compare.sh                 # BUILD_DIR=build REPEATS=3 OUT_DIR=$BUILD_DIR/compare
+#
+# Needs a built zps, g++ and libzmq (the build's own dependencies), python3 for the table, and
+# iperf3 + Open MPI (openmpi-bin, libopenmpi-dev), which it installs with apt-get when they are
+# missing and it runs as root; they are not zps dependencies. A reference that cannot run is shown
+# as '-' and its goals as 'n/a'. Open MPI binds wildcard addresses, so it runs inside `unshare -n`
+# where only loopback exists.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+OUT_DIR=${OUT_DIR:-$BUILD_DIR/compare}
+REPEATS=${REPEATS:-3}
+ZPS=$BUILD_DIR/bin/zps
+RESULTS=$OUT_DIR/results.jsonl
+mkdir -p "$OUT_DIR"
+: >"$RESULTS"
+[ -x "$ZPS" ] || { echo "compare.sh: $ZPS not found; build first (tools/build.sh)" >&2; exit 2; }
+
+# Sizes and counts of the goals in the performance issue.
+LAT_SIZE=4096
+BIG_SIZES=4194304,67108864       # 1 server x 1 worker goodput
+MPI_SIZES=1048576,4194304,16777216  # 2 workers x 2 servers against MPI_Allreduce -np 2
+SUM_SIZE=4194304                 # a server sums partitions of ZPS_PARTITION_BYTES (4 MiB)
+
+if ! command -v iperf3 >/dev/null || ! command -v mpicxx >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "compare.sh: installing iperf3 and Open MPI (not zps dependencies)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev iperf3 \
+      >"$OUT_DIR/apt.log" 2>&1 || echo "compare.sh: apt-get failed (see $OUT_DIR/apt.log); those references are skipped"
+  else
+    echo "compare.sh: iperf3 or mpicxx missing and cannot install them; those references are skipped"
+  fi
+fi
+
+g++ -O2 -std=c++17 -o "$OUT_DIR/loopback" "$ROOT/tools/bench/loopback.cc" -lzmq || exit 1
+HAVE_MPI=0
+if command -v mpicxx >/dev/null && command -v unshare >/dev/null &&
+   mpicxx -O2 -std=c++17 -o "$OUT_DIR/mpi_allreduce" "$ROOT/tools/bench/mpi_allreduce.cc"; then
+  HAVE_MPI=1
+fi
+
+# run NAME COMMAND...: appends the command's JSON lines, tagged with the repetition, to $RESULTS.
+run() {
+  local name=$1
+  shift
+  if ! timeout --kill-after=10 300 "$@" >"$OUT_DIR/$name.out" 2>"$OUT_DIR/$name.err"; then
+    echo "compare.sh: $name failed (see $OUT_DIR/$name.err)" >&2
+  fi
+  grep '^{' "$OUT_DIR/$name.out" | sed "s/^{/{\"rep\":$rep,\"run\":\"$name\",/" >>"$RESULTS"
+}
+
+# bench NAME SERVERS WORKERS ARGS...: zps bench through zps launch; worker 0's JSON is the result.
+bench() {
+  local name=$1 servers=$2 workers=$3
+  shift 3
+  rm -f "$OUT_DIR/$name.json"
+  timeout --kill-after=10 300 "$ZPS" launch --servers "$servers" --workers "$workers" --timeout 280 -- \
+    bench --min_time 0.5 --json "$OUT_DIR/$name.json" "$@" >"$OUT_DIR/$name.log" 2>&1 ||
+    echo "compare.sh: $name failed (see $OUT_DIR/$name.log)" >&2
+  [ -s "$OUT_DIR/$name.json" ] && sed "s/^{/{\"rep\":$rep,\"run\":\"$name\",\"test\":\"zps_bench\",/" "$OUT_DIR/$name.json" >>"$RESULTS"
+}
+
+iperf() {
+  command -v iperf3 >/dev/null || return 0
+  local port=$((20000 + RANDOM % 20000))
+  iperf3 -s -1 -p $port >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.5
+  iperf3 -c 127.0.0.1 -p $port -t 2 -J >"$OUT_DIR/iperf3.out" 2>&1
+  wait $server 2>/dev/null
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({"test":"iperf3","gbs":d["end"]["sum_received"]["bits_per_second"]/8e9}))' \
+    "$OUT_DIR/iperf3.out" 2>/dev/null | sed "s/^{/{\"rep\":$rep,\"run\":\"iperf3\",/" >>"$RESULTS"
+}
+
+for rep in $(seq 1 "$REPEATS"); do
+  echo "compare.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  iperf
+  run zmq_rr "$OUT_DIR/loopback" rr $LAT_SIZE 2000
+  run zmq_stream "$OUT_DIR/loopback" stream 4M 1
+  run add "$OUT_DIR/loopback" add $SUM_SIZE
+  bench bench_1x1 1 1 --sizes $LAT_SIZE,$BIG_SIZES
+  bench bench_2x2 2 2 --sizes $MPI_SIZES
+  bench model_resnet50 2 2 --model resnet50
+  if [ $HAVE_MPI = 1 ]; then
+    run mpi unshare -n sh -c "ip link set lo up && mpirun --allow-run-as-root --oversubscribe -np 2 \
+      --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+      '$OUT_DIR/mpi_allreduce' $MPI_SIZES 0.5"
+  fi
+done
+
+echo
+echo "compare.sh: medians of $REPEATS repetitions; load average now $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
+python3 - "$RESULTS" <<'EOF'
+import json, statistics, sys
+
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+def ref(test, key, **match):
+    return med([r.get(key) for r in rows if r.get("test") == test and all(r.get(k) == v for k, v in match.items())])
+
+def zps(run, key, bytes=None, label=None, top=False):
+    out = []
+    for r in rows:
+        if r.get("run") != run:
+            continue
+        if top:
+            out.append(r.get(key))
+            continue
+        for row in r["rows"]:
+            if (bytes is None or row["bytes"] == bytes) and (label is None or label in row["label"]):
+                v = row.get(key)
+                out.append(v if v is None or v >= 0 else None)
+    return med(out)
+
+def fmt(v, unit=""):
+    return "-" if v is None else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}") + unit
+
+table = []
+def goal(what, mine, reference, ratio, target, higher_is_better):
+    if ratio is None:
+        verdict = "n/a"
+    else:
+        verdict = "yes" if (ratio >= target if higher_is_better else ratio <= target) else "NO"
+    sign = ">=" if higher_is_better else "<="
+    table.append((what, mine, reference, fmt(ratio), f"{sign} {target}", verdict))
+
+iperf = ref("iperf3", "gbs")
+bound = iperf / 2 if iperf else None
+for size, name in ((4194304, "4 MiB"), (67108864, "64 MiB")):
+    g = zps("bench_1x1", "goodput_gbs", size)
+    goal(f"1x1 pushpull goodput {name} / (iperf3 / 2)", fmt(g, " GB/s"), fmt(bound, " GB/s"),
+         g / bound if g and bound else None, 0.75, True)
+lat = zps("bench_1x1", "p50_us", 4096)
+rr = ref("zmq_rr", "p50_us")
+goal("4 KiB pushpull p50 / raw ZeroMQ 4 KiB round trip", fmt(lat, " us"), fmt(rr, " us"),
+     lat / rr if lat and rr else None, 1.2, False)
+for size in (1048576, 4194304, 16777216):
+    g = zps("bench_2x2", "goodput_gbs", size)
+    m = ref("mpi_allreduce", "algbw_gbs", bytes=size)
+    goal(f"2x2 goodput per worker {size >> 20} MiB / MPI_Allreduce np=2", fmt(g, " GB/s"), fmt(m, " GB/s"),
+         g / m if g and m else None, 1.0, True)
+model = zps("model_resnet50", "p50_us", label="tensors")
+fused = zps("model_resnet50", "p50_us", label="fused")
+goal("resnet50 round / one fused tensor (2x2, p50)", fmt(model and model / 1000, " ms"), fmt(fused and fused / 1000, " ms"),
+     model / fused if model and fused else None, 1.2, False)
+s = zps("bench_2x2", "sum_gbs", 4194304)
+add = ref("add", "gbs")
+goal("server summation 4 MiB / single-thread a[i] += b[i]", fmt(s, " GB/s"), fmt(add, " GB/s"),
+     s / add if s and add else None, 0.8, True)
+for run, what in (("bench_1x1", "1x1 sizes"), ("bench_2x2", "2x2 sizes"), ("model_resnet50", "resnet50 2x2")):
+    rss = zps(run, "server_peak_rss_bytes", top=True)
+    declared = zps(run, "declared_bytes", top=True)
+    allowed = 2.5 * declared + 64 * 2**20 if declared else None
+    goal(f"server peak RSS / (2.5 x its key bytes + 64 MiB), {what}", fmt(rss and rss / 2**20, " MiB"),
+         fmt(allowed and allowed / 2**20, " MiB"), rss / allowed if rss and allowed else None, 1.0, False)
+
+print()
+print("| what | zps | reference | ratio | goal | met |")
+print("| --- | --- | --- | --- | --- | --- |")
+for row in table:
+    print("| " + " | ".join(row) + " |")
+print()
+print(f"also: raw ZeroMQ stream 4 MiB {fmt(ref('zmq_stream', 'gbs'), ' GB/s')}; server RSS right after start "
+      f"{fmt((zps('bench_1x1', 'server_start_rss_bytes', top=True) or 0) / 2**20, ' MiB')} (the process before any "
+      f"tensor: code and libraries); every measurement is in results.jsonl")
+EOF
