@@ -1,8 +1,8 @@
 // Worker implementation. Threads:
 //  - the caller's threads issue push/pull/pushPull and wait;
-//  - the data transport's I/O thread moves bytes;
-//  - the receiver thread decodes replies, copies pulled bytes into the caller's buffers and completes
-//    operations;
+//  - the data transport's I/O thread moves bytes, and also decodes replies, copies pulled bytes into
+//    the caller's buffers and completes operations (handleReply);
+//  - with ZPS_RESEND_TIMEOUT, a thread that resends overdue requests;
 //  - the SchedulerClient's thread (heartbeats, barriers, shutdown).
 #include "zps/worker.h"
 
@@ -114,7 +114,7 @@ struct Worker::Impl {
   std::optional<Status> recovering;
 
   std::atomic<bool> stop{false};
-  std::thread receiver;
+  std::thread resender;  // only with ZPS_RESEND_TIMEOUT
   uint64_t resent = 0;  // guarded by mu
 
   // Local reduction (ZPS_LOCAL_SIZE > 1); null otherwise. Non-root local ranks have no client.
@@ -129,7 +129,7 @@ struct Worker::Impl {
 
   ~Impl() {
     stop = true;
-    if (receiver.joinable()) receiver.join();
+    if (resender.joinable()) resender.join();
     if (transport) transport->close();
   }
 
@@ -155,14 +155,15 @@ struct Worker::Impl {
     generation = book.generation();
     ZPS_RETURN_IF_ERROR(linkServers(book));
     placement = std::make_unique<Placement>(config.num_servers);
-    receiver = std::thread([this] { receiveLoop(); });
+    transport->onMessage([this](TransportMessage msg) { handleReply(msg); });
+    if (config.resend_timeout.count() > 0) resender = std::thread([this] { resendLoop(); });
     ZPS_RETURN_IF_ERROR(helloServers());
     LOG(INFO) << "worker " << rank << " connected to " << config.num_servers << " servers";
     return Status::OK();
   }
 
   // Connects to every server of the address book whose address is new (all of them at the start; a
-  // replacement's after a recovery). The receiver thread must not be running.
+  // replacement's after a recovery).
   Status linkServers(const pb::RegisterReply& book) {
     for (const auto& n : book.nodes()) {
       if (n.role() != pb::SERVER) continue;
@@ -379,80 +380,79 @@ struct Worker::Impl {
 
   Status recover();
 
-  void receiveLoop() {
-    auto next_resend_scan = Clock::now() + config.resend_timeout;
+  // Only with ZPS_RESEND_TIMEOUT: replies are handled on the transport's I/O thread (handleReply).
+  void resendLoop() {
+    const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), config.resend_timeout / 2);
     while (!stop) {
-      auto wait = config.resend_timeout.count() > 0
-                      ? std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), config.resend_timeout / 2)
-                      : std::chrono::milliseconds(200);
-      auto msg = transport->recv(Clock::now() + wait);
-      if (config.resend_timeout.count() > 0 && Clock::now() >= next_resend_scan) {
-        resendOverdue();
-        next_resend_scan = Clock::now() + config.resend_timeout / 2;
-      }
-      if (!msg.ok()) continue;
-      auto server_it = server_of_peer.find(msg->peer);
-      if (server_it == server_of_peer.end()) continue;
-      int server = server_it->second;
-      auto decoded = wire::decode(msg->frames, limits);
-      if (!decoded.ok()) {
-        LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": malformed reply from server " << server << ": "
-                                 << decoded.status().message();
-        continue;
-      }
-      auto* data = std::get_if<wire::DataMessage>(&decoded.value());
-      if (data == nullptr) continue;
-      const auto& h = data->header;
-      std::lock_guard<std::mutex> lock(mu);
-      auto it = pending.find(h.request_id());
-      if (it == pending.end() || it->second.server != server) {
-        LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": reply for unknown request " << h.request_id()
-                                 << " from server " << server;
-        continue;
-      }
-      std::string from = "server " + std::to_string(server) + " (" + servers[server].address + ")";
-      if (h.command() == pb::CMD_ERROR && h.recovering()) {
-        Status s = Unavailable(from + " is " + h.error());
-        // A server ahead of us has heard of a lost node: so will we, from the scheduler.
-        if (h.generation() > generation) startRecovering(h.generation(), s);
-        complete(h.request_id(), s);
-        continue;
-      }
-      if (h.command() == pb::CMD_ERROR) {
-        complete(h.request_id(), InternalError(from + " answered: " + h.error()));
-        continue;
-      }
-      if (h.command() != pb::CMD_REPLY) {
-        complete(h.request_id(), ProtocolError(from + " sent " + pb::DataCommand_Name(h.command())));
-        continue;
-      }
-      Pending& p = it->second;
-      if (!p.hello_nonce.empty() && !auth.verify(kHelloReplyContext, p.hello_nonce, h.auth_mac())) {
-        complete(h.request_id(), FailedPrecondition(from + " could not prove it knows ZPS_AUTH_TOKEN"));
-        continue;
-      }
-      if (p.reply_header != nullptr) *p.reply_header = h;
-      if (p.positions) {
-        size_t row_bytes = size_t{p.row_dim} * sizeof(float);
-        if (data->payload.size() != p.positions->size() * row_bytes) {
-          complete(h.request_id(), ProtocolError(from + " returned " + std::to_string(data->payload.size()) +
-                                                     " bytes for " + std::to_string(p.positions->size()) + " rows"));
-          continue;
-        }
-        for (size_t i = 0; i < p.positions->size(); ++i)
-          std::memcpy(p.out + (*p.positions)[i] * row_bytes, data->payload.data() + i * row_bytes, row_bytes);
-      } else if (p.out != nullptr) {
-        if (data->payload.size() != p.bytes || data->dtype != p.dtype) {
-          complete(h.request_id(), ProtocolError(from + " returned " + std::to_string(data->payload.size()) +
-                                                     " bytes of " + std::string(dtypeName(data->dtype)) + ", expected " +
-                                                     std::to_string(p.bytes) + " of " +
-                                                     std::string(dtypeName(p.dtype))));
-          continue;
-        }
-        std::memcpy(p.out, data->payload.data(), p.bytes);
-      }
-      complete(h.request_id(), Status::OK());
+      std::this_thread::sleep_for(std::max(period, std::chrono::milliseconds(1)));
+      resendOverdue();
     }
+  }
+
+  // Called by the transport's I/O thread for every reply: one thread hand-off less than a receiver
+  // thread, which matters for small messages (a wake-up on another core costs tens of microseconds).
+  void handleReply(const TransportMessage& msg) {
+    auto decoded = wire::decode(msg.frames, limits);
+    std::lock_guard<std::mutex> lock(mu);  // also guards server_of_peer, which recover() rewrites
+    auto server_it = server_of_peer.find(msg.peer);
+    if (server_it == server_of_peer.end()) return;
+    int server = server_it->second;
+    if (!decoded.ok()) {
+      LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": malformed reply from server " << server << ": "
+                               << decoded.status().message();
+      return;
+    }
+    auto* data = std::get_if<wire::DataMessage>(&decoded.value());
+    if (data == nullptr) return;
+    const auto& h = data->header;
+    auto it = pending.find(h.request_id());
+    if (it == pending.end() || it->second.server != server) {
+      LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": reply for unknown request " << h.request_id()
+                               << " from server " << server;
+      return;
+    }
+    std::string from = "server " + std::to_string(server) + " (" + servers[server].address + ")";
+    if (h.command() == pb::CMD_ERROR && h.recovering()) {
+      Status s = Unavailable(from + " is " + h.error());
+      // A server ahead of us has heard of a lost node: so will we, from the scheduler.
+      if (h.generation() > generation) startRecovering(h.generation(), s);
+      complete(h.request_id(), s);
+      return;
+    }
+    if (h.command() == pb::CMD_ERROR) {
+      complete(h.request_id(), InternalError(from + " answered: " + h.error()));
+      return;
+    }
+    if (h.command() != pb::CMD_REPLY) {
+      complete(h.request_id(), ProtocolError(from + " sent " + pb::DataCommand_Name(h.command())));
+      return;
+    }
+    Pending& p = it->second;
+    if (!p.hello_nonce.empty() && !auth.verify(kHelloReplyContext, p.hello_nonce, h.auth_mac())) {
+      complete(h.request_id(), FailedPrecondition(from + " could not prove it knows ZPS_AUTH_TOKEN"));
+      return;
+    }
+    if (p.reply_header != nullptr) *p.reply_header = h;
+    if (p.positions) {
+      size_t row_bytes = size_t{p.row_dim} * sizeof(float);
+      if (data->payload.size() != p.positions->size() * row_bytes) {
+        complete(h.request_id(), ProtocolError(from + " returned " + std::to_string(data->payload.size()) +
+                                                   " bytes for " + std::to_string(p.positions->size()) + " rows"));
+        return;
+      }
+      for (size_t i = 0; i < p.positions->size(); ++i)
+        std::memcpy(p.out + (*p.positions)[i] * row_bytes, data->payload.data() + i * row_bytes, row_bytes);
+    } else if (p.out != nullptr) {
+      if (data->payload.size() != p.bytes || data->dtype != p.dtype) {
+        complete(h.request_id(), ProtocolError(from + " returned " + std::to_string(data->payload.size()) +
+                                                   " bytes of " + std::string(dtypeName(data->dtype)) + ", expected " +
+                                                   std::to_string(p.bytes) + " of " +
+                                                   std::string(dtypeName(p.dtype))));
+        return;
+      }
+      std::memcpy(p.out, data->payload.data(), p.bytes);
+    }
+    complete(h.request_id(), Status::OK());
   }
 };
 
@@ -829,10 +829,7 @@ Status Worker::Impl::recover() {
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, client->waitBook(mine, std::max(left, std::chrono::milliseconds(1))));
-    // Links change: the receiver thread stops while they do.
-    stop = true;
-    if (receiver.joinable()) receiver.join();
-    stop = false;
+    // Links change under mu, which handleReply holds while it reads them, so replies keep flowing.
     {
       std::lock_guard<std::mutex> lock(mu);
       generation = book.generation();
@@ -845,9 +842,7 @@ Status Worker::Impl::recover() {
       tables.clear();
       placement = std::make_unique<Placement>(config.num_servers);
     }
-    Status linked = linkServers(book);
-    receiver = std::thread([this] { receiveLoop(); });
-    ZPS_RETURN_IF_ERROR(linked);
+    ZPS_RETURN_IF_ERROR(linkServers(book));
     Status hello = helloServers();
     bool again;
     {

@@ -116,15 +116,6 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   return Status::OK();
 }
 
-std::shared_ptr<AlignedBuffer> SumStore::takeBuffer(KeyState& k) {
-  while (!k.spare.empty()) {
-    auto buf = std::move(k.spare.back());
-    k.spare.pop_back();
-    if (buf.use_count() == 1) return buf;  // no pending send references it any more
-  }
-  return std::make_shared<AlignedBuffer>(k.bytes);
-}
-
 Status SumStore::pushAsync(KeyState& k, const wire::DataMessage& msg) {
   const auto& h = msg.header;
   if (msg.dtype != k.dtype || h.num_elements() != k.num_elements)
@@ -195,8 +186,12 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
   if (r.pushed.empty()) r.pushed.assign(num_workers_, false);
   if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not summed twice
   sumTotals().pushed_bytes.fetch_add(msg.payload.size(), std::memory_order_relaxed);
-  if (r.count == 0) r.sum = takeBuffer(k);
-  ZPS_RETURN_IF_ERROR(addPush(k, r.sum->data(), r.count == 0, msg));
+  if (r.count == 0 && h.encoding() == pb::ENCODING_DENSE) {
+    r.sum = msg.payload;  // adopted: the sum starts as the first push's receive buffer
+  } else {
+    if (r.count == 0) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));  // decoded into
+    ZPS_RETURN_IF_ERROR(addPush(k, const_cast<uint8_t*>(r.sum.data()), r.count == 0, msg));
+  }
   r.pushed[worker] = true;
   ++r.count;
   return Status::OK();
@@ -210,10 +205,7 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
     k.completed = it->first;
     k.results.emplace_back(it->first, std::move(it->second.sum));
     k.open.erase(it);
-    while (k.results.size() > kKeptResults) {
-      k.spare.push_back(std::move(k.results.front().second));
-      k.results.pop_front();
-    }
+    while (k.results.size() > kKeptResults) k.results.pop_front();
     const auto& done = k.results.back();
     std::vector<ParkedPull> still;
     for (auto& p : k.parked) {
@@ -229,7 +221,7 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
       o.header.set_round(p.round);
       o.header.set_dtype(static_cast<uint32_t>(k.dtype));
       o.header.set_num_elements(k.num_elements);
-      o.payload = Blob::fromBuffer(done.second);
+      o.payload = done.second;
       out->push_back(std::move(o));
     }
     k.parked.swap(still);
@@ -246,7 +238,7 @@ Status SumStore::pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::ve
       Outgoing o = replyTo(peer, h, pb::CMD_REPLY);
       o.header.set_num_elements(k.num_elements);
       o.header.set_dtype(static_cast<uint32_t>(k.dtype));
-      o.payload = Blob::fromBuffer(buf);
+      o.payload = buf;
       out->push_back(std::move(o));
       return Status::OK();
     }

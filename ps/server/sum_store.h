@@ -47,14 +47,17 @@ class SumStore {
       : num_workers_(num_workers), reducer_(reducer), memory_(budget) {}
 
   // Handles a DECLARE, PUSH, PULL or PUSH_PULL from `worker` (a validated rank) and appends the replies
-  // to send, now or for parked pulls of other workers, to *out.
+  // to send, now or for parked pulls of other workers, to *out. A push's payload must be this store's
+  // alone (a received frame, or a copy): the first push of a round becomes the sum in place.
   void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
 
   size_t numKeys() const { return keys_.size(); }
 
  private:
   struct OpenRound {
-    std::shared_ptr<AlignedBuffer> sum;
+    // The first push's receive buffer, adopted as the sum: no staging copy. Only this store references
+    // it (the transport handed the frame over), so adding into it in place is safe.
+    Blob sum;
     std::vector<bool> pushed;
     int count = 0;
   };
@@ -71,8 +74,7 @@ class SumStore {
     size_t bytes;
     uint64_t completed = 0;  // last completed round (rounds start at 1)
     std::map<uint64_t, OpenRound> open;
-    std::deque<std::pair<uint64_t, std::shared_ptr<AlignedBuffer>>> results;
-    std::vector<std::shared_ptr<AlignedBuffer>> spare;  // evicted result buffers no send still holds
+    std::deque<std::pair<uint64_t, Blob>> results;  // sent to pullers without copying
     std::vector<ParkedPull> parked;
     bool async = false;
     std::shared_ptr<AlignedBuffer> running;  // async keys: the running sum
@@ -89,7 +91,6 @@ class SumStore {
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
   void completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out);
-  std::shared_ptr<AlignedBuffer> takeBuffer(KeyState& k);
 
   const int num_workers_;
   kernels::Reducer* reducer_;

@@ -6,6 +6,7 @@
 // Zero copy: a sent Blob becomes a zmq_msg_t that points at the Blob's bytes and holds a reference to its
 // owner until ZeroMQ frees it; a received zmq_msg_t becomes the owner of the Blob handed to recv().
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <glog/logging.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <random>
@@ -76,6 +78,19 @@ StatusOr<FaultInjection> parseFaultInjection(const std::string& spec) {
 
 namespace {
 
+// ZeroMQ allocates a fresh buffer for every large received message. With glibc's defaults, buffers past
+// the mmap threshold come from mmap and freed heap tops are trimmed back to the kernel, so many
+// messages land on never-touched pages and pay a page fault per 4 KiB: measured with `perf stat -e
+// page-faults` on 64 MiB push-pulls, ~6,100 faults (24 MiB of fresh pages) per round with the defaults
+// and ~1,350 with these settings. Process-wide and once: every transport's process moves messages.
+void keepFreedMessageMemory() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's maximum; larger blocks still use mmap
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);  // keep up to 256 MiB of freed heap for the next messages
+  });
+}
+
 void releaseOwner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
 
 std::string zmqError() { return zmq_strerror(zmq_errno()); }
@@ -84,6 +99,7 @@ class ZmqTransport final : public Transport {
  public:
   explicit ZmqTransport(const TransportOptions& options)
       : options_(options), recv_queue_(options.recv_queue_capacity), fault_rng_(options.faults.seed) {
+    keepFreedMessageMemory();
     ctx_ = zmq_ctx_new();
     CHECK(ctx_ != nullptr) << "zmq_ctx_new: " << zmqError();
     zmq_ctx_set(ctx_, ZMQ_MAX_SOCKETS, 65536);
@@ -139,6 +155,10 @@ class ZmqTransport final : public Transport {
     return std::move(*msg);
   }
 
+  void onMessage(std::function<void(TransportMessage)> handler) override {
+    enqueue(HandlerCmd{std::move(handler)});
+  }
+
   void close() override {
     if (closed_.exchange(true)) return;
     enqueue(StopCmd{});
@@ -168,8 +188,11 @@ class ZmqTransport final : public Transport {
     PeerId peer;
     std::vector<Blob> frames;
   };
+  struct HandlerCmd {
+    std::function<void(TransportMessage)> handler;
+  };
   struct StopCmd {};
-  using Command = std::variant<ListenCmd, ConnectCmd, SendCmd, StopCmd>;
+  using Command = std::variant<ListenCmd, ConnectCmd, SendCmd, HandlerCmd, StopCmd>;
 
   void enqueue(Command cmd) {
     {
@@ -302,6 +325,11 @@ class ZmqTransport final : public Transport {
     }
   }
 
+  void setHandler(std::function<void(TransportMessage)> handler) {
+    handler_ = std::move(handler);
+    while (auto queued = recv_queue_.tryPop()) handler_(std::move(*queued));
+  }
+
   // Receives one multi-part message from `socket`; returns false when none is waiting.
   bool receiveOne(void* socket, bool is_router, PeerId dealer_peer) {
     std::vector<Blob> frames;
@@ -346,7 +374,8 @@ class ZmqTransport final : public Transport {
                                 << (frames.empty() ? "no frames" : "too many frames") << " from " << describe(peer);
       return true;
     }
-    recv_queue_.tryPush(TransportMessage{peer, std::move(frames)});
+    if (handler_) handler_(TransportMessage{peer, std::move(frames)});
+    else recv_queue_.tryPush(TransportMessage{peer, std::move(frames)});
     return true;
   }
 
@@ -390,6 +419,7 @@ class ZmqTransport final : public Transport {
         if (auto* c = std::get_if<SendCmd>(&cmd)) doSend(*c);
         else if (auto* l = std::get_if<ListenCmd>(&cmd)) doListen(*l);
         else if (auto* k = std::get_if<ConnectCmd>(&cmd)) doConnect(*k);
+        else if (auto* h = std::get_if<HandlerCmd>(&cmd)) setHandler(std::move(h->handler));
         else stopping = true;
       }
       for (size_t i = 1; i < items.size() && !stopping; ++i) {
@@ -429,6 +459,7 @@ class ZmqTransport final : public Transport {
   std::mt19937_64 fault_rng_;
   uint64_t faults_injected_ = 0;
   std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;
+  std::function<void(TransportMessage)> handler_;  // set: incoming messages go here, not to recv_queue_
 };
 
 }  // namespace
