@@ -2,6 +2,8 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "tests/integration/cluster.h"
@@ -197,6 +199,32 @@ TEST_CASE("zps bench prints its table and a PASS footer") {
   INFO(c.log(w0));
   CHECK(contains(c.log(w0), "goodput(GB/s)"));
   CHECK(contains(c.log(w0), "#wrong"));
+  CHECK(contains(c.log(w0), "# zps bench: PASS"));
+  // Two workers: the server adds, so it reports its CPU per byte and its summation speed, and the
+  // footer gives every process's peak RSS.
+  CHECK(contains(c.log(w0), "# peak RSS: servers "));
+  std::ifstream json(c.dir() + "/bench.json");
+  std::stringstream body;
+  body << json.rdbuf();
+  INFO(body.str());
+  CHECK(contains(body.str(), "\"pass\":true"));
+  CHECK(contains(body.str(), "\"declared_bytes\":1052680"));  // 4K + 1M + the 8 B control key
+  CHECK(!contains(body.str(), "\"server_ns_per_byte\":-1"));
+  CHECK(!contains(body.str(), "\"sum_gbs\":-1"));
+  CHECK(!contains(body.str(), "\"server_peak_rss_bytes\":0"));
+}
+
+TEST_CASE("zps bench --model resnet50: every gradient tensor in backward order against one fused tensor") {
+  Cluster c(1, 1);
+  c.startScheduler();
+  c.startServer();
+  int w0 = c.startWorker(0, {"bench", "--model", "resnet50", "--min_iters", "1", "--max_iters", "1",
+                             "--warmup_iters", "1"});
+  c.expectAllExitZero(120s);
+  INFO(c.log(w0));
+  CHECK(contains(c.log(w0), "resnet50 (161 tensors)"));
+  CHECK(contains(c.log(w0), "resnet50 fused"));
+  CHECK(contains(c.log(w0), "# resnet50 round / fused round (p50): "));
   CHECK(contains(c.log(w0), "# zps bench: PASS"));
 }
 
