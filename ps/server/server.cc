@@ -2,6 +2,7 @@
 //  - the transport's I/O thread moves bytes and dispatches: it decodes each message, checks who sent it
 //    (HELLO binds a connection to a worker rank) and hands it to the engine thread that owns its key;
 //  - ZPS_SERVER_ENGINE_THREADS engine threads each own a SumStore for key % threads and send replies;
+//    summation keys of at most 64 KiB are summed by the dispatcher itself (the inline engine);
 //  - the SchedulerClient's thread handles heartbeats and the end of the job.
 #include "ps/server/server.h"
 
@@ -36,15 +37,16 @@ struct EngineTask {
   bool reset = false;  // ZPS_RECOVERY: drop every key and table (a new generation starts over)
 };
 
-// One summation thread and the keys it owns.
+// One summation thread and the keys it owns. The inline engine has no thread: the dispatcher runs
+// small summation keys on it directly (process()), which saves two thread hand-offs per request.
 class Engine {
  public:
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, int server_rank,
-         const std::string& checkpoint_dir, MemoryBudget* budget, Transport* transport)
+         const std::string& checkpoint_dir, MemoryBudget* budget, Transport* transport, bool threaded = true)
       : index_(index), reducer_(std::move(reducer)), num_workers_(num_workers), server_rank_(server_rank),
         checkpoint_dir_(checkpoint_dir), budget_(budget), transport_(transport), queue_(1024) {
     resetStores();
-    thread_ = std::thread([this] { run(); });
+    if (threaded) thread_ = std::thread([this] { run(); });
   }
   ~Engine() { stop(); }
   void stop() {
@@ -56,6 +58,32 @@ class Engine {
   ParamCounters paramCounters() const { return params_->counters(); }
   void finalCheckpoint() { params_->checkpointAll(); }
 
+  // Handles one task and sends its replies. Only ever called by one thread per engine.
+  void process(const EngineTask& task) {
+    if (task.reset) {
+      resetStores();
+      return;
+    }
+    out_.clear();
+    const int64_t obs_start = unixMicros();
+    ServerObserver* obs = ServerObserver::current();
+    const auto& h = task.msg.header;
+    bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
+                 h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
+    if (param) {
+      params_->handle(task.peer, task.worker, task.msg, &out_);
+    } else {
+      store_->handle(task.peer, task.worker, task.msg, &out_);
+    }
+    if (obs != nullptr) obs->handled(index_, task.worker, h, task.msg.payload.size(), obs_start, out_);
+    for (auto& o : out_) {
+      if (o.header.command() == pb::CMD_ERROR) {
+        LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task.worker << ": " << o.header.error();
+      }
+      (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
+    }
+  }
+
   // Blocks when the engine is behind (backpressure on the dispatcher and, through it, on the workers).
   void submit(EngineTask task) {
     while (!queue_.push(std::move(task), Clock::now() + std::chrono::seconds(1))) {
@@ -66,36 +94,15 @@ class Engine {
 
  private:
   void run() {
-    std::vector<Outgoing> out;
     for (;;) {
       auto task = queue_.pop(Clock::now() + std::chrono::seconds(3600));
       if (!task) {
         if (closed_) return;
         continue;
       }
-      if (task->reset) {
-        resetStores();
-        continue;
-      }
-      out.clear();
-      const int64_t obs_start = unixMicros();
       ServerObserver* obs = ServerObserver::current();
-      if (obs != nullptr) obs->queueDepth(index_, queue_.size());
-      const auto& h = task->msg.header;
-      bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
-                   h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
-      if (param) {
-        params_->handle(task->peer, task->worker, task->msg, &out);
-      } else {
-        store_->handle(task->peer, task->worker, task->msg, &out);
-      }
-      if (obs != nullptr) obs->handled(index_, task->worker, h, task->msg.payload.size(), obs_start, out);
-      for (auto& o : out) {
-        if (o.header.command() == pb::CMD_ERROR) {
-          LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task->worker << ": " << o.header.error();
-        }
-        (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
-      }
+      if (obs != nullptr && !task->reset) obs->queueDepth(index_, queue_.size());
+      process(*task);
     }
   }
   void resetStores() {
@@ -116,6 +123,7 @@ class Engine {
   Transport* transport_;
   BoundedQueue<EngineTask> queue_;
   std::atomic<bool> closed_{false};
+  std::vector<Outgoing> out_;
   std::thread thread_;
 };
 
@@ -159,7 +167,7 @@ class Server {
     }
     if (!engine->note.empty()) LOG(INFO) << "server: " << engine->note;
     std::vector<std::unique_ptr<kernels::Reducer>> reducers;
-    for (int i = 0; i < config_.server_engine_threads; ++i) {
+    for (int i = 0; i <= config_.server_engine_threads; ++i) {  // the last one is the inline engine's
       auto reducer = kernels::makeReducer(engine->kind, i);
       if (!reducer.ok()) {
         LOG(ERROR) << "server: engine thread " << i << ": " << reducer.status().message();
@@ -201,6 +209,9 @@ class Server {
     for (int i = 0; i < config_.server_engine_threads; ++i)
       engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, rank_,
                                                   config_.checkpoint_dir, &memory_, transport_.get()));
+    inline_engine_ = std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()),
+                                              config_.num_workers, rank_, config_.checkpoint_dir, &memory_,
+                                              transport_.get(), /*threaded=*/false);
 
     // The transport's I/O thread dispatches each message itself: one thread hand-off less per request.
     transport_->onMessage([this](TransportMessage msg) {
@@ -298,6 +309,10 @@ class Server {
     }
     VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
             << h.round() << " from worker " << it->second << " (" << data->payload.size() << " B)";
+    if (runsInline(*data)) {
+      inline_engine_->process(EngineTask{msg.peer, it->second, std::move(*data)});
+      return;
+    }
     // Keys of one tensor differ only in their low bits and single-partition tensors only in the high
     // bits, so mix them before picking an engine.
     uint64_t mixed = (h.key() ^ (h.key() >> 24)) * 0x9E3779B97F4A7C15ull;
@@ -315,6 +330,20 @@ class Server {
     worker_of_peer_.clear();
     local_rank_of_peer_.clear();
     for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
+    inline_engine_->process(EngineTask{0, -1, {}, true});
+  }
+
+  // Summation keys of at most kInlineBytes are summed by the dispatcher itself: for them a hand-off to
+  // an engine thread and back costs more than the work. A key's size is fixed by its DECLARE (the store
+  // refuses other sizes), so every message of a key goes the same way and one thread owns each key.
+  static constexpr uint64_t kInlineBytes = 64 << 10;
+  static bool runsInline(const wire::DataMessage& m) {
+    const auto cmd = m.header.command();
+    const bool sum_command = cmd == pb::CMD_PUSH || cmd == pb::CMD_PULL || cmd == pb::CMD_PUSH_PULL ||
+                             (cmd == pb::CMD_DECLARE && m.header.mode() == pb::MODE_SUM);
+    uint64_t bytes = 0;
+    return sum_command && wire::checkedBytes(m.header.num_elements(), dtypeSize(m.dtype), &bytes) &&
+           bytes <= kInlineBytes;
   }
 
   void reply(PeerId peer, Outgoing o) { (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload))); }
@@ -374,6 +403,7 @@ class Server {
   std::mutex dispatch_mu_;  // held while the I/O thread dispatches; guards dispatch_stopped_
   bool dispatch_stopped_ = false;
   std::vector<std::unique_ptr<Engine>> engines_;
+  std::unique_ptr<Engine> inline_engine_;  // small summation keys, run by the dispatcher
   std::unordered_map<PeerId, int> worker_of_peer_;
   std::unordered_map<PeerId, uint32_t> local_rank_of_peer_;
   wire::Limits limits_;
