@@ -5,6 +5,8 @@
 # the other, and the table shows medians, so the ratios hold on a noisy machine.
 #
 #   tools/bench/compare.sh                 # BUILD_DIR=build REPEATS=3 OUT_DIR=$BUILD_DIR/compare
+#   BASELINE=/path/to/old/zps tools/bench/compare.sh   # also an older zps, in the same repetitions:
+#                                                      # a before and an after table, same references
 #
 # Needs a built zps, g++ and libzmq (the build's own dependencies), python3 for the table, and
 # iperf3 + Open MPI (openmpi-bin, libopenmpi-dev), which it installs with apt-get when they are
@@ -17,10 +19,12 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 OUT_DIR=${OUT_DIR:-$BUILD_DIR/compare}
 REPEATS=${REPEATS:-3}
 ZPS=$BUILD_DIR/bin/zps
+BASELINE=${BASELINE:-}
 RESULTS=$OUT_DIR/results.jsonl
 mkdir -p "$OUT_DIR"
 : >"$RESULTS"
 [ -x "$ZPS" ] || { echo "compare.sh: $ZPS not found; build first (tools/build.sh)" >&2; exit 2; }
+[ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "compare.sh: BASELINE=$BASELINE is not an executable" >&2; exit 2; }
 
 # Sizes and counts of the goals in the performance issue.
 LAT_SIZE=4096
@@ -56,11 +60,17 @@ run() {
 }
 
 # bench NAME SERVERS WORKERS ARGS...: zps bench through zps launch; worker 0's JSON is the result.
+# With BASELINE, the older zps runs the same right after, as base_NAME.
 bench() {
-  local name=$1 servers=$2 workers=$3
-  shift 3
+  run_bench "$ZPS" "$@"
+  [ -z "$BASELINE" ] || run_bench "$BASELINE" "base_$1" "${@:2}"
+}
+
+run_bench() {
+  local zps=$1 name=$2 servers=$3 workers=$4
+  shift 4
   rm -f "$OUT_DIR/$name.json"
-  timeout --kill-after=10 300 "$ZPS" launch --servers "$servers" --workers "$workers" --timeout 280 -- \
+  timeout --kill-after=10 300 "$zps" launch --servers "$servers" --workers "$workers" --timeout 280 -- \
     bench --min_time 0.5 --json "$OUT_DIR/$name.json" "$@" >"$OUT_DIR/$name.log" 2>&1 ||
     echo "compare.sh: $name failed (see $OUT_DIR/$name.log)" >&2
   [ -s "$OUT_DIR/$name.json" ] && sed "s/^{/{\"rep\":$rep,\"run\":\"$name\",\"test\":\"zps_bench\",/" "$OUT_DIR/$name.json" >>"$RESULTS"
@@ -125,7 +135,6 @@ def zps(run, key, bytes=None, label=None, top=False):
 def fmt(v, unit=""):
     return "-" if v is None else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}") + unit
 
-table = []
 def goal(what, mine, reference, ratio, target, higher_is_better):
     if ratio is None:
         verdict = "n/a"
@@ -136,39 +145,48 @@ def goal(what, mine, reference, ratio, target, higher_is_better):
 
 iperf = ref("iperf3", "gbs")
 bound = iperf / 2 if iperf else None
-for size, name in ((4194304, "4 MiB"), (67108864, "64 MiB")):
-    g = zps("bench_1x1", "goodput_gbs", size)
-    goal(f"1x1 pushpull goodput {name} / (iperf3 / 2)", fmt(g, " GB/s"), fmt(bound, " GB/s"),
-         g / bound if g and bound else None, 0.75, True)
-lat = zps("bench_1x1", "p50_us", 4096)
 rr = ref("zmq_rr", "p50_us")
-goal("4 KiB pushpull p50 / raw ZeroMQ 4 KiB round trip", fmt(lat, " us"), fmt(rr, " us"),
-     lat / rr if lat and rr else None, 1.2, False)
-for size in (1048576, 4194304, 16777216):
-    g = zps("bench_2x2", "goodput_gbs", size)
-    m = ref("mpi_allreduce", "algbw_gbs", bytes=size)
-    goal(f"2x2 goodput per worker {size >> 20} MiB / MPI_Allreduce np=2", fmt(g, " GB/s"), fmt(m, " GB/s"),
-         g / m if g and m else None, 1.0, True)
-model = zps("model_resnet50", "p50_us", label="tensors")
-fused = zps("model_resnet50", "p50_us", label="fused")
-goal("resnet50 round / one fused tensor (2x2, p50)", fmt(model and model / 1000, " ms"), fmt(fused and fused / 1000, " ms"),
-     model / fused if model and fused else None, 1.2, False)
-s = zps("bench_2x2", "sum_gbs", 4194304)
 add = ref("add", "gbs")
-goal("server summation 4 MiB / single-thread a[i] += b[i]", fmt(s, " GB/s"), fmt(add, " GB/s"),
-     s / add if s and add else None, 0.8, True)
-for run, what in (("bench_1x1", "1x1 sizes"), ("bench_2x2", "2x2 sizes"), ("model_resnet50", "resnet50 2x2")):
-    rss = zps(run, "server_peak_rss_bytes", top=True)
-    declared = zps(run, "declared_bytes", top=True)
-    allowed = 2.5 * declared + 64 * 2**20 if declared else None
-    goal(f"server peak RSS / (2.5 x its key bytes + 64 MiB), {what}", fmt(rss and rss / 2**20, " MiB"),
-         fmt(allowed and allowed / 2**20, " MiB"), rss / allowed if rss and allowed else None, 1.0, False)
 
-print()
-print("| what | zps | reference | ratio | goal | met |")
-print("| --- | --- | --- | --- | --- | --- |")
-for row in table:
-    print("| " + " | ".join(row) + " |")
+def goals(p):
+    global table
+    table = []
+    for size, name in ((4194304, "4 MiB"), (67108864, "64 MiB")):
+        g = zps(p + "bench_1x1", "goodput_gbs", size)
+        goal(f"1x1 pushpull goodput {name} / (iperf3 / 2)", fmt(g, " GB/s"), fmt(bound, " GB/s"),
+             g / bound if g and bound else None, 0.75, True)
+    lat = zps(p + "bench_1x1", "p50_us", 4096)
+    goal("4 KiB pushpull p50 / raw ZeroMQ 4 KiB round trip", fmt(lat, " us"), fmt(rr, " us"),
+         lat / rr if lat and rr else None, 1.2, False)
+    for size in (1048576, 4194304, 16777216):
+        g = zps(p + "bench_2x2", "goodput_gbs", size)
+        m = ref("mpi_allreduce", "algbw_gbs", bytes=size)
+        goal(f"2x2 goodput per worker {size >> 20} MiB / MPI_Allreduce np=2", fmt(g, " GB/s"), fmt(m, " GB/s"),
+             g / m if g and m else None, 1.0, True)
+    model = zps(p + "model_resnet50", "p50_us", label="tensors")
+    fused = zps(p + "model_resnet50", "p50_us", label="fused")
+    goal("resnet50 round / one fused tensor (2x2, p50)", fmt(model and model / 1000, " ms"),
+         fmt(fused and fused / 1000, " ms"), model / fused if model and fused else None, 1.2, False)
+    s = zps(p + "bench_2x2", "sum_gbs", 4194304)
+    goal("server summation 4 MiB / single-thread a[i] += b[i]", fmt(s, " GB/s"), fmt(add, " GB/s"),
+         s / add if s and add else None, 0.8, True)
+    for run, what in (("bench_1x1", "1x1 sizes"), ("bench_2x2", "2x2 sizes"), ("model_resnet50", "resnet50 2x2")):
+        rss = zps(p + run, "server_peak_rss_bytes", top=True)
+        declared = zps(p + run, "declared_bytes", top=True)
+        allowed = 2.5 * declared + 64 * 2**20 if declared else None
+        goal(f"server peak RSS / (2.5 x its key bytes + 64 MiB), {what}", fmt(rss and rss / 2**20, " MiB"),
+             fmt(allowed and allowed / 2**20, " MiB"), rss / allowed if rss and allowed else None, 1.0, False)
+    print()
+    print("| what | zps | reference | ratio | goal | met |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in table:
+        print("| " + " | ".join(row) + " |")
+
+if any(r.get("run", "").startswith("base_") for r in rows):
+    print("\nbefore (BASELINE):")
+    goals("base_")
+    print("\nafter:")
+goals("")
 print()
 print(f"also: raw ZeroMQ stream 4 MiB {fmt(ref('zmq_stream', 'gbs'), ' GB/s')}; server RSS right after start "
       f"{fmt((zps('bench_1x1', 'server_start_rss_bytes', top=True) or 0) / 2**20, ' MiB')} (the process before any "
