@@ -98,7 +98,7 @@ for rep in $(seq 1 "$REPEATS"); do
   bench bench_2x2 2 2 --sizes $MPI_SIZES
   bench model_resnet50 2 2 --model resnet50
   if [ $HAVE_MPI = 1 ]; then
-    run mpi unshare -n sh -c "ip link set lo up && mpirun --allow-run-as-root --oversubscribe -np 2 \
+    run mpi unshare -n sh -c "ip link set lo up && mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 \
       --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
       '$OUT_DIR/mpi_allreduce' $MPI_SIZES 0.5"
   fi
