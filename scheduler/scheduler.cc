@@ -181,6 +181,7 @@ class Scheduler {
     } else if (recovering_) {
       recovering_ = false;
       lost_.clear();
+      obs_.recovering(false, "");
       sendBook();
       LOG(INFO) << "scheduler: every rank is held again; address book of generation " << generation_ << " sent";
     }
@@ -233,6 +234,7 @@ class Scheduler {
     recovering_ = true;
     recovery_deadline_ = Clock::now() + config_.recovery_timeout;
     lost_ += (lost_.empty() ? "" : "; ") + why;
+    obs_.recovering(true, "generation " + std::to_string(generation_) + ": waiting for a replacement of " + lost_);
     LOG(WARNING) << "scheduler: lost " << why << "; generation " << generation_ << ": holding its rank for a "
                  << "replacement for " << config_.recovery_timeout.count() / 1000.0 << " s (ZPS_RECOVERY)";
     pb::Control c;

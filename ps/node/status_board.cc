@@ -88,6 +88,13 @@ void StatusBoard::jobEnded(int exit_code, const std::string& reason) {
   job_reason_ = reason;
 }
 
+void StatusBoard::recovering(bool on, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (job_state_ == "completed" || job_state_ == "failed") return;
+  job_state_ = on ? "recovering" : "running";
+  job_reason_ = on ? reason : "";
+}
+
 std::vector<StatusBoard::Row> StatusBoard::rowsLocked() const {
   auto now = Clock::now();
   std::vector<Row> rows;

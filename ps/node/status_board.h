@@ -45,6 +45,9 @@ class StatusBoard {
   void publish(std::vector<Member> members, bool running);
   void nodeDead(uint64_t peer);
   void jobEnded(int exit_code, const std::string& reason);
+  // ZPS_RECOVERY: the job shows "recovering" (with what was lost) while a rank is held open for a
+  // replacement, and "running" again once the new generation's address book is out.
+  void recovering(bool on, const std::string& reason);
 
   // Any thread. healthy: every expected node is registered, none dead or late (no heartbeat for more
   // than two intervals), and the job has not failed.
@@ -105,6 +108,7 @@ class SchedulerObserver {
   void publish(std::vector<StatusBoard::Member> members, bool running, bool force = false);
   void nodeDead(uint64_t peer);
   void jobEnded(int exit_code, const std::string& reason) { board_.jobEnded(exit_code, reason); }
+  void recovering(bool on, const std::string& reason) { board_.recovering(on, reason); }
 
  private:
   StatusBoard board_;

@@ -57,5 +57,31 @@ TEST_CASE("status summary: a dead worker is named and its stale rate not counted
   CHECK(s.find(" | w0 step 40, w1 dead step 41 | 500 samples/s | ") != std::string::npos);
 }
 
+TEST_CASE("status: a held rank shows the job recovering and unhealthy, then running again", "[status_summary]") {
+  StatusBoard board(1, 2, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
+  board.publish({member(1, pb::SERVER, 0), member(2, pb::WORKER, 0), member(3, pb::WORKER, 1)}, true);
+  REQUIRE(board.healthy());
+  // What the scheduler does when it loses worker 1 under ZPS_RECOVERY: the member goes, the rank is held.
+  board.publish({member(1, pb::SERVER, 0), member(2, pb::WORKER, 0)}, true);
+  board.recovering(true, "generation 1: waiting for a replacement of worker 1");
+  bool healthy = true;
+  std::string text = board.text(&healthy);
+  INFO(text);
+  CHECK_FALSE(healthy);
+  CHECK(text.find("zps job recovering") != std::string::npos);
+  CHECK(text.find("waiting for a replacement of worker 1") != std::string::npos);
+  CHECK(board.json().find("\"state\":\"recovering\"") != std::string::npos);
+  CHECK(board.summary().rfind("recovering ", 0) == 0);
+
+  board.publish({member(1, pb::SERVER, 0), member(2, pb::WORKER, 0), member(4, pb::WORKER, 1)}, true);
+  board.recovering(false, "");
+  CHECK(board.healthy());
+  CHECK(board.summary().rfind("running ", 0) == 0);
+  // A job that has ended keeps its final state.
+  board.jobEnded(0, "");
+  board.recovering(true, "late");
+  CHECK(board.summary().rfind("completed ", 0) == 0);
+}
+
 }  // namespace
 }  // namespace zps
