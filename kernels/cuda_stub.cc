@@ -6,6 +6,7 @@
 #include "kernels/cuda_blas.h"
 #include "kernels/cuda_optimizer.h"
 #include "kernels/cuda_reducer.h"
+#include "kernels/local_collectives.h"
 
 namespace zps::kernels {
 namespace {
@@ -21,6 +22,8 @@ bool cudaDeviceAvailable(std::string* why) {
 }
 
 int cudaDeviceCount() { return 0; }
+
+bool isDevicePointer(const void* /*p*/) { return false; }
 
 StatusOr<std::unique_ptr<Reducer>> makeCudaReducer(int /*device*/) { return Unavailable(kNoCuda); }
 

@@ -24,8 +24,10 @@
 #include "ps/node/resolve.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/wire/codec.h"
+#include "kernels/local_collectives.h"
 #include "worker/compression.h"
 #include "worker/local/local_group.h"
+#include "worker/local/local_reducer.h"
 #include "worker/placement.h"
 
 namespace zps {
@@ -46,7 +48,9 @@ struct Worker::Impl {
     std::string name;
     size_t bytes;
     DType dtype;
-    std::vector<PartitionInfo> parts;
+    std::vector<PartitionInfo> parts;  // the partitions this process pushes and pulls
+    // Every piece of the node with the local rank that owns it (local reduction's slice plan).
+    std::vector<kernels::LocalPiece> node_pieces;
     uint64_t push_round = 0;
     uint64_t pull_round = 0;
     std::shared_ptr<TensorCompression> compression;  // null: dense pushes
@@ -119,9 +123,15 @@ struct Worker::Impl {
 
   // Local reduction (ZPS_LOCAL_SIZE > 1); null otherwise. Non-root local ranks have no client.
   std::unique_ptr<LocalGroup> local;
+  // The on-node halves of local reduction: shared memory (host tensors, local size > 1) and NCCL
+  // (GPU tensors; created at the first one, collectively). Used by the calling thread only.
+  std::unique_ptr<LocalReducer> shm_reducer;
+  std::unique_ptr<LocalReducer> device_reducer;
   TrafficCounters traffic;  // guarded by tensors_mu
   StatusOr<pb::RegisterReply> registerNode();
-  std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize);
+  std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize,
+                                          std::vector<kernels::LocalPiece>* node_pieces);
+  StatusOr<LocalReducer*> localReducerFor(const void* in, const void* out);
   StatusOr<Handle> route(TensorId id, pb::DataCommand command, const void* in, void* out);
   Handle completedHandle(Status status);
   Status localBarrier();
@@ -520,7 +530,7 @@ StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t b
     t.name = name;
     t.bytes = bytes;
     t.dtype = dtype;
-    t.parts = placeForNode(id, bytes, esize);
+    t.parts = placeForNode(id, bytes, esize, &t.node_pieces);
     if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
       return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
     // randomk draws differ per worker and partition, and repeat from run to run.
@@ -895,16 +905,40 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
   return book;
 }
 
-std::vector<PartitionInfo> Worker::Impl::placeForNode(int id, size_t bytes, size_t esize) {
-  if (config.local_size == 1) return placement->place(id, bytes, esize, config.partition_bytes);
+std::vector<PartitionInfo> Worker::Impl::placeForNode(int id, size_t bytes, size_t esize,
+                                                      std::vector<kernels::LocalPiece>* node_pieces) {
   // Pieces of 1/N partition: piece i belongs to local rank i % N, which pushes and pulls it. Every
-  // local rank places every piece, so the server loads stay identical on all ranks and nodes.
+  // local rank places every piece, so the server loads stay identical on all ranks and nodes. With
+  // N = 1 the pieces are the partitions, all owned by this process.
   const size_t n = static_cast<size_t>(config.local_size);
   const size_t piece = std::max(esize, config.partition_bytes / n);
   std::vector<PartitionInfo> all = placement->place(id, bytes, esize, piece);
   std::vector<PartitionInfo> mine;
-  for (size_t i = config.local_rank; i < all.size(); i += n) mine.push_back(all[i]);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const int owner = static_cast<int>(i % n);
+    node_pieces->push_back(kernels::LocalPiece{all[i].offset, all[i].bytes, owner});
+    if (owner == config.local_rank) mine.push_back(all[i]);
+  }
   return mine;
+}
+
+StatusOr<LocalReducer*> Worker::Impl::localReducerFor(const void* in, const void* out) {
+  const bool on_device = kernels::isDevicePointer(in) || kernels::isDevicePointer(out);
+  if (on_device && config.local_reduce == "shm")
+    return InvalidArgument("ZPS_LOCAL_REDUCE=shm takes host tensors only, and this one is in GPU memory; "
+                           "use auto or nccl");
+  if (!on_device && !(local && config.local_reduce == "nccl")) {
+    if (!local) return nullptr;  // one process per node, host memory: straight to the servers
+    if (!shm_reducer) shm_reducer = makeShmLocalReducer(local.get(), config.request_timeout);
+    return shm_reducer.get();
+  }
+  if (!device_reducer) {
+    ZPS_ASSIGN_OR_RETURN(device_reducer, joinNcclLocalReducer(local.get(), config.local_rank, config.local_size,
+                                                              config.rendezvous_timeout));
+    LOG(INFO) << "worker local rank " << config.local_rank << ": local reduction of GPU tensors with "
+              << (config.local_size > 1 ? "NCCL" : "pinned staging (one local rank: no NCCL)");
+  }
+  return device_reducer.get();
 }
 
 Handle Worker::Impl::completedHandle(Status status) {
@@ -933,7 +967,15 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
       traffic.network_bytes_pulled += network;
     }
   }
-  if (!local) return issue(id, command, in, out);
+  // A local step is needed with several processes per node, or for a tensor in GPU memory (the
+  // servers take host bytes).
+  auto chosen = localReducerFor(in, out);
+  if (!chosen.ok()) {
+    if (local) local->abort(chosen.status().message());
+    return chosen.status();
+  }
+  LocalReducer* reducer = *chosen;
+  if (reducer == nullptr) return issue(id, command, in, out);
   if (in == nullptr && command != pb::CMD_PULL) return InvalidArgument("push with a null buffer");
   if (out == nullptr && command != pb::CMD_PUSH) return InvalidArgument("pull into a null buffer");
 
@@ -942,29 +984,22 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
   const bool pushing = command != pb::CMD_PULL;
   const bool pulling = command != pb::CMD_PUSH;
   auto fail = [this](Status s) {
-    local->abort(s.message());
+    if (local) local->abort(s.message());
     return completedHandle(std::move(s));
   };
-  auto arena = local->arena(id, bytes);
-  if (!arena.ok()) return fail(arena.status());
-  std::vector<PartitionInfo> mine;
+  std::vector<kernels::LocalPiece> pieces;  // a copy: a concurrent declare may move the tensors
   {
     std::lock_guard<std::mutex> lock(tensors_mu);
-    mine = tensors[id].parts;
+    pieces = tensors[id].node_pieces;
   }
-  const size_t esize = dtypeSize(dtype);
+  const LocalTensor view{id, bytes, dtype, &pieces};
+  auto staging = reducer->staging(view);
+  if (!staging.ok()) return fail(staging.status());
   if (pushing) {
-    // Reduce-scatter: every rank stages its input, then sums the pieces it owns across all slots.
-    std::memcpy(arena->slots[config.local_rank], in, bytes);
-    Status s = local->barrier("reduce-scatter", config.request_timeout);
+    Status s = reducer->reduceScatter(view, in, *staging);
     if (!s.ok()) return fail(s);
-    for (const auto& p : mine) {
-      std::memcpy(arena->result + p.offset, arena->slots[0] + p.offset, p.bytes);
-      for (int r = 1; r < config.local_size; ++r)
-        kernels::cpuSum(arena->result + p.offset, arena->slots[r] + p.offset, p.bytes / esize, dtype);
-    }
   }
-  auto handle = issue(id, command, pushing ? arena->result : nullptr, pulling ? arena->result : nullptr);
+  auto handle = issue(id, command, pushing ? *staging : nullptr, pulling ? *staging : nullptr);
   if (!handle.ok()) return fail(handle.status());
   std::shared_ptr<Op> op;
   {
@@ -978,7 +1013,7 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     waited = waitOp(op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
-    if (waited.code() != StatusCode::kDeadlineExceeded || Clock::now() >= deadline) break;
+    if (waited.code() != StatusCode::kDeadlineExceeded || Clock::now() >= deadline || !local) break;
     Status health = local->health();
     if (!health.ok()) {
       waited = health;
@@ -986,11 +1021,8 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
     }
   }
   if (!waited.ok()) return fail(waited);
-  // All-gather: once every rank has its pieces back, everyone reads the whole sum. The barrier also
-  // keeps the next operation from overwriting slots that a slower rank still reads.
-  Status s = local->barrier("all-gather", config.request_timeout);
+  Status s = reducer->allGather(view, *staging, pulling ? out : nullptr);
   if (!s.ok()) return fail(s);
-  if (pulling) std::memcpy(out, arena->result, bytes);
   return completedHandle(Status::OK());
 }
 

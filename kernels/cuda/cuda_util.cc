@@ -2,6 +2,9 @@
 
 #include <glog/logging.h>
 
+#include "kernels/cuda_reducer.h"
+#include "kernels/local_collectives.h"
+
 namespace zps::kernels::cuda {
 
 Status cudaErrorToStatus(cudaError_t error, const char* what, const char* file, int line) {
@@ -21,23 +24,41 @@ Status cudaErrorToStatus(cudaError_t error, const char* what, const char* file, 
   }
 }
 
-Status DeviceBuffer::reserve(size_t bytes) {
+template <MemoryKind kKind>
+Status CudaMemory<kKind>::reserve(size_t bytes) {
   if (bytes <= bytes_) return Status::OK();
   // Free first: holding the old and the new allocation together could fail for no reason.
   release();
-  ZPS_CUDA_RETURN_IF_ERROR(cudaMalloc(&data_, bytes));
+  if constexpr (kKind == MemoryKind::kDevice) {
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMalloc(&data_, bytes));
+  } else {
+    ZPS_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&data_, bytes, cudaHostAllocPortable));
+  }
   bytes_ = bytes;
   return Status::OK();
 }
 
-void DeviceBuffer::release() {
+template <MemoryKind kKind>
+void CudaMemory<kKind>::release() {
   if (data_ == nullptr) return;
-  const cudaError_t error = cudaFree(data_);
+  const cudaError_t error = kKind == MemoryKind::kDevice ? cudaFree(data_) : cudaFreeHost(data_);
   // A destructor cannot return the error; a failed free means the context is already broken and
   // the next CUDA call will report that.
-  LOG_IF(WARNING, error != cudaSuccess) << "cudaFree failed: " << cudaGetErrorString(error);
+  LOG_IF(WARNING, error != cudaSuccess) << "freeing CUDA memory failed: " << cudaGetErrorString(error);
   data_ = nullptr;
   bytes_ = 0;
+}
+
+template class CudaMemory<MemoryKind::kDevice>;
+template class CudaMemory<MemoryKind::kPinnedHost>;
+
+Status Event::create() {
+  ZPS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  return Status::OK();
+}
+
+Event::~Event() {
+  if (event_ != nullptr) static_cast<void>(cudaEventDestroy(event_));
 }
 
 Status Stream::create() {
@@ -55,3 +76,20 @@ void Stream::release() {
 }
 
 }  // namespace zps::kernels::cuda
+
+namespace zps::kernels {
+
+bool isDevicePointer(const void* p) {
+  // Asking once whether any device exists keeps CPU-only machines from paying a failed runtime
+  // call per tensor.
+  static const bool any_device = cudaDeviceCount() > 0;
+  if (!any_device || p == nullptr) return false;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // clear it: the pointer is simply not CUDA's
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+}  // namespace zps::kernels

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -32,18 +33,22 @@ Status cudaErrorToStatus(cudaError_t error, const char* what, const char* file, 
 
 namespace zps::kernels::cuda {
 
-// Device memory that only grows. Owned by one reducer (or one engine) for its whole life and used
-// only from that owner's thread; the memory is freed on destruction. Growing discards the old
-// contents, which is fine for staging buffers that are overwritten on every use.
-class DeviceBuffer {
+enum class MemoryKind { kDevice, kPinnedHost };
+
+// CUDA memory that only grows: device memory (cudaMalloc) or page-locked host memory
+// (cudaHostAlloc, what makes host<->device copies truly asynchronous). Owned by one reducer or
+// engine for its whole life and used only from that owner's thread; freed on destruction. Growing
+// discards the old contents, which is fine for staging buffers that are overwritten on every use.
+template <MemoryKind kKind>
+class CudaMemory {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { release(); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept
+  CudaMemory() = default;
+  ~CudaMemory() { release(); }
+  CudaMemory(const CudaMemory&) = delete;
+  CudaMemory& operator=(const CudaMemory&) = delete;
+  CudaMemory(CudaMemory&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+  CudaMemory& operator=(CudaMemory&& other) noexcept {
     if (this != &other) {
       release();
       data_ = std::exchange(other.data_, nullptr);
@@ -52,10 +57,11 @@ class DeviceBuffer {
     return *this;
   }
 
-  // Makes the buffer at least `bytes` long on the current device.
+  // Makes the buffer at least `bytes` long (device memory: on the current device).
   Status reserve(size_t bytes);
 
   void* data() const { return data_; }
+  uint8_t* bytePtr() const { return static_cast<uint8_t*>(data_); }
   size_t bytes() const { return bytes_; }
 
  private:
@@ -63,6 +69,26 @@ class DeviceBuffer {
 
   void* data_ = nullptr;
   size_t bytes_ = 0;
+};
+
+using DeviceBuffer = CudaMemory<MemoryKind::kDevice>;
+using PinnedBuffer = CudaMemory<MemoryKind::kPinnedHost>;
+
+// A CUDA event without timing (the cheap kind), for "has this copy finished" questions.
+class Event {
+ public:
+  Event() = default;
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+  // Creates the event on the current device.
+  Status create();
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
 };
 
 // A non-blocking CUDA stream (it does not synchronise with the legacy default stream). Owned by one

@@ -49,6 +49,7 @@ DEFINE_string(compressor, "none",
 DEFINE_double(compress_ratio, zps::kDefaultCompressRatio,
               "ZPS_COMPRESS_RATIO: share of each partition's elements topk/randomk send per round, in (0, 1]");
 DEFINE_int64(min_compress_bytes, 16384, "ZPS_MIN_COMPRESS_BYTES: ZPS_COMPRESSOR leaves smaller tensors dense");
+DEFINE_string(local_reduce, "auto", "ZPS_LOCAL_REDUCE: local reduction backend: auto (NCCL for GPU tensors), shm or nccl");
 
 namespace zps {
 
@@ -412,6 +413,12 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   }
   if (c.shm_dir.empty() || c.shm_dir[0] != '/')
     return InvalidArgument("ZPS_SHM_DIR='" + c.shm_dir + "' must be an absolute path, e.g. /dev/shm");
+  c.local_reduce = FLAGS_local_reduce;
+  if (!flagGiven("local_reduce")) {
+    if (auto r = env("ZPS_LOCAL_REDUCE"); r && !trim(*r).empty()) c.local_reduce = trim(*r);
+  }
+  if (c.local_reduce != "auto" && c.local_reduce != "shm" && c.local_reduce != "nccl")
+    return InvalidArgument("ZPS_LOCAL_REDUCE='" + c.local_reduce + "' is not a local reduction backend; set it to auto, shm or nccl");
   if (auto f = env("ZPS_TEST_FAULTS")) c.test_faults = trim(*f);
   if (auto t = env("ZPS_AUTH_TOKEN")) c.auth_token = trim(*t);
   if (auto t = env("ZPS_AUTH_TOKEN_FILE")) c.auth_token_file = trim(*t);

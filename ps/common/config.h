@@ -64,6 +64,10 @@ struct Config {
   int local_rank = 0;
   int local_size = 1;
   std::string shm_dir = "/dev/shm";  // ZPS_SHM_DIR: where the local reducer's private folder goes
+  // ZPS_LOCAL_REDUCE: how a node's local ranks reduce. "auto": NCCL for tensors in GPU memory,
+  // shared memory for host tensors; "shm": shared memory only (GPU tensors are refused); "nccl":
+  // NCCL for every tensor (host tensors are copied to the GPU first).
+  std::string local_reduce = "auto";
 
   std::string auth_token;         // ZPS_AUTH_TOKEN (never logged)
   std::string auth_token_file;    // ZPS_AUTH_TOKEN_FILE (wins over ZPS_AUTH_TOKEN)

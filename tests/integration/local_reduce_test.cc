@@ -123,6 +123,34 @@ TEST_CASE("local reduction: a crashed local root makes its peer exit non-zero") 
   CHECK(entries(shm).empty());
 }
 
+TEST_CASE("ZPS_LOCAL_REDUCE=nccl without a usable GPU fails on every local rank, clearly and in time") {
+  std::string why;
+  if (zps::kernels::cudaDeviceAvailable(&why)) {
+    WARN("a GPU is present: the NCCL reducer may work here; tools/gpu-check.sh covers it");
+    return;
+  }
+  Cluster c(1, 1);
+  const std::string shm = c.dir() + "/shm";
+  std::filesystem::create_directories(shm);
+  c.setEnv("ZPS_SHM_DIR", shm);
+  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  c.setEnv("ZPS_LOCAL_REDUCE", "nccl");
+  c.startScheduler();
+  c.startServer();
+  const std::vector<std::string> args = {"check", "--rounds", "2", "--sizes", "4K"};
+  int root = c.startWorker(0, args, {{"ZPS_LOCAL_RANK", "0"}});
+  int peer = c.startWorker(0, args, {{"ZPS_LOCAL_RANK", "1"}});
+  for (int w : {root, peer}) {
+    const int code = c.waitExit(w, 60s);
+    INFO(c.logTail(w));
+    CHECK(code != 0);
+    // The build's own reason: no NCCL in this build, or no device for the CUDA runtime.
+    CHECK((contains(c.log(w), "NCCL") || contains(c.log(w), "CUDA") || contains(c.log(w), "cuda")));
+  }
+  c.waitAll(60s);
+  CHECK(entries(shm).empty());
+}
+
 TEST_CASE("zps launch --local-size starts N processes per worker node") {
   Cluster c(1, 1);
   const std::string shm = c.dir() + "/shm";

@@ -38,6 +38,12 @@ TEST_CASE("gpu config: defaults are the CPU-safe ones") {
   CHECK(c->local_rank == 0);
   CHECK(c->local_size == 1);
   CHECK(c->shm_dir == "/dev/shm");
+  CHECK(c->local_reduce == "auto");
+  for (const char* backend : {"shm", "nccl"}) {
+    c = load({{"ZPS_LOCAL_REDUCE", backend}});
+    REQUIRE(c.ok());
+    CHECK(c->local_reduce == backend);
+  }
 }
 
 TEST_CASE("gpu config: ZPS_* and BYTEPS_* local ranks, ZPS_* first") {
@@ -68,6 +74,7 @@ TEST_CASE("gpu config: bad values name the variable") {
       {"BYTEPS_LOCAL_RANK=1 is not below the local size 1", {{"BYTEPS_LOCAL_RANK", "1"}}},
       {"ZPS_LOCAL_RANK=-1 is out of range", {{"ZPS_LOCAL_RANK", "-1"}}},
       {"ZPS_SHM_DIR='shm' must be an absolute path", {{"ZPS_SHM_DIR", "shm"}}},
+      {"ZPS_LOCAL_REDUCE='gpu' is not a local reduction backend", {{"ZPS_LOCAL_REDUCE", "gpu"}}},
   };
   for (const auto& [message, env] : cases) {
     auto c = load(env);

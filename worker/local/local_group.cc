@@ -22,6 +22,7 @@ constexpr uint64_t kMagic = 0x7a70736c6f63616cull;  // "zpslocal"
 constexpr int kMaxLocalSize = 1024;
 constexpr size_t kTextBytes = 512;
 constexpr size_t kBookBytes = size_t{1} << 20;
+constexpr size_t kNcclIdBytes = 256;  // NCCL_UNIQUE_ID_BYTES is 128
 constexpr size_t kPage = 4096;
 // How often a waiting rank looks for dead peers: a few syscalls, cheap against the sleeps.
 constexpr auto kHealthInterval = std::chrono::milliseconds(20);
@@ -89,6 +90,17 @@ struct LocalGroup::Control {
   uint32_t book_ready;
   uint32_t book_bytes;
   char book[kBookBytes];
+  uint32_t nccl_id_ready;
+  uint32_t nccl_id_bytes;
+  char nccl_id[kNcclIdBytes];
+};
+
+// One message from the root to its peers, posted once: a ready flag, a length and the bytes.
+struct LocalGroup::Mailbox {
+  uint32_t* ready;
+  uint32_t* bytes;
+  char* data;
+  size_t capacity;
 };
 
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free &&
@@ -313,20 +325,40 @@ Status LocalGroup::barrier(const std::string& what, std::chrono::milliseconds ti
       "local barrier (" + what + ")", timeout, false);
 }
 
-Status LocalGroup::publishBook(const std::string& book) {
-  if (book.size() > kBookBytes)
-    return InternalError("address book too large for the control segment");
-  std::memcpy(control_->book, book.data(), book.size());
-  control_->book_bytes = static_cast<uint32_t>(book.size());
-  shared(control_->book_ready).store(1, std::memory_order_release);
+Status LocalGroup::post(Mailbox box, const std::string& bytes, const char* what) {
+  if (bytes.size() > box.capacity)
+    return InternalError(std::string(what) + " too large for the control segment");
+  std::memcpy(box.data, bytes.data(), bytes.size());
+  *box.bytes = static_cast<uint32_t>(bytes.size());
+  shared(*box.ready).store(1, std::memory_order_release);
   return Status::OK();
 }
 
+StatusOr<std::string> LocalGroup::collect(Mailbox box, const std::string& what,
+                                          std::chrono::milliseconds timeout) {
+  ZPS_RETURN_IF_ERROR(waitFor(
+      [&] { return shared(*box.ready).load(std::memory_order_acquire) == 1; }, what, timeout, false));
+  return std::string(box.data, *box.bytes);
+}
+
+Status LocalGroup::publishBook(const std::string& book) {
+  return post(Mailbox{&control_->book_ready, &control_->book_bytes, control_->book, kBookBytes}, book,
+              "address book");
+}
+
 StatusOr<std::string> LocalGroup::waitBook(std::chrono::milliseconds timeout) {
-  ZPS_RETURN_IF_ERROR(
-      waitFor([&] { return shared(control_->book_ready).load(std::memory_order_acquire) == 1; },
-              "waiting for local rank 0 to register this node with the scheduler", timeout, false));
-  return std::string(control_->book, control_->book_bytes);
+  return collect(Mailbox{&control_->book_ready, &control_->book_bytes, control_->book, kBookBytes},
+                 "waiting for local rank 0 to register this node with the scheduler", timeout);
+}
+
+Status LocalGroup::publishNcclId(const std::string& id) {
+  return post(Mailbox{&control_->nccl_id_ready, &control_->nccl_id_bytes, control_->nccl_id, kNcclIdBytes},
+              id, "NCCL unique id");
+}
+
+StatusOr<std::string> LocalGroup::waitNcclId(std::chrono::milliseconds timeout) {
+  return collect(Mailbox{&control_->nccl_id_ready, &control_->nccl_id_bytes, control_->nccl_id, kNcclIdBytes},
+                 "waiting for local rank 0 to create the node's NCCL communicator id", timeout);
 }
 
 StatusOr<LocalGroup::Arena> LocalGroup::arena(int tensor_id, size_t bytes) {

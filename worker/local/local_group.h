@@ -65,6 +65,9 @@ class LocalGroup {
   // The root hands the scheduler's address book (serialized) to its peers; they wait for it.
   Status publishBook(const std::string& book);
   StatusOr<std::string> waitBook(std::chrono::milliseconds timeout);
+  // The same for the NCCL unique id of the node's communicator (worker/local/local_reducer.h).
+  Status publishNcclId(const std::string& id);
+  StatusOr<std::string> waitNcclId(std::chrono::milliseconds timeout);
 
   // Staging for one tensor of `bytes` bytes: slot(r) is local rank r's input, result() the sum.
   // Collective: every rank calls it for the same tensors in the same order. Cached per tensor id.
@@ -95,6 +98,9 @@ class LocalGroup {
 
  private:
   struct Control;
+  struct Mailbox;
+  Status post(Mailbox box, const std::string& bytes, const char* what);
+  StatusOr<std::string> collect(Mailbox box, const std::string& what, std::chrono::milliseconds timeout);
   LocalGroup(int rank, int size) : rank_(rank), size_(size) {}
   Status attach(const Config& config, const std::string& folder);
   // Empty when every peer holds its liveness lock; otherwise names the first dead one.

@@ -1,0 +1,292 @@
+// The NCCL local reducer (kernels/local_collectives.h). Built only with CUDA and NCCL.
+//
+// The communicator is non-blocking (ncclConfig_t::blocking = 0): NCCL calls return at once, maybe
+// with ncclInProgress, and this file polls for completion itself. That is what lets every wait have
+// a deadline and notice a dead local peer: a blocking communicator would hang in ncclCommInitRank
+// or in a collective until the process is killed.
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/local_collectives.h"
+
+namespace zps::kernels {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often waits ask KeepWaiting (a few syscalls for the shared-memory liveness locks).
+constexpr auto kHealthInterval = std::chrono::milliseconds(20);
+
+Status ncclErrorToStatus(ncclResult_t result, const char* what, const char* file, int line,
+                         ncclComm_t comm) {
+  std::string message = std::string(what) + " failed at " + file + ":" + std::to_string(line) +
+                        ": " + ncclGetErrorString(result);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') message += " (" + std::string(last) + ")";
+  // Invalid usage (for instance two local ranks on one GPU) is the caller's setup, not a bug.
+  if (result == ncclInvalidUsage || result == ncclInvalidArgument)
+    return FailedPrecondition(std::move(message));
+  return InternalError(std::move(message));
+}
+
+StatusOr<ncclDataType_t> ncclType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    case DType::kUInt8: return ncclUint8;
+  }
+  return InvalidArgument("NCCL local reducer: unknown dtype " +
+                         std::to_string(static_cast<int>(dtype)));
+}
+
+// Owns one communicator. Destruction aborts it: every operation we issued has completed or failed
+// by then, and abort, unlike destroy, never waits for peers that may be gone.
+class Communicator {
+ public:
+  Communicator() = default;
+  ~Communicator() {
+    if (comm_ != nullptr) static_cast<void>(ncclCommAbort(comm_));
+  }
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  ncclComm_t* out() { return &comm_; }
+  ncclComm_t get() const { return comm_; }
+  // After a failure the communicator is unusable; abort it now so peers blocked in it fail too.
+  void abort() {
+    if (comm_ != nullptr) static_cast<void>(ncclCommAbort(comm_));
+    comm_ = nullptr;
+  }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+};
+
+class NcclLocalReducer final : public DeviceLocalReducer {
+ public:
+  NcclLocalReducer(int rank, int size, int device, std::chrono::milliseconds timeout,
+                   KeepWaiting keep_waiting)
+      : rank_(rank), size_(size), device_(device), timeout_(timeout),
+        keep_waiting_(std::move(keep_waiting)) {}
+  ~NcclLocalReducer() override { static_cast<void>(cudaSetDevice(device_)); }
+
+  Status init(const std::string& unique_id) {
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    ZPS_RETURN_IF_ERROR(stream_.create());
+    if (size_ == 1) return Status::OK();
+    ncclUniqueId id;
+    if (unique_id.size() != sizeof(id.internal)) {
+      return InvalidArgument("NCCL unique id of " + std::to_string(unique_id.size()) +
+                             " bytes; expected " + std::to_string(sizeof(id.internal)));
+    }
+    std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ZPS_RETURN_IF_ERROR(call(ncclCommInitRankConfig(comm_.out(), size_, id, rank_, &config),
+                             "ncclCommInitRankConfig", __FILE__, __LINE__));
+    return Status::OK();
+  }
+
+  StatusOr<uint8_t*> staging(int tensor_id, size_t bytes) override {
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    ZPS_RETURN_IF_ERROR(staging_[tensor_id].reserve(bytes));
+    return staging_[tensor_id].bytePtr();
+  }
+
+  Status reduceScatter(const void* in, size_t bytes, DType dtype,
+                       const std::vector<LocalPiece>& pieces, uint8_t* staging) override {
+    ZPS_RETURN_IF_ERROR(usable());
+    ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, ncclType(dtype));
+    const size_t esize = dtypeSize(dtype);
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    ZPS_RETURN_IF_ERROR(result_.reserve(bytes));
+    cudaStream_t s = stream_.get();
+    // NCCL reads device memory; a host tensor is copied over first.
+    const uint8_t* src = static_cast<const uint8_t*>(in);
+    if (!isDevicePointer(in)) {
+      ZPS_RETURN_IF_ERROR(input_.reserve(bytes));
+      ZPS_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(input_.data(), in, bytes, cudaMemcpyHostToDevice, s));
+      src = input_.bytePtr();
+    }
+    uint8_t* result = result_.bytePtr();
+    if (size_ == 1) {
+      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDefault, s));
+      return drain("copying the tensor to pinned staging");
+    }
+    ZPS_RETURN_IF_ERROR(call(ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
+    for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
+      const size_t count = step.piece_bytes / esize;
+      if (step.whole_partition) {
+        ZPS_RETURN_IF_ERROR(
+            call(ncclReduceScatter(src + step.offset,
+                                   result + step.offset + step.piece_bytes * rank_, count, type,
+                                   ncclSum, comm_.get(), s),
+                 "ncclReduceScatter", __FILE__, __LINE__));
+      } else {
+        ZPS_RETURN_IF_ERROR(call(ncclReduce(src + step.offset, result + step.offset, count, type,
+                                            ncclSum, step.owner, comm_.get(), s),
+                                 "ncclReduce", __FILE__, __LINE__));
+      }
+    }
+    ZPS_RETURN_IF_ERROR(call(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
+    for (const LocalPiece& p : pieces) {
+      if (p.owner != rank_) continue;
+      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + p.offset, result + p.offset, p.bytes,
+                                               cudaMemcpyDeviceToHost, s));
+    }
+    return drain("NCCL reduce-scatter");
+  }
+
+  Status allGather(const uint8_t* staging, size_t bytes, DType dtype,
+                   const std::vector<LocalPiece>& pieces, void* out) override {
+    ZPS_RETURN_IF_ERROR(usable());
+    ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, ncclType(dtype));
+    const size_t esize = dtypeSize(dtype);
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    ZPS_RETURN_IF_ERROR(result_.reserve(bytes));
+    cudaStream_t s = stream_.get();
+    uint8_t* result = result_.bytePtr();
+    for (const LocalPiece& p : pieces) {
+      if (p.owner != rank_) continue;
+      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(result + p.offset, staging + p.offset, p.bytes,
+                                               cudaMemcpyHostToDevice, s));
+    }
+    if (size_ > 1) {
+      ZPS_RETURN_IF_ERROR(call(ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
+      for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
+        const size_t count = step.piece_bytes / esize;
+        if (step.whole_partition) {
+          // In place: our piece already sits at its slot of the partition.
+          ZPS_RETURN_IF_ERROR(call(
+              ncclAllGather(result + step.offset + step.piece_bytes * rank_, result + step.offset,
+                            count, type, comm_.get(), s),
+              "ncclAllGather", __FILE__, __LINE__));
+        } else {
+          ZPS_RETURN_IF_ERROR(call(ncclBroadcast(result + step.offset, result + step.offset, count,
+                                                 type, step.owner, comm_.get(), s),
+                                   "ncclBroadcast", __FILE__, __LINE__));
+        }
+      }
+      ZPS_RETURN_IF_ERROR(call(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
+    }
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, result, bytes, cudaMemcpyDefault, s));
+    return drain("NCCL all-gather");
+  }
+
+ private:
+  Status usable() const {
+    if (!failed_.ok()) return failed_.withContext("the node's NCCL communicator failed earlier");
+    return Status::OK();
+  }
+
+  // Remembers the first failure and aborts the communicator, so that peers waiting on us fail too
+  // instead of waiting out their deadline.
+  Status fail(Status status) {
+    if (failed_.ok()) failed_ = status;
+    comm_.abort();
+    return status;
+  }
+
+  // Checks an NCCL call's result; ncclInProgress (a non-blocking communicator still working on it)
+  // is waited out with the deadline and the health checks.
+  Status call(ncclResult_t result, const char* what, const char* file, int line) {
+    if (result == ncclSuccess) return Status::OK();
+    if (result != ncclInProgress) return fail(ncclErrorToStatus(result, what, file, line, comm_.get()));
+    return poll(what, [&]() -> StatusOr<bool> {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t asked = ncclCommGetAsyncError(comm_.get(), &state);
+      if (asked != ncclSuccess) return ncclErrorToStatus(asked, "ncclCommGetAsyncError", file, line, comm_.get());
+      if (state == ncclInProgress) return false;
+      if (state != ncclSuccess) return ncclErrorToStatus(state, what, file, line, comm_.get());
+      return true;
+    });
+  }
+
+  // Waits for the stream, watching NCCL's asynchronous errors and the node's health meanwhile.
+  Status drain(const char* what) {
+    return poll(what, [&]() -> StatusOr<bool> {
+      if (comm_.get() != nullptr) {
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t asked = ncclCommGetAsyncError(comm_.get(), &state);
+        if (asked == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
+          return ncclErrorToStatus(state, what, __FILE__, __LINE__, comm_.get());
+      }
+      const cudaError_t query = cudaStreamQuery(stream_.get());
+      if (query == cudaErrorNotReady) return false;
+      if (query != cudaSuccess) return cuda::cudaErrorToStatus(query, "cudaStreamQuery", __FILE__, __LINE__);
+      return true;
+    });
+  }
+
+  template <typename Done>
+  Status poll(const char* what, Done done) {
+    const auto start = Clock::now();
+    auto next_health = start;
+    for (int spins = 0;; ++spins) {
+      StatusOr<bool> finished = done();
+      if (!finished.ok()) return fail(finished.status());
+      if (*finished) return Status::OK();
+      const auto now = Clock::now();
+      if (now >= next_health && keep_waiting_) {
+        Status health = keep_waiting_();
+        if (!health.ok()) return fail(health.withContext(what));
+        next_health = now + kHealthInterval;
+      }
+      if (now - start > timeout_) {
+        return fail(DeadlineExceeded(std::string(what) + ": local rank " + std::to_string(rank_) +
+                                     " of " + std::to_string(size_) + " not done after " +
+                                     std::to_string(std::chrono::duration<double>(timeout_).count()) +
+                                     " s"));
+      }
+      // Spin briefly (small tensors finish in microseconds), then sleep.
+      if (spins < 1000) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  const int rank_;
+  const int size_;
+  const int device_;
+  const std::chrono::milliseconds timeout_;
+  const KeepWaiting keep_waiting_;
+  Status failed_;
+  cuda::Stream stream_;
+  cuda::DeviceBuffer input_;   // a host tensor's bytes on the device
+  cuda::DeviceBuffer result_;  // the node's sum, piece by piece
+  std::unordered_map<int, cuda::PinnedBuffer> staging_;
+  Communicator comm_;  // last: aborted before the buffers NCCL may still use are freed
+};
+
+}  // namespace
+
+StatusOr<std::string> ncclNewUniqueId() {
+  ncclUniqueId id;
+  const ncclResult_t result = ncclGetUniqueId(&id);
+  if (result != ncclSuccess)
+    return ncclErrorToStatus(result, "ncclGetUniqueId", __FILE__, __LINE__, nullptr);
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+StatusOr<std::unique_ptr<DeviceLocalReducer>> makeNcclLocalReducer(const std::string& unique_id,
+                                                                   int rank, int size, int device,
+                                                                   std::chrono::milliseconds timeout,
+                                                                   KeepWaiting keep_waiting) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return InvalidArgument("NCCL local reducer: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  auto reducer = std::make_unique<NcclLocalReducer>(rank, size, device, timeout, std::move(keep_waiting));
+  Status init = reducer->init(unique_id);
+  if (!init.ok()) return init.withContext("joining the node's NCCL communicator on GPU " + std::to_string(device));
+  return std::unique_ptr<DeviceLocalReducer>(std::move(reducer));
+}
+
+}  // namespace zps::kernels
