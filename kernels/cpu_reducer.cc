@@ -225,6 +225,13 @@ class CpuReducer final : public Reducer {
 
 std::unique_ptr<Reducer> makeCpuReducer() { return std::make_unique<CpuReducer>(); }
 
+Status Reducer::start(void* dst, const void* src, size_t count, DType dtype) {
+  const size_t size = dtypeSize(dtype);
+  if (size == 0) return InvalidArgument("unknown dtype value " + std::to_string(static_cast<int>(dtype)));
+  std::memcpy(dst, src, count * size);
+  return Status::OK();
+}
+
 void cpuSum(void* dst, const void* src, size_t count, DType dtype) {
   if (!sumAny(dst, src, count, dtype, /*portable=*/false)) {
     LOG(DFATAL) << "cpuSum: unknown dtype value " << static_cast<int>(dtype);

@@ -21,6 +21,19 @@ class Reducer {
   // 64 bytes; src usually points into a receive buffer and may have ANY alignment. Integer sums wrap
   // (two's complement); float16/bfloat16 are summed in float32 and rounded to nearest even once per call.
   virtual Status sum(void* dst, const void* src, size_t count, DType dtype) = 0;
+
+  // Accumulating one round of a key (the server's SumStore), which an engine may keep on its device
+  // from the first push to the last: start() sets the round's value to src, add() adds src to it,
+  // collect() makes dst's host bytes hold the value. Between start and collect dst's host bytes are
+  // undefined, and src may be reused as soon as the call returns. Rounds of different keys (different
+  // dst) may be in flight together: that is where the CUDA engine overlaps copies and sums. The
+  // defaults do each step at once, in host memory.
+  // holdsRounds() says whether the store should use them: the CPU reducer does not (the store then
+  // sums in host memory itself, adopting the first push's buffer without a copy).
+  virtual bool holdsRounds() const { return false; }
+  virtual Status start(void* dst, const void* src, size_t count, DType dtype);
+  virtual Status add(void* dst, const void* src, size_t count, DType dtype) { return sum(dst, src, count, dtype); }
+  virtual Status collect(void* /*dst*/) { return Status::OK(); }
 };
 
 // The vectorised CPU reducer. Never fails for a valid dtype.

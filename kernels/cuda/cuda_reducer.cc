@@ -3,10 +3,13 @@
 #include "kernels/cuda_reducer.h"
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/cuda_sum.h"
 #include "kernels/cuda/cuda_util.h"
@@ -45,15 +48,25 @@ Status useDevice(int device) {
   return Status::OK();
 }
 
-// Sums host buffers on one GPU: copies both operands to grow-only device buffers, runs the sum
-// kernel and copies dst back, all on the reducer's own stream. Owned by one server engine thread
-// (it is not thread-safe) and lives as long as that engine; it makes its device current on every
-// call because the calling thread may have switched devices in between.
+// Streams per reducer for round accumulation: rounds of different keys go to different streams,
+// so one key's host-to-device copy overlaps another's sum.
+constexpr int kStreams = 4;
+
+// Sums on one GPU, for one server engine thread (not thread-safe; lives as long as the engine). It
+// makes its device current on every call because the calling thread may have switched devices.
+//
+// sum() (async keys) stages both host operands to the device and copies the result back at once.
+// Rounds (start/add/collect) keep the key's running sum on the device from the first push to the
+// last: each push is copied into pinned host memory (a CPU memcpy), copied to the device
+// asynchronously on the round's stream and added there; only collect() waits, for that stream, and
+// copies the sum back. Device sums are pooled by size, so steady-state rounds allocate nothing.
 class CudaReducer final : public Reducer {
  public:
-  CudaReducer(int device, cuda::Stream stream) : device_(device), stream_(std::move(stream)) {}
+  CudaReducer(int device, std::vector<cuda::Stream> streams, std::vector<cuda::Event> events)
+      : device_(device), streams_(std::move(streams)), events_(std::move(events)),
+        pinned_(streams_.size()), incoming_(streams_.size()) {}
 
-  // The members free their stream and buffers as they go; make their device current first. The
+  // The members free their streams and buffers as they go; make their device current first. The
   // error is ignored: a destructor cannot report it, and the frees log their own failures.
   ~CudaReducer() override { static_cast<void>(cudaSetDevice(device_)); }
 
@@ -67,7 +80,7 @@ class CudaReducer final : public Reducer {
                                     dtypeSize(dtype), dtype);
     // Always drain the stream, even after an error, so no copy can touch the caller's buffers
     // after we return.
-    const cudaError_t drained = cudaStreamSynchronize(stream_.get());
+    const cudaError_t drained = cudaStreamSynchronize(streams_[0].get());
     ZPS_RETURN_IF_ERROR(enqueued);
     if (drained != cudaSuccess) {
       return cuda::cudaErrorToStatus(drained, "cudaStreamSynchronize", __FILE__, __LINE__);
@@ -75,7 +88,76 @@ class CudaReducer final : public Reducer {
     return Status::OK();
   }
 
+  bool holdsRounds() const override { return true; }
+
+  Status start(void* dst, const void* src, size_t count, DType dtype) override {
+    ZPS_RETURN_IF_ERROR(checkSumArguments(count, dtype, "cuda reducer"));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    const size_t bytes = count * dtypeSize(dtype);
+    Round& round = rounds_[dst];
+    round.bytes = bytes;
+    round.stream = next_stream_++ % static_cast<int>(streams_.size());
+    if (round.sum.bytes() < bytes) {
+      auto pooled = pool_.find(bytes);
+      if (pooled != pool_.end()) {
+        round.sum = std::move(pooled->second);
+        pool_.erase(pooled);
+      }
+      ZPS_RETURN_IF_ERROR(round.sum.reserve(bytes));
+    }
+    return stage(round.stream, src, bytes, round.sum.data());
+  }
+
+  Status add(void* dst, const void* src, size_t count, DType dtype) override {
+    auto it = rounds_.find(dst);
+    if (it == rounds_.end()) return InternalError("cuda reducer: add() for a round that was never started");
+    Round& round = it->second;
+    if (count * dtypeSize(dtype) != round.bytes) return InternalError("cuda reducer: add() of a different size");
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    const int s = round.stream;
+    ZPS_RETURN_IF_ERROR(incoming_[s].reserve(round.bytes));
+    ZPS_RETURN_IF_ERROR(stage(s, src, round.bytes, incoming_[s].data()));
+    // Stream order: the next push staged on this stream overwrites incoming_[s] only after this sum.
+    ZPS_CUDA_RETURN_IF_ERROR(cuda::launchSum(round.sum.data(), incoming_[s].data(), count, dtype, streams_[s].get()));
+    return Status::OK();
+  }
+
+  Status collect(void* dst) override {
+    auto it = rounds_.find(dst);
+    if (it == rounds_.end()) return InternalError("cuda reducer: collect() for a round that was never started");
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    Round& round = it->second;
+    cudaStream_t stream = streams_[round.stream].get();
+    const cudaError_t copied = cudaMemcpyAsync(dst, round.sum.data(), round.bytes, cudaMemcpyDeviceToHost, stream);
+    const cudaError_t drained = cudaStreamSynchronize(stream);
+    // Back to the pool by size (one per size is plenty: a round's device sum is reused as soon as
+    // the next round of any key of that size starts).
+    pool_.emplace(round.bytes, std::move(round.sum));
+    rounds_.erase(it);
+    if (copied != cudaSuccess) return cuda::cudaErrorToStatus(copied, "cudaMemcpyAsync (device to host)", __FILE__, __LINE__);
+    if (drained != cudaSuccess) return cuda::cudaErrorToStatus(drained, "cudaStreamSynchronize", __FILE__, __LINE__);
+    return Status::OK();
+  }
+
  private:
+  struct Round {
+    cuda::DeviceBuffer sum;
+    size_t bytes = 0;
+    int stream = 0;
+  };
+
+  // Copies host bytes to `device_dst` on stream s through that stream's pinned buffer. The CPU copy
+  // waits only for the previous transfer out of the same pinned buffer.
+  Status stage(int s, const void* src, size_t bytes, void* device_dst) {
+    ZPS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events_[s].get()));
+    ZPS_RETURN_IF_ERROR(pinned_[s].reserve(bytes));
+    std::memcpy(pinned_[s].data(), src, bytes);
+    cudaStream_t stream = streams_[s].get();
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_dst, pinned_[s].data(), bytes, cudaMemcpyHostToDevice, stream));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[s].get(), stream));
+    return Status::OK();
+  }
+
   Status enqueue(char* dst, const char* src, size_t count, size_t size, DType dtype) {
     const size_t total_bytes = count * size;
     const size_t chunk_elements = kMaxStagingBytes / size;
@@ -83,7 +165,7 @@ class CudaReducer final : public Reducer {
         total_bytes < kMaxStagingBytes ? total_bytes : chunk_elements * size;
     ZPS_RETURN_IF_ERROR(dst_staging_.reserve(staging_bytes));
     ZPS_RETURN_IF_ERROR(src_staging_.reserve(staging_bytes));
-    cudaStream_t stream = stream_.get();
+    cudaStream_t stream = streams_[0].get();
     for (size_t first = 0; first < count; first += chunk_elements) {
       const size_t n = count - first < chunk_elements ? count - first : chunk_elements;
       const size_t offset = first * size;
@@ -101,7 +183,13 @@ class CudaReducer final : public Reducer {
   }
 
   const int device_;
-  cuda::Stream stream_;
+  std::vector<cuda::Stream> streams_;
+  std::vector<cuda::Event> events_;            // per stream: its pinned buffer's last copy is done
+  std::vector<cuda::PinnedBuffer> pinned_;     // per stream: pushes staged for the device
+  std::vector<cuda::DeviceBuffer> incoming_;   // per stream: a push on the device, before its sum
+  std::unordered_map<void*, Round> rounds_;    // by the host buffer the round will be collected into
+  std::unordered_multimap<size_t, cuda::DeviceBuffer> pool_;
+  int next_stream_ = 0;
   cuda::DeviceBuffer dst_staging_;
   cuda::DeviceBuffer src_staging_;
 };
@@ -144,9 +232,14 @@ int cudaDeviceCount() {
 StatusOr<std::unique_ptr<Reducer>> makeCudaReducer(int device) {
   const Status selected = useDevice(device);
   if (!selected.ok()) return selected.withContext("creating the CUDA reducer");
-  cuda::Stream stream;
-  ZPS_RETURN_IF_ERROR(stream.create());
-  return std::unique_ptr<Reducer>(std::make_unique<CudaReducer>(device, std::move(stream)));
+  std::vector<cuda::Stream> streams(kStreams);
+  std::vector<cuda::Event> events(kStreams);
+  for (int i = 0; i < kStreams; ++i) {
+    ZPS_RETURN_IF_ERROR(streams[i].create());
+    ZPS_RETURN_IF_ERROR(events[i].create());
+  }
+  return std::unique_ptr<Reducer>(
+      std::make_unique<CudaReducer>(device, std::move(streams), std::move(events)));
 }
 
 Status cudaSumDevice(void* dst, const void* src, size_t count, DType dtype, void* stream) {

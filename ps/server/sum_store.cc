@@ -153,6 +153,24 @@ Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire
   }
 }
 
+Status SumStore::addRoundPush(const KeyState& k, OpenRound& r, const wire::DataMessage& msg) {
+  const bool first = r.count == 0;
+  auto* sum = const_cast<uint8_t*>(r.sum.data());  // this store's own buffer
+  // Dense pushes go through the engine's start/add. Compressed ones are decoded on the CPU into the
+  // host buffer, so a sum the engine holds is brought home first (workers normally all compress a
+  // key alike, so this is rare).
+  if (msg.header.encoding() == pb::ENCODING_DENSE && (first || r.on_engine)) {
+    r.on_engine = true;
+    if (first) return reducer_->start(sum, msg.payload.data(), k.num_elements, k.dtype);
+    return reducer_->add(sum, msg.payload.data(), k.num_elements, k.dtype);
+  }
+  if (r.on_engine) {
+    r.on_engine = false;
+    ZPS_RETURN_IF_ERROR(reducer_->collect(sum));
+  }
+  return addPush(k, sum, first, msg);
+}
+
 Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h) {
   // A copy: the running sum keeps changing while ZeroMQ sends the reply without copying.
   auto copy = std::make_shared<AlignedBuffer>(k.bytes);
@@ -186,7 +204,11 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
   if (r.pushed.empty()) r.pushed.assign(num_workers_, false);
   if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not summed twice
   sumTotals().pushed_bytes.fetch_add(msg.payload.size(), std::memory_order_relaxed);
-  if (r.count == 0 && h.encoding() == pb::ENCODING_DENSE) {
+  if (reducer_->holdsRounds()) {
+    // The engine keeps the sum (on its device) until collect() writes it into this buffer.
+    if (r.count == 0) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));
+    ZPS_RETURN_IF_ERROR(addRoundPush(k, r, msg));
+  } else if (r.count == 0 && h.encoding() == pb::ENCODING_DENSE) {
     r.sum = msg.payload;  // adopted: the sum starts as the first push's receive buffer
   } else {
     if (r.count == 0) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));  // decoded into
@@ -198,11 +220,34 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
 }
 
 void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out) {
-  (void)key;
   for (;;) {
     auto it = k.open.find(k.completed + 1);
     if (it == k.open.end() || it->second.count < num_workers_) return;
     k.completed = it->first;
+    // The engine may still hold the sum on its device: bring it home before anyone reads it.
+    const Status collected =
+        it->second.on_engine ? reducer_->collect(const_cast<uint8_t*>(it->second.sum.data())) : Status::OK();
+    if (!collected.ok()) {
+      // The round is lost (its sum is unknown); its pulls get the reason, later ones "not kept".
+      const std::string why = "the " + std::string(reducer_->name()) + " engine failed to produce round " +
+                              std::to_string(it->first) + ": " + collected.message();
+      std::vector<ParkedPull> still;
+      for (auto& p : k.parked) {
+        if (p.round != it->first) {
+          still.push_back(p);
+          continue;
+        }
+        pb::DataHeader h;
+        h.set_request_id(p.request_id);
+        h.set_key(key);
+        h.set_round(p.round);
+        h.set_dtype(static_cast<uint32_t>(k.dtype));
+        out->push_back(errorReply(p.peer, h, why));
+      }
+      k.parked.swap(still);
+      k.open.erase(it);
+      continue;
+    }
     k.results.emplace_back(it->first, std::move(it->second.sum));
     k.open.erase(it);
     while (k.results.size() > kKeptResults) k.results.pop_front();

@@ -60,6 +60,7 @@ class SumStore {
     Blob sum;
     std::vector<bool> pushed;
     int count = 0;
+    bool on_engine = false;  // the engine holds the sum (start/add) until collect() fills `sum`
   };
   struct ParkedPull {
     PeerId peer;
@@ -87,6 +88,8 @@ class SumStore {
   Status addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg);
   // dst += src with the reducer, counted in sumTotals().
   Status timedSum(uint8_t* dst, const uint8_t* src, const KeyState& k);
+  // A round's push with an engine that holds rounds (Reducer::holdsRounds).
+  Status addRoundPush(const KeyState& k, OpenRound& r, const wire::DataMessage& msg);
   Outgoing snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h);
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
