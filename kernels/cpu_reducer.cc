@@ -232,6 +232,12 @@ Status Reducer::start(void* dst, const void* src, size_t count, DType dtype) {
   return Status::OK();
 }
 
+Status Reducer::applyRows(const OptimizerConfig& config, uint32_t dim, size_t rows, const uint32_t* slots,
+                         const uint64_t* steps, const float* grads, float* values, float* state) {
+  applyOptimizerRows(config, dim, rows, slots, steps, grads, values, state);
+  return Status::OK();
+}
+
 void cpuSum(void* dst, const void* src, size_t count, DType dtype) {
   if (!sumAny(dst, src, count, dtype, /*portable=*/false)) {
     LOG(DFATAL) << "cpuSum: unknown dtype value " << static_cast<int>(dtype);

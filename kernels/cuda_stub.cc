@@ -39,4 +39,10 @@ Status cudaApplyOptimizer(const OptimizerConfig& /*config*/, float* /*params*/, 
   return Unavailable(kNoCuda);
 }
 
+Status cudaApplyOptimizerRows(const OptimizerConfig& /*config*/, float* /*params*/, float* /*state*/,
+                              const float* /*grad*/, size_t /*rows*/, size_t /*dim*/,
+                              const float* /*inv_bc1*/, const float* /*inv_bc2*/, void* /*stream*/) {
+  return Unavailable(kNoCuda);
+}
+
 }  // namespace zps::kernels

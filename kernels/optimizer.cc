@@ -76,6 +76,21 @@ void initOptimizerState(const OptimizerConfig& config, float* state, size_t n) {
   for (size_t i = 0; i < total; ++i) state[i] = value;
 }
 
+void applyOptimizerRows(const OptimizerConfig& config, uint32_t dim, size_t rows, const uint32_t* slots,
+                        const uint64_t* steps, const float* grads, float* values, float* state) {
+  const size_t state_floats = optimizerStateFloats(config.kind) * dim;
+  for (size_t i = 0; i < rows; ++i) {
+    applyOptimizer(config, values + size_t{slots[i]} * dim, state + size_t{slots[i]} * state_floats,
+                   grads + i * dim, dim, steps[i]);
+  }
+}
+
+void adamCorrections(const OptimizerConfig& config, uint64_t step, float* inv_bc1, float* inv_bc2) {
+  const double t = static_cast<double>(step == 0 ? 1 : step);
+  *inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(config.beta1), t)));
+  *inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(config.beta2), t)));
+}
+
 void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad,
                     size_t n, uint64_t step) {
   const float lr = config.lr;
@@ -108,9 +123,8 @@ void applyOptimizer(const OptimizerConfig& config, float* params, float* state, 
       // The corrections in double, once per call: beta^t underflows gracefully for any step, and
       // every element then uses the same two float factors (a CUDA kernel gets the same two
       // scalars).
-      const double t = static_cast<double>(step == 0 ? 1 : step);
-      const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(b1), t)));
-      const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(b2), t)));
+      float inv_bc1 = 1, inv_bc2 = 1;
+      adamCorrections(config, step, &inv_bc1, &inv_bc2);
       float* m = state;
       float* v = state + n;
       for (size_t i = 0; i < n; ++i) {

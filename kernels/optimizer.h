@@ -60,6 +60,15 @@ void initOptimizerState(const OptimizerConfig& config, float* state, size_t n);
 void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad,
                     size_t n, uint64_t step);
 
+// applyOptimizer for `rows` rows of a table: row i is slot slots[i] (values + slot * dim, state +
+// slot * optimizerStateFloats * dim), with gradient grads + i * dim and update count steps[i].
+void applyOptimizerRows(const OptimizerConfig& config, uint32_t dim, size_t rows, const uint32_t* slots,
+                        const uint64_t* steps, const float* grads, float* values, float* state);
+
+// Adam's bias corrections for update `step` (0 counts as 1): 1 / (1 - beta^t), computed in double and
+// rounded to float once, so the CPU loop and the CUDA kernels multiply by the same two factors.
+void adamCorrections(const OptimizerConfig& config, uint64_t step, float* inv_bc1, float* inv_bc2);
+
 // The deterministic initialiser of embedding rows, shared by the servers (which create a row on its
 // first touch) and single-process training (worker/train/embedding.h), so both start from the same
 // table: row[j] is uniform in [-scale, scale), a pure function of (key, seed, j).

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/optimizer.h"
 #include "zps/dtype.h"
 #include "zps/status.h"
 
@@ -34,6 +35,17 @@ class Reducer {
   virtual Status start(void* dst, const void* src, size_t count, DType dtype);
   virtual Status add(void* dst, const void* src, size_t count, DType dtype) { return sum(dst, src, count, dtype); }
   virtual Status collect(void* /*dst*/) { return Status::OK(); }
+  // Forgets a started round that will never be collected (its store is being reset).
+  virtual void discard(void* /*dst*/) {}
+
+  // Server param mode: applies one round's summed gradients to `rows` distinct rows of a table. Row i
+  // is the table's row slots[i]: its values at values + slot * dim, its optimizer state at state +
+  // slot * optimizerStateFloats * dim, its gradient at grads + i * dim, and steps[i] is its update
+  // count including this one. The CPU reducer runs applyOptimizer row by row; the CUDA engine
+  // updates every row in one kernel. On failure no row has changed.
+  virtual Status applyRows(const OptimizerConfig& config, uint32_t dim, size_t rows,
+                           const uint32_t* slots, const uint64_t* steps, const float* grads,
+                           float* values, float* state);
 };
 
 // The vectorised CPU reducer. Never fails for a valid dtype.

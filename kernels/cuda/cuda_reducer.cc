@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_sum.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/sum_kernel.h"
+#include "kernels/cuda_optimizer.h"
 
 namespace zps::kernels {
 namespace {
@@ -139,6 +140,62 @@ class CudaReducer final : public Reducer {
     return Status::OK();
   }
 
+  Status applyRows(const OptimizerConfig& config, uint32_t dim, size_t rows, const uint32_t* slots,
+                   const uint64_t* steps, const float* grads, float* values, float* state) override {
+    if (rows == 0 || dim == 0) return Status::OK();
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    // One pinned block, one copy each way: [values | state | grads | adam factors 1 | factors 2],
+    // rows gathered from their table slots in order.
+    const size_t state_floats = optimizerStateFloats(config.kind) * dim;
+    const size_t corrections = config.kind == OptimizerKind::kAdam ? rows : 0;
+    const size_t values_floats = rows * dim;
+    const size_t updated_floats = values_floats + rows * state_floats;  // what comes back
+    const size_t total_floats = updated_floats + rows * dim + 2 * corrections;
+    ZPS_RETURN_IF_ERROR(rows_host_.reserve(total_floats * sizeof(float)));
+    ZPS_RETURN_IF_ERROR(rows_device_.reserve(total_floats * sizeof(float)));
+    auto* host = static_cast<float*>(rows_host_.data());
+    float* host_state = host + values_floats;
+    float* host_grads = host + updated_floats;
+    float* host_bc1 = host_grads + rows * dim;
+    float* host_bc2 = host_bc1 + corrections;
+    for (size_t i = 0; i < rows; ++i) {
+      std::memcpy(host + i * dim, values + size_t{slots[i]} * dim, dim * sizeof(float));
+      std::memcpy(host_state + i * state_floats, state + size_t{slots[i]} * state_floats,
+                  state_floats * sizeof(float));
+      if (corrections > 0) adamCorrections(config, steps[i], host_bc1 + i, host_bc2 + i);
+    }
+    std::memcpy(host_grads, grads, rows * dim * sizeof(float));
+    auto* device = static_cast<float*>(rows_device_.data());
+    cudaStream_t stream = streams_[0].get();
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, total_floats * sizeof(float),
+                                             cudaMemcpyHostToDevice, stream));
+    float* device_bc1 = device + updated_floats + rows * dim;
+    ZPS_RETURN_IF_ERROR(cudaApplyOptimizerRows(
+        config, device, device + values_floats, device + updated_floats, rows, dim,
+        corrections > 0 ? device_bc1 : nullptr, corrections > 0 ? device_bc1 + corrections : nullptr,
+        stream));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, updated_floats * sizeof(float),
+                                             cudaMemcpyDeviceToHost, stream));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    // Only now, with every step done, do the table's rows change.
+    for (size_t i = 0; i < rows; ++i) {
+      std::memcpy(values + size_t{slots[i]} * dim, host + i * dim, dim * sizeof(float));
+      std::memcpy(state + size_t{slots[i]} * state_floats, host_state + i * state_floats,
+                  state_floats * sizeof(float));
+    }
+    return Status::OK();
+  }
+
+  void discard(void* dst) override {
+    auto it = rounds_.find(dst);
+    if (it == rounds_.end()) return;
+    // The stream may still be adding into the sum: let it finish before the sum is reused.
+    static_cast<void>(cudaSetDevice(device_));
+    static_cast<void>(cudaStreamSynchronize(streams_[it->second.stream].get()));
+    pool_.emplace(it->second.bytes, std::move(it->second.sum));
+    rounds_.erase(it);
+  }
+
  private:
   struct Round {
     cuda::DeviceBuffer sum;
@@ -192,6 +249,8 @@ class CudaReducer final : public Reducer {
   int next_stream_ = 0;
   cuda::DeviceBuffer dst_staging_;
   cuda::DeviceBuffer src_staging_;
+  cuda::PinnedBuffer rows_host_;     // param mode: a round's rows, gathered
+  cuda::DeviceBuffer rows_device_;
 };
 
 }  // namespace

@@ -241,7 +241,35 @@ void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out)
     ordered.reserve(it->second.grads.size());
     for (const auto& entry : it->second.grads) ordered.push_back(&entry);
     std::sort(ordered.begin(), ordered.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
-    for (const auto* entry : ordered) applyRow(t, entry->first, entry->second.data());
+    // One batch per round, so an engine on the GPU updates all of its rows in one pass.
+    std::vector<uint32_t> slots;
+    std::vector<uint64_t> steps;
+    std::vector<float> grads;
+    slots.reserve(ordered.size());
+    steps.reserve(ordered.size());
+    grads.reserve(ordered.size() * t.dim);
+    for (const auto* entry : ordered) {
+      const uint32_t slot = rowSlot(t, entry->first);
+      slots.push_back(slot);
+      steps.push_back(++t.steps[slot]);
+      grads.insert(grads.end(), entry->second.begin(), entry->second.end());
+    }
+    bool applied = false;
+    if (engine_ != nullptr) {
+      const Status s = engine_->applyRows(t.optimizer, t.dim, slots.size(), slots.data(), steps.data(),
+                                          grads.data(), t.values.data(), t.state.data());
+      // The engine leaves the rows untouched when it fails; the CPU then applies the round.
+      if (!s.ok()) {
+        LOG_FIRST_N(WARNING, 10) << "server " << server_rank_ << ": table '" << t.name << "': the "
+                                 << engine_->name() << " engine failed (" << s.message()
+                                 << "); applying the round on the CPU";
+      }
+      applied = s.ok();
+    }
+    if (!applied) {
+      kernels::applyOptimizerRows(t.optimizer, t.dim, slots.size(), slots.data(), steps.data(), grads.data(),
+                                  t.values.data(), t.state.data());
+    }
     t.completed = it->first;
     t.open.erase(it);
   }

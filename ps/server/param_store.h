@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/optimizer.h"
+#include "kernels/reducer.h"
 #include "ps/server/memory_budget.h"
 #include "ps/server/sum_store.h"
 
@@ -35,9 +36,12 @@ class ParamStore {
   static constexpr uint64_t kMaxRoundsAhead = 2;
 
   // `budget` (may be null) is charged for every table and row; a row is created only when it fits.
-  ParamStore(int num_workers, int server_rank, std::string checkpoint_dir, MemoryBudget* budget = nullptr)
+  // `engine` applies each synchronous round's updates (the server's reducer: CPU or CUDA); null
+  // means the CPU. It must outlive the store.
+  ParamStore(int num_workers, int server_rank, std::string checkpoint_dir, MemoryBudget* budget = nullptr,
+             kernels::Reducer* engine = nullptr)
       : num_workers_(num_workers), server_rank_(server_rank), checkpoint_dir_(std::move(checkpoint_dir)),
-        memory_(budget) {}
+        engine_(engine), memory_(budget) {}
 
   // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from `worker`.
   void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
@@ -91,6 +95,7 @@ class ParamStore {
   const int num_workers_;
   const int server_rank_;
   const std::string checkpoint_dir_;
+  kernels::Reducer* const engine_;
   std::unordered_map<uint64_t, Table> tables_;
   ParamCounters counters_;
   MemoryCharge memory_;

@@ -109,7 +109,7 @@ class Engine {
     store_.reset();  // gives its memory charge back before the new store takes any
     params_.reset();
     store_ = std::make_unique<SumStore>(num_workers_, reducer_.get(), budget_);
-    params_ = std::make_unique<ParamStore>(num_workers_, server_rank_, checkpoint_dir_, budget_);
+    params_ = std::make_unique<ParamStore>(num_workers_, server_rank_, checkpoint_dir_, budget_, reducer_.get());
   }
 
   const int index_;

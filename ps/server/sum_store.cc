@@ -41,6 +41,14 @@ Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::strin
   return o;
 }
 
+SumStore::~SumStore() {
+  for (auto& [key, k] : keys_) {
+    for (auto& [round, r] : k.open) {
+      if (r.on_engine) reducer_->discard(r.sum->data());
+    }
+  }
+}
+
 void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out) {
   const auto& h = msg.header;
   std::string where = "key " + std::to_string(h.key()) + " round " + std::to_string(h.round());

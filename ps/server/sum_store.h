@@ -45,6 +45,10 @@ class SumStore {
   // `budget` (may be null) is charged for every key declared: the most buffers the key can hold at once.
   SumStore(int num_workers, kernels::Reducer* reducer, MemoryBudget* budget = nullptr)
       : num_workers_(num_workers), reducer_(reducer), memory_(budget) {}
+  // Open rounds the reducer still holds are discarded there (the reducer outlives its stores).
+  ~SumStore();
+  SumStore(const SumStore&) = delete;
+  SumStore& operator=(const SumStore&) = delete;
 
   // Handles a DECLARE, PUSH, PULL or PUSH_PULL from `worker` (a validated rank) and appends the replies
   // to send, now or for parked pulls of other workers, to *out. A push's payload must be this store's

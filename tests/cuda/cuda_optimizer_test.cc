@@ -2,6 +2,8 @@
 // without FMA contraction, so they should agree bit for bit; the test requires agreement within a
 // tight relative tolerance (the contract) and reports how many elements were bit-identical.
 #include "kernels/cuda_optimizer.h"
+#include "kernels/cuda_reducer.h"
+#include "kernels/reducer.h"
 
 #include <cuda_runtime_api.h>
 
@@ -97,6 +99,45 @@ TEST_CASE("CUDA optimizers match the CPU optimizers", "[cuda]") {
   for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum,
                                    OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
     for (const size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{1} << 20}) compare(kind, n);
+  }
+}
+
+TEST_CASE("CUDA engine applies param-mode row batches like the CPU", "[cuda]") {
+  // A table of 50 rows; each batch updates 20 rows in scrambled slot order with per-row step
+  // counts (Adam's corrections differ by row), and the untouched rows must stay as they were.
+  auto made = makeCudaReducer(0);
+  REQUIRE(made.ok());
+  Reducer& engine = **made;
+  constexpr uint32_t kDim = 33;
+  constexpr size_t kRows = 50;
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum,
+                                   OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
+    OptimizerConfig config;
+    config.kind = kind;
+    config.lr = 0.05f;
+    CAPTURE(optimizerName(kind));
+    const size_t state_floats = optimizerStateFloats(kind) * kDim;
+    std::vector<float> cpu_values = randomFloats(kRows * kDim, 7, 1.0f);
+    std::vector<float> cpu_state(kRows * state_floats);
+    for (size_t r = 0; r < kRows; ++r) initOptimizerState(config, cpu_state.data() + r * state_floats, kDim);
+    std::vector<float> gpu_values = cpu_values, gpu_state = cpu_state;
+    std::vector<uint64_t> steps(kRows, 0);
+    for (uint32_t batch = 0; batch < 4; ++batch) {
+      std::vector<uint32_t> slots;
+      std::vector<uint64_t> batch_steps;
+      for (uint32_t i = 0; i < 20; ++i) {
+        const uint32_t slot = (i * 7 + batch * 3) % kRows;
+        slots.push_back(slot);
+        batch_steps.push_back(++steps[slot]);
+      }
+      const std::vector<float> grads = randomFloats(slots.size() * kDim, 200 + batch, 0.5f);
+      applyOptimizerRows(config, kDim, slots.size(), slots.data(), batch_steps.data(), grads.data(),
+                         cpu_values.data(), cpu_state.data());
+      REQUIRE(engine.applyRows(config, kDim, slots.size(), slots.data(), batch_steps.data(), grads.data(),
+                               gpu_values.data(), gpu_state.data()).ok());
+    }
+    requireClose(gpu_values, cpu_values, "row values");
+    if (state_floats > 0) requireClose(gpu_state, cpu_state, "row state");
   }
 }
 

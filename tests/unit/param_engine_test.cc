@@ -1,0 +1,100 @@
+// Server param mode through an engine (ParamStore's kernels::Reducer::applyRows hook): a round is
+// applied as one batch of rows, and the rows come out identical whether the CPU applies them
+// directly, through the CPU reducer, or after an engine (the CUDA one, on a GPU) fails and leaves
+// them to the CPU. The CUDA engine's own batch is compared with the CPU in tests/cuda.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/reducer.h"
+#include "ps/server/param_store.h"
+
+namespace zps {
+namespace {
+
+constexpr uint32_t kDim = 5;
+constexpr uint64_t kTable = 77;
+constexpr int kWorkers = 2;
+
+// An engine that refuses every batch, as a failing GPU would, without touching the rows.
+class FailingEngine final : public kernels::Reducer {
+ public:
+  const char* name() const override { return "failing"; }
+  Status sum(void*, const void*, size_t, DType) override { return InternalError("no"); }
+  Status applyRows(const kernels::OptimizerConfig&, uint32_t, size_t rows, const uint32_t*, const uint64_t*,
+                   const float*, float*, float*) override {
+    batches.push_back(rows);
+    return InternalError("device lost (test)");
+  }
+  std::vector<size_t> batches;
+};
+
+wire::DataMessage message(pb::DataCommand command, uint64_t round, const std::vector<uint64_t>& keys) {
+  wire::DataMessage m;
+  static uint64_t request = 1;
+  m.header.set_command(command);
+  m.header.set_request_id(++request);
+  m.header.set_key(kTable);
+  m.header.set_round(round);
+  m.header.set_row_dim(kDim);
+  m.header.set_num_elements(keys.size());
+  m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  m.dtype = DType::kFloat32;
+  m.keys = Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t));
+  return m;
+}
+
+// Three rounds of Adam (per-row steps differ: rows join in different rounds) from two workers, then
+// every row pulled.
+std::vector<float> train(kernels::Reducer* engine) {
+  ParamStore store(kWorkers, 0, "", /*budget=*/nullptr, engine);
+  std::vector<Outgoing> out;
+  auto declare = message(pb::CMD_DECLARE, 0, {});
+  declare.header.set_mode(pb::MODE_PARAM);
+  declare.header.set_name("emb");
+  auto* o = declare.header.mutable_optimizer();
+  o->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kAdam));
+  o->set_lr(0.1f);
+  o->set_beta1(0.9f);
+  o->set_beta2(0.999f);
+  o->set_eps(1e-8f);
+  o->set_init_scale(0.5f);
+  o->set_init_seed(3);
+  for (int w = 0; w < kWorkers; ++w) store.handle(w, w, declare, &out);
+  for (uint64_t round = 1; round <= 3; ++round) {
+    for (int w = 0; w < kWorkers; ++w) {
+      std::vector<uint64_t> keys = {10 + round, 20, 30 + static_cast<uint64_t>(w)};
+      std::vector<float> grads(keys.size() * kDim);
+      for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i + round * 7 + w);
+      auto push = message(pb::CMD_PUSH_ROWS, round, keys);
+      push.payload = Blob::copyOf(grads.data(), grads.size() * sizeof(float));
+      store.handle(w, w, push, &out);
+    }
+  }
+  out.clear();
+  store.handle(0, 0, message(pb::CMD_PULL_ROWS, 4, {11, 12, 13, 20, 30, 31}), &out);
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].header.command() == pb::CMD_REPLY);
+  std::vector<float> rows(out[0].payload.size() / sizeof(float));
+  std::memcpy(rows.data(), out[0].payload.data(), out[0].payload.size());
+  return rows;
+}
+
+TEST_CASE("param engine: rows are identical with no engine, the CPU engine, or a failing engine") {
+  const std::vector<float> plain = train(nullptr);
+  REQUIRE(plain.size() == 6 * kDim);
+  // The rounds really updated the rows: row 20 (4th) is no longer its initial value.
+  std::vector<float> initial(kDim);
+  kernels::initEmbeddingRow(20, 3, 0.5f, initial.data(), kDim);
+  CHECK(std::vector<float>(plain.begin() + 3 * kDim, plain.begin() + 4 * kDim) != initial);
+  auto cpu = kernels::makeCpuReducer();
+  CHECK(train(cpu.get()) == plain);
+  FailingEngine failing;
+  CHECK(train(&failing) == plain);
+  // One batch per round, holding that round's distinct rows: {1r, 20, 30, 31}.
+  CHECK(failing.batches == std::vector<size_t>{4, 4, 4});
+}
+
+}  // namespace
+}  // namespace zps
