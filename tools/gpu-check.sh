@@ -4,11 +4,15 @@
 #   1. the cuda-labelled tests (CUDA sum kernels and optimizer kernels against the CPU ones);
 #   2. the CUDA sum kernel's bandwidth as a share of the device's copy bandwidth;
 #   3. a local job with ZPS_SERVER_ENGINE=cuda and zps check (also with 2 local ranks per node);
-#   4. zps train --device cuda on digits;
-#   5. zps bench with the CPU engine and the CUDA engine, side by side;
+#   4. param mode (embedding tables, optimizer on the server) on the CUDA engine vs the CPU engine;
+#   5. NCCL local reduction (ZPS_LOCAL_REDUCE=nccl, 2 local ranks): on 2 GPUs, or on one GPU if
+#      NCCL allows two ranks to share it; otherwise SKIP with NCCL's reason;
+#   6. zps train --device cuda on digits;
+#   7. zps bench with the CPU engine and the CUDA engine, side by side;
 # and a summary table. Every step runs even after a failure (so the table is complete); the exit
 # code is non-zero when any step failed or a CUDA test was skipped (a skip here means the GPU was
-# not usable). Logs go to $OUT_DIR (default $BUILD_DIR/gpu-check).
+# not usable). A SKIP row (a check this machine cannot make) does not fail the run. Logs go to
+# $OUT_DIR (default $BUILD_DIR/gpu-check).
 #
 # Environment: BUILD_DIR (default build-gpu), OUT_DIR, ZPS_DATA_DIR (digits.csv; default data/,
 # filled by tools/fetch-datasets.sh when the machine can reach the Debian mirrors).
@@ -29,6 +33,7 @@ step() {
   local name=$1 limit=$2
   shift 2
   local start=$SECONDS rc
+  STEP_FAILED_BEFORE=$FAILED
   echo "=== $name"
   timeout --kill-after=10 "$limit" "$@" >"$OUT_DIR/$name.log" 2>&1
   rc=$?
@@ -43,13 +48,28 @@ step() {
 # Marks the last step failed with a reason (a check on its output, not its exit code).
 failLast() {
   local i=$((${#RESULTS[@]} - 1))
-  RESULTS[$i]=FAIL
-  NOTES[$i]="$1"
+  RESULTS[i]=FAIL
+  NOTES[i]="$1"
   FAILED=1
   echo "gpu-check: $1" >&2
 }
 
-noteLast() { NOTES[$((${#NOTES[@]} - 1))]="$1"; }
+noteLast() { NOTES[${#NOTES[@]} - 1]="$1"; }
+
+# Marks the last step skipped with a reason: it could not run on this machine, which is not a failure.
+skipLast() {
+  local i=$((${#RESULTS[@]} - 1))
+  [ "${RESULTS[$i]}" = PASS ] || FAILED=$STEP_FAILED_BEFORE
+  RESULTS[i]=SKIP
+  NOTES[i]="$1"
+  echo "gpu-check: SKIP ${NAMES[$i]}: $1" >&2
+}
+
+# The test AUC of zps train's final line ("Final test ... auc 0.7312 ...").
+lastAuc() { grep 'Final test' "$1" | grep -o 'auc [0-9.]*' | tail -n 1 | awk '{print $2}'; }
+
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+GPUS=${GPUS:-0}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$OUT_DIR/nvidia-smi.txt" ||
   echo "no nvidia-smi" >"$OUT_DIR/nvidia-smi.txt"
@@ -85,7 +105,46 @@ if [ -x "$ZPS" ]; then
     noteLast "$(grep -o 'network bytes [0-9]* pushed' "$OUT_DIR/check-local-size-2.log" | head -n 1) per node"
   fi
 
-  # 4. Training with cuBLAS.
+  # 4. Param mode on the CUDA engine: the same CTR job (embedding tables updated by Adam/Adagrad on
+  #    the servers) with the CPU engine and the CUDA engine must reach the same test AUC.
+  for engine in cpu cuda; do
+    ZPS_SERVER_ENGINE=$engine step "param-$engine" 150 "$ZPS" launch --servers 2 --workers 2 --local-size 1 \
+      --timeout 140 -- \
+      train --model ctr --data synthetic-ctr --epochs 1 --batch_size 256 --optimizer adam --lr 0.001 \
+      --hidden 64,32 --table_lr 0.1
+  done
+  if [ -f "$OUT_DIR/param-cuda.log" ]; then
+    cpu_auc=$(lastAuc "$OUT_DIR/param-cpu.log")
+    cuda_auc=$(lastAuc "$OUT_DIR/param-cuda.log")
+    if grep -q "engine failed" "$OUT_DIR/param-cuda.log"; then
+      failLast "the CUDA engine failed on param rows: $(grep -m1 -o 'engine failed.*' "$OUT_DIR/param-cuda.log")"
+    elif ! grep -q "(cuda reducer)" "$OUT_DIR/param-cuda.log"; then
+      failLast "the servers did not run the cuda reducer"
+    elif [ -z "$cpu_auc" ] || [ -z "$cuda_auc" ]; then
+      failLast "no test AUC in the logs"
+    elif awk -v a="$cpu_auc" -v b="$cuda_auc" 'BEGIN {d = a - b; exit !(d > 0.005 || d < -0.005)}'; then
+      failLast "test AUC differs: cpu engine $cpu_auc, cuda engine $cuda_auc"
+    else
+      noteLast "test AUC cpu engine $cpu_auc, cuda engine $cuda_auc"
+    fi
+  fi
+
+  # 5. NCCL local reduction: 2 local ranks per node, every tensor through NCCL (zps check's host
+  #    tensors are copied to the GPU first). NCCL refuses two ranks on one GPU in one communicator
+  #    (ncclInvalidUsage, "Duplicate GPU"); on a one-GPU machine that is a SKIP, not a failure.
+  if NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_DEBUG=${NCCL_DEBUG:-WARN} ZPS_LOCAL_REDUCE=nccl \
+      step nccl-local-size-2 150 "$ZPS" launch --servers 2 --workers 2 --local-size 2 --timeout 140 -- \
+      check --rounds 3 --sizes 4K,1M+3,16M; then
+    [ "$(grep -c ' 0 wrong' "$OUT_DIR/nccl-local-size-2.log")" -eq 4 ] || failLast "not every local rank reported 0 wrong"
+    grep -q "local reduction of GPU tensors with NCCL" "$OUT_DIR/nccl-local-size-2.log" ||
+      failLast "the workers did not use the NCCL reducer"
+    [ "${RESULTS[$((${#RESULTS[@]} - 1))]}" = PASS ] &&
+      noteLast "$GPUS GPU(s); $(grep -o 'network bytes [0-9]* pushed' "$OUT_DIR/nccl-local-size-2.log" | head -n 1) per node"
+  elif [ "$GPUS" -lt 2 ] && grep -qi "duplicate GPU\|invalid usage\|ncclInvalidUsage" "$OUT_DIR/nccl-local-size-2.log"; then
+    skipLast "$GPUS GPU: NCCL refuses 2 local ranks on one GPU ($(grep -m1 -io 'duplicate GPU[^;]*\|invalid usage[^;]*' "$OUT_DIR/nccl-local-size-2.log" | cut -c1-100))"
+  fi
+
+  # 6. Training with cuBLAS.
   "$ROOT/tools/fetch-datasets.sh" "$ZPS_DATA_DIR" >/dev/null 2>&1 || true
   if [ -f "$ZPS_DATA_DIR/digits.csv" ]; then
     if step train-cuda 240 "$ZPS" launch --servers 1 --workers 2 --local-size 1 --timeout 230 -- \
@@ -99,7 +158,7 @@ if [ -x "$ZPS" ]; then
     FAILED=1
   fi
 
-  # 5. Server goodput, CPU engine vs CUDA engine (1 server, so its engine is the bottleneck).
+  # 7. Server goodput, CPU engine vs CUDA engine (1 server, so its engine is the bottleneck).
   for engine in cpu cuda; do
     ZPS_SERVER_ENGINE=$engine step "bench-$engine" 150 "$ZPS" launch --servers 1 --workers 2 --local-size 1 \
       --timeout 140 -- \
@@ -124,6 +183,7 @@ for i in "${!NAMES[@]}"; do
   printf "%-20s %-10s %6s  %s\n" "${NAMES[$i]}" "${RESULTS[$i]}" "${SECONDS_TAKEN[$i]}" "${NOTES[$i]}"
 done
 echo "logs: $OUT_DIR"
+echo "verified only by compilation until this script passes on a GPU: the CUDA engine, NCCL, cuBLAS"
 if [ $FAILED -ne 0 ]; then
   echo "gpu-check: FAILED" >&2
   exit 1
