@@ -2,6 +2,7 @@
 // whether or not CUDA was built; without CUDA the factory returns kUnavailable with the reason.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,13 @@ bool cudaDeviceAvailable(std::string* why);
 
 // The number of CUDA devices this process sees; 0 without CUDA, a driver or a device.
 int cudaDeviceCount();
+
+// GPU memory for programs that keep tensors there (zps check --gpu_tensors): cudaMalloc on
+// `device` (which also becomes the calling thread's current device), cudaFree, and a copy in any
+// direction (cudaMemcpyDefault). Without CUDA they return kUnavailable / do nothing.
+StatusOr<void*> deviceAlloc(int device, size_t bytes);
+void deviceFree(void* p);
+Status copyBytes(void* dst, const void* src, size_t bytes);
 
 // A reducer that stages host buffers to device memory, sums there with a CUDA kernel and copies the result
 // back. Fails with kUnavailable when the build lacks CUDA or no device is present.

@@ -25,6 +25,12 @@ int cudaDeviceCount() { return 0; }
 
 bool isDevicePointer(const void* /*p*/) { return false; }
 
+StatusOr<void*> deviceAlloc(int /*device*/, size_t /*bytes*/) { return Unavailable(kNoCuda); }
+
+void deviceFree(void* /*p*/) {}
+
+Status copyBytes(void* /*dst*/, const void* /*src*/, size_t /*bytes*/) { return Unavailable(kNoCuda); }
+
 StatusOr<std::unique_ptr<Reducer>> makeCudaReducer(int /*device*/) { return Unavailable(kNoCuda); }
 
 Status cudaSumDevice(void* /*dst*/, const void* /*src*/, size_t /*count*/, DType /*dtype*/,

@@ -14,7 +14,9 @@
 #include <cmath>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
+#include "kernels/cuda_reducer.h"
 #include "ps/common/config.h"
 #include "tools/programs.h"
 #include "tools/worker_program.h"
@@ -23,9 +25,22 @@ DECLARE_string(sizes);
 
 DEFINE_int32(rounds, 10, "check: rounds of push-pull per tensor");
 DEFINE_string(dtypes, "all", "check: dtypes to test (comma list or 'all')");
+DEFINE_bool(gpu_tensors, false,
+            "check: keep the tensors in GPU memory (GPU local rank mod devices), so that local "
+            "reduction goes through NCCL (or, with one local rank, pinned staging)");
 
 namespace zps {
 namespace {
+
+// GPU memory owned by one check tensor (--gpu_tensors).
+struct DeviceBytes {
+  DeviceBytes() = default;
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  DeviceBytes(DeviceBytes&& other) noexcept : ptr(std::exchange(other.ptr, nullptr)) {}
+  ~DeviceBytes() { kernels::deviceFree(ptr); }
+  void* ptr = nullptr;
+};
 
 struct CheckTensor {
   std::string name;
@@ -36,6 +51,7 @@ struct CheckTensor {
   bool sparse = false;                // topk/randomk: checked on the totals over all rounds
   int64_t expected_total[8] = {};     // exactValue repeats every 8 elements
   std::vector<double> pulled_total;
+  DeviceBytes device_in, device_out;  // --gpu_tensors: what is pushed and pulled
 };
 
 }  // namespace
@@ -53,6 +69,11 @@ int checkMain() {
       return 2;
     }
   }
+  std::string why;
+  if (FLAGS_gpu_tensors && !kernels::cudaDeviceAvailable(&why)) {
+    std::cerr << "zps check: --gpu_tensors but " << why << std::endl;
+    return 2;
+  }
   return runWorkerProgram("check", [&](Worker& w) -> Status {
     std::vector<CheckTensor> tensors;
     size_t round_bytes = 0;
@@ -69,6 +90,11 @@ int checkMain() {
         if (c.sparse) c.pulled_total.assign(c.count, 0.0);
         c.in.resize(bytes);
         c.out.resize(bytes);
+        if (FLAGS_gpu_tensors) {
+          const int device = w.localRank() % std::max(1, kernels::cudaDeviceCount());
+          ZPS_ASSIGN_OR_RETURN(c.device_in.ptr, kernels::deviceAlloc(device, bytes));
+          ZPS_ASSIGN_OR_RETURN(c.device_out.ptr, kernels::deviceAlloc(device, bytes));
+        }
         round_bytes += bytes;
         tensors.push_back(std::move(c));
       }
@@ -103,10 +129,20 @@ int checkMain() {
         if (draining) std::memset(c.in.data(), 0, c.in.size());
         else fillExact(c.in.data(), c.count, c.dtype, contributor, round);
         std::memset(c.out.data(), 0xAB, c.out.size());
-        ZPS_ASSIGN_OR_RETURN(Handle h, w.pushPull(c.id, c.in.data(), c.out.data()));
+        if (FLAGS_gpu_tensors) {
+          ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.device_in.ptr, c.in.data(), c.in.size()));
+          ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.device_out.ptr, c.out.data(), c.out.size()));
+        }
+        ZPS_ASSIGN_OR_RETURN(Handle h, FLAGS_gpu_tensors
+                                           ? w.pushPull(c.id, c.device_in.ptr, c.device_out.ptr)
+                                           : w.pushPull(c.id, c.in.data(), c.out.data()));
         handles.push_back(h);
       }
       for (Handle h : handles) ZPS_RETURN_IF_ERROR(w.wait(h));
+      if (FLAGS_gpu_tensors) {
+        for (auto& c : tensors)
+          ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.out.data(), c.device_out.ptr, c.out.size()));
+      }
       for (auto& c : tensors) {
         if (draining && !c.sparse) continue;
         // exactValue repeats every 8 elements, so the expected sums are a table of 8.
@@ -150,7 +186,8 @@ int checkMain() {
     LOG(INFO) << "check: worker " << w.rank() << " pushed " << traffic.network_bytes_pushed << " network bytes for "
               << traffic.tensor_bytes_pushed << " tensor bytes";
     std::cout << "zps check: worker " << w.rank()
-              << (w.localSize() > 1 ? " local rank " + std::to_string(w.localRank()) : "") << ": " << FLAGS_rounds << " rounds x " << tensors.size()
+              << (w.localSize() > 1 ? " local rank " + std::to_string(w.localRank()) : "")
+              << (FLAGS_gpu_tensors ? " (tensors in GPU memory)" : "") << ": " << FLAGS_rounds << " rounds x " << tensors.size()
               << " tensors (" << formatBytes(round_bytes) << " per round), " << checked << " values checked, "
               << wrong << " wrong, " << secs << " s" << std::endl;
     if (wrong > 0)

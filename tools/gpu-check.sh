@@ -5,8 +5,9 @@
 #   2. the CUDA sum kernel's bandwidth as a share of the device's copy bandwidth;
 #   3. a local job with ZPS_SERVER_ENGINE=cuda and zps check (also with 2 local ranks per node);
 #   4. param mode (embedding tables, optimizer on the server) on the CUDA engine vs the CPU engine;
-#   5. NCCL local reduction (ZPS_LOCAL_REDUCE=nccl, 2 local ranks): on 2 GPUs, or on one GPU if
-#      NCCL allows two ranks to share it; otherwise SKIP with NCCL's reason;
+#   5. tensors in GPU memory through the worker: one local rank (pinned staging), and 2 local
+#      ranks with NCCL on 2 GPUs, or on one GPU if NCCL allows two ranks to share it, otherwise a
+#      SKIP with NCCL's reason;
 #   6. zps train --device cuda on digits;
 #   7. zps bench with the CPU engine and the CUDA engine, side by side;
 # and a summary table. Every step runs even after a failure (so the table is complete); the exit
@@ -129,16 +130,25 @@ if [ -x "$ZPS" ]; then
     fi
   fi
 
-  # 5. NCCL local reduction: 2 local ranks per node, every tensor through NCCL (zps check's host
-  #    tensors are copied to the GPU first). NCCL refuses two ranks on one GPU in one communicator
-  #    (ncclInvalidUsage, "Duplicate GPU"); on a one-GPU machine that is a SKIP, not a failure.
-  if NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_DEBUG=${NCCL_DEBUG:-WARN} ZPS_LOCAL_REDUCE=nccl \
+  # 5. Tensors in GPU memory (zps check --gpu_tensors) through the worker API: with one local rank
+  #    they are staged through pinned memory (no NCCL); with 2 local ranks per node they go through
+  #    NCCL. NCCL refuses two ranks on one GPU in one communicator (ncclInvalidUsage, "Duplicate
+  #    GPU"); on a one-GPU machine that row is a SKIP with NCCL's reason, not a failure.
+  if step gpu-tensors-local-1 120 "$ZPS" launch --servers 2 --workers 2 --local-size 1 --timeout 110 -- \
+      check --gpu_tensors --rounds 3 --sizes 7,4K,1M+3,16M; then
+    [ "$(grep -c 'tensors in GPU memory.* 0 wrong' "$OUT_DIR/gpu-tensors-local-1.log")" -eq 2 ] ||
+      failLast "not every worker reported 0 wrong"
+    grep -q "pinned staging (one local rank: no NCCL)" "$OUT_DIR/gpu-tensors-local-1.log" ||
+      failLast "the workers did not stage the GPU tensors"
+  fi
+  if NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_DEBUG=${NCCL_DEBUG:-WARN} \
       step nccl-local-size-2 150 "$ZPS" launch --servers 2 --workers 2 --local-size 2 --timeout 140 -- \
-      check --rounds 3 --sizes 4K,1M+3,16M; then
-    [ "$(grep -c ' 0 wrong' "$OUT_DIR/nccl-local-size-2.log")" -eq 4 ] || failLast "not every local rank reported 0 wrong"
+      check --gpu_tensors --rounds 3 --sizes 7,4K,1M+3,16M; then
+    [ "$(grep -c 'tensors in GPU memory.* 0 wrong' "$OUT_DIR/nccl-local-size-2.log")" -eq 4 ] ||
+      failLast "not every local rank reported 0 wrong"
     grep -q "local reduction of GPU tensors with NCCL" "$OUT_DIR/nccl-local-size-2.log" ||
       failLast "the workers did not use the NCCL reducer"
-    [ "${RESULTS[$((${#RESULTS[@]} - 1))]}" = PASS ] &&
+    [ "${RESULTS[${#RESULTS[@]} - 1]}" = PASS ] &&
       noteLast "$GPUS GPU(s); $(grep -o 'network bytes [0-9]* pushed' "$OUT_DIR/nccl-local-size-2.log" | head -n 1) per node"
   elif [ "$GPUS" -lt 2 ] && grep -qi "duplicate GPU\|invalid usage\|ncclInvalidUsage" "$OUT_DIR/nccl-local-size-2.log"; then
     skipLast "$GPUS GPU: NCCL refuses 2 local ranks on one GPU ($(grep -m1 -io 'duplicate GPU[^;]*\|invalid usage[^;]*' "$OUT_DIR/nccl-local-size-2.log" | cut -c1-100))"

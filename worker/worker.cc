@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "kernels/local_collectives.h"
 #include "kernels/optimizer.h"
 #include "kernels/reducer.h"
 #include "ps/common/config.h"
@@ -24,7 +25,6 @@
 #include "ps/node/resolve.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/wire/codec.h"
-#include "kernels/local_collectives.h"
 #include "worker/compression.h"
 #include "worker/local/local_group.h"
 #include "worker/local/local_reducer.h"

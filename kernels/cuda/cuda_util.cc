@@ -79,6 +79,22 @@ void Stream::release() {
 
 namespace zps::kernels {
 
+StatusOr<void*> deviceAlloc(int device, size_t bytes) {
+  ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  void* p = nullptr;
+  ZPS_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
+  return p;
+}
+
+void deviceFree(void* p) {
+  if (p != nullptr) static_cast<void>(cudaFree(p));
+}
+
+Status copyBytes(void* dst, const void* src, size_t bytes) {
+  ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  return Status::OK();
+}
+
 bool isDevicePointer(const void* p) {
   // Asking once whether any device exists keeps CPU-only machines from paying a failed runtime
   // call per tensor.

@@ -149,6 +149,12 @@ TEST_CASE("ZPS_LOCAL_REDUCE=nccl without a usable GPU fails on every local rank,
   }
   c.waitAll(60s);
   CHECK(entries(shm).empty());
+
+  // GPU tensors cannot be made here at all: zps check --gpu_tensors says why, exit 2.
+  int gpu_check = c.start("zps", {c.bin(), "check", "--gpu_tensors"}, {{"DMLC_ROLE", "worker"}});
+  INFO(c.logTail(gpu_check));
+  CHECK(c.waitExit(gpu_check, 20s) == 2);
+  CHECK(contains(c.log(gpu_check), "--gpu_tensors but"));
 }
 
 TEST_CASE("zps launch --local-size starts N processes per worker node") {
