@@ -574,6 +574,7 @@ class DeferredReducer final : public kernels::Reducer {
     held_.erase(it);
     return Status::OK();
   }
+  void discard(void* dst) override { held_.erase(dst); }
   size_t inFlight() const { return held_.size(); }
 
  private:
@@ -614,6 +615,42 @@ TEST_CASE("sum store: an engine that holds sums until collect() (the CUDA engine
     CHECK(floatsOf(other[0].payload) == expectedSum(r));
     CHECK(reducer->inFlight() == 0);
   }
+}
+
+TEST_CASE("sum store: a compressed push joining a sum the engine holds brings it home first", "[sum_store]") {
+  auto owned = std::make_unique<DeferredReducer>();
+  DeferredReducer* reducer = owned.get();
+  StoreFixture f(kWorkers, std::move(owned));
+  declareAll(f);
+  // Worker 0 dense (the engine holds the sum), worker 1 fp16 (decoded on the CPU), worker 2 dense.
+  REQUIRE(f.push(0, 1, pushValues(0, 1)).size() == 1);
+  CHECK(reducer->inFlight() == 1);
+  auto fp16 = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kFloat32, pushValues(1, 1));
+  std::vector<uint16_t> halves;
+  for (float v : pushValues(1, 1)) halves.push_back(kernels::floatToHalf(v));
+  fp16.header.set_encoding(pb::ENCODING_FP16);
+  fp16.payload = Blob::copyOf(halves.data(), halves.size() * sizeof(uint16_t));
+  REQUIRE(f.send(1, fp16).size() == 1);
+  CHECK(reducer->inFlight() == 0);
+  REQUIRE(f.push(2, 1, pushValues(2, 1)).size() == 1);
+  auto out = f.pull(0, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: a store reset mid-round releases what the engine holds for it", "[sum_store]") {
+  DeferredReducer reducer;
+  {
+    SumStore store(kWorkers, &reducer);
+    std::vector<Outgoing> out;
+    auto declare = StoreFixture::header(pb::CMD_DECLARE, kKey, 0, DType::kFloat32, kElems);
+    declare.header.set_name("grad");
+    store.handle(peerOf(0), 0, declare, &out);
+    store.handle(peerOf(0), 0, StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kFloat32, pushValues(0, 1)),
+                 &out);
+    CHECK(reducer.inFlight() == 1);
+  }
+  CHECK(reducer.inFlight() == 0);
 }
 
 TEST_CASE("sum store: an engine failure loses that round only, and its pulls are told why", "[sum_store]") {
