@@ -44,7 +44,7 @@ Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::strin
 SumStore::~SumStore() {
   for (auto& [key, k] : keys_) {
     for (auto& [round, r] : k.open) {
-      if (r.on_engine) reducer_->discard(r.sum->data());
+      if (r.on_engine) reducer_->discard(const_cast<uint8_t*>(r.sum.data()));
     }
   }
 }
