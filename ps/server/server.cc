@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -141,6 +142,10 @@ class Server {
     }
     options.max_frame_bytes = config.max_message_bytes;
     options.linger = config.shutdown_linger;
+    // Workers on this host move to this socket (faster than TCP loopback); a random name, so only a
+    // peer told it over its TCP connection, and sharing this network namespace, can connect.
+    options.ipc_name = "zps-" + randomHex(Authenticator::newNonce());
+    ipc_name_ = options.ipc_name;
     transport_ = makeZmqTransport(options);
     limits_.max_payload_bytes = config.max_message_bytes;
   }
@@ -329,6 +334,7 @@ class Server {
     generation_ = generation;
     worker_of_peer_.clear();
     local_rank_of_peer_.clear();
+    upgrade_token_of_peer_.clear();
     for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
     inline_engine_->process(EngineTask{0, -1, {}, true});
   }
@@ -374,10 +380,28 @@ class Server {
       reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " is out of range"));
       return;
     }
+    // A worker moving to the ipc socket presents the token its TCP connection was given: that
+    // connection's rank may connect twice.
+    bool moving = false;
+    if (h.upgrade_token() != 0) {
+      for (auto it = upgrade_token_of_peer_.begin(); it != upgrade_token_of_peer_.end(); ++it) {
+        if (it->second != h.upgrade_token() || worker_of_peer_[it->first] != rank ||
+            local_rank_of_peer_[it->first] != h.local_rank())
+          continue;
+        upgrade_token_of_peer_.erase(it);
+        moving = true;
+        break;
+      }
+      if (!moving) {
+        ++malformed_;
+        reply(peer, errorReply(peer, h, "unknown connection token"));
+        return;
+      }
+    }
     // The local ranks of one worker node share its rank (each pushes its own keys); a repeat of
     // both is a misconfigured or hostile peer.
     for (auto& [p, r] : worker_of_peer_) {
-      if (r == rank && p != peer && local_rank_of_peer_[p] == h.local_rank()) {
+      if (!moving && r == rank && p != peer && local_rank_of_peer_[p] == h.local_rank()) {
         reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " local rank " +
                                             std::to_string(h.local_rank()) + " is already connected"));
         return;
@@ -390,7 +414,24 @@ class Server {
     o.header.set_command(pb::CMD_REPLY);
     o.header.set_request_id(h.request_id());
     if (auth_.enabled()) o.header.set_auth_mac(auth_.mac(kHelloReplyContext, h.auth_nonce()));
+    if (!moving) {
+      uint64_t token = 0;
+      while (token == 0) std::memcpy(&token, Authenticator::newNonce().data(), sizeof(token));
+      upgrade_token_of_peer_[peer] = token;
+      o.header.set_ipc_name(ipc_name_);
+      o.header.set_upgrade_token(token);
+    }
     reply(peer, std::move(o));
+  }
+
+  static std::string randomHex(const std::string& bytes) {
+    static const char* digits = "0123456789abcdef";
+    std::string hex;
+    for (unsigned char c : bytes) {
+      hex.push_back(digits[c >> 4]);
+      hex.push_back(digits[c & 15]);
+    }
+    return hex;
   }
 
   const Config config_;
@@ -406,6 +447,8 @@ class Server {
   std::unique_ptr<Engine> inline_engine_;  // small summation keys, run by the dispatcher
   std::unordered_map<PeerId, int> worker_of_peer_;
   std::unordered_map<PeerId, uint32_t> local_rank_of_peer_;
+  std::unordered_map<PeerId, uint64_t> upgrade_token_of_peer_;  // for the move to ipc_name_
+  std::string ipc_name_;
   wire::Limits limits_;
   std::atomic<bool> stop_{false};
   int rank_ = -1;

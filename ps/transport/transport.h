@@ -54,6 +54,9 @@ struct TransportOptions {
   size_t recv_queue_capacity = 4096;         // messages waiting for recv()
   std::chrono::milliseconds linger{1000};    // how long close() keeps flushing queued sends
   std::string name = "transport";            // for log lines
+  // Non-empty: listen() also binds ipc://@<ipc_name>, an abstract unix socket, which peers in this
+  // network namespace reach with connectIpc() faster than over TCP loopback.
+  std::string ipc_name;
 };
 
 class Transport {
@@ -65,6 +68,8 @@ class Transport {
   // Starts connecting to host:port (an IP address) and returns the peer's id at once; messages sent before
   // the connection is up are queued.
   virtual StatusOr<PeerId> connect(const std::string& host, int port) = 0;
+  // Starts connecting to the abstract unix socket ipc://@name (see TransportOptions::ipc_name).
+  virtual StatusOr<PeerId> connectIpc(const std::string& name) = 0;
   // Queues frames for the peer. The Blobs are sent without copying; they stay referenced until sent.
   virtual Status send(PeerId peer, std::vector<Blob> frames) = 0;
   // The next incoming message, or kDeadlineExceeded when none came before the deadline.

@@ -30,6 +30,8 @@ void runJob(Cluster& c, int servers, int workers, const std::vector<std::string>
 TEST_CASE("1 server x 1 worker: check over 10 rounds, 1 B to 9 MiB, every dtype") {
   Cluster c(1, 1);
   runJob(c, 1, 1, {"check", "--rounds", "10"}, 120s);
+  // Same host, same network namespace: the worker moved to the server's ipc socket.
+  CHECK(contains(c.log(2), "1 of 1 servers are on this host; using their ipc:// sockets"));  // 2: the worker
 }
 
 TEST_CASE("2 servers x 3 workers: check over 10 rounds, 1 B to 9 MiB, every dtype") {

@@ -1,5 +1,7 @@
 // The ZeroMQ transport on loopback within one process: onMessage() takes over from recv(), first with
 // the messages already queued, in order, then with new ones.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -45,6 +47,23 @@ TEST_CASE("transport: onMessage gets the queued messages first, in order, then e
     CHECK(got == std::vector<std::string>{"m1", "m2", "m3", "m4"});
   }
   CHECK(server->recv(std::chrono::steady_clock::now() + 100ms).status().code() == StatusCode::kDeadlineExceeded);
+  client->close();
+  server->close();
+}
+
+TEST_CASE("transport: a listener with an ipc name is also reachable over ipc://@name") {
+  TransportOptions listening;
+  listening.ipc_name = "zps-transport-test-" + std::to_string(::getpid());
+  auto server = makeZmqTransport(listening);
+  auto client = makeZmqTransport(TransportOptions{});
+  REQUIRE(server->listen("127.0.0.1", 0).ok());
+  CHECK(client->connectIpc("Bad/Name").status().code() == StatusCode::kInvalidArgument);
+  auto peer = client->connectIpc(listening.ipc_name);
+  REQUIRE(peer.ok());
+  REQUIRE(client->send(*peer, {Blob::fromString("over ipc")}).ok());
+  auto got = server->recv(std::chrono::steady_clock::now() + 10s);
+  REQUIRE(got.ok());
+  CHECK(got->frames[0].view() == "over ipc");
   client->close();
   server->close();
 }

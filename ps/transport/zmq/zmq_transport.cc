@@ -129,6 +129,16 @@ class ZmqTransport final : public Transport {
     std::string endpoint = host.find(':') != std::string::npos
                                ? "tcp://[" + host + "]:" + std::to_string(port)
                                : "tcp://" + host + ":" + std::to_string(port);
+    return connectEndpoint(endpoint);
+  }
+
+  StatusOr<PeerId> connectIpc(const std::string& name) override {
+    if (name.empty() || name.size() > 64 || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+      return InvalidArgument("'" + name + "' is not an ipc socket name");
+    return connectEndpoint("ipc://@" + name);
+  }
+
+  StatusOr<PeerId> connectEndpoint(const std::string& endpoint) {
     PeerId id;
     {
       std::lock_guard<std::mutex> lock(names_mu_);
@@ -245,6 +255,9 @@ class ZmqTransport final : public Transport {
     zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, last, &len);
     std::string bound(last);
     int port = std::atoi(bound.substr(bound.rfind(':') + 1).c_str());
+    if (!options_.ipc_name.empty() && zmq_bind(s, ("ipc://@" + options_.ipc_name).c_str()) != 0)
+      LOG(WARNING) << options_.name << ": cannot listen on ipc://@" << options_.ipc_name << " (" << zmqError()
+                   << "); same-host peers use TCP";
     router_ = s;
     VLOG(1) << options_.name << ": listening on " << bound;
     cmd.done->set_value(port);
