@@ -8,14 +8,19 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/gpu_libraries.h"
 #include "kernels/cuda_blas.h"
 
 namespace zps::kernels {
 namespace {
 
+// cuBLAS as loaded by makeCublasGemm, the only way into this file: everything below runs after the
+// load succeeded.
+const cuda::CublasLibrary& cublas() { return *cuda::cublasLibrary().value(); }
+
 Status cublasToStatus(cublasStatus_t status, const char* what, const char* file, int line) {
   return InternalError(std::string(what) + " failed at " + file + ":" + std::to_string(line) +
-                       ": " + cublasGetStatusName(status) + ": " + cublasGetStatusString(status));
+                       ": " + cublas().cublasGetStatusName(status) + ": " + cublas().cublasGetStatusString(status));
 }
 
 #define ZPS_CUBLAS_RETURN_IF_ERROR(call)                                    \
@@ -34,7 +39,7 @@ class CublasGemm final : public GpuGemm {
       : device_(device), handle_(handle), stream_(std::move(stream)) {}
   ~CublasGemm() override {
     static_cast<void>(cudaSetDevice(device_));
-    cublasDestroy(handle_);
+    cublas().cublasDestroy(handle_);
   }
 
   Status gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
@@ -59,7 +64,7 @@ class CublasGemm final : public GpuGemm {
       ZPS_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(dc, c, c_floats * sizeof(float), cudaMemcpyHostToDevice, s));
     }
-    ZPS_CUBLAS_RETURN_IF_ERROR(cublasSgemm(
+    ZPS_CUBLAS_RETURN_IF_ERROR(cublas().cublasSgemm(
         handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
         static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, db,
         static_cast<int>(ldb), da, static_cast<int>(lda), &beta, dc, static_cast<int>(ldc)));
@@ -79,21 +84,22 @@ class CublasGemm final : public GpuGemm {
 }  // namespace
 
 StatusOr<std::unique_ptr<GpuGemm>> makeCublasGemm(int device) {
+  ZPS_RETURN_IF_ERROR(cuda::cublasLibrary().status());
   ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   cuda::Stream stream;
   ZPS_RETURN_IF_ERROR(stream.create());
   cublasHandle_t handle = nullptr;
-  ZPS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
+  ZPS_CUBLAS_RETURN_IF_ERROR(cublas().cublasCreate(&handle));
   // Deterministic products: no tensor-core TF32 shortcuts, so workers that see the same inputs
   // compute the same gradients (the synchronous-training promise of zps train).
-  if (const cublasStatus_t st = cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH);
+  if (const cublasStatus_t st = cublas().cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH);
       st != CUBLAS_STATUS_SUCCESS) {
-    cublasDestroy(handle);
+    cublas().cublasDestroy(handle);
     return cublasToStatus(st, "cublasSetMathMode", __FILE__, __LINE__);
   }
-  if (const cublasStatus_t st = cublasSetStream(handle, stream.get());
+  if (const cublasStatus_t st = cublas().cublasSetStream(handle, stream.get());
       st != CUBLAS_STATUS_SUCCESS) {
-    cublasDestroy(handle);
+    cublas().cublasDestroy(handle);
     return cublasToStatus(st, "cublasSetStream", __FILE__, __LINE__);
   }
   return std::unique_ptr<GpuGemm>(std::make_unique<CublasGemm>(device, handle, std::move(stream)));

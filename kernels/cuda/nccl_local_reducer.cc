@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/gpu_libraries.h"
 #include "kernels/local_collectives.h"
 
 namespace zps::kernels {
@@ -19,14 +20,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// NCCL as loaded by the two entry points at the bottom, the only ways into this file: everything
+// else runs after the load succeeded.
+const cuda::NcclLibrary& nccl() { return *cuda::ncclLibrary().value(); }
+
 // How often waits ask KeepWaiting (a few syscalls for the shared-memory liveness locks).
 constexpr auto kHealthInterval = std::chrono::milliseconds(20);
 
 Status ncclErrorToStatus(ncclResult_t result, const char* what, const char* file, int line,
                          ncclComm_t comm) {
   std::string message = std::string(what) + " failed at " + file + ":" + std::to_string(line) +
-                        ": " + ncclGetErrorString(result);
-  const char* last = ncclGetLastError(comm);
+                        ": " + nccl().ncclGetErrorString(result);
+  const char* last = nccl().ncclGetLastError(comm);
   if (last != nullptr && *last != '\0') message += " (" + std::string(last) + ")";
   // Invalid usage (for instance two local ranks on one GPU) is the caller's setup, not a bug.
   if (result == ncclInvalidUsage || result == ncclInvalidArgument)
@@ -54,7 +59,7 @@ class Communicator {
  public:
   Communicator() = default;
   ~Communicator() {
-    if (comm_ != nullptr) static_cast<void>(ncclCommAbort(comm_));
+    if (comm_ != nullptr) static_cast<void>(nccl().ncclCommAbort(comm_));
   }
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -63,7 +68,7 @@ class Communicator {
   ncclComm_t get() const { return comm_; }
   // After a failure the communicator is unusable; abort it now so peers blocked in it fail too.
   void abort() {
-    if (comm_ != nullptr) static_cast<void>(ncclCommAbort(comm_));
+    if (comm_ != nullptr) static_cast<void>(nccl().ncclCommAbort(comm_));
     comm_ = nullptr;
   }
 
@@ -91,7 +96,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ZPS_RETURN_IF_ERROR(call(ncclCommInitRankConfig(comm_.out(), size_, id, rank_, &config),
+    ZPS_RETURN_IF_ERROR(call(nccl().ncclCommInitRankConfig(comm_.out(), size_, id, rank_, &config),
                              "ncclCommInitRankConfig", __FILE__, __LINE__));
     return Status::OK();
   }
@@ -123,22 +128,22 @@ class NcclLocalReducer final : public DeviceLocalReducer {
       ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDefault, s));
       return drain("copying the tensor to pinned staging");
     }
-    ZPS_RETURN_IF_ERROR(call(ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
+    ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
     for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
       const size_t count = step.piece_bytes / esize;
       if (step.whole_partition) {
         ZPS_RETURN_IF_ERROR(
-            call(ncclReduceScatter(src + step.offset,
+            call(nccl().ncclReduceScatter(src + step.offset,
                                    result + step.offset + step.piece_bytes * rank_, count, type,
                                    ncclSum, comm_.get(), s),
                  "ncclReduceScatter", __FILE__, __LINE__));
       } else {
-        ZPS_RETURN_IF_ERROR(call(ncclReduce(src + step.offset, result + step.offset, count, type,
+        ZPS_RETURN_IF_ERROR(call(nccl().ncclReduce(src + step.offset, result + step.offset, count, type,
                                             ncclSum, step.owner, comm_.get(), s),
                                  "ncclReduce", __FILE__, __LINE__));
       }
     }
-    ZPS_RETURN_IF_ERROR(call(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
+    ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
     for (const LocalPiece& p : pieces) {
       if (p.owner != rank_) continue;
       ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + p.offset, result + p.offset, p.bytes,
@@ -162,22 +167,22 @@ class NcclLocalReducer final : public DeviceLocalReducer {
                                                cudaMemcpyHostToDevice, s));
     }
     if (size_ > 1) {
-      ZPS_RETURN_IF_ERROR(call(ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
+      ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
       for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
         const size_t count = step.piece_bytes / esize;
         if (step.whole_partition) {
           // In place: our piece already sits at its slot of the partition.
           ZPS_RETURN_IF_ERROR(call(
-              ncclAllGather(result + step.offset + step.piece_bytes * rank_, result + step.offset,
+              nccl().ncclAllGather(result + step.offset + step.piece_bytes * rank_, result + step.offset,
                             count, type, comm_.get(), s),
               "ncclAllGather", __FILE__, __LINE__));
         } else {
-          ZPS_RETURN_IF_ERROR(call(ncclBroadcast(result + step.offset, result + step.offset, count,
+          ZPS_RETURN_IF_ERROR(call(nccl().ncclBroadcast(result + step.offset, result + step.offset, count,
                                                  type, step.owner, comm_.get(), s),
                                    "ncclBroadcast", __FILE__, __LINE__));
         }
       }
-      ZPS_RETURN_IF_ERROR(call(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
+      ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
     }
     ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, result, bytes, cudaMemcpyDefault, s));
     return drain("NCCL all-gather");
@@ -204,7 +209,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     if (result != ncclInProgress) return fail(ncclErrorToStatus(result, what, file, line, comm_.get()));
     return poll(what, [&]() -> StatusOr<bool> {
       ncclResult_t state = ncclSuccess;
-      const ncclResult_t asked = ncclCommGetAsyncError(comm_.get(), &state);
+      const ncclResult_t asked = nccl().ncclCommGetAsyncError(comm_.get(), &state);
       if (asked != ncclSuccess) return ncclErrorToStatus(asked, "ncclCommGetAsyncError", file, line, comm_.get());
       if (state == ncclInProgress) return false;
       if (state != ncclSuccess) return ncclErrorToStatus(state, what, file, line, comm_.get());
@@ -217,7 +222,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     return poll(what, [&]() -> StatusOr<bool> {
       if (comm_.get() != nullptr) {
         ncclResult_t state = ncclSuccess;
-        const ncclResult_t asked = ncclCommGetAsyncError(comm_.get(), &state);
+        const ncclResult_t asked = nccl().ncclCommGetAsyncError(comm_.get(), &state);
         if (asked == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
           return ncclErrorToStatus(state, what, __FILE__, __LINE__, comm_.get());
       }
@@ -270,8 +275,9 @@ class NcclLocalReducer final : public DeviceLocalReducer {
 }  // namespace
 
 StatusOr<std::string> ncclNewUniqueId() {
+  ZPS_RETURN_IF_ERROR(cuda::ncclLibrary().status());
   ncclUniqueId id;
-  const ncclResult_t result = ncclGetUniqueId(&id);
+  const ncclResult_t result = nccl().ncclGetUniqueId(&id);
   if (result != ncclSuccess)
     return ncclErrorToStatus(result, "ncclGetUniqueId", __FILE__, __LINE__, nullptr);
   return std::string(id.internal, sizeof(id.internal));
@@ -283,6 +289,7 @@ StatusOr<std::unique_ptr<DeviceLocalReducer>> makeNcclLocalReducer(const std::st
                                                                    KeepWaiting keep_waiting) {
   if (size < 1 || rank < 0 || rank >= size)
     return InvalidArgument("NCCL local reducer: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  ZPS_RETURN_IF_ERROR(cuda::ncclLibrary().status());
   auto reducer = std::make_unique<NcclLocalReducer>(rank, size, device, timeout, std::move(keep_waiting));
   Status init = reducer->init(unique_id);
   if (!init.ok()) return init.withContext("joining the node's NCCL communicator on GPU " + std::to_string(device));
