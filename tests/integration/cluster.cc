@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -163,6 +164,15 @@ int Cluster::waitExit(int index, std::chrono::seconds deadline) {
   auto code = at(index).process->waitFor(deadline);
   if (!code.ok()) FAIL(at(index).name << ": " << code.status().message() << "\n" << logTail(index));
   return code.value();
+}
+
+bool Cluster::waitForLog(int index, const std::string& text, std::chrono::seconds deadline) const {
+  const auto until = Clock::now() + deadline;
+  while (!contains(log(index), text)) {
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 std::vector<int> Cluster::waitAll(std::chrono::seconds deadline) {

@@ -69,6 +69,10 @@ class Cluster {
   std::string log(int index) const;
   // The last `lines` lines of log(index), labelled with the process name and log path.
   std::string logTail(int index, int lines = 40) const;
+  // Polls log(index) until it contains `text` or `deadline` passes; false (and the caller's REQUIRE
+  // shows the log) when it never came. Tests wait for a state this way instead of sleeping a fixed
+  // time that a loaded machine can outlast.
+  bool waitForLog(int index, const std::string& text, std::chrono::seconds deadline = std::chrono::seconds(60)) const;
 
   const std::string& bin() const { return bin_; }
   const std::string& dir() const { return dir_; }

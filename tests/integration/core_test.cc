@@ -144,7 +144,9 @@ TEST_CASE("a server killed mid-job is named and every process exits non-zero") {
   c.startServer();
   int w0 = c.startWorker(0, {"check", "--rounds", "100000", "--sizes", "4K"});
   int w1 = c.startWorker(1, {"check", "--rounds", "100000", "--sizes", "4K"});
-  std::this_thread::sleep_for(2s);
+  // Killed only once the job runs: a server killed before it registered is "missing", not "dead".
+  REQUIRE(c.waitForLog(s, "nodes registered in"));
+  std::this_thread::sleep_for(500ms);
   REQUIRE(c.running(w0));
   c.signal(s0, SIGKILL);
   auto codes = c.waitAll(20s);
@@ -268,13 +270,14 @@ TEST_CASE("a bad ZPS_TEST_FAULTS is a user error") {
   CHECK(contains(c.log(p), "ZPS_TEST_FAULTS"));
 }
 
-TEST_CASE("SIGTERM: a server says goodbye and exits 0; the scheduler names it and ends the job") {
+TEST_CASE("SIGTERM: a server says goodbye and exits 0, the scheduler names it and ends the job") {
   Cluster c(1, 2);
   int s = c.startScheduler();
   int srv = c.startServer();
   int w0 = c.startWorker(0, {"check", "--rounds", "100000", "--sizes", "4K"});
   int w1 = c.startWorker(1, {"check", "--rounds", "100000", "--sizes", "4K"});
-  std::this_thread::sleep_for(1500ms);
+  REQUIRE(c.waitForLog(s, "nodes registered in"));
+  std::this_thread::sleep_for(500ms);
   REQUIRE(c.running(w0));
   c.signal(srv, SIGTERM);
   CHECK(c.waitExit(srv, 20s) == 0);
@@ -290,7 +293,8 @@ TEST_CASE("SIGTERM: the scheduler ends the job for everyone and exits 0") {
   int s = c.startScheduler();
   int srv = c.startServer();
   int w = c.startWorker(0, {"check", "--rounds", "100000", "--sizes", "4K"});
-  std::this_thread::sleep_for(1500ms);
+  REQUIRE(c.waitForLog(s, "nodes registered in"));
+  std::this_thread::sleep_for(500ms);
   REQUIRE(c.running(w));
   c.signal(s, SIGTERM);
   CHECK(c.waitExit(s, 20s) == 0);

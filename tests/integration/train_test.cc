@@ -231,10 +231,7 @@ TEST_CASE("train: a cluster killed after epoch 2 resumes from its checkpoint and
   int w0 = c.startWorker(0, args);
   first.push_back(w0);
   first.push_back(c.startWorker(1, args));
-  auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (!contains(c.log(w0), "Training. Epoch 2,") && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(50ms);
-  REQUIRE(contains(c.log(w0), "Training. Epoch 2,"));
+  REQUIRE(c.waitForLog(w0, "Training. Epoch 2,", 120s));
   for (int i : first) c.signal(i, SIGKILL);
   for (int i : first) c.waitExit(i, 20s);
   REQUIRE(std::ifstream(dir + "/latest").good());
@@ -291,10 +288,7 @@ RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string&
     keep.push_back(s1);
     keep.push_back(w1);
   } else {
-    auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (!contains(c.log(w0), "Training. Epoch 1,") && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(10ms);
-    REQUIRE(contains(c.log(w0), "Training. Epoch 1,"));
+    REQUIRE(c.waitForLog(w0, "Training. Epoch 1,"));
     int victim = kill == "server 1" ? s1 : w1;
     c.signal(victim, sig);
     int replacement = kill == "server 1" ? c.startServer({{"ZPS_SERVER_ID", "1"}}) : c.startWorker(1, argv);
@@ -359,9 +353,7 @@ TEST_CASE("train: recovery: a lost node that is not replaced within ZPS_RECOVERY
   int s1 = c.startServer();
   int w0 = c.startWorker(0, args);
   int w1 = c.startWorker(1, args);
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (!contains(c.log(w0), "Training. Epoch 1,") && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(10ms);
+  REQUIRE(c.waitForLog(w0, "Training. Epoch 1,"));
   c.signal(s1, SIGKILL);
   auto codes = c.waitAll(20s);
   INFO(c.logTail(s));

@@ -49,7 +49,7 @@ TEST_CASE("dataset progress: plain lines with percent and counts, then a done li
   }
 }
 
-TEST_CASE("dataset progress: bytes show in MB; an unknown total shows only the amount", "[dataset_progress]") {
+TEST_CASE("dataset progress: bytes show in MB, an unknown total shows only the amount", "[dataset_progress]") {
   std::vector<std::string> out;
   {
     DatasetProgress p("reading big.tsv", 4'000'000, "bytes", capture(&out, milliseconds(0), false));

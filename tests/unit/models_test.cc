@@ -112,7 +112,7 @@ void checkGradient(Model& model, std::vector<float>& params, const Dataset& data
   CHECK(checked == x.size());
 }
 
-TEST_CASE("linear: gradient matches finite differences; loss is squared error", "[train][models]") {
+TEST_CASE("linear: gradient matches finite differences, loss is squared error", "[train][models]") {
   auto model = makeLinear(5);
   CHECK(model->describe() == "linear 5-1");
   CHECK(model->numDenseParams() == 6);

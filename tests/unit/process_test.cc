@@ -209,7 +209,7 @@ TEST_CASE("Children get default signal handling even when the parent blocks sign
   CHECK(p->waitFor(10s).value() == 128 + SIGTERM);
 }
 
-TEST_CASE("output_path appends stdout and stderr to a file; cwd is honoured", "[process]") {
+TEST_CASE("output_path appends stdout and stderr to a file, cwd is honoured", "[process]") {
   char dir_template[] = "/tmp/zps-process-test-XXXXXX";
   REQUIRE(mkdtemp(dir_template) != nullptr);
   const std::string dir = dir_template;
