@@ -105,3 +105,19 @@ TEST_CASE("compression: bad settings exit 2 with a line saying what to fix") {
     CHECK(contains(c.log(p), tc.message));
   }
 }
+
+TEST_CASE("compression: zps bench with topk leaves the lossy rows unchecked and passes") {
+  Cluster c(1, 2);
+  c.setEnv("ZPS_COMPRESSOR", "topk");
+  c.setEnv("ZPS_MIN_COMPRESS_BYTES", "65536");  // 4K stays dense and checked, 1M is compressed
+  std::vector<std::string> args = {"bench", "--sizes", "4K,1M", "--min_time", "0.05"};
+  c.startScheduler();
+  c.startServer();
+  int w0 = c.startWorker(0, args);
+  c.startWorker(1, args);
+  c.expectAllExitZero(std::chrono::seconds(120));
+  const std::string log = c.log(w0);
+  INFO(log);
+  CHECK(contains(log, "# #wrong '-': 1 rows not checked"));
+  CHECK(contains(log, "# zps bench: PASS"));
+}
