@@ -109,11 +109,8 @@ class NcclLocalReducer final : public DeviceLocalReducer {
 
   Status reduceScatter(const void* in, size_t bytes, DType dtype,
                        const std::vector<LocalPiece>& pieces, uint8_t* staging) override {
-    ZPS_RETURN_IF_ERROR(usable());
-    ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, ncclType(dtype));
+    ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, begin(bytes, dtype));
     const size_t esize = dtypeSize(dtype);
-    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    ZPS_RETURN_IF_ERROR(result_.reserve(bytes));
     cudaStream_t s = stream_.get();
     // NCCL reads device memory; a host tensor is copied over first.
     const uint8_t* src = static_cast<const uint8_t*>(in);
@@ -154,11 +151,8 @@ class NcclLocalReducer final : public DeviceLocalReducer {
 
   Status allGather(const uint8_t* staging, size_t bytes, DType dtype,
                    const std::vector<LocalPiece>& pieces, void* out) override {
-    ZPS_RETURN_IF_ERROR(usable());
-    ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, ncclType(dtype));
+    ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, begin(bytes, dtype));
     const size_t esize = dtypeSize(dtype);
-    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    ZPS_RETURN_IF_ERROR(result_.reserve(bytes));
     cudaStream_t s = stream_.get();
     uint8_t* result = result_.bytePtr();
     for (const LocalPiece& p : pieces) {
@@ -192,6 +186,16 @@ class NcclLocalReducer final : public DeviceLocalReducer {
   Status usable() const {
     if (!failed_.ok()) return failed_.withContext("the node's NCCL communicator failed earlier");
     return Status::OK();
+  }
+
+  // What both halves start with: a communicator that has not failed, NCCL's type for the dtype, this
+  // reducer's device current, and a result buffer of the tensor's size.
+  StatusOr<ncclDataType_t> begin(size_t bytes, DType dtype) {
+    ZPS_RETURN_IF_ERROR(usable());
+    ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, ncclType(dtype));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    ZPS_RETURN_IF_ERROR(result_.reserve(bytes));
+    return type;
   }
 
   // Remembers the first failure and aborts the communicator, so that peers waiting on us fail too

@@ -11,17 +11,10 @@
 
 #include "kernels/cuda_reducer.h"
 #include "kernels/local_collectives.h"
+#include "tests/local_pieces.h"
 
 namespace zps::kernels {
 namespace {
-
-// The worker's slice logic: pieces of `piece` bytes, piece i owned by local rank i % n.
-std::vector<LocalPiece> cut(size_t bytes, size_t piece, int n) {
-  std::vector<LocalPiece> pieces;
-  for (size_t offset = 0, i = 0; offset < bytes; offset += piece, ++i)
-    pieces.push_back(LocalPiece{offset, std::min(piece, bytes - offset), static_cast<int>(i % n)});
-  return pieces;
-}
 
 // Rank r's input: element i is i * (r + 1); the servers "add" 1000 to every element.
 std::vector<int32_t> input(size_t n, int rank) {

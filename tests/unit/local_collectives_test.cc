@@ -7,17 +7,10 @@
 
 #include "kernels/cuda_reducer.h"
 #include "kernels/local_collectives.h"
+#include "tests/local_pieces.h"
 
 namespace zps::kernels {
 namespace {
-
-// The worker's slice logic (worker.cc placeForNode): pieces of `piece` bytes, piece i owned by i % n.
-std::vector<LocalPiece> cut(size_t bytes, size_t piece, int n) {
-  std::vector<LocalPiece> pieces;
-  for (size_t offset = 0, i = 0; offset < bytes; offset += piece, ++i)
-    pieces.push_back(LocalPiece{offset, std::min(piece, bytes - offset), static_cast<int>(i % n)});
-  return pieces;
-}
 
 // Every byte of the tensor is covered by exactly one step, and single steps keep their owner.
 void checkCovers(const std::vector<LocalPiece>& pieces, int n, size_t bytes) {
