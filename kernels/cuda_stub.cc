@@ -7,6 +7,7 @@
 #include "kernels/cuda_optimizer.h"
 #include "kernels/cuda_reducer.h"
 #include "kernels/local_collectives.h"
+#include "kernels/train_ops.h"
 
 namespace zps::kernels {
 namespace {
@@ -39,6 +40,8 @@ Status cudaSumDevice(void* /*dst*/, const void* /*src*/, size_t /*count*/, DType
 }
 
 StatusOr<std::unique_ptr<GpuGemm>> makeCublasGemm(int /*device*/) { return Unavailable(kNoCuda); }
+
+StatusOr<std::unique_ptr<TrainOps>> makeCudaTrainOps(int /*device*/) { return Unavailable(kNoCuda); }
 
 Status cudaApplyOptimizer(const OptimizerConfig& /*config*/, float* /*params*/, float* /*state*/,
                           const float* /*grad*/, size_t /*n*/, uint64_t /*step*/, void* /*stream*/) {

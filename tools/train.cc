@@ -57,7 +57,7 @@ DEFINE_string(hidden, "128", "train: hidden layer sizes of mlp/ctr, e.g. 128,64"
 DEFINE_int32(embedding_dim, 8, "train: ctr embedding row size");
 DEFINE_string(table_optimizer, "adagrad", "train: ctr embedding optimizer on the servers: sgd, adagrad or adam");
 DEFINE_double(table_lr, 0.1, "train: learning rate of the embedding optimizer");
-DEFINE_string(device, "cpu", "train: where dense products run: cpu (OpenBLAS), cuda (cuBLAS) or auto");
+DEFINE_string(device, "cpu", "train: where the dense model lives and runs: cpu (OpenBLAS), cuda (GPU memory, cuBLAS) or auto");
 DEFINE_string(weights_out, "", "train: write the final dense weights (raw float32) to this file");
 
 namespace zps {
@@ -93,10 +93,12 @@ struct Prepared {
   std::unique_ptr<train::Model> model;
   kernels::OptimizerConfig dense_opt;
   std::string data_dir;
+  kernels::TrainOps* ops = nullptr;  // where the dense model runs (--device)
 };
 
-StatusOr<Prepared> prepare() {
+StatusOr<Prepared> prepare(kernels::TrainOps* ops) {
   Prepared p;
+  p.ops = ops;
   if (FLAGS_epochs < 1) return InvalidArgument("--epochs must be at least 1");
   if (FLAGS_batch_size < 1) return InvalidArgument("--batch_size must be at least 1");
   if (!(FLAGS_lr > 0)) return InvalidArgument("--lr must be positive");
@@ -118,7 +120,7 @@ StatusOr<Prepared> prepare() {
   lo.synthetic_rows = FLAGS_synthetic_rows;
   ZPS_ASSIGN_OR_RETURN(p.split, train::loadDataset(FLAGS_data, lo));
   ZPS_ASSIGN_OR_RETURN(p.model, train::makeModel(FLAGS_model, p.split.train, hidden,
-                                                 static_cast<size_t>(FLAGS_embedding_dim)));
+                                                 static_cast<size_t>(FLAGS_embedding_dim), ops));
   ZPS_RETURN_IF_ERROR(p.model->checkData(p.split.train));
   ZPS_RETURN_IF_ERROR(p.model->checkData(p.split.test));
   return p;
@@ -187,7 +189,9 @@ StatusOr<DenseCheckpoint> readDense(const std::string& dir, size_t num_params, s
 
 class Trainer {
  public:
-  Trainer(Worker& w, Prepared& p, const Config& config) : w_(w), p_(p), config_(config) {}
+  Trainer(Worker& w, Prepared& p, const Config& config)
+      : w_(w), p_(p), config_(config), ops_(*p.ops), d_params_(ops_), d_state_(ops_), d_grad_(ops_),
+        d_summed_(ops_) {}
 
   Status run() {
     const Dataset& train = p_.split.train;
@@ -202,8 +206,6 @@ class Trainer {
                              std::to_string(W_ * b_) + " (workers x --batch_size)");
     size_t n = model_->numDenseParams();
     params_.resize(n);
-    grad_.resize(n);
-    summed_.resize(n);
     state_.assign(kernels::optimizerStateFloats(p_.dense_opt.kind) * n, 0.f);
     kernels::initOptimizerState(p_.dense_opt, state_.data(), n);
     model_->initDense(params_.data(), FLAGS_seed);
@@ -231,6 +233,7 @@ class Trainer {
     }
     if (config_.recovery) ZPS_RETURN_IF_ERROR(shareResumePoint(&start_step));
     ZPS_RETURN_IF_ERROR(declare(start_step));
+    ZPS_RETURN_IF_ERROR(toBackend());
     LOG(INFO) << "train: worker " << w_.rank() << ": " << model_->describe() << " on " << FLAGS_data << " ("
               << train.rows << " train rows, " << p_.split.test.rows << " test rows), " << steps_per_epoch_
               << " steps per epoch of " << W_ << " x " << b_ << " samples, " << (async_ ? "async" : "sync");
@@ -268,10 +271,11 @@ class Trainer {
     if (async_) {
       // Every worker reports the same final model: the one on the servers once all pushes are in.
       ZPS_RETURN_IF_ERROR(w_.barrier());
-      ZPS_ASSIGN_OR_RETURN(Handle h, w_.pull(dense_, params_.data()));
+      ZPS_ASSIGN_OR_RETURN(Handle h, w_.pull(dense_, d_params_.data()));
       ZPS_RETURN_IF_ERROR(w_.wait(h));
       last_eval.reset();  // the servers' weights, not this worker's
     }
+    ZPS_RETURN_IF_ERROR(fromBackend());
     if (!last_eval) {
       ZPS_ASSIGN_OR_RETURN(last_eval, evaluate(p_.split.test));
     }
@@ -297,6 +301,24 @@ class Trainer {
   }
 
  private:
+  // The dense model moves to the backend's memory (the GPU's with --device cuda) once its starting
+  // point is known, and stays there; the host copies params_ and state_ are refreshed only for
+  // checkpoints and the final report.
+  Status toBackend() {
+    const size_t n = params_.size();
+    if (!d_params_.reserve(n) || !d_grad_.reserve(n) || !d_summed_.reserve(n) || !d_state_.reserve(state_.size()))
+      return ops_.status();
+    ops_.upload(d_params_.data(), params_.data(), n);
+    ops_.upload(d_state_.data(), state_.data(), state_.size());
+    ops_.synchronize();
+    return ops_.status();
+  }
+  Status fromBackend() {
+    ops_.download(params_.data(), d_params_.data(), params_.size());
+    ops_.download(state_.data(), d_state_.data(), state_.size());
+    return ops_.status();
+  }
+
   // Every worker must train the same model on data of the same shape; a push-pull of the shape shows
   // a mismatch to all of them at once.
   Status checkShapes() {
@@ -418,8 +440,8 @@ class Trainer {
       emb = emb_.data();
       grad_emb = grad_emb_.data();
     }
-    *loss = model_->lossAndGrad(params_.data(), d, rows, b_, emb, grad_.data(), grad_emb);
-    return Status::OK();
+    *loss = model_->lossAndGrad(d_params_.data(), d, rows, b_, emb, d_grad_.data(), grad_emb);
+    return ops_.status();
   }
 
   Status stepSync(const size_t* rows, double* loss) {
@@ -428,26 +450,31 @@ class Trainer {
     // Each worker contributes its sum; dividing by the global batch makes W workers on batch b the same
     // step as one worker on batch W*b.
     float scale = 1.0f / static_cast<float>(W_ * b_);
-    for (float& g : grad_) g *= scale;
-    ZPS_ASSIGN_OR_RETURN(Handle h, w_.pushPull(dense_, grad_.data(), summed_.data()));
+    ops_.scale(d_grad_.data(), params_.size(), scale);
+    ops_.synchronize();  // the worker API reads the gradient from backend memory
+    ZPS_RETURN_IF_ERROR(ops_.status());
+    ZPS_ASSIGN_OR_RETURN(Handle h, w_.pushPull(dense_, d_grad_.data(), d_summed_.data()));
     if (table_ >= 0) ZPS_RETURN_IF_ERROR(pushEmbeddingGrads(b_, d.num_categorical, scale));
     ZPS_RETURN_IF_ERROR(w_.wait(h));
-    kernels::applyOptimizer(p_.dense_opt, params_.data(), state_.data(), summed_.data(), params_.size(), ++opt_step_);
-    return Status::OK();
+    ops_.applyOptimizer(p_.dense_opt, d_params_.data(), d_state_.data(), d_summed_.data(), params_.size(), ++opt_step_);
+    return ops_.status();
   }
 
   Status stepAsync(const size_t* rows, double* loss) {
     const Dataset& d = p_.split.train;
-    ZPS_ASSIGN_OR_RETURN(Handle pull, w_.pull(dense_, params_.data()));
+    const size_t n = params_.size();
+    ZPS_ASSIGN_OR_RETURN(Handle pull, w_.pull(dense_, d_params_.data()));
     ZPS_RETURN_IF_ERROR(w_.wait(pull));
     ZPS_RETURN_IF_ERROR(forwardBackward(rows, loss));
     float scale = 1.0f / static_cast<float>(b_);
-    for (float& g : grad_) g *= scale;
+    ops_.scale(d_grad_.data(), n, scale);
     // The delta this worker's optimizer step makes; the servers add every worker's deltas.
-    summed_ = params_;
-    kernels::applyOptimizer(p_.dense_opt, summed_.data(), state_.data(), grad_.data(), params_.size(), ++opt_step_);
-    for (size_t i = 0; i < params_.size(); ++i) summed_[i] -= params_[i];
-    ZPS_ASSIGN_OR_RETURN(Handle push, w_.push(dense_, summed_.data()));
+    ops_.copy(d_summed_.data(), d_params_.data(), n);
+    ops_.applyOptimizer(p_.dense_opt, d_summed_.data(), d_state_.data(), d_grad_.data(), n, ++opt_step_);
+    ops_.subtract(d_summed_.data(), d_summed_.data(), d_params_.data(), n);
+    ops_.synchronize();  // the worker API reads the delta from backend memory
+    ZPS_RETURN_IF_ERROR(ops_.status());
+    ZPS_ASSIGN_OR_RETURN(Handle push, w_.push(dense_, d_summed_.data()));
     if (table_ >= 0) ZPS_RETURN_IF_ERROR(pushEmbeddingGrads(b_, d.num_categorical, scale));
     return w_.wait(push);
   }
@@ -468,7 +495,8 @@ class Trainer {
         emb = emb_.data();
       }
       double part = 0;
-      model_->predict(params_.data(), data, rows.data(), n, emb, out.data() + start * per_row, &part);
+      model_->predict(d_params_.data(), data, rows.data(), n, emb, out.data() + start * per_row, &part);
+      ZPS_RETURN_IF_ERROR(ops_.status());
       loss_sum += part;
     }
     return train::evaluateOutputs(data, out.data(), per_row, data.rows ? loss_sum / data.rows : 0);
@@ -476,6 +504,7 @@ class Trainer {
 
   Status checkpoint(uint64_t step) {
     if (config_.checkpoint_dir.empty() || w_.rank() != 0) return Status::OK();
+    ZPS_RETURN_IF_ERROR(fromBackend());
     if (table_ >= 0) ZPS_RETURN_IF_ERROR(w_.checkpointTables(step));
     DenseCheckpoint c;
     c.step = step;
@@ -500,7 +529,10 @@ class Trainer {
   uint64_t opt_step_ = 0;
   double train_secs_ = 0;    // time in training steps (no evaluation), for the time per step
   uint64_t train_steps_ = 0;
-  std::vector<float> params_, grad_, summed_, state_;
+  kernels::TrainOps& ops_;
+  // The dense model on the host (start, checkpoints, final report) and in backend memory (training).
+  std::vector<float> params_, state_;
+  kernels::TrainBuffer d_params_, d_state_, d_grad_, d_summed_;
   std::vector<uint64_t> unique_;
   std::vector<uint32_t> slot_of_;
   std::vector<float> unique_rows_, emb_, grad_emb_;
@@ -520,13 +552,13 @@ int trainMain() {
     std::cerr << "zps train: ZPS_LOCAL_SIZE > 1 is not supported by zps train yet; use --local-size 1" << std::endl;
     return 2;
   }
-  auto device = train::useTrainDevice(FLAGS_device, config->local_rank);
+  auto device = train::openTrainDevice(FLAGS_device, config->local_rank);
   if (!device.ok()) {
     std::cerr << "zps train: " << device.status().message() << std::endl;
     return 2;
   }
-  LOG(INFO) << "zps train: dense products on " << *device;
-  auto prepared = prepare();
+  LOG(INFO) << "zps train: dense model on " << device->description;
+  auto prepared = prepare(device->ops);
   return runWorkerProgram("train", [&](Worker& w) -> Status {
     if (!prepared.ok()) return prepared.status();
     for (;;) {

@@ -30,9 +30,6 @@ Status cublasToStatus(cublasStatus_t status, const char* what, const char* file,
       return cublasToStatus(zps_cublas_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-// Floats spanned by `rows` rows of `cols` floats at row stride `ld` (the last row needs only cols).
-size_t span(size_t rows, size_t cols, size_t ld) { return rows == 0 ? 0 : (rows - 1) * ld + cols; }
-
 class CublasGemm final : public GpuGemm {
  public:
   CublasGemm(int device, cublasHandle_t handle, cuda::Stream stream)
@@ -46,39 +43,19 @@ class CublasGemm final : public GpuGemm {
               size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) override {
     if (m == 0 || n == 0) return Status::OK();
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    const size_t a_floats = trans_a ? span(k, m, lda) : span(m, k, lda);
-    const size_t b_floats = trans_b ? span(n, k, ldb) : span(k, n, ldb);
-    const size_t c_floats = span(m, n, ldc);
-    ZPS_RETURN_IF_ERROR(a_.reserve(a_floats * sizeof(float) + 1));
-    ZPS_RETURN_IF_ERROR(b_.reserve(b_floats * sizeof(float) + 1));
-    ZPS_RETURN_IF_ERROR(c_.reserve(c_floats * sizeof(float)));
-    cudaStream_t s = stream_.get();
-    auto* da = static_cast<float*>(a_.data());
-    auto* db = static_cast<float*>(b_.data());
-    auto* dc = static_cast<float*>(c_.data());
-    ZPS_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(da, a, a_floats * sizeof(float), cudaMemcpyHostToDevice, s));
-    ZPS_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(db, b, b_floats * sizeof(float), cudaMemcpyHostToDevice, s));
-    if (beta != 0.0f) {
-      ZPS_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(dc, c, c_floats * sizeof(float), cudaMemcpyHostToDevice, s));
-    }
     ZPS_CUBLAS_RETURN_IF_ERROR(cublas().cublasSgemm(
         handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, db,
-        static_cast<int>(ldb), da, static_cast<int>(lda), &beta, dc, static_cast<int>(ldc)));
-    ZPS_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(c, dc, c_floats * sizeof(float), cudaMemcpyDeviceToHost, s));
-    ZPS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+        static_cast<int>(ldb), a, static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
     return Status::OK();
   }
+
+  void* stream() const override { return stream_.get(); }
 
  private:
   const int device_;
   cublasHandle_t handle_;
   cuda::Stream stream_;
-  cuda::DeviceBuffer a_, b_, c_;
 };
 
 }  // namespace

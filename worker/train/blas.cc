@@ -11,22 +11,9 @@ void pinBlasToOneThread() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
-namespace {
-GemmBackend& backendSlot() {
-  static GemmBackend backend;
-  return backend;
-}
-}  // namespace
-
-void setGemmBackend(GemmBackend backend) { backendSlot() = std::move(backend); }
-
 void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
           size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
   if (m == 0 || n == 0) return;
-  if (const GemmBackend& backend = backendSlot()) {
-    backend(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
   pinBlasToOneThread();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 
 namespace zps::train {
 
@@ -15,14 +14,6 @@ namespace zps::train {
 // ldc are the row strides of A, B and C as stored. A thin wrapper of cblas_sgemm.
 void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
           size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc);
-
-// Sends every later gemm to `backend` instead of OpenBLAS (zps train --device cuda); nullptr
-// restores OpenBLAS. Set once, before training starts: the switch itself is not synchronised. A
-// backend that fails aborts with its message, because a half-computed product cannot be reported
-// through gemm's void signature and training on it would be silently wrong.
-using GemmBackend = std::function<void(bool, bool, size_t, size_t, size_t, float, const float*, size_t,
-                                       const float*, size_t, float, float*, size_t)>;
-void setGemmBackend(GemmBackend backend);
 
 // Sets OpenBLAS to one thread (once per process; gemm calls it too). Callers that use OpenBLAS
 // outside gemm call it first.

@@ -5,13 +5,17 @@
 #include <cstring>
 #include <utility>
 
-#include "worker/train/blas.h"
+#include "kernels/train_math.h"
+#include "worker/train/cpu_train_ops.h"
 #include "worker/train/random.h"
 
 namespace zps::train {
 namespace {
 
-enum class Head { kSquared, kSoftmax, kLogistic };
+using kernels::LossHead;
+using kernels::TrainBuffer;
+using kernels::TrainOps;
+namespace math = kernels::train_math;
 
 std::string joinSizes(const std::vector<size_t>& sizes) {
   std::string s;
@@ -24,8 +28,9 @@ std::string joinSizes(const std::vector<size_t>& sizes) {
 // what the input rows are. Owned by one Model, used by its thread only.
 class DenseNet {
  public:
-  DenseNet(size_t input, const std::vector<size_t>& hidden, size_t output, Head head)
-      : head_(head) {
+  DenseNet(TrainOps& ops, size_t input, const std::vector<size_t>& hidden, size_t output,
+           LossHead head)
+      : ops_(ops), head_(head), delta_(ops), prev_delta_(ops) {
     widths_.push_back(input);
     widths_.insert(widths_.end(), hidden.begin(), hidden.end());
     widths_.push_back(output);
@@ -37,7 +42,7 @@ class DenseNet {
       offset += widths_[l + 1];
     }
     num_params_ = offset;
-    acts_.resize(numLayers());
+    for (size_t l = 0; l < numLayers(); ++l) acts_.emplace_back(ops);
   }
 
   size_t numLayers() const { return widths_.size() - 1; }
@@ -45,7 +50,9 @@ class DenseNet {
   size_t inputWidth() const { return widths_.front(); }
   size_t outputWidth() const { return widths_.back(); }
   const std::vector<size_t>& widths() const { return widths_; }
+  TrainOps& ops() const { return ops_; }
 
+  // Host memory: initial weights are made on the host and uploaded by their owner.
   void init(float* params, uint64_t seed, bool zeros) const {
     std::fill(params, params + num_params_, 0.0f);
     if (zeros) return;
@@ -62,156 +69,119 @@ class DenseNet {
     }
   }
 
-  // Forward over the n x inputWidth() matrix x; the last layer's pre-head outputs (logits or
-  // values) end up in logits().
+  // Forward over the n x inputWidth() matrix x (backend memory); the last layer's pre-head outputs
+  // (logits or values) end up in logits().
   void forward(const float* params, const float* x, size_t n) {
     const float* in = x;
     for (size_t l = 0; l < numLayers(); ++l) {
       const size_t wi = widths_[l], wo = widths_[l + 1];
-      std::vector<float>& out = acts_[l];
-      out.resize(n * wo);
-      const float* bias = params + bias_offset_[l];
-      for (size_t i = 0; i < n; ++i) std::memcpy(out.data() + i * wo, bias, wo * sizeof(float));
-      gemm(false, false, n, wo, wi, 1.0f, in, wi, params + weight_offset_[l], wo, 1.0f, out.data(),
-           wo);
-      if (l + 1 < numLayers()) {
-        for (float& v : out) v = v > 0.0f ? v : 0.0f;
-      }
-      in = out.data();
+      float* out = acts_[l].reserve(n * wo);
+      if (out == nullptr) return;  // the ops recorded why
+      ops_.fillRows(out, params + bias_offset_[l], n, wo);
+      ops_.gemm(false, false, n, wo, wi, 1.0f, in, wi, params + weight_offset_[l], wo, 1.0f, out, wo);
+      if (l + 1 < numLayers()) ops_.relu(out, n * wo);
+      in = out;
     }
   }
   const float* logits() const { return acts_.back().data(); }
 
-  // The loss of row i's logits against its label, and (if grad is not null) d(loss)/d(logits).
-  double headLoss(const float* z, float label, float* grad) const {
-    const size_t c = outputWidth();
-    switch (head_) {
-      case Head::kSquared: {
-        const double d = static_cast<double>(z[0]) - label;
-        if (grad) grad[0] = static_cast<float>(2.0 * d);
-        return d * d;
-      }
-      case Head::kSoftmax: {
-        const size_t t = static_cast<size_t>(label);
-        double m = z[0];
-        for (size_t k = 1; k < c; ++k) m = std::max(m, static_cast<double>(z[k]));
-        double s = 0;
-        for (size_t k = 0; k < c; ++k) s += std::exp(z[k] - m);
-        const double lse = m + std::log(s);
-        if (grad) {
-          for (size_t k = 0; k < c; ++k) {
-            grad[k] = static_cast<float>(std::exp(z[k] - lse) - (k == t ? 1.0 : 0.0));
-          }
-        }
-        return lse - z[t];
-      }
-      case Head::kLogistic: {
-        const double v = z[0];
-        if (grad) grad[0] = static_cast<float>(sigmoid(v) - label);
-        // softplus(v) - t * v, written so that exp never overflows.
-        return std::max(v, 0.0) - label * v + std::log1p(std::exp(-std::fabs(v)));
-      }
-    }
-    return 0;
-  }
-
-  // The head's outputs for row i: the value, the class probabilities, or P(1).
-  void headOutput(const float* z, float* out) const {
-    const size_t c = outputWidth();
-    switch (head_) {
-      case Head::kSquared: out[0] = z[0]; return;
-      case Head::kSoftmax: {
-        double m = z[0];
-        for (size_t k = 1; k < c; ++k) m = std::max(m, static_cast<double>(z[k]));
-        double s = 0;
-        for (size_t k = 0; k < c; ++k) s += std::exp(z[k] - m);
-        for (size_t k = 0; k < c; ++k) out[k] = static_cast<float>(std::exp(z[k] - m) / s);
-        return;
-      }
-      case Head::kLogistic: out[0] = static_cast<float>(sigmoid(z[0])); return;
-    }
-  }
-
-  // Forward + backward. Overwrites grad (numParams()) with the summed gradient and, if dx is not
-  // null, writes d(loss sum)/d(x) (n x inputWidth()). Returns the summed loss.
+  // Forward + backward on backend memory. Overwrites grad (numParams()) with the summed gradient
+  // and, if dx is not null, writes d(loss sum)/d(x) (n x inputWidth()). Returns the summed loss.
   double lossAndGrad(const float* params, const float* x, size_t n, const float* labels,
                      float* grad, float* dx) {
     if (n == 0) {
-      std::fill(grad, grad + num_params_, 0.0f);
+      ops_.setZero(grad, num_params_);
       return 0.0;
     }
     forward(params, x, n);
     const size_t c = outputWidth();
-    delta_.resize(n * c);
-    double loss = 0;
-    for (size_t i = 0; i < n; ++i) {
-      loss += headLoss(logits() + i * c, labels[i], delta_.data() + i * c);
-    }
+    if (delta_.reserve(n * c) == nullptr || !ops_.status().ok()) return 0.0;
+    const double loss = ops_.headLossGrad(head_, logits(), labels, n, c, delta_.data());
 
     for (size_t l = numLayers(); l-- > 0;) {
       const size_t wi = widths_[l], wo = widths_[l + 1];
       const float* in = l == 0 ? x : acts_[l - 1].data();
-      gemm(true, false, wi, wo, n, 1.0f, in, wi, delta_.data(), wo, 0.0f, grad + weight_offset_[l],
-           wo);
-      float* gb = grad + bias_offset_[l];
-      std::fill(gb, gb + wo, 0.0f);
-      for (size_t i = 0; i < n; ++i) {
-        const float* d = delta_.data() + i * wo;
-        for (size_t o = 0; o < wo; ++o) gb[o] += d[o];
-      }
+      ops_.gemm(true, false, wi, wo, n, 1.0f, in, wi, delta_.data(), wo, 0.0f,
+                grad + weight_offset_[l], wo);
+      ops_.columnSums(delta_.data(), n, wo, grad + bias_offset_[l]);
       if (l == 0 && dx == nullptr) break;
-      float* prev = dx;
-      if (l > 0) {
-        prev_delta_.resize(n * wi);
-        prev = prev_delta_.data();
-      }
-      gemm(false, true, n, wi, wo, 1.0f, delta_.data(), wo, params + weight_offset_[l], wo, 0.0f,
-           prev, wi);
+      float* prev = l > 0 ? prev_delta_.reserve(n * wi) : dx;
+      if (prev == nullptr) return 0.0;
+      ops_.gemm(false, true, n, wi, wo, 1.0f, delta_.data(), wo, params + weight_offset_[l], wo,
+                0.0f, prev, wi);
       if (l == 0) break;
-      // ReLU passes the gradient where its output was positive.
-      const float* a = acts_[l - 1].data();
-      for (size_t i = 0; i < n * wi; ++i) {
-        if (!(a[i] > 0.0f)) prev[i] = 0.0f;
-      }
+      ops_.reluBackward(prev, acts_[l - 1].data(), n * wi);
       std::swap(delta_, prev_delta_);
     }
     return loss;
   }
 
+  // Forward on the backend; the heads' outputs (into host `out`) and losses (against host
+  // `labels`) on the host, from the logits brought back.
   void predict(const float* params, const float* x, size_t n, const float* labels, float* out,
                double* loss_sum) {
     const size_t c = outputWidth();
-    const size_t per_row = head_ == Head::kLogistic ? 1 : c;
+    const size_t per_row = head_ == LossHead::kLogistic ? 1 : c;
     double loss = 0;
-    if (n > 0) forward(params, x, n);
+    if (n > 0) {
+      forward(params, x, n);
+      host_logits_.resize(n * c);
+      if (ops_.status().ok()) ops_.download(host_logits_.data(), logits(), n * c);
+    }
     for (size_t i = 0; i < n; ++i) {
-      headOutput(logits() + i * c, out + i * per_row);
-      if (loss_sum) loss += headLoss(logits() + i * c, labels[i], nullptr);
+      const float* z = host_logits_.data() + i * c;
+      math::headOutput(head_, z, c, out + i * per_row);
+      if (loss_sum) loss += math::headLoss(head_, z, c, labels[i], nullptr);
     }
     if (loss_sum) *loss_sum = loss;
   }
 
  private:
-  static double sigmoid(double v) {
-    if (v >= 0) return 1.0 / (1.0 + std::exp(-v));
-    const double e = std::exp(v);
-    return e / (1.0 + e);
-  }
-
-  Head head_;
+  TrainOps& ops_;
+  LossHead head_;
   std::vector<size_t> widths_;
   std::vector<size_t> weight_offset_, bias_offset_;
   size_t num_params_ = 0;
   // acts_[l]: the output of layer l (after the ReLU, except for the last layer).
-  std::vector<std::vector<float>> acts_;
-  std::vector<float> delta_, prev_delta_;
+  std::vector<TrainBuffer> acts_;
+  TrainBuffer delta_, prev_delta_;
+  std::vector<float> host_logits_;
 };
 
-// The labels of the batch rows, gathered once so the net sees a contiguous array.
-void gatherLabels(const Dataset& data, const size_t* rows, size_t n, std::vector<float>* out) {
-  out->resize(n);
-  for (size_t i = 0; i < n; ++i) (*out)[i] = data.labels[rows[i]];
-}
+// A batch's input matrix and labels: assembled on the host in staging memory (pinned on a GPU,
+// reused from step to step), then sent to the backend with one copy, labels right after the rows.
+// The next batch reuses the staging memory only after the net has waited on the backend (its head
+// or its predict does), so an upload in flight is never overwritten.
+class BatchInput {
+ public:
+  explicit BatchInput(TrainOps& ops) : ops_(ops), staging_(ops, TrainBuffer::kStaging), backend_(ops) {}
+
+  // The n x width host rows to fill, or nullptr when the staging memory cannot be had. The labels
+  // of `rows` are gathered already.
+  float* hostRows(const Dataset& data, const size_t* rows, size_t n, size_t width) {
+    n_ = n;
+    width_ = width;
+    float* x = staging_.reserve(n * width + n);
+    if (x == nullptr) return nullptr;
+    for (size_t i = 0; i < n; ++i) x[n * width + i] = data.labels[rows[i]];
+    return x;
+  }
+  // Sends the filled rows and labels to the backend; false when that memory cannot be had.
+  bool upload() {
+    const size_t floats = n_ * width_ + n_;
+    if (backend_.reserve(floats) == nullptr) return false;
+    ops_.upload(backend_.data(), staging_.data(), floats);
+    return true;
+  }
+  const float* x() const { return backend_.data(); }
+  const float* labels() const { return backend_.data() + n_ * width_; }
+  const float* hostLabels() const { return staging_.data() + n_ * width_; }
+
+ private:
+  TrainOps& ops_;
+  TrainBuffer staging_, backend_;
+  size_t n_ = 0, width_ = 0;
+};
 
 Status checkArrays(const Dataset& data) {
   if (data.numeric.size() != data.rows * data.num_numeric ||
@@ -237,14 +207,14 @@ Status checkClassLabels(const Dataset& data, int classes) {
 // Models over the numeric features alone: linear (squared head) and mlp (softmax head).
 class NumericModel : public Model {
  public:
-  NumericModel(std::string kind, size_t features, const std::vector<size_t>& hidden, size_t outputs,
-               Head head)
-      : kind_(std::move(kind)), head_(head), net_(features, hidden, outputs, head) {}
+  NumericModel(TrainOps& ops, std::string kind, size_t features, const std::vector<size_t>& hidden,
+               size_t outputs, LossHead head)
+      : kind_(std::move(kind)), head_(head), net_(ops, features, hidden, outputs, head), input_(ops) {}
 
   std::string describe() const override { return kind_ + " " + joinSizes(net_.widths()); }
   size_t numDenseParams() const override { return net_.numParams(); }
   void initDense(float* params, uint64_t seed) const override {
-    net_.init(params, seed, head_ == Head::kSquared);
+    net_.init(params, seed, head_ == LossHead::kSquared);
   }
   size_t outputsPerRow() const override { return net_.outputWidth(); }
 
@@ -255,7 +225,7 @@ class NumericModel : public Model {
                              " features, model " + describe() + " expects " +
                              std::to_string(net_.inputWidth()));
     }
-    if (head_ == Head::kSquared) {
+    if (head_ == LossHead::kSquared) {
       if (!data.isRegression()) {
         return InvalidArgument("model " + describe() + " does regression, but dataset '" +
                                data.name + "' has " + std::to_string(data.num_classes) +
@@ -273,41 +243,43 @@ class NumericModel : public Model {
 
   double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n,
                      const float*, float* grad_dense, float*) override {
-    gather(data, rows, n);
-    return net_.lossAndGrad(params, x_.data(), n, labels_.data(), grad_dense, nullptr);
+    if (!gather(data, rows, n)) return 0.0;
+    return net_.lossAndGrad(params, input_.x(), n, input_.labels(), grad_dense, nullptr);
   }
 
   void predict(const float* params, const Dataset& data, const size_t* rows, size_t n, const float*,
                float* out, double* loss_sum) override {
-    gather(data, rows, n);
-    net_.predict(params, x_.data(), n, labels_.data(), out, loss_sum);
+    if (!gather(data, rows, n)) return;
+    net_.predict(params, input_.x(), n, input_.hostLabels(), out, loss_sum);
   }
 
  private:
-  void gather(const Dataset& data, const size_t* rows, size_t n) {
+  bool gather(const Dataset& data, const size_t* rows, size_t n) {
     const size_t f = data.num_numeric;
-    x_.resize(n * f);
-    for (size_t i = 0; i < n; ++i) {
-      std::memcpy(x_.data() + i * f, data.numericRow(rows[i]), f * sizeof(float));
-    }
-    gatherLabels(data, rows, n, &labels_);
+    float* x = input_.hostRows(data, rows, n, f);
+    if (x == nullptr) return false;
+    for (size_t i = 0; i < n; ++i) std::memcpy(x + i * f, data.numericRow(rows[i]), f * sizeof(float));
+    return input_.upload();
   }
 
   std::string kind_;
-  Head head_;
+  LossHead head_;
   DenseNet net_;
-  std::vector<float> x_, labels_;
+  BatchInput input_;
 };
 
 // The CTR model: each row's input is its fields' embedding rows, then its numeric features.
 class CtrModel : public Model {
  public:
-  CtrModel(size_t numeric, size_t fields, size_t dim, const std::vector<size_t>& hidden)
+  CtrModel(TrainOps& ops, size_t numeric, size_t fields, size_t dim,
+           const std::vector<size_t>& hidden)
       : numeric_(numeric),
         fields_(fields),
         dim_(dim),
-        net_(fields * dim + numeric, hidden, 1, Head::kLogistic),
-        hidden_(hidden) {}
+        net_(ops, fields * dim + numeric, hidden, 1, LossHead::kLogistic),
+        hidden_(hidden),
+        input_(ops),
+        dx_(ops) {}
 
   std::string describe() const override {
     std::vector<size_t> rest = hidden_;
@@ -339,65 +311,74 @@ class CtrModel : public Model {
 
   double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n,
                      const float* emb, float* grad_dense, float* grad_emb) override {
-    gather(data, rows, n, emb);
+    if (!gather(data, rows, n, emb)) return 0.0;
     const size_t in = net_.inputWidth();
     if (grad_emb == nullptr) {
-      return net_.lossAndGrad(params, x_.data(), n, labels_.data(), grad_dense, nullptr);
+      return net_.lossAndGrad(params, input_.x(), n, input_.labels(), grad_dense, nullptr);
     }
-    dx_.resize(n * in);
+    if (dx_.reserve(n * in) == nullptr) return 0.0;
     const double loss =
-        net_.lossAndGrad(params, x_.data(), n, labels_.data(), grad_dense, dx_.data());
+        net_.lossAndGrad(params, input_.x(), n, input_.labels(), grad_dense, dx_.data());
+    // The embedding gradients go to the servers from the host.
+    host_dx_.resize(n * in);
+    net_.ops().download(host_dx_.data(), dx_.data(), n * in);
     const size_t e = fields_ * dim_;
     for (size_t i = 0; i < n; ++i) {
-      std::memcpy(grad_emb + i * e, dx_.data() + i * in, e * sizeof(float));
+      std::memcpy(grad_emb + i * e, host_dx_.data() + i * in, e * sizeof(float));
     }
     return loss;
   }
 
   void predict(const float* params, const Dataset& data, const size_t* rows, size_t n,
                const float* emb, float* out, double* loss_sum) override {
-    gather(data, rows, n, emb);
-    net_.predict(params, x_.data(), n, labels_.data(), out, loss_sum);
+    if (!gather(data, rows, n, emb)) return;
+    net_.predict(params, input_.x(), n, input_.hostLabels(), out, loss_sum);
   }
 
  private:
-  void gather(const Dataset& data, const size_t* rows, size_t n, const float* emb) {
+  bool gather(const Dataset& data, const size_t* rows, size_t n, const float* emb) {
     const size_t e = fields_ * dim_;
     const size_t in = net_.inputWidth();
-    x_.resize(n * in);
+    float* x = input_.hostRows(data, rows, n, in);
+    if (x == nullptr) return false;
     for (size_t i = 0; i < n; ++i) {
-      std::memcpy(x_.data() + i * in, emb + i * e, e * sizeof(float));
-      std::memcpy(x_.data() + i * in + e, data.numericRow(rows[i]), numeric_ * sizeof(float));
+      std::memcpy(x + i * in, emb + i * e, e * sizeof(float));
+      std::memcpy(x + i * in + e, data.numericRow(rows[i]), numeric_ * sizeof(float));
     }
-    gatherLabels(data, rows, n, &labels_);
+    return input_.upload();
   }
 
   size_t numeric_, fields_, dim_;
   DenseNet net_;
   std::vector<size_t> hidden_;
-  std::vector<float> x_, dx_, labels_;
+  BatchInput input_;
+  TrainBuffer dx_;
+  std::vector<float> host_dx_;
 };
+
+TrainOps& opsOrCpu(TrainOps* ops) { return ops ? *ops : cpuTrainOps(); }
 
 }  // namespace
 
-std::unique_ptr<Model> makeLinear(size_t features) {
-  return std::make_unique<NumericModel>("linear", features, std::vector<size_t>{}, 1,
-                                        Head::kSquared);
+std::unique_ptr<Model> makeLinear(size_t features, TrainOps* ops) {
+  return std::make_unique<NumericModel>(opsOrCpu(ops), "linear", features, std::vector<size_t>{}, 1,
+                                        LossHead::kSquared);
 }
 
-std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes) {
-  return std::make_unique<NumericModel>("mlp", features, hidden, static_cast<size_t>(classes),
-                                        Head::kSoftmax);
+std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes,
+                               TrainOps* ops) {
+  return std::make_unique<NumericModel>(opsOrCpu(ops), "mlp", features, hidden, static_cast<size_t>(classes),
+                                        LossHead::kSoftmax);
 }
 
 std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim,
-                               std::vector<size_t> hidden) {
-  return std::make_unique<CtrModel>(numeric, fields, dim, hidden);
+                               std::vector<size_t> hidden, TrainOps* ops) {
+  return std::make_unique<CtrModel>(opsOrCpu(ops), numeric, fields, dim, hidden);
 }
 
 StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Dataset& data,
                                            const std::vector<size_t>& hidden,
-                                           size_t embedding_dim) {
+                                           size_t embedding_dim, TrainOps* ops) {
   for (size_t h : hidden) {
     if (h == 0) return InvalidArgument("hidden layer sizes must be positive");
   }
@@ -408,7 +389,7 @@ StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Datase
                              "' has " + std::to_string(data.num_classes) +
                              " classes (use mlp or ctr)");
     }
-    model = makeLinear(data.num_numeric);
+    model = makeLinear(data.num_numeric, ops);
   } else if (name == "mlp") {
     if (data.isRegression()) {
       return InvalidArgument("model 'mlp' does classification, but dataset '" + data.name +
@@ -418,14 +399,14 @@ StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Datase
       return InvalidArgument("dataset '" + data.name +
                              "' has categorical fields, which mlp cannot read (use ctr)");
     }
-    model = makeMlp(data.num_numeric, hidden, data.num_classes);
+    model = makeMlp(data.num_numeric, hidden, data.num_classes, ops);
   } else if (name == "ctr") {
     if (data.num_categorical == 0) {
       return InvalidArgument("model 'ctr' needs categorical fields, and dataset '" + data.name +
                              "' has none (use mlp or linear)");
     }
     if (embedding_dim == 0) return InvalidArgument("model 'ctr' needs an embedding dimension >= 1");
-    model = makeCtr(data.num_numeric, data.num_categorical, embedding_dim, hidden);
+    model = makeCtr(data.num_numeric, data.num_categorical, embedding_dim, hidden, ops);
   } else {
     return InvalidArgument("unknown model '" + name + "' (valid: linear, mlp, ctr)");
   }

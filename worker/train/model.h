@@ -1,11 +1,13 @@
-// Models for the built-in training programs, with forward and backward passes on OpenBLAS sgemm:
+// Models for the built-in training programs, with forward and backward passes on a TrainOps backend
+// (kernels/train_ops.h: the CPU with OpenBLAS by default, or a GPU with cuBLAS):
 //   linear  y = w.x + b, squared-error loss (t - y)^2 per sample, so loss / n is the MSE
 //   mlp     ReLU hidden layers, softmax cross-entropy over num_classes
 //   ctr     concat(embedding rows of the categorical fields, numeric features) -> ReLU MLP ->
 //           one logit, logistic loss (binary cross-entropy)
 //
 // Parameters live outside the model: all dense parameters form one flat float vector that the
-// caller owns (and pushes, pulls and updates); embedding rows are gathered by the caller (from the
+// caller owns (and pushes, pulls and updates) in the backend's memory (device memory on a GPU; the
+// gradient too); embedding rows are gathered by the caller (from the
 // servers, or from a LocalEmbeddingTable) into a batch-shaped buffer. A model only holds its shape
 // and scratch space.
 //
@@ -14,7 +16,9 @@
 //
 // A Model is owned by one training thread and called only from it (lossAndGrad and predict reuse
 // scratch buffers). Results are deterministic: identical inputs give bit-identical outputs, because
-// OpenBLAS runs on one thread (blas.h) and every other reduction runs in a fixed order.
+// OpenBLAS runs on one thread (blas.h) and every other reduction runs in a fixed order (on a GPU too;
+// cuBLAS and OpenBLAS round differently, so the two backends agree only to rounding). Backend errors
+// are sticky in the backend's status(), which callers check after each step.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/train_ops.h"
 #include "worker/train/dataset.h"
 #include "zps/status.h"
 
@@ -35,7 +40,7 @@ class Model {
   // "linear 10-1", "mlp 64-128-10", "ctr 26x8+13-64-32-1"; for log lines.
   virtual std::string describe() const = 0;
   virtual size_t numDenseParams() const = 0;
-  // Deterministic from the seed: He initialisation for layers followed by a ReLU, Glorot for the
+  // Host memory (the caller uploads it). Deterministic from the seed: He initialisation for layers followed by a ReLU, Glorot for the
   // output layer, zero biases. The linear model starts at all zeros (its loss is convex).
   virtual void initDense(float* params, uint64_t seed) const = 0;
   // Floats per embedding row (ctr); 0 for models without embeddings.
@@ -49,29 +54,32 @@ class Model {
   // global batch, which is what makes data-parallel workers add up to one big batch. For ctr, `emb`
   // holds n x num_categorical x embeddingDim() floats (row i's field f at (i * fields + f) * dim)
   // and grad_emb receives d(loss sum)/d(emb) in the same layout; both are nullptr for the other
-  // models. Returns the summed loss of the n samples.
+  // models; emb and grad_emb are host memory. Returns the summed loss of the n samples.
   virtual double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n,
                              const float* emb, float* grad_dense, float* grad_emb) = 0;
 
   // Outputs per row of predict: 1 for linear (the value), num_classes for mlp (probabilities), 1
   // for ctr (P(click)).
   virtual size_t outputsPerRow() const = 0;
-  // n x outputsPerRow() outputs into `out`. `emb` as in lossAndGrad. If loss_sum is not null, it
+  // n x outputsPerRow() outputs into host `out`. `emb` as in lossAndGrad. If loss_sum is not null, it
   // receives the summed loss of the n samples (what lossAndGrad would return).
   virtual void predict(const float* params, const Dataset& data, const size_t* rows, size_t n,
                        const float* emb, float* out, double* loss_sum = nullptr) = 0;
 };
 
-std::unique_ptr<Model> makeLinear(size_t features);
-std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes);
+// `ops` is the backend (it must outlive the model); nullptr is the CPU (cpu_train_ops.h).
+std::unique_ptr<Model> makeLinear(size_t features, kernels::TrainOps* ops = nullptr);
+std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes,
+                               kernels::TrainOps* ops = nullptr);
 std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim,
-                               std::vector<size_t> hidden);
+                               std::vector<size_t> hidden, kernels::TrainOps* ops = nullptr);
 
 // Builds the named model ("linear", "mlp" or "ctr") for a dataset's shape, or says why it cannot:
 // an unknown name (listing the valid ones), linear on classification data, mlp on regression data,
 // ctr on data without categorical fields or with more than two classes. `hidden` is ignored by
 // linear; `embedding_dim` is used only by ctr.
 StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Dataset& data,
-                                           const std::vector<size_t>& hidden, size_t embedding_dim);
+                                           const std::vector<size_t>& hidden, size_t embedding_dim,
+                                           kernels::TrainOps* ops = nullptr);
 
 }  // namespace zps::train
