@@ -79,6 +79,15 @@ struct Worker::Impl {
     int resends = 0;
     std::string hello_nonce;  // HELLO with ZPS_AUTH_TOKEN: the server must answer with a MAC over it
     std::shared_ptr<pb::DataHeader> reply_header;  // STATS: where the reply's header goes
+
+    // A request to `server` about `key`; callers that receive data also set out/bytes (or positions).
+    static Pending to(int server, uint64_t key, DType dtype) {
+      Pending p;
+      p.server = server;
+      p.key = key;
+      p.dtype = dtype;
+      return p;
+    }
   };
   struct Table {
     std::string name;
@@ -192,7 +201,9 @@ struct Worker::Impl {
       ZPS_ASSIGN_OR_RETURN(PeerId peer, transport->connect(ip, static_cast<int>(n.port())));
       std::lock_guard<std::mutex> lock(mu);
       server_of_peer.erase(servers[n.rank()].peer);  // replies from a lost server's old address are ignored
-      servers[n.rank()] = ServerLink{peer, address};
+      servers[n.rank()] = ServerLink{};
+      servers[n.rank()].peer = peer;
+      servers[n.rank()].address = address;
       server_of_peer[peer] = n.rank();
     }
     return Status::OK();
@@ -253,7 +264,7 @@ struct Worker::Impl {
         auto peer = transport->connectIpc(link.ipc_name);
         if (!peer.ok()) continue;
         server_of_peer[*peer] = s;
-        pb::DataHeader h = beginRequest(op, Pending{nullptr, s, 0, nullptr, 0, DType::kUInt8}, pb::CMD_HELLO);
+        pb::DataHeader h = beginRequest(op, Pending::to(s, 0, DType::kUInt8), pb::CMD_HELLO);
         fillHello(&h);
         h.set_upgrade_token(link.upgrade_token);
         pending[h.request_id()].sent = Clock::now();
@@ -281,7 +292,7 @@ struct Worker::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       for (int s = 0; s < config.num_servers; ++s) {
-        pb::DataHeader h = beginRequest(op, Pending{nullptr, s, 0, nullptr, 0, DType::kUInt8}, pb::CMD_HELLO);
+        pb::DataHeader h = beginRequest(op, Pending::to(s, 0, DType::kUInt8), pb::CMD_HELLO);
         fillHello(&h);
         ZPS_RETURN_IF_ERROR(sendRequest(h.request_id(), wire::encodeData(h)));
       }
@@ -335,7 +346,9 @@ struct Worker::Impl {
     for (size_t i = 0; i < parts.size(); ++i) {
       const PartitionInfo& p = parts[i];
       size_t elems = p.bytes / dtypeSize(dtype);
-      Pending pend{nullptr, p.server, p.key, out ? static_cast<uint8_t*>(out) + p.offset : nullptr, p.bytes, dtype};
+      Pending pend = Pending::to(p.server, p.key, dtype);
+      pend.out = out ? static_cast<uint8_t*>(out) + p.offset : nullptr;
+      pend.bytes = p.bytes;
       pb::DataHeader h = beginRequest(op, pend, command);
       uint64_t rid = h.request_id();
       h.set_round(round);
@@ -605,7 +618,7 @@ StatusOr<TensorId> Worker::Impl::declareTensor(const std::string& name, size_t b
   {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& p : t.parts) {
-      pb::DataHeader h = beginRequest(op, Pending{nullptr, p.server, p.key, nullptr, 0, dtype}, pb::CMD_DECLARE);
+      pb::DataHeader h = beginRequest(op, Pending::to(p.server, p.key, dtype), pb::CMD_DECLARE);
       uint64_t rid = h.request_id();
       h.set_dtype(static_cast<uint32_t>(dtype));
       h.set_num_elements(p.bytes / esize);
@@ -696,7 +709,7 @@ StatusOr<TableId> Worker::declareTable(const std::string& name, const TableOptio
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (int s = 0; s < numServers(); ++s) {
       pb::DataHeader h =
-          impl_->beginRequest(op, Impl::Pending{nullptr, s, t.key, nullptr, 0, DType::kFloat32}, pb::CMD_DECLARE);
+          impl_->beginRequest(op, Impl::Pending::to(s, t.key, DType::kFloat32), pb::CMD_DECLARE);
       uint64_t rid = h.request_id();
       h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
       h.set_mode(pb::MODE_PARAM);
@@ -756,8 +769,10 @@ StatusOr<Handle> Worker::pullRows(TableId table, const uint64_t* keys, size_t n,
   if (impl_->recovering) return *impl_->recovering;
   for (int s = 0; s < servers; ++s) {
     if (by_server[s].empty()) continue;
-    Impl::Pending pend{nullptr, s, t.key, reinterpret_cast<uint8_t*>(out), 0, DType::kFloat32, positions[s],
-                       t.options.dim};
+    Impl::Pending pend = Impl::Pending::to(s, t.key, DType::kFloat32);
+    pend.out = reinterpret_cast<uint8_t*>(out);
+    pend.positions = positions[s];
+    pend.row_dim = t.options.dim;
     pb::DataHeader h = impl_->beginRequest(op, pend, pb::CMD_PULL_ROWS);
     uint64_t rid = h.request_id();
     h.set_round(round);
@@ -800,7 +815,7 @@ StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n,
   // Every server gets a push every round, empty or not: in sync mode each server counts its rounds.
   for (int s = 0; s < servers; ++s) {
     pb::DataHeader h =
-        impl_->beginRequest(op, Impl::Pending{nullptr, s, t.key, nullptr, 0, DType::kFloat32}, pb::CMD_PUSH_ROWS);
+        impl_->beginRequest(op, Impl::Pending::to(s, t.key, DType::kFloat32), pb::CMD_PUSH_ROWS);
     uint64_t rid = h.request_id();
     h.set_round(round);
     h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
@@ -829,7 +844,7 @@ Status Worker::checkpointTables(uint64_t step) {
     for (const auto& t : tables) {
       for (int s = 0; s < numServers(); ++s) {
         pb::DataHeader h =
-            impl_->beginRequest(op, Impl::Pending{nullptr, s, t.key, nullptr, 0, DType::kFloat32}, pb::CMD_CHECKPOINT);
+            impl_->beginRequest(op, Impl::Pending::to(s, t.key, DType::kFloat32), pb::CMD_CHECKPOINT);
         uint64_t rid = h.request_id();
         h.set_round(step);
         ZPS_RETURN_IF_ERROR(impl_->sendRequest(rid, wire::encodeData(h)));
@@ -853,7 +868,7 @@ StatusOr<std::vector<ServerStats>> Worker::serverStats() {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (int s = 0; s < numServers(); ++s) {
-      Impl::Pending pend{nullptr, s, 0, nullptr, 0, DType::kUInt8};
+      Impl::Pending pend = Impl::Pending::to(s, 0, DType::kUInt8);
       replies[s] = std::make_shared<pb::DataHeader>();
       pend.reply_header = replies[s];
       pb::DataHeader h = impl_->beginRequest(op, std::move(pend), pb::CMD_STATS);
