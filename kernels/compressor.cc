@@ -8,6 +8,7 @@
 #include "kernels/half_bits.h"
 
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define ZPS_COMPRESSOR_X86 1
 #else
@@ -47,7 +48,11 @@ void addFp16Portable(float* dst, const uint8_t* half_bits, size_t n, bool first)
 
 #if ZPS_COMPRESSOR_X86
 bool haveF16c() {
-  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX): clang's __builtin_cpu_supports does not know "f16c".
+  static const bool have = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return have;
 }
 
