@@ -68,6 +68,19 @@ std::string envelope(const pb::DataHeader& h) {
   return e.SerializeAsString();
 }
 
+// A valid HELLO from worker `worker_rank` under local rank `local_rank` (a rank of its own, so the real
+// worker with that rank is not disturbed).
+pb::DataHeader hello(int worker_rank, int local_rank) {
+  pb::DataHeader h;
+  h.set_command(pb::CMD_HELLO);
+  h.set_request_id(1);
+  h.set_magic(zps::wire::kMagic);
+  h.set_protocol_version(zps::wire::kProtocolVersion);
+  h.set_worker_rank(worker_rank);
+  h.set_local_rank(local_rank);
+  return h;
+}
+
 std::string randomBytes(std::mt19937& rng, size_t n) {
   std::string s(n, '\0');
   for (auto& ch : s) ch = static_cast<char>(rng());
@@ -161,14 +174,14 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
     push.set_round(1);
     push.set_num_elements(4);
     d.send({envelope(push), std::string(16, '\0')});
-    pb::DataHeader hello;
-    hello.set_command(pb::CMD_HELLO);
-    hello.set_magic(1);
-    d.send({envelope(hello)});
-    hello.set_magic(zps::wire::kMagic);
-    hello.set_protocol_version(zps::wire::kProtocolVersion);
-    hello.set_worker_rank(99);
-    d.send({envelope(hello)});
+    pb::DataHeader bad_hello;
+    bad_hello.set_command(pb::CMD_HELLO);
+    bad_hello.set_magic(1);
+    d.send({envelope(bad_hello)});
+    bad_hello.set_magic(zps::wire::kMagic);
+    bad_hello.set_protocol_version(zps::wire::kProtocolVersion);
+    bad_hello.set_worker_rank(99);
+    d.send({envelope(bad_hello)});
     // Unknown command and dtype values, lengths that do not match, a truncated payload.
     pb::DataHeader bad = push;
     bad.set_command(static_cast<pb::DataCommand>(77));
@@ -219,14 +232,7 @@ TEST_CASE("a server at its memory cap refuses new keys and rows and keeps servin
     RawClient d(ctx, server_port);
     pb::Envelope e;
     // Worker 0's rank under a local rank of its own, so the real worker 0 is not disturbed.
-    pb::DataHeader hello;
-    hello.set_command(pb::CMD_HELLO);
-    hello.set_request_id(1);
-    hello.set_magic(zps::wire::kMagic);
-    hello.set_protocol_version(zps::wire::kProtocolVersion);
-    hello.set_worker_rank(0);
-    hello.set_local_rank(7);
-    d.send({envelope(hello)});
+    d.send({envelope(hello(0, 7))});
     std::string reply = d.recv(20s);
     REQUIRE(e.ParseFromString(reply));
     REQUIRE(e.data().command() == pb::CMD_REPLY);
@@ -301,14 +307,7 @@ TEST_CASE("a bad compressed push gets an error reply, counts as malformed, and t
   {
     RawClient d(ctx, server_port);
     // A peer that joined properly (worker 1, a local rank of its own), then sends hostile pushes.
-    pb::DataHeader hello;
-    hello.set_command(pb::CMD_HELLO);
-    hello.set_request_id(1);
-    hello.set_magic(zps::wire::kMagic);
-    hello.set_protocol_version(zps::wire::kProtocolVersion);
-    hello.set_worker_rank(1);
-    hello.set_local_rank(7);
-    d.send({envelope(hello)});
+    d.send({envelope(hello(1, 7))});
     pb::DataHeader push;
     push.set_command(pb::CMD_PUSH);
     push.set_request_id(2);
