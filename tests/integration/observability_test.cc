@@ -96,6 +96,26 @@ double sum(const std::map<std::string, double>& samples, const std::string& name
   return total;
 }
 
+// Scrapes `port` every 200 ms (for at most 60 s) until its exposition parses and `ready` holds for its
+// samples; the process that serves it must keep running meanwhile. Leaves the last scrape's types and
+// samples, which the caller REQUIREs to be ready.
+template <typename Ready>
+void scrapeUntil(Cluster& c, int process, int port, Ready ready, std::map<std::string, std::string>* types,
+                 std::map<std::string, double>* samples) {
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    types->clear();
+    samples->clear();
+    std::string text = scrape(port);
+    if (!text.empty()) {
+      REQUIRE(checkExposition(text, types, samples) == "");
+      if (ready(*samples)) return;
+    }
+    REQUIRE(c.running(process));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
 TEST_CASE("every role serves /metrics and the counters grow", "[observability]") {
   Cluster c(1, 2);
   c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
@@ -110,18 +130,9 @@ TEST_CASE("every role serves /metrics and the counters grow", "[observability]")
   // Wait (bounded) until worker 0 has pushed something.
   std::map<std::string, std::string> types;
   std::map<std::string, double> first;
-  auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (Clock::now() < deadline) {
-    types.clear();
-    first.clear();
-    std::string text = scrape(ports[2]);
-    if (!text.empty()) {
-      REQUIRE(checkExposition(text, &types, &first) == "");
-      if (sum(first, "zps_worker_pushed_bytes_total") > 0 && first["zps_training_step"] > 0) break;
-    }
-    REQUIRE(c.running(w0));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  scrapeUntil(c, w0, ports[2], [](const std::map<std::string, double>& m) {
+    return sum(m, "zps_worker_pushed_bytes_total") > 0 && sum(m, "zps_training_step") > 0;
+  }, &types, &first);
   REQUIRE(sum(first, "zps_worker_pushed_bytes_total") > 0);
   CHECK(types["zps_worker_pushed_bytes_total"] == "counter");
   CHECK(types["zps_worker_pulled_bytes_total"] == "counter");
@@ -221,18 +232,9 @@ TEST_CASE("embedding-row traffic counts in the worker's bytes, messages and rows
                         {{"ZPS_METRICS_PORT", std::to_string(port)}});
   std::map<std::string, std::string> types;
   std::map<std::string, double> first;
-  auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (Clock::now() < deadline) {
-    types.clear();
-    first.clear();
-    std::string text = scrape(port);
-    if (!text.empty()) {
-      REQUIRE(checkExposition(text, &types, &first) == "");
-      if (sum(first, "zps_worker_pulled_rows_total") > 0 && sum(first, "zps_worker_pushed_rows_total") > 0) break;
-    }
-    REQUIRE(c.running(w));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  scrapeUntil(c, w, port, [](const std::map<std::string, double>& m) {
+    return sum(m, "zps_worker_pulled_rows_total") > 0 && sum(m, "zps_worker_pushed_rows_total") > 0;
+  }, &types, &first);
   REQUIRE(sum(first, "zps_worker_pulled_rows_total") > 0);
   CHECK(types["zps_worker_pushed_rows_total"] == "counter");
   CHECK(types["zps_worker_pulled_rows_total"] == "counter");
