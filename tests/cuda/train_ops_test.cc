@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/train_ops.h"
+#include "tests/common/random_dataset.h"
 #include "tests/common/train_ops_scenario.h"
 #include "worker/train/cpu_train_ops.h"
 #include "worker/train/model.h"
@@ -46,21 +47,6 @@ TEST_CASE("CUDA train ops match the CPU train ops on exact data", "[cuda][train]
       else CHECK(values[i] == Approx(want[r].second[i]).margin(1e-6).epsilon(1e-6));
     }
   }
-}
-
-train::Dataset randomData(size_t rows, size_t numeric, size_t fields, int classes) {
-  std::mt19937_64 gen(5);
-  std::normal_distribution<float> normal;
-  train::Dataset d;
-  d.name = "random";
-  d.rows = rows;
-  d.num_numeric = numeric;
-  d.num_categorical = fields;
-  d.num_classes = classes;
-  for (size_t i = 0; i < rows * numeric; ++i) d.numeric.push_back(normal(gen));
-  for (size_t i = 0; i < rows * fields; ++i) d.categorical.push_back(gen() % 5);
-  for (size_t r = 0; r < rows; ++r) d.labels.push_back(static_cast<float>(gen() % classes));
-  return d;
 }
 
 void requireClose(const std::vector<float>& gpu, const std::vector<float>& cpu, const char* what) {
@@ -128,8 +114,8 @@ void compareModel(const std::string& name, const train::Dataset& data, size_t di
 }
 
 TEST_CASE("CUDA-resident models train like the CPU models", "[cuda][train]") {
-  compareModel("mlp", randomData(40, 12, 0, 3), 0);
-  compareModel("ctr", randomData(40, 5, 3, 2), 4);
+  compareModel("mlp", randomData(40, 12, 0, 3, 5), 0);
+  compareModel("ctr", randomData(40, 5, 3, 2, 5), 4);
 }
 
 }  // namespace

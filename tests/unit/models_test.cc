@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/random_dataset.h"
 #include "worker/train/embedding.h"
 #include "worker/train/local_trainer.h"
 #include "worker/train/metrics.h"
@@ -21,6 +22,8 @@
 
 namespace zps::train {
 namespace {
+
+using testing::randomData;
 
 std::string dataDir() {
   if (const char* e = std::getenv("ZPS_DATA_DIR"); e != nullptr && *e != '\0') return e;
@@ -35,27 +38,6 @@ Split loadOrFail(const std::string& spec) {
     FAIL(s.status().toString() << " (or set ZPS_DATA_DIR)");
   }
   return std::move(s).value();
-}
-
-// Random data of the given shape: normal features, labels for the task, ids from a small vocabulary
-// (so a batch repeats some ids, as real batches do).
-Dataset randomData(size_t rows, size_t numeric, size_t fields, int classes, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> normal;
-  Dataset d;
-  d.name = "random";
-  d.rows = rows;
-  d.num_numeric = numeric;
-  d.num_categorical = fields;
-  d.num_classes = classes;
-  for (size_t i = 0; i < rows * numeric; ++i) d.numeric.push_back(normal(gen));
-  for (size_t i = 0; i < rows * fields; ++i) {
-    d.categorical.push_back(categoricalId(i % fields, gen() % 3));
-  }
-  for (size_t r = 0; r < rows; ++r) {
-    d.labels.push_back(classes == 0 ? 2.0f * normal(gen) : static_cast<float>(gen() % classes));
-  }
-  return d;
 }
 
 std::vector<float> randomVector(size_t n, float sd, uint64_t seed) {
