@@ -249,8 +249,9 @@ struct Worker::Impl {
     // to test resends over the ordinary path anyway.
     if (!config.test_faults.empty()) return;
     std::ifstream file("/proc/net/unix");
-    std::stringstream sockets;
-    sockets << file.rdbuf();
+    std::stringstream listing;
+    listing << file.rdbuf();
+    const std::string sockets = listing.str();
     auto op = std::make_shared<Op>();
     op->what = "moving to the servers' ipc sockets";
     std::vector<std::pair<int, PeerId>> moving;
@@ -259,7 +260,7 @@ struct Worker::Impl {
       for (int s = 0; s < config.num_servers; ++s) {
         const ServerLink& link = servers[s];
         if (link.on_ipc || link.ipc_name.empty() || link.upgrade_token == 0 ||
-            sockets.str().find("@" + link.ipc_name) == std::string::npos)
+            sockets.find("@" + link.ipc_name) == std::string::npos)
           continue;
         auto peer = transport->connectIpc(link.ipc_name);
         if (!peer.ok()) continue;
