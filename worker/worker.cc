@@ -159,13 +159,14 @@ struct Worker::Impl {
   }
 
   Status start() {
+    // Once per process: the scheduler link and the data connections share it (a token file is read once).
+    ZPS_ASSIGN_OR_RETURN(auth, Authenticator::fromConfig(config));
     ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, registerNode());
     rank = book.rank();
     ZPS_RETURN_IF_ERROR(obs->start(rank));
     servers.resize(config.num_servers);
     TransportOptions options;
     options.name = "worker-data";
-    ZPS_ASSIGN_OR_RETURN(auth, Authenticator::fromConfig(config));
     applyCurve(config, auth, &options);
     if (!config.test_faults.empty()) {
       ZPS_ASSIGN_OR_RETURN(options.faults, parseFaultInjection(config.test_faults));
@@ -961,7 +962,7 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
       return book;
     }
   }
-  client = std::make_unique<SchedulerClient>(config, 0);
+  client = std::make_unique<SchedulerClient>(config, auth, 0);
   client->onHeartbeat([this](pb::Heartbeat* hb) { obs->fillHeartbeat(hb); });
   client->onShutdown([this](const pb::Shutdown& s) {
     std::lock_guard<std::mutex> lock(mu);

@@ -3,7 +3,6 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
-#include "ps/node/auth.h"
 #include "ps/node/observability.h"
 #include "ps/node/resolve.h"
 #include "ps/node/signals.h"
@@ -20,8 +19,8 @@ double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 
 }  // namespace
 
-SchedulerClient::SchedulerClient(const Config& config, int listen_port)
-    : config_(config), listen_port_(listen_port) {}
+SchedulerClient::SchedulerClient(const Config& config, Authenticator auth, int listen_port)
+    : config_(config), auth_(std::move(auth)), listen_port_(listen_port) {}
 
 SchedulerClient::~SchedulerClient() {
   stop_ = true;
@@ -43,12 +42,11 @@ SchedulerClient::~SchedulerClient() {
 Status SchedulerClient::sendControl(const pb::Control& c) { return transport_->send(scheduler_, wire::encodeControl(c)); }
 
 StatusOr<pb::RegisterReply> SchedulerClient::start() {
-  ZPS_ASSIGN_OR_RETURN(Authenticator auth, Authenticator::fromConfig(config_));
   TransportOptions options;
   options.name = "scheduler-link";
   options.max_frame_bytes = 16 << 20;
   options.linger = config_.shutdown_linger;
-  applyCurve(config_, auth, &options);
+  applyCurve(config_, auth_, &options);
   transport_ = makeZmqTransport(options);
   ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(config_.root_uri, config_.connect_timeout,
                                                         "scheduler host (DMLC_PS_ROOT_URI)"));
@@ -68,10 +66,10 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   reg->set_pid(static_cast<uint32_t>(getpid()));
   reg->set_expected_servers(static_cast<uint32_t>(config_.num_servers));
   reg->set_expected_workers(static_cast<uint32_t>(config_.num_workers));
-  if (auth.enabled()) {
+  if (auth_.enabled()) {
     reg->set_auth_nonce(Authenticator::newNonce());
     reg->set_auth_time_ms(Authenticator::nowMs());
-    reg->set_auth_mac(auth.mac(kRegisterContext, registerMacInput(*reg)));
+    reg->set_auth_mac(auth_.mac(kRegisterContext, registerMacInput(*reg)));
   }
   std::string nonce = reg->auth_nonce();
   ZPS_RETURN_IF_ERROR(sendControl(c));
@@ -93,7 +91,7 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   }
   if (reply_.has_value()) {
     if (!reply_->accepted()) return FailedPrecondition("scheduler refused this node: " + reply_->error());
-    if (auth.enabled() && !auth.verify(kRegisterReplyContext, nonce, reply_->auth_mac()))
+    if (auth_.enabled() && !auth_.verify(kRegisterReplyContext, nonce, reply_->auth_mac()))
       return FailedPrecondition("the scheduler at " + scheduler_address_ +
                                 " could not prove it knows ZPS_AUTH_TOKEN; refusing its address book");
     return *reply_;

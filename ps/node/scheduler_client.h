@@ -18,14 +18,16 @@
 
 #include "proto/zps.pb.h"
 #include "ps/common/config.h"
+#include "ps/node/auth.h"
 #include "ps/transport/transport.h"
 
 namespace zps {
 
 class SchedulerClient {
  public:
-  // `listen_port` is the port this node accepts data connections on (0 for workers).
-  SchedulerClient(const Config& config, int listen_port);
+  // `listen_port` is the port this node accepts data connections on (0 for workers). `auth` is the role's
+  // own Authenticator (built once per process, so a token file is read once).
+  SchedulerClient(const Config& config, Authenticator auth, int listen_port);
   ~SchedulerClient();
 
   // Resolves the scheduler, registers and waits for the address book. Errors:
@@ -70,6 +72,7 @@ class SchedulerClient {
   Status sendControl(const pb::Control& c);
 
   const Config config_;
+  const Authenticator auth_;
   const int listen_port_;
   std::unique_ptr<Transport> transport_;
   PeerId scheduler_ = 0;

@@ -185,7 +185,7 @@ class Server {
       LOG(ERROR) << "server: " << port.status().message() << "; set PORT/DMLC_PORT to a free port or 0";
       return 2;
     }
-    client_ = std::make_unique<SchedulerClient>(config_, *port);
+    client_ = std::make_unique<SchedulerClient>(config_, auth_, *port);
     obs_ = std::make_unique<ServerObserver>(config_, &malformed_);
     client_->onHeartbeat([this](pb::Heartbeat* hb) { obs_->fillHeartbeat(hb); });
     client_->onShutdown([this](const pb::Shutdown&) { stop_ = true; });

@@ -1,5 +1,11 @@
 // Authentication with ZPS_AUTH_TOKEN, and CurveZMQ encryption with ZPS_CURVE=1.
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -37,6 +43,52 @@ TEST_CASE("auth: the token can come from a file (a mounted Secret)") {
   std::ofstream(c.dir() + "/token") << kToken << "\n";
   c.setEnv("ZPS_AUTH_TOKEN_FILE", c.dir() + "/token");
   expectJobPasses(c);
+}
+
+// Writes the token into a FIFO exactly once, as soon as a reader opens it.
+class OneShotTokenFifo {
+ public:
+  explicit OneShotTokenFifo(std::string path) : path_(std::move(path)) {
+    REQUIRE(mkfifo(path_.c_str(), 0600) == 0);
+    writer_ = std::thread([this] {
+      // A non-blocking open fails (ENXIO) until a reader has opened; poll so the test never hangs here.
+      while (!stop_) {
+        int fd = open(path_.c_str(), O_WRONLY | O_NONBLOCK);
+        if (fd < 0) {
+          std::this_thread::sleep_for(10ms);
+          continue;
+        }
+        written_ = write(fd, kToken, std::strlen(kToken)) == static_cast<ssize_t>(std::strlen(kToken));
+        close(fd);
+        return;
+      }
+    });
+  }
+  ~OneShotTokenFifo() {
+    stop_ = true;
+    writer_.join();
+  }
+  const std::string& path() const { return path_; }
+  bool written() const { return written_; }
+
+ private:
+  std::string path_;
+  std::atomic<bool> stop_{false}, written_{false};
+  std::thread writer_;
+};
+
+TEST_CASE("auth: each process reads its token file once") {
+  // A process that opened its token file a second time would block on the FIFO and never finish.
+  Cluster c(1, 1);
+  c.setEnv("ZPS_CURVE", "1");  // the scheduler link and the data connections both use the token
+  OneShotTokenFifo scheduler(c.dir() + "/token-scheduler"), server(c.dir() + "/token-server"),
+      worker(c.dir() + "/token-worker");
+  c.startScheduler({{"ZPS_AUTH_TOKEN_FILE", scheduler.path()}});
+  c.startServer({{"ZPS_AUTH_TOKEN_FILE", server.path()}});
+  int w = c.startWorker(0, {"check", "--rounds", "3"}, {{"ZPS_AUTH_TOKEN_FILE", worker.path()}});
+  c.expectAllExitZero(60s);
+  CHECK(contains(c.log(w), " 0 wrong"));
+  CHECK((scheduler.written() && server.written() && worker.written()));
 }
 
 TEST_CASE("auth: CurveZMQ-encrypted job passes zps check") {
