@@ -15,14 +15,24 @@
 # not usable). A SKIP row (a check this machine cannot make) does not fail the run. Logs go to
 # $OUT_DIR (default $BUILD_DIR/gpu-check).
 #
-# Environment: BUILD_DIR (default build-gpu), OUT_DIR, ZPS_DATA_DIR (digits.csv; default data/,
-# filled by tools/fetch-datasets.sh when the machine can reach the Debian mirrors).
+# Two ways to get the programs:
+#   - a kit made by tools/gpu-kit.sh (.gpu-kit/zps-gpu-kit.tar.gz, or ZPS_GPU_KIT=<file>): unpacked
+#     to KIT_PREFIX, no build. This is the way on a borrowed GPU machine, which is offline and has
+#     none of zps's build dependencies;
+#   - otherwise a build with CUDA required into BUILD_DIR (needs the packages of install-deps.sh).
+#
+# Environment: ZPS_GPU_KIT, KIT_PREFIX (default /tmp/zps-gpu-kit), BUILD_DIR (default build-gpu),
+# OUT_DIR, ZPS_DATA_DIR (digits.csv; default data/, else the kit's copy, else fetched by
+# tools/fetch-datasets.sh when the machine can reach the Debian mirrors).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-gpu}
 OUT_DIR=${OUT_DIR:-$BUILD_DIR/gpu-check}
+KIT=${ZPS_GPU_KIT:-$ROOT/.gpu-kit/zps-gpu-kit.tar.gz}
+KIT_PREFIX=${KIT_PREFIX:-/tmp/zps-gpu-kit}
 export ZPS_DATA_DIR=${ZPS_DATA_DIR:-$ROOT/data}
-ZPS=$BUILD_DIR/bin/zps
+if [ -f "$KIT" ]; then BIN=$KIT_PREFIX/bin; else BIN=$BUILD_DIR/bin; fi
+ZPS=$BIN/zps
 mkdir -p "$OUT_DIR"
 
 declare -a NAMES=() RESULTS=() SECONDS_TAKEN=() NOTES=()
@@ -75,21 +85,56 @@ GPUS=${GPUS:-0}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$OUT_DIR/nvidia-smi.txt" ||
   echo "no nvidia-smi" >"$OUT_DIR/nvidia-smi.txt"
 
-# Build. install-deps does nothing when everything is present (device machines are offline).
-if ! step build 420 bash -c "'$ROOT/tools/install-deps.sh' && BUILD_DIR='$BUILD_DIR' '$ROOT/tools/build.sh' -DZPS_WITH_CUDA=ON"; then
-  echo "gpu-check: the build failed; nothing else can run" >&2
+if [ -f "$KIT" ]; then
+  # The kit's programs carry their own libraries and loader (tools/gpu-kit.sh); `zps version` proves
+  # they start on this machine.
+  if step kit 120 bash -c "rm -rf '$KIT_PREFIX' && mkdir -p '$KIT_PREFIX' && tar -xzf '$KIT' -C '$KIT_PREFIX' &&
+                            cat '$KIT_PREFIX/KIT' && '$ZPS' version"; then
+    kit_commit=$(sed -n 's/^commit: //p' "$KIT_PREFIX/KIT")
+    tree_commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || true)
+    if [ -n "$tree_commit" ] && [ "${kit_commit%%+*}" != "$tree_commit" ]; then
+      noteLast "WARNING: kit built from $kit_commit, this tree is $tree_commit: rerun tools/gpu-kit.sh"
+    else
+      noteLast "kit built from $kit_commit"
+    fi
+    [ -f "$ZPS_DATA_DIR/digits.csv" ] || ZPS_DATA_DIR=$KIT_PREFIX/data
+  else
+    echo "gpu-check: the kit's programs do not start here; nothing else can run" >&2
+  fi
+else
+  # install-deps does nothing when everything is present (device machines are offline).
+  if ! step build 420 bash -c "'$ROOT/tools/install-deps.sh' && BUILD_DIR='$BUILD_DIR' '$ROOT/tools/build.sh' -DZPS_WITH_CUDA=ON"; then
+    echo "gpu-check: the build failed; nothing else can run (on an offline machine, bring a kit: tools/gpu-kit.sh)" >&2
+  fi
 fi
+
+# cuBLAS and NCCL are loaded with dlopen on first use. CUDA images often keep them where the loader
+# does not look (the toolkit's lib64, a Python wheel's nvidia/*/lib): add such folders to
+# LD_LIBRARY_PATH. They hold GPU libraries only, so the machine's own programs are not affected.
+for pattern in 'libcublas.so.[0-9]*' 'libnccl.so.[0-9]*'; do
+  if ldconfig -p 2>/dev/null | grep -q "${pattern%%.so*}\.so\."; then continue; fi
+  found=$(find /usr/local /opt /usr/lib -name "$pattern" 2>/dev/null | head -n 1)
+  if [ -n "$found" ]; then
+    LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LD_LIBRARY_PATH
+    echo "gpu-check: ${pattern%%.so*} from $(dirname "$found") (not in the loader's cache)"
+  else
+    echo "gpu-check: no ${pattern%%.so*} on this machine: the steps that need it will fail" >&2
+  fi
+done
 
 if [ -x "$ZPS" ]; then
   # 1. CUDA kernel tests. ctest says "Skipped" when the binary exits 77 (no usable device).
-  if step cuda-tests 240 ctest --test-dir "$BUILD_DIR" -L cuda --output-on-failure; then
+  if [ -f "$KIT" ]; then cuda_tests=("$KIT_PREFIX/run-cuda-tests.sh")
+  else cuda_tests=(ctest --test-dir "$BUILD_DIR" -L cuda --output-on-failure); fi
+  if step cuda-tests 240 "${cuda_tests[@]}"; then
     if grep -q "Skipped\|Not Run" "$OUT_DIR/cuda-tests.log"; then
       failLast "CUDA tests were skipped: the GPU is not usable from this build"
     fi
   fi
 
   # 2. Sum kernel vs device copy bandwidth.
-  if step sum-bandwidth 120 "$BUILD_DIR/bin/zps_cuda_sum_bandwidth"; then
+  if step sum-bandwidth 120 "$BIN/zps_cuda_sum_bandwidth"; then
     noteLast "$(grep -o 'sum/copy share: [0-9]*%' "$OUT_DIR/sum-bandwidth.log")"
   fi
 
@@ -155,7 +200,7 @@ if [ -x "$ZPS" ]; then
   fi
 
   # 6. Training with cuBLAS.
-  "$ROOT/tools/fetch-datasets.sh" "$ZPS_DATA_DIR" >/dev/null 2>&1 || true
+  [ -f "$ZPS_DATA_DIR/digits.csv" ] || "$ROOT/tools/fetch-datasets.sh" "$ZPS_DATA_DIR" >/dev/null 2>&1 || true
   if [ -f "$ZPS_DATA_DIR/digits.csv" ]; then
     if step train-cuda 240 "$ZPS" launch --servers 1 --workers 2 --local-size 1 --timeout 230 -- \
         train --model mlp --data digits --epochs 10 --device cuda; then

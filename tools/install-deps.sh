@@ -23,6 +23,9 @@ if [ "${ZPS_DEPS_BUILD_ONLY:-0}" != 1 ]; then
   command -v unshare >/dev/null || PKGS+=(util-linux)
   # The dashboard's browser test (tests/dashboard) drives Debian's headless Chromium.
   command -v chromium >/dev/null || PKGS+=(chromium)
+  # tools/gpu-kit.sh (and its test) rewrites the programs' loader and RPATH and reads ctest's JSON.
+  command -v patchelf >/dev/null || PKGS+=(patchelf)
+  command -v jq >/dev/null || PKGS+=(jq)
 fi
 
 missing=()
