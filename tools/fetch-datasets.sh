@@ -35,13 +35,21 @@ for tool in apt-get dpkg gzip; do
   fi
 done
 
+# apt's own message says what failed; this says what to do about it.
+download_failed() {
+  echo "fetch-datasets: $1 failed (apt's message is above), so $pkg could not be downloaded." >&2
+  echo "fetch-datasets: check that this machine reaches the Debian mirrors in /etc/apt/sources.list(.d)," >&2
+  echo "fetch-datasets: or copy ${missing[*]} into $data_dir from a machine where this script ran" >&2
+  exit 1
+}
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
 # A fresh container has empty package lists, and then apt-get download knows no package at all.
 if ! apt-cache show "$pkg" >/dev/null 2>&1; then
   echo "fetch-datasets: apt does not know $pkg yet; running apt-get update"
-  $SUDO apt-get update -qq
+  $SUDO apt-get update -qq || download_failed "apt-get update"
 fi
 
 tmp="$(mktemp -d)"
@@ -53,9 +61,9 @@ echo "fetch-datasets: downloading $pkg${size:+ ($size)} with apt-get download"
 started=$SECONDS
 if [ -t 1 ]; then
   # On a terminal apt draws its own progress bar; in a log it would be noise, so it stays quiet.
-  (cd "$tmp" && apt-get download -o APT::Sandbox::User=root "$pkg")
+  (cd "$tmp" && apt-get download -o APT::Sandbox::User=root "$pkg") || download_failed "apt-get download $pkg"
 else
-  (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >/dev/null)
+  (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >/dev/null) || download_failed "apt-get download $pkg"
 fi
 deb="$(ls "$tmp"/"$pkg"_*.deb 2>/dev/null | head -n 1)"
 if [ -z "$deb" ]; then
