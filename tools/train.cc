@@ -253,7 +253,8 @@ class Trainer {
         samples += b_;
         ++step;
         w_.reportTrainingProgress(step, loss / b_,
-                                  samples / std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9));
+                                  samples / std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9),
+                                  epoch + 1, static_cast<uint64_t>(FLAGS_epochs));
         if (!async_ && config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0 && k + 1 < steps_per_epoch_)
           ZPS_RETURN_IF_ERROR(checkpoint(step));
       }

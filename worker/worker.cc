@@ -858,8 +858,9 @@ Status Worker::checkpointTables(uint64_t step) {
   return Status::OK();
 }
 
-void Worker::reportTrainingProgress(uint64_t step, double loss, double samples_per_sec) {
-  impl_->obs->progress(step, loss, samples_per_sec);
+void Worker::reportTrainingProgress(uint64_t step, double loss, double samples_per_sec, uint64_t epoch,
+                                    uint64_t epochs) {
+  impl_->obs->progress(step, loss, samples_per_sec, epoch, epochs);
 }
 
 StatusOr<std::vector<ServerStats>> Worker::serverStats() {

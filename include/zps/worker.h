@@ -141,10 +141,12 @@ class Worker {
   // code: 0 when the job completed and `result` is OK, non-zero otherwise.
   int finish(const Status& result);
 
-  // For zps status, the dashboard and /metrics: the training program's latest step, loss and
-  // throughput. Cheap (a few atomics); call it every step or every few. It travels to the scheduler
-  // with the next heartbeat.
-  void reportTrainingProgress(uint64_t step, double loss, double samples_per_sec);
+  // For zps status, the dashboard, zps launch's status line and /metrics: the training program's latest
+  // step, loss and throughput, and for a program that trains in epochs the epoch in progress (1-based)
+  // of `epochs` (0, 0: no epochs, only steps are shown). Cheap (a few atomics); call it every step or
+  // every few. It travels to the scheduler with the next heartbeat.
+  void reportTrainingProgress(uint64_t step, double loss, double samples_per_sec, uint64_t epoch = 0,
+                              uint64_t epochs = 0);
 
   // Recovery (ZPS_RECOVERY=1 on the scheduler). When a node is lost, pending and new operations fail
   // with kUnavailable and recovering() turns true. recover() then waits for the replacement (at most

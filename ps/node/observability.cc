@@ -266,6 +266,8 @@ WorkerObserver::WorkerObserver(const Config& config) : config_(config) {
              [this] { return static_cast<double>(max_round_.load()); });
   m.callback("zps_training_step", "Training step last reported by the program", false, {},
              [this] { return static_cast<double>(step_.load()); });
+  m.callback("zps_training_epoch", "Training epoch in progress (1-based; 0 when the program has no epochs)", false,
+             {}, [this] { return static_cast<double>(epoch_.load()); });
   m.callback("zps_training_loss", "Training loss last reported by the program", false, {},
              [this] { return has_progress_ ? loss_.load() : std::nan(""); });
   m.callback("zps_training_samples_per_second", "Training throughput last reported by the program", false, {},
@@ -274,7 +276,7 @@ WorkerObserver::WorkerObserver(const Config& config) : config_(config) {
 
 WorkerObserver::~WorkerObserver() {
   if (http_) http_->stop();
-  for (const char* name : {"zps_worker_inflight_requests", "zps_worker_round", "zps_training_step",
+  for (const char* name : {"zps_worker_inflight_requests", "zps_worker_round", "zps_training_step", "zps_training_epoch",
                            "zps_training_loss", "zps_training_samples_per_second", "zps_checkpoint_age_seconds"})
     metrics::metrics().removeCallbacks(name);
   Status s = Tracer::get().flush();
@@ -340,8 +342,10 @@ void WorkerObserver::completed(uint64_t request_id, bool ok) {
   }
 }
 
-void WorkerObserver::progress(uint64_t step, double loss, double samples_per_sec) {
+void WorkerObserver::progress(uint64_t step, double loss, double samples_per_sec, uint64_t epoch, uint64_t epochs) {
   step_ = step;
+  epoch_ = epoch;
+  epochs_ = epochs;
   loss_ = loss;
   sps_ = samples_per_sec;
   has_progress_ = true;
@@ -363,6 +367,8 @@ void WorkerObserver::fillHeartbeat(pb::Heartbeat* hb) {
     hb->set_step(step_.load());
     hb->set_loss(loss_.load());
     hb->set_samples_per_sec(sps_.load());
+    hb->set_epoch(epoch_.load());
+    hb->set_epochs(epochs_.load());
   }
 }
 

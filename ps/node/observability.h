@@ -91,7 +91,7 @@ class WorkerObserver {
   void issued(uint64_t request_id, int command, int server, uint64_t key, uint64_t round, size_t bytes,
               const std::string& tensor, size_t rows = 0);
   void completed(uint64_t request_id, bool ok);
-  void progress(uint64_t step, double loss, double samples_per_sec);
+  void progress(uint64_t step, double loss, double samples_per_sec, uint64_t epoch, uint64_t epochs);
   void checkpointed();
   void fillHeartbeat(pb::Heartbeat* hb);
 
@@ -120,7 +120,7 @@ class WorkerObserver {
   std::unordered_map<uint64_t, InFlight> inflight_;
   std::atomic<uint64_t> max_round_{0}, bytes_pushed_{0}, bytes_pulled_{0};
   std::atomic<bool> has_progress_{false};
-  std::atomic<uint64_t> step_{0};
+  std::atomic<uint64_t> step_{0}, epoch_{0}, epochs_{0};
   std::atomic<double> loss_{0}, sps_{0};
   std::atomic<int64_t> last_checkpoint_us_{0};
   std::unique_ptr<HttpServer> http_;

@@ -58,6 +58,8 @@ void StatusBoard::heartbeat(uint64_t peer, const pb::Heartbeat& hb) {
     p.step = hb.step();
     p.loss = hb.loss();
     p.samples_per_sec = hb.samples_per_sec();
+    p.epoch = hb.epoch();
+    p.epochs = hb.epochs();
     if (new_step && std::isfinite(hb.loss())) {
       p.loss_history.emplace_back(hb.step(), hb.loss());
       if (p.loss_history.size() > kMaxLossPoints) {
@@ -93,6 +95,11 @@ void StatusBoard::recovering(bool on, const std::string& reason) {
   if (job_state_ == "completed" || job_state_ == "failed") return;
   job_state_ = on ? "recovering" : "running";
   job_reason_ = on ? reason : "";
+}
+
+std::string StatusBoard::epochOf(const Progress* p) {
+  if (p == nullptr || !p->has_progress || p->epochs == 0) return "";
+  return std::to_string(p->epoch) + "/" + std::to_string(p->epochs);
 }
 
 std::vector<StatusBoard::Row> StatusBoard::rowsLocked() const {
@@ -176,6 +183,8 @@ std::string StatusBoard::json() const {
              ",\"bytes_pulled\":" + std::to_string(p->bytes_pulled) + ",\"push_bytes_per_s\":" + num(p->push_rate) +
              ",\"pull_bytes_per_s\":" + num(p->pull_rate);
       if (p->has_progress) {
+        if (p->epochs > 0)
+          out += ",\"epoch\":" + std::to_string(p->epoch) + ",\"epochs\":" + std::to_string(p->epochs);
         out += ",\"step\":" + std::to_string(p->step) + ",\"loss\":" + num(p->loss) +
                ",\"samples_per_s\":" + num(p->samples_per_sec) + ",\"loss_history\":[";
         for (size_t i = 0; i < p->loss_history.size(); ++i) {
@@ -201,13 +210,16 @@ std::string StatusBoard::text(bool* healthy) const {
                     (ok ? "healthy" : "NOT healthy") + "\n";
   if (!job_reason_.empty()) out += "reason: " + job_reason_ + "\n";
   char line[512];
-  std::snprintf(line, sizeof(line), "%-7s %4s  %-22s %8s  %-8s %10s %8s %8s %10s %10s %10s %10s\n", "ROLE", "RANK",
-                "HOST", "PID", "STATE", "HEARTBEAT", "ROUND", "STEP", "LOSS", "SAMPLES/S", "PUSH MB/s", "PULL MB/s");
+  std::snprintf(line, sizeof(line), "%-7s %4s  %-22s %8s  %-8s %10s %8s %9s %8s %10s %10s %10s %10s\n", "ROLE",
+                "RANK", "HOST", "PID", "STATE", "HEARTBEAT", "ROUND", "EPOCH", "STEP", "LOSS", "SAMPLES/S", "PUSH MB/s",
+                "PULL MB/s");
   out += line;
   for (const auto& r : rows) {
     std::string hb = r.heartbeat_age_s < 0 ? "-" : fixed(r.heartbeat_age_s, 1) + "s ago";
     const Progress* p = r.progress;
     std::string round = p ? std::to_string(p->round) : "-";
+    std::string epoch = epochOf(p);
+    if (epoch.empty()) epoch = "-";
     std::string step = p && p->has_progress ? std::to_string(p->step) : "-";
     std::string loss = p && p->has_progress ? num(p->loss) : "-";
     std::string sps = p && p->has_progress ? fixed(p->samples_per_sec, 0) : "-";
@@ -215,9 +227,10 @@ std::string StatusBoard::text(bool* healthy) const {
     std::string pull = p ? fixed(p->pull_rate / 1e6, 2) : "-";
     std::string host = r.host.empty() ? "-" : r.host;
     if (!r.hostname.empty() && r.hostname != r.host) host += " (" + r.hostname + ")";
-    std::snprintf(line, sizeof(line), "%-7s %4d  %-22s %8s  %-8s %10s %8s %8s %10s %10s %10s %10s\n", r.role.c_str(),
-                  r.rank, host.substr(0, 22).c_str(), r.pid ? std::to_string(r.pid).c_str() : "-", r.state.c_str(),
-                  hb.c_str(), round.c_str(), step.c_str(), loss.c_str(), sps.c_str(), push.c_str(), pull.c_str());
+    std::snprintf(line, sizeof(line), "%-7s %4d  %-22s %8s  %-8s %10s %8s %9s %8s %10s %10s %10s %10s\n",
+                  r.role.c_str(), r.rank, host.substr(0, 22).c_str(), r.pid ? std::to_string(r.pid).c_str() : "-",
+                  r.state.c_str(), hb.c_str(), round.c_str(), epoch.substr(0, 9).c_str(), step.c_str(), loss.c_str(),
+                  sps.c_str(), push.c_str(), pull.c_str());
     out += line;
   }
   for (const auto& r : rows) {
@@ -244,8 +257,9 @@ std::string StatusBoard::summary() const {
     if (r.state == "missing") ++missing;
     if (r.role != "worker") continue;
     const Progress* p = r.progress;
+    const std::string epoch = epochOf(p);
     std::string s = p == nullptr ? (r.state == "missing" ? "missing" : "-")
-                    : p->has_progress ? "step " + std::to_string(p->step)
+                    : p->has_progress ? (epoch.empty() ? "" : "epoch " + epoch + " ") + "step " + std::to_string(p->step)
                                       : "round " + std::to_string(p->round);
     if (p != nullptr && (r.state == "dead" || r.state == "late")) s = r.state + " " + s;
     steps.push_back("w" + std::to_string(r.rank) + " " + s);

@@ -53,8 +53,9 @@ class StatusBoard {
   // than two intervals), and the job has not failed.
   std::string json() const;
   std::string text(bool* healthy) const;
-  // One line for `zps launch`'s live status: the job state, each worker's step (or round, before the
-  // program reports progress), and the workers' summed samples/s and push/pull bytes/s.
+  // One line for `zps launch`'s live status: the job state, each worker's epoch (for programs that train
+  // in epochs) and step (or round, before the program reports progress), and the workers' summed
+  // samples/s and push/pull bytes/s.
   std::string summary() const;
   bool healthy() const;
   // Nodes by state ("alive", "late", "dead", "finished", "missing", "registered") for the metrics.
@@ -63,6 +64,7 @@ class StatusBoard {
  private:
   struct Progress {
     uint64_t round = 0, step = 0, bytes_pushed = 0, bytes_pulled = 0;
+    uint64_t epoch = 0, epochs = 0;  // epochs == 0: the program reports no epochs
     bool has_progress = false;
     double loss = 0, samples_per_sec = 0;
     double push_rate = 0, pull_rate = 0;  // bytes/s between the last two heartbeats
@@ -79,6 +81,8 @@ class StatusBoard {
     const Progress* progress;
   };
   std::vector<Row> rowsLocked() const;
+  // "3/10" for a worker in its third of ten epochs; empty when its program reports no epochs.
+  static std::string epochOf(const Progress* p);
   bool healthyLocked(const std::vector<Row>& rows) const;
 
   const int num_servers_, num_workers_;

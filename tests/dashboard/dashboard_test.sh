@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Dashboard in a real browser: runs `zps launch --servers 1 --workers 2 -- train` with the scheduler's
 # ZPS_METRICS_PORT, loads http://127.0.0.1:PORT/ in Debian's headless chromium, checks the node table
-# (one server and two worker rows) and a loss chart with points, and saves a screenshot.
+# (one server and two worker rows, each with zps train's epoch) and a loss chart with points, and saves a
+# screenshot.
 # Usage: dashboard_test.sh ZPS_BIN DATA_DIR OUT_DIR. Exit 77 (SKIPPED) when chromium is missing.
 set -euo pipefail
 ZPS_BIN=$1 DATA_DIR=$2 OUT_DIR=$3
@@ -46,6 +47,8 @@ fail=0
 grep -q '<tr class="alive"><td class="l">server</td>' "$work/dom.html" || { echo "FAIL: no live server row"; fail=1; }
 rows=$(grep -o '<tr class="alive"><td class="l">worker</td>' "$work/dom.html" | wc -l)
 [ "$rows" -eq 2 ] || { echo "FAIL: $rows live worker rows, expected 2"; fail=1; }
+epochs=$(grep -o '<td>[0-9]*/3000</td>' "$work/dom.html" | wc -l)
+[ "$epochs" -eq 2 ] || { echo "FAIL: $epochs worker rows show an epoch of 3000, expected 2"; fail=1; }
 points=$(grep -o 'id="loss"[^>]*data-points="[0-9]*"' "$work/dom.html" | grep -o '[0-9]*"$' | tr -d '"' || true)
 [ "${points:-0}" -gt 0 ] || { echo "FAIL: the loss chart has no points"; fail=1; }
 [ -s "$OUT_DIR/dashboard.png" ] || { echo "FAIL: no screenshot"; fail=1; }
@@ -53,5 +56,5 @@ if [ $fail -ne 0 ]; then
   echo "--- DOM"; head -c 4000 "$work/dom.html"; echo; echo "--- launch log"; tail -20 "$work/launch.log"
   exit 1
 fi
-echo "dashboard: server row, $rows worker rows, loss chart with $points points"
+echo "dashboard: server row, $rows worker rows ($epochs with their epoch), loss chart with $points points"
 echo "screenshot: $OUT_DIR/dashboard.png"

@@ -184,12 +184,15 @@ TEST_CASE("zps status: healthy, then a killed worker is named and the exit code 
 
   int healthy = -1;
   std::string log;
+  // A worker's row once its program reports progress: zps train's epoch of 3000, then its step.
+  auto training = [](int rank) { return std::regex("\nworker +" + std::to_string(rank) + " .* [0-9]+/3000 +[0-9]+ "); };
   auto deadline = Clock::now() + std::chrono::seconds(60);
   while (Clock::now() < deadline) {
     int s = c.start("status", {c.bin(), "status"}, status_env);
     healthy = c.waitExit(s);
     log = c.log(s);
-    if (healthy == 0 && log.find("worker     1") != std::string::npos && log.find("running") != std::string::npos)
+    if (healthy == 0 && log.find("running") != std::string::npos && std::regex_search(log, training(0)) &&
+        std::regex_search(log, training(1)))
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
@@ -197,7 +200,12 @@ TEST_CASE("zps status: healthy, then a killed worker is named and the exit code 
   REQUIRE(healthy == 0);
   CHECK(log.find("healthy") != std::string::npos);
   CHECK(log.find("alive") != std::string::npos);
+  CHECK(std::regex_search(log, training(0)));
+  CHECK(std::regex_search(log, training(1)));
   WARN("zps status, healthy:\n" << log);
+  int json = c.start("status-json", {c.bin(), "status", "--status_json"}, status_env);
+  CHECK(c.waitExit(json) == 0);
+  CHECK(std::regex_search(c.log(json), std::regex("\"epoch\":[0-9]+,\"epochs\":3000,\"step\":")));
 
   c.signal(w1, SIGKILL);
   int code = 0;
@@ -261,9 +269,10 @@ std::vector<std::string> launchTrain(const std::string& bin) {
           "--data", "digits", "--data_dir", dataDir(), "--epochs", "120"};
 }
 
-// What the scheduler's summary says once both workers train.
+// What the scheduler's summary says once both workers train: zps train reports its epochs.
 const std::string kTrainingStatus =
-    R"(running [0-9]+s \| w0 step [0-9]+, w1 step [0-9]+ \| [0-9]+ samples/s \| push [0-9.]+ MB/s, pull [0-9.]+ MB/s)";
+    R"(running [0-9]+s \| w0 epoch [0-9]+/120 step [0-9]+, w1 epoch [0-9]+/120 step [0-9]+ \| [0-9]+ samples/s \| )"
+    R"(push [0-9.]+ MB/s, pull [0-9.]+ MB/s)";
 
 TEST_CASE("zps launch: a live status line on a terminal, plain status lines in a pipe", "[observability]") {
   Cluster c(1, 2);

@@ -2,6 +2,7 @@
 // its live status line.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,38 @@ TEST_CASE("status summary: a dead worker is named and its stale rate not counted
   INFO(s);
   CHECK(s.rfind("running ", 0) == 0);
   CHECK(s.find(" | w0 step 40, w1 dead step 41 | 500 samples/s | ") != std::string::npos);
+}
+
+TEST_CASE("status summary: a training job in epochs shows each worker's epoch and step", "[status_summary]") {
+  StatusBoard board(1, 3, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
+  board.publish({member(1, pb::SERVER, 0), member(2, pb::WORKER, 0), member(3, pb::WORKER, 1), member(4, pb::WORKER, 2)},
+                true);
+  pb::Heartbeat third_of_ten = progress(120, 800);
+  third_of_ten.set_epoch(3);
+  third_of_ten.set_epochs(10);
+  board.heartbeat(2, third_of_ten);
+  pb::Heartbeat last = progress(400, 700);
+  last.set_epoch(10);
+  last.set_epochs(10);
+  board.heartbeat(3, last);
+  board.heartbeat(4, progress(7, 100));  // a program without epochs keeps showing steps only
+  const std::string s = board.summary();
+  INFO(s);
+  CHECK(s.find(" | w0 epoch 3/10 step 120, w1 epoch 10/10 step 400, w2 step 7 | 1600 samples/s | ") !=
+        std::string::npos);
+
+  const std::string json = board.json();
+  INFO(json);
+  CHECK(json.find("\"epoch\":3,\"epochs\":10,\"step\":120,") != std::string::npos);
+  CHECK(json.find("\"epoch\":10,\"epochs\":10,\"step\":400,") != std::string::npos);
+  CHECK(json.find("\"step\":7,") != std::string::npos);
+  CHECK(json.find("\"epochs\":0") == std::string::npos);  // absent, not 0, without epochs
+
+  const std::string text = board.text(nullptr);
+  INFO(text);
+  CHECK(text.find(" EPOCH ") != std::string::npos);
+  CHECK(std::regex_search(text, std::regex("\nworker +0 .* 3/10 +120 ")));
+  CHECK(std::regex_search(text, std::regex("\nworker +2 .* - +7 ")));
 }
 
 TEST_CASE("status: a held rank shows the job recovering and unhealthy, then running again", "[status_summary]") {
