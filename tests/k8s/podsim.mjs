@@ -2,7 +2,8 @@
 // Pod simulation: runs the Jobs of a rendered overlay as "pods" in network namespaces, as close to a cluster
 // as one machine allows, and checks that the job completes with every pod exiting 0.
 //
-//   ZPS_BIN=build/bin/zps node tests/k8s/podsim.mjs [--overlay k8s/overlays/cpu] [--late-dns 3] [--auth] [--timeout 150]
+//   ZPS_BIN=build/bin/zps node tests/k8s/podsim.mjs [--overlay k8s/overlays/cpu] [--late-dns 3] [--auth]
+//     [--config KEY=VALUE]... [--kill-server INDEX] [--timeout 150]
 //
 // What it does, all inside `unshare --net --mount` so nothing can leave the machine and everything
 // (namespaces, links, mounts) disappears when it exits:
@@ -15,11 +16,24 @@
 //     the environment the manifest gives it: literal values, ConfigMap values (envFrom, configMapKeyRef),
 //     fieldRefs (pod IP, completion index annotation, name...), JOB_COMPLETION_INDEX for Indexed Jobs,
 //     HOSTNAME and the image's PATH; as the image's non-root user, with the pod's hostname;
+//   - emptyDir volumes: a folder per pod and volume, bind-mounted at the container's mountPath (in the
+//     container's own mount namespace; a missing mount point such as /checkpoints is created for the run
+//     and removed after it), kept across restarts of the container like the kubelet keeps them;
+//   - restartPolicy OnFailure: a container that exits non-zero or on a signal is started again in the
+//     same pod (same namespace, IP, hostname and volumes), at once (without the kubelet's back-off), at
+//     most backoffLimit times;
 //   - the scheduler's readinessProbe, run in its namespace like the kubelet does, until it passes;
 //   - --late-dns N: the scheduler's Service name appears in the hosts files only N seconds after the pods
 //     start (a slow DNS registration); the others must retry and still complete;
 //   - --auth: the Secret the pods take (optional in the manifests) exists, with a random ZPS_AUTH_TOKEN, as a
 //     user creates it; the scheduler must say that nodes prove the token.
+//   - --config KEY=VALUE: sets KEY in the ConfigMap the pods take (envFrom), as a user's configMapGenerator
+//     merge would (e.g. a short ZPS_HEARTBEAT_TIMEOUT, so a lost node is noticed within a short test);
+//   - --kill-server INDEX: once worker 0 has finished its first epoch, SIGKILLs the container of server
+//     INDEX by PID (its zps process), as an OOM kill would; the pod must restart it (restartPolicy
+//     OnFailure), the scheduler must log the loss and the new generation, the restarted server must
+//     restore its table shard from its volume, worker 0 must roll back to its checkpoint, and every Job
+//     must still complete with exit 0 (the recovery overlay, ZPS_RECOVERY=1).
 // Without root it prints SKIPPED and exits 77. Every process is stopped by PID, under a deadline.
 import { spawn, execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -32,7 +46,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const selfPath = fileURLToPath(import.meta.url);
 
 function parseArgs(argv) {
-  const a = { overlay: null, lateDns: 0, timeout: 150, inner: null, auth: false };
+  const a = { overlay: null, lateDns: 0, timeout: 150, inner: null, auth: false, config: [], killServer: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = () => {
@@ -44,9 +58,15 @@ function parseArgs(argv) {
     else if (k === '--timeout') a.timeout = Number(v());
     else if (k === '--inner') a.inner = v();
     else if (k === '--auth') a.auth = true;
+    else if (k === '--config') {
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(v());
+      if (!m) fail(`--config needs KEY=VALUE, got '${argv[i]}'`, 2);
+      a.config.push([m[1], m[2]]);
+    } else if (k === '--kill-server') a.killServer = Number(v());
     else fail(`unknown argument ${k}`, 2);
   }
   if (!(a.lateDns >= 0) || !(a.timeout > 0)) fail('--late-dns and --timeout must be numbers', 2);
+  if (a.killServer !== null && !(Number.isInteger(a.killServer) && a.killServer >= 0)) fail('--kill-server needs a server index', 2);
   return a;
 }
 
@@ -95,6 +115,15 @@ async function outer(args) {
     const token = Buffer.from(Array.from({ length: 24 }, () => Math.floor(Math.random() * 256))).toString('hex');
     objects.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: ref }, type: 'Opaque', data: { ZPS_AUTH_TOKEN: Buffer.from(token).toString('base64') } });
   }
+  if (args.config.length) {
+    // What a user's configMapGenerator merge does: the keys land in the ConfigMap the pods take.
+    const names = new Set(objects.filter((o) => o.kind === 'Job')
+      .flatMap((j) => j.spec.template.spec.containers.flatMap((c) => c.envFrom ?? []))
+      .filter((f) => f.configMapRef).map((f) => f.configMapRef.name));
+    const maps = objects.filter((o) => o.kind === 'ConfigMap' && names.has(o.metadata.name));
+    if (maps.length === 0) fail('--config: the pods take no ConfigMap (envFrom configMapRef)');
+    for (const m of maps) for (const [k, v] of args.config) (m.data ??= {})[k] = v;
+  }
   for (const o of objects) errors.push(...schemaCheck(o));
   if (errors.length) fail(`the overlay does not validate:\n  ${errors.join('\n  ')}`);
 
@@ -106,14 +135,19 @@ async function outer(args) {
   const plan = await makePlan(objects, image, work, args);
   fs.writeFileSync(path.join(work, 'plan.json'), JSON.stringify(plan, null, 2));
   console.log(`podsim: ${path.relative(process.cwd(), overlay) || overlay}: ${plan.pods.length} pods` +
-    (args.lateDns ? `, scheduler DNS name added after ${args.lateDns} s` : '') + (args.auth ? ', with the auth Secret' : '') + `; work dir ${work}`);
+    (args.lateDns ? `, scheduler DNS name added after ${args.lateDns} s` : '') + (args.auth ? ', with the auth Secret' : '') +
+    args.config.map(([k, v]) => `, ${k}=${v}`).join('') +
+    (args.killServer !== null ? `, server ${args.killServer} SIGKILLed after worker 0's first epoch` : '') + `; work dir ${work}`);
 
-  // Mount points for the inner run's private tmpfs mounts. /etc/netns is removed again if we created it.
-  const createdEtcNetns = !fs.existsSync('/etc/netns');
-  fs.mkdirSync('/etc/netns', { recursive: true });
+  // Mount points for the inner run's private tmpfs mounts and the pods' volumes, removed again if we
+  // created them.
+  const created = ['/etc/netns', ...new Set(plan.pods.flatMap((p) => p.containers[0].mounts.map((m) => m.dst)))]
+    .filter((d) => !fs.existsSync(d));
+  for (const d of created) fs.mkdirSync(d, { recursive: true });
   fs.mkdirSync('/run/netns', { recursive: true });
   const child = spawn('unshare', ['--net', '--mount', '--propagation', 'private', '--', process.execPath, selfPath,
-    '--inner', path.join(work, 'plan.json'), '--timeout', String(args.timeout), '--late-dns', String(args.lateDns)],
+    '--inner', path.join(work, 'plan.json'), '--timeout', String(args.timeout), '--late-dns', String(args.lateDns),
+    ...(args.killServer !== null ? ['--kill-server', String(args.killServer)] : [])],
   { stdio: 'inherit', env: process.env });
   let timedOut = false;
   const killer = setTimeout(() => {
@@ -124,8 +158,8 @@ async function outer(args) {
   }, (args.timeout + 20) * 1000);
   const code = await new Promise((r) => child.on('exit', (c, s) => r(c ?? (s ? 128 : 1))));
   clearTimeout(killer);
-  if (createdEtcNetns) {
-    try { fs.rmdirSync('/etc/netns'); } catch {}
+  for (const d of created) {
+    try { fs.rmdirSync(d); } catch {}
   }
   if (code === 0 && !process.env.ZPS_PODSIM_KEEP) fs.rmSync(work, { recursive: true, force: true });
   else console.log(`podsim: logs kept in ${work}/pods/*/log`);
@@ -187,7 +221,21 @@ async function makePlan(objects, image, work, args) {
           'status.podIP': ip, 'status.podIPs': ip, 'status.hostIP': '10.77.0.1', 'status.hostIPs': '10.77.0.1',
         }[fp];
       };
+      const dir = path.join(work, 'pods', name);
+      fs.mkdirSync(dir, { recursive: true });
+      fs.chmodSync(dir, 0o755);
+      const volumes = new Map((tpl.spec.volumes ?? []).map((v) => [v.name, v]));
       const containers = tpl.spec.containers.map((c) => {
+        // emptyDir volumes: a folder of the pod (world-writable like the kubelet's), bind-mounted in the container.
+        const mounts = (c.volumeMounts ?? []).map((vm) => {
+          const v = volumes.get(vm.name);
+          if (!v?.emptyDir) fail(`${name}/${c.name}: volume '${vm.name}' is not an emptyDir; the simulation mounts only those`);
+          if (!path.isAbsolute(vm.mountPath)) fail(`${name}/${c.name}: mountPath '${vm.mountPath}' is not absolute`);
+          const src = path.join(dir, 'volumes', vm.name);
+          fs.mkdirSync(src, { recursive: true });
+          fs.chmodSync(src, 0o777);
+          return { src, dst: vm.mountPath };
+        });
         // What the container runtime and the Job controller add, then what the manifest gives.
         const env = new Map([['PATH', image.path], ['HOSTNAME', hostname]]);
         if (indexed) env.set('JOB_COMPLETION_INDEX', String(i));
@@ -198,6 +246,7 @@ async function makePlan(objects, image, work, args) {
         const probe = c.readinessProbe?.exec?.command;
         return {
           name: c.name,
+          mounts,
           env: [...env.entries()],
           argv: argv.map((a) => expandRefs(a, env)),
           readiness: probe ? {
@@ -206,11 +255,8 @@ async function makePlan(objects, image, work, args) {
           } : null,
         };
       });
-      const dir = path.join(work, 'pods', name);
-      fs.mkdirSync(dir, { recursive: true });
-      fs.chmodSync(dir, 0o755);
       pods.push({ name, job: job.metadata.name, index: indexed ? i : null, hostname, subdomain: tpl.spec.subdomain ?? null,
-        ip, labels, containers, dir, role: containers.map((c) => new Map(c.env).get('DMLC_ROLE')).find(Boolean) ?? null });
+        ip, labels, containers, dir, restartPolicy: tpl.spec.restartPolicy ?? 'Always', backoffLimit: job.spec.backoffLimit ?? 6, role: containers.map((c) => new Map(c.env).get('DMLC_ROLE')).find(Boolean) ?? null });
     }
   }
   if (pods.some((p) => p.containers.length !== 1)) fail('the simulation runs one container per pod');
@@ -282,11 +328,18 @@ function podSpawn(plan, pod, env, argv, out) {
     if (!dir) throw new Error(`${pod.name}: '${exe}' is not on the container's PATH`);
     exe = path.join(dir0(dir, plan), exe);
   }
-  // $0 = hostname, $1/$2 = uid/gid, then NAME=VALUE pairs and the command for `env -i`.
-  const wrapper = 'hostname "$0" && u=$1 g=$2 && shift 2 && exec setpriv --reuid="$u" --regid="$g" --clear-groups -- env -i "$@"';
+  // $0 = hostname, $1/$2 = uid/gid, $3 = number of volumes, then SOURCE MOUNTPATH per volume, then
+  // NAME=VALUE pairs and the command for `env -i`. `ip netns exec` gives every command its own mount
+  // namespace, so the bind mounts are the container's alone; the processes exec each other, so the
+  // returned process's PID ends up the container's command's.
+  const wrapper = 'hostname "$0" && u=$1 g=$2 n=$3 && shift 3 && ' +
+    'while [ "$n" -gt 0 ]; do mount --bind "$1" "$2" || exit 125; shift 2; n=$((n - 1)); done && ' +
+    'exec setpriv --reuid="$u" --regid="$g" --clear-groups -- env -i "$@"';
   const pairs = env.map(([k, v]) => `${k}=${v}`);
+  const mounts = pod.containers[0].mounts;
   return spawn('ip', ['netns', 'exec', pod.name, 'unshare', '--uts', '--', '/bin/sh', '-c', wrapper, pod.hostname,
-    String(plan.uid), String(plan.gid), ...pairs, exe, ...argv.slice(1)].map(String),
+    String(plan.uid), String(plan.gid), String(mounts.length), ...mounts.flatMap((m) => [m.src, m.dst]), ...pairs, exe,
+    ...argv.slice(1)].map(String),
   { cwd: pod.dir, stdio: ['ignore', out, out], env: { PATH: process.env.PATH } });
 }
 
@@ -347,21 +400,34 @@ async function inner(args) {
   const t1 = Date.now();
   const results = new Map();
   const procs = [];
-  const waits = plan.pods.map((p) => {
+  const current = new Map();  // pod name -> its container's running process
+  // A pod: its container, started again in place after a failure under restartPolicy OnFailure. The
+  // log keeps every run, each restart marked (kubectl logs --previous shows the one before).
+  const runPod = async (p) => {
     const log = path.join(p.dir, 'log');
-    const out = fs.openSync(log, 'w');
     const c = p.containers[0];
-    const proc = podSpawn(plan, p, c.env, c.argv, out);
-    fs.closeSync(out);
-    procs.push(proc);
-    console.log(`podsim: ${secs()} s: started ${p.name} (${p.ip}, hostname ${p.hostname}): ${c.argv.join(' ')}`);
-    return runToEnd(proc, deadline - Date.now()).then((r) => {
-      results.set(p.name, { ...r, seconds: (Date.now() - t1) / 1000 });
+    for (let restarts = 0; ; restarts++) {
+      const out = fs.openSync(log, 'a');
+      const proc = podSpawn(plan, p, c.env, c.argv, out);
+      fs.closeSync(out);
+      procs.push(proc);
+      current.set(p.name, proc);
+      console.log(`podsim: ${secs()} s: ${restarts ? `restarted the container of ${p.name} (restart ${restarts}, pid ${proc.pid})` :
+        `started ${p.name} (${p.ip}, hostname ${p.hostname}): ${c.argv.join(' ')}`}`);
+      const r = await runToEnd(proc, deadline - Date.now());
+      if (r.code !== 0 && p.restartPolicy === 'OnFailure' && restarts < p.backoffLimit && Date.now() < deadline) {
+        console.log(`podsim: ${secs()} s: the container of ${p.name} exited ${r.code ?? r.signal}; restartPolicy OnFailure`);
+        fs.appendFileSync(log, `--- podsim: the container exited ${r.code ?? r.signal}; restart ${restarts + 1} ---\n`);
+        continue;
+      }
+      results.set(p.name, { ...r, seconds: (Date.now() - t1) / 1000, restarts });
       state.running.delete(p.name);
       writeHosts(plan, state);
       console.log(`podsim: ${secs()} s: ${p.name} exited ${r.code ?? r.signal}`);
-    });
-  });
+      return;
+    }
+  };
+  const waits = plan.pods.map(runPod);
   process.on('SIGTERM', () => {
     procs.forEach(stop);
     setTimeout(() => process.exit(1), 3500);
@@ -397,6 +463,27 @@ async function inner(args) {
     state.lateDnsPublished = true;
     writeHosts(plan, state);
     console.log(`podsim: ${secs()} s: published the DNS name ${plan.lateService}`);
+  }
+  let victim = null;
+  if (args.killServer !== null) {
+    victim = plan.pods.find((p) => p.role === 'server' && p.index === args.killServer);
+    const watched = plan.pods.find((p) => p.role === 'worker' && p.index === 0);
+    if (!victim || !watched) failures.push(`--kill-server ${args.killServer}: the overlay has no such server or no worker 0`);
+    else {
+      // Mid-training: worker 0 has finished (and, synchronous, checkpointed) its first epoch.
+      const log = path.join(watched.dir, 'log');
+      while (Date.now() < deadline && state.running.has(watched.name) && !fs.readFileSync(log, 'utf8').includes('Training. Epoch 1,'))
+        await sleep(50);
+      const proc = current.get(victim.name);
+      let comm = '';
+      try { comm = fs.readFileSync(`/proc/${proc.pid}/comm`, 'utf8').trim(); } catch {}
+      if (!state.running.has(watched.name) || comm !== 'zps') {
+        failures.push(`--kill-server: could not kill server ${args.killServer} mid-training (worker 0 ${state.running.has(watched.name) ? 'runs' : 'ended'}, pid ${proc.pid} is '${comm}')`);
+      } else {
+        process.kill(proc.pid, 'SIGKILL');
+        console.log(`podsim: ${secs()} s: worker 0 finished epoch 1: SIGKILLed the container of ${victim.name} (pid ${proc.pid}, ${comm})`);
+      }
+    }
   }
   await Promise.all(waits);
   await Promise.all(probes);
@@ -439,10 +526,33 @@ async function inner(args) {
     console.log(`podsim: late DNS: ${retried} of ${logs.length} nodes logged failed lookups, ${resolved} resolved after retrying`);
     if (retried === 0 || resolved === 0) failures.push('late DNS: no node logged a failed lookup followed by a successful one');
   }
+  if (victim) {
+    // The loss and the new generation in the scheduler's log, the shard restored from the pod's volume by
+    // the restarted server, and the roll-back in worker 0's.
+    const text = (p) => fs.readFileSync(path.join(p.dir, 'log'), 'utf8');
+    const sched = plan.pods.find((p) => p.role === 'scheduler');
+    const worker0 = plan.pods.find((p) => p.role === 'worker' && p.index === 0);
+    const restarted = text(victim).split(/^--- podsim: .*restart 1 ---$/m)[1] ?? '';
+    const expect = [
+      [sched, text(sched), `lost server ${args.killServer}`],
+      [sched, text(sched), 'address book of generation 1 sent'],
+      [victim, restarted, 'restored table'],
+      [worker0, text(worker0), 'rolling back to the latest checkpoint'],
+    ];
+    for (const [p, t, what] of expect) {
+      const line = t.split('\n').find((l) => l.includes(what));
+      console.log(`podsim: recovery: ${p.role}${p.index === null ? '' : ` ${p.index}`}: ${line ? line.replace(/^.*?\] /, '') : `no line with '${what}'`}`);
+      if (!line) failures.push(`recovery: ${p.name}'s log${p === victim ? ' after its restart' : ''} has no line with '${what}'`);
+    }
+    const restarts = results.get(victim.name).restarts;
+    if (restarts !== 1) failures.push(`recovery: ${victim.name} was restarted ${restarts} times, expected once`);
+    const others = plan.pods.filter((p) => p !== victim && results.get(p.name).restarts > 0);
+    if (others.length) failures.push(`recovery: ${others.map((p) => p.name).join(', ')} restarted too`);
+  }
   for (const p of plan.pods) {
     const r = results.get(p.name);
     console.log(`  ${p.name.padEnd(28)} ${p.role.padEnd(9)} ${p.ip.padEnd(11)} exit ${String(r.code ?? r.signal).padEnd(3)} ${r.seconds.toFixed(1)} s` +
-      (readyAt.has(p.name) ? `, ready at ${readyAt.get(p.name)} s` : ''));
+      (readyAt.has(p.name) ? `, ready at ${readyAt.get(p.name)} s` : '') + (r.restarts ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''));
   }
   if (failures.length) {
     console.log(`podsim: FAILED:\n  ${failures.join('\n  ')}`);
