@@ -2,6 +2,9 @@
 
 #include <glog/logging.h>
 
+#include <atomic>
+
+#include "kernels/cuda/gpu_libraries.h"
 #include "kernels/cuda_reducer.h"
 #include "kernels/local_collectives.h"
 
@@ -91,16 +94,56 @@ void deviceFree(void* p) {
 }
 
 Status copyBytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::OK();
   ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  // cudaMemcpy from pageable host memory returns once the bytes are staged, possibly before they
+  // reach the device; callers hand the device buffer to other streams next, so wait for it.
+  ZPS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStreamLegacy));
   return Status::OK();
 }
 
+namespace {
+
+// Whether this process may hold CUDA allocations, asked without creating a context: any runtime
+// call such as cudaPointerGetAttributes would create one on the calling thread's device (hundreds
+// of MiB of device memory and a second of start-up in every worker of a host-only job). Device
+// memory exists only in a context, so with no current context on this thread and no active
+// primary context on any device there is none. Once a context is seen the answer stays yes.
+// "Cannot tell" (the driver's entry points are missing or fail) counts as yes, so a real device
+// pointer is never mistaken for host memory.
+bool mayHoldDeviceMemory(int devices) {
+  static std::atomic<bool> seen{false};
+  if (seen.load(std::memory_order_relaxed)) return true;
+  auto driver = cuda::driverLibrary();
+  if (!driver.ok()) return true;
+  const cuda::DriverLibrary& d = **driver;
+  bool any = false;
+  CUcontext current = nullptr;
+  if (d.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != nullptr) any = true;
+  for (int i = 0; i < devices && !any; ++i) {
+    CUdevice device = 0;
+    unsigned int flags = 0;
+    int active = 0;
+    if (d.cuDeviceGet(&device, i) != CUDA_SUCCESS ||
+        d.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active != 0) {
+      any = true;
+    }
+  }
+  if (any) seen.store(true, std::memory_order_relaxed);
+  return any;
+}
+
+}  // namespace
+
 bool isDevicePointer(const void* p) {
-  // Asking once whether any device exists keeps CPU-only machines from paying a failed runtime
-  // call per tensor.
-  static const bool any_device = cudaDeviceCount() > 0;
-  if (!any_device || p == nullptr) return false;
+  // Asking once whether any device exists keeps CPU-only machines (no driver included: the
+  // count is then 0) from paying a failed runtime call per tensor. cudaGetDeviceCount makes no
+  // context.
+  static const int devices = cudaDeviceCount();
+  if (devices == 0 || p == nullptr || !mayHoldDeviceMemory(devices)) return false;
   cudaPointerAttributes attributes{};
+  // Unregistered host memory is a success with type cudaMemoryTypeUnregistered (CUDA 11 and
+  // later); an error means the same for our purpose.
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
     static_cast<void>(cudaGetLastError());  // clear it: the pointer is simply not CUDA's
     return false;

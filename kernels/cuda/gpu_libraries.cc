@@ -62,6 +62,14 @@ StatusOr<const CublasLibrary*> cublasLibrary() {
   });
 }
 
+StatusOr<const DriverLibrary*> driverLibrary() {
+  const std::string soname = "libcuda.so.1";
+  return loadOnce<DriverLibrary>(soname, [&](void* lib, DriverLibrary* library) -> Status {
+    ZPS_CUDA_DRIVER_FUNCTIONS(ZPS_GPU_LIBRARY_RESOLVE)
+    return Status::OK();
+  });
+}
+
 #ifdef ZPS_HAVE_NCCL
 StatusOr<const NcclLibrary*> ncclLibrary() {
   const std::string soname = "libnccl.so." + std::to_string(NCCL_MAJOR);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda.h>
 
 #include "zps/status.h"
 
@@ -35,6 +36,20 @@ struct CublasLibrary {
 // The process's cuBLAS (libcublas.so.<major of the headers>), loaded once; the error names the
 // library and what dlopen said, so `--device cuda` on a machine without cuBLAS says what is missing.
 StatusOr<const CublasLibrary*> cublasLibrary();
+
+// The few driver API calls that answer "does this process have a CUDA context?" without creating
+// one, which no runtime API call can promise (isDevicePointer, cuda_util.cc). libcuda.so.1 is the
+// driver the CUDA runtime itself loads, so this maps nothing new.
+#define ZPS_CUDA_DRIVER_FUNCTIONS(X) \
+  X(cuCtxGetCurrent)                 \
+  X(cuDeviceGet)                     \
+  X(cuDevicePrimaryCtxGetState)
+
+struct DriverLibrary {
+  ZPS_CUDA_DRIVER_FUNCTIONS(ZPS_GPU_LIBRARY_MEMBER)
+};
+
+StatusOr<const DriverLibrary*> driverLibrary();
 
 #ifdef ZPS_HAVE_NCCL
 #define ZPS_NCCL_FUNCTIONS(X) \

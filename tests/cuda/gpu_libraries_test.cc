@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cuda/gpu_libraries.h"
+#include "kernels/cuda_reducer.h"
 
 namespace {
 
@@ -36,6 +37,13 @@ int main() {
           "cublasSgemm and cublasCreate resolved");
     check(cublasLibrary().value() == cublas.value(), "a second use returns the same library");
   }
+  // The driver's context queries behind isDevicePointer: wherever there is a device there is a
+  // driver, and these entry points must resolve (else every GPU tensor costs a context check).
+  auto driver = driverLibrary();
+  const bool have_device = zps::kernels::cudaDeviceCount() > 0;
+  check(driver.ok() || !have_device,
+        "the driver API loads where there is a device: " +
+            (driver.ok() ? std::string("yes") : have_device ? driver.status().toString() : "no device here"));
 #ifdef ZPS_HAVE_NCCL
   check(!mapped("libnccl"), "libnccl is not mapped before its first use");
   auto nccl = ncclLibrary();
