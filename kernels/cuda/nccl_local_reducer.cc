@@ -87,6 +87,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
   Status init(const std::string& unique_id) {
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     ZPS_RETURN_IF_ERROR(stream_.create());
+    ZPS_RETURN_IF_ERROR(callers_work_.create());
     if (size_ == 1) return Status::OK();
     ncclUniqueId id;
     if (unique_id.size() != sizeof(id.internal)) {
@@ -109,6 +110,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
 
   Status reduceScatter(const void* in, size_t bytes, DType dtype,
                        const std::vector<LocalPiece>& pieces, uint8_t* staging) override {
+    if (bytes == 0) return usable();  // every rank has the same tensor: none calls NCCL
     ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, begin(bytes, dtype));
     const size_t esize = dtypeSize(dtype);
     cudaStream_t s = stream_.get();
@@ -151,6 +153,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
 
   Status allGather(const uint8_t* staging, size_t bytes, DType dtype,
                    const std::vector<LocalPiece>& pieces, void* out) override {
+    if (bytes == 0) return usable();
     ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, begin(bytes, dtype));
     const size_t esize = dtypeSize(dtype);
     cudaStream_t s = stream_.get();
@@ -177,9 +180,13 @@ class NcclLocalReducer final : public DeviceLocalReducer {
         }
       }
       ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
+      // Wait here, with the deadline and the health checks: a copy into pageable host memory
+      // (a host `out`) may block this thread until the stream is idle, so queued behind a
+      // collective that waits for a dead peer it would hang past every deadline.
+      ZPS_RETURN_IF_ERROR(drain("NCCL all-gather"));
     }
     ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, result, bytes, cudaMemcpyDefault, s));
-    return drain("NCCL all-gather");
+    return drain("copying the gathered tensor out");
   }
 
  private:
@@ -189,12 +196,19 @@ class NcclLocalReducer final : public DeviceLocalReducer {
   }
 
   // What both halves start with: a communicator that has not failed, NCCL's type for the dtype, this
-  // reducer's device current, and a result buffer of the tensor's size.
+  // reducer's device current, a result buffer of the tensor's size, and our stream ordered after
+  // the caller's work on the legacy default stream. Our stream is non-blocking, so without that
+  // it could read a device input, or write a device output, that a copy the caller made with
+  // cudaMemcpy (which returns before a pageable-to-device copy has landed) or a kernel on the
+  // default stream (PyTorch's, for one) is still writing. Work on the caller's other streams is
+  // the caller's to finish first (README: GPU tensors).
   StatusOr<ncclDataType_t> begin(size_t bytes, DType dtype) {
     ZPS_RETURN_IF_ERROR(usable());
     ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, ncclType(dtype));
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     ZPS_RETURN_IF_ERROR(result_.reserve(bytes));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaEventRecord(callers_work_.get(), cudaStreamLegacy));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_.get(), callers_work_.get(), 0));
     return type;
   }
 
@@ -270,6 +284,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
   const KeepWaiting keep_waiting_;
   Status failed_;
   cuda::Stream stream_;
+  cuda::Event callers_work_;   // recorded on the legacy default stream, waited for by stream_
   cuda::DeviceBuffer input_;   // a host tensor's bytes on the device
   cuda::DeviceBuffer result_;  // the node's sum, piece by piece
   std::unordered_map<int, cuda::PinnedBuffer> staging_;

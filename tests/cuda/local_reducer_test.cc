@@ -73,6 +73,32 @@ TEST_CASE("NCCL local reducer with one local rank: device tensor through pinned 
   for (size_t n : {size_t{1}, size_t{4099}, size_t{1} << 20}) checkSums(roundTrip(**made, 0, n, 0, 1), 1);
 }
 
+TEST_CASE("NCCL local reducer with one local rank: host output, zero length", "[cuda]") {
+  auto made = makeNcclLocalReducer("", 0, 1, 0, std::chrono::seconds(60), nullptr);
+  INFO(made.status().toString());
+  REQUIRE(made.ok());
+  DeviceLocalReducer& reducer = **made;
+  // A device input made with cudaMemcpy from pageable memory (which may return before the bytes
+  // land) and a pageable host output: the reducer orders itself after the default stream.
+  const size_t n = (size_t{1} << 20) + 5, bytes = n * sizeof(int32_t);
+  const std::vector<int32_t> host = input(n, 0);
+  void* in = nullptr;
+  REQUIRE(cudaMalloc(&in, bytes) == cudaSuccess);
+  REQUIRE(cudaMemcpy(in, host.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  const std::vector<LocalPiece> pieces = cut(bytes, 4096 * 3 + 8, 1);
+  auto staging = reducer.staging(1, bytes);
+  REQUIRE(staging.ok());
+  REQUIRE(reducer.reduceScatter(in, bytes, DType::kInt32, pieces, *staging).ok());
+  std::vector<int32_t> out(n, -1);
+  REQUIRE(reducer.allGather(*staging, bytes, DType::kInt32, pieces, out.data()).ok());
+  CHECK(out == host);
+  cudaFree(in);
+  auto empty = reducer.staging(2, 0);
+  REQUIRE(empty.ok());
+  CHECK(reducer.reduceScatter(nullptr, 0, DType::kFloat32, {}, *empty).ok());
+  CHECK(reducer.allGather(*empty, 0, DType::kFloat32, {}, nullptr).ok());
+}
+
 TEST_CASE("NCCL local reducer with two local ranks on two GPUs", "[cuda]") {
   if (cudaDeviceCount() < 2) {
     WARN("SKIP: one GPU here, and NCCL refuses two ranks on one device; tools/gpu-check.sh says so too");
