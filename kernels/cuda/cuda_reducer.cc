@@ -95,7 +95,11 @@ class CudaReducer final : public Reducer {
     ZPS_RETURN_IF_ERROR(checkSumArguments(count, dtype, "cuda reducer"));
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     const size_t bytes = count * dtypeSize(dtype);
-    Round& round = rounds_[dst];
+    auto [it, fresh] = rounds_.try_emplace(dst);
+    Round& round = it->second;
+    // A round started again before it was collected (its first start failed part way) may still
+    // have work queued on its old stream, which must not overlap the new stream's.
+    if (!fresh) ZPS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(streams_[round.stream].get()));
     round.bytes = bytes;
     round.stream = next_stream_++ % static_cast<int>(streams_.size());
     if (round.sum.bytes() < bytes) {
@@ -129,7 +133,9 @@ class CudaReducer final : public Reducer {
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     Round& round = it->second;
     cudaStream_t stream = streams_[round.stream].get();
-    const cudaError_t copied = cudaMemcpyAsync(dst, round.sum.data(), round.bytes, cudaMemcpyDeviceToHost, stream);
+    const cudaError_t copied =
+        round.bytes == 0 ? cudaSuccess
+                         : cudaMemcpyAsync(dst, round.sum.data(), round.bytes, cudaMemcpyDeviceToHost, stream);
     const cudaError_t drained = cudaStreamSynchronize(stream);
     // Back to the pool by size (one per size is plenty: a round's device sum is reused as soon as
     // the next round of any key of that size starts).
@@ -160,28 +166,29 @@ class CudaReducer final : public Reducer {
     float* host_bc2 = host_bc1 + corrections;
     for (size_t i = 0; i < rows; ++i) {
       std::memcpy(host + i * dim, values + size_t{slots[i]} * dim, dim * sizeof(float));
-      std::memcpy(host_state + i * state_floats, state + size_t{slots[i]} * state_floats,
-                  state_floats * sizeof(float));
+      if (state_floats > 0) {  // sgd has no state, and its table may pass a null one
+        std::memcpy(host_state + i * state_floats, state + size_t{slots[i]} * state_floats,
+                    state_floats * sizeof(float));
+      }
       if (corrections > 0) adamCorrections(config, steps[i], host_bc1 + i, host_bc2 + i);
     }
     std::memcpy(host_grads, grads, rows * dim * sizeof(float));
-    auto* device = static_cast<float*>(rows_device_.data());
     cudaStream_t stream = streams_[0].get();
-    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, total_floats * sizeof(float),
-                                             cudaMemcpyHostToDevice, stream));
-    float* device_bc1 = device + updated_floats + rows * dim;
-    ZPS_RETURN_IF_ERROR(cudaApplyOptimizerRows(
-        config, device, device + values_floats, device + updated_floats, rows, dim,
-        corrections > 0 ? device_bc1 : nullptr, corrections > 0 ? device_bc1 + corrections : nullptr,
-        stream));
-    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, updated_floats * sizeof(float),
-                                             cudaMemcpyDeviceToHost, stream));
-    ZPS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    const Status enqueued = enqueueRows(config, rows, dim, values_floats, updated_floats,
+                                        total_floats, corrections, stream);
+    // Drain even after an error: the next call rewrites rows_host_, which a copy may still read.
+    const cudaError_t drained = cudaStreamSynchronize(stream);
+    ZPS_RETURN_IF_ERROR(enqueued);
+    if (drained != cudaSuccess) {
+      return cuda::cudaErrorToStatus(drained, "cudaStreamSynchronize", __FILE__, __LINE__);
+    }
     // Only now, with every step done, do the table's rows change.
     for (size_t i = 0; i < rows; ++i) {
       std::memcpy(values + size_t{slots[i]} * dim, host + i * dim, dim * sizeof(float));
-      std::memcpy(state + size_t{slots[i]} * state_floats, host_state + i * state_floats,
-                  state_floats * sizeof(float));
+      if (state_floats > 0) {
+        std::memcpy(state + size_t{slots[i]} * state_floats, host_state + i * state_floats,
+                    state_floats * sizeof(float));
+      }
     }
     return Status::OK();
   }
@@ -203,9 +210,28 @@ class CudaReducer final : public Reducer {
     int stream = 0;
   };
 
+  // applyRows' device half: the gathered rows up, one kernel, the updated rows down, on `stream`.
+  Status enqueueRows(const OptimizerConfig& config, size_t rows, size_t dim, size_t values_floats,
+                     size_t updated_floats, size_t total_floats, size_t corrections,
+                     cudaStream_t stream) {
+    auto* host = static_cast<float*>(rows_host_.data());
+    auto* device = static_cast<float*>(rows_device_.data());
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, total_floats * sizeof(float),
+                                             cudaMemcpyHostToDevice, stream));
+    float* device_bc1 = device + updated_floats + rows * dim;
+    ZPS_RETURN_IF_ERROR(cudaApplyOptimizerRows(
+        config, device, device + values_floats, device + updated_floats, rows, dim,
+        corrections > 0 ? device_bc1 : nullptr, corrections > 0 ? device_bc1 + corrections : nullptr,
+        stream));
+    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, updated_floats * sizeof(float),
+                                             cudaMemcpyDeviceToHost, stream));
+    return Status::OK();
+  }
+
   // Copies host bytes to `device_dst` on stream s through that stream's pinned buffer. The CPU copy
   // waits only for the previous transfer out of the same pinned buffer.
   Status stage(int s, const void* src, size_t bytes, void* device_dst) {
+    if (bytes == 0) return Status::OK();  // a zero-length key: nothing to copy (and no buffers)
     ZPS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events_[s].get()));
     ZPS_RETURN_IF_ERROR(pinned_[s].reserve(bytes));
     std::memcpy(pinned_[s].data(), src, bytes);

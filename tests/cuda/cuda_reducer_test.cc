@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_sum.h"
+#include "kernels/local_collectives.h"
 #include "kernels/reducer.h"
 
 namespace zps::kernels {
@@ -260,6 +261,29 @@ TEST_CASE("CUDA rounds (start/add/collect) match the CPU, with several keys in f
   CHECK(cudaReducer().add(&never_started, &never_started, 1, DType::kFloat32).code() == StatusCode::kInternal);
 }
 
+TEST_CASE("CUDA rounds of zero-length keys start, add and collect", "[cuda]") {
+  // Zero-length keys have no buffers at all: nothing may be copied from or to a null pointer.
+  float never_read = 0;
+  REQUIRE(cudaReducer().start(&never_read, nullptr, 0, DType::kFloat32).ok());
+  REQUIRE(cudaReducer().add(&never_read, nullptr, 0, DType::kFloat32).ok());
+  REQUIRE(cudaReducer().collect(&never_read).ok());
+  CHECK(never_read == 0);
+}
+
+TEST_CASE("A CUDA round started twice sums only the second start's pushes", "[cuda]") {
+  // The store restarts a round whose first start failed; the old round's stream must be done.
+  const size_t count = 4099;
+  std::vector<float> sum(count), a(count, 1.0f), b(count, 2.0f);
+  REQUIRE(cudaReducer().start(sum.data(), a.data(), count, DType::kFloat32).ok());
+  REQUIRE(cudaReducer().add(sum.data(), a.data(), count, DType::kFloat32).ok());
+  REQUIRE(cudaReducer().start(sum.data(), b.data(), count, DType::kFloat32).ok());
+  REQUIRE(cudaReducer().add(sum.data(), b.data(), count, DType::kFloat32).ok());
+  REQUIRE(cudaReducer().collect(sum.data()).ok());
+  size_t wrong = 0;
+  for (float v : sum) wrong += v != 4.0f;
+  CHECK(wrong == 0);
+}
+
 // Device memory owned by one test, freed on scope exit.
 struct DeviceBytes {
   explicit DeviceBytes(size_t n) { REQUIRE(cudaMalloc(&ptr, n) == cudaSuccess); }
@@ -301,6 +325,24 @@ TEST_CASE("cudaSumDevice handles device pointers at every element offset", "[cud
       }
     }
   }
+}
+
+TEST_CASE("isDevicePointer tells device and managed memory from host memory", "[cuda]") {
+  DeviceBytes device(64);
+  CHECK(isDevicePointer(device.get()));
+  CHECK(isDevicePointer(device.get() + 13));  // inside an allocation, not only its start
+  void* managed = nullptr;
+  REQUIRE(cudaMallocManaged(&managed, 64) == cudaSuccess);
+  CHECK(isDevicePointer(managed));
+  cudaFree(managed);
+  void* pinned = nullptr;  // registered host memory: the host reads it, so it is not "device"
+  REQUIRE(cudaHostAlloc(&pinned, 64, cudaHostAllocDefault) == cudaSuccess);
+  CHECK_FALSE(isDevicePointer(pinned));
+  cudaFreeHost(pinned);
+  std::vector<char> pageable(64);
+  CHECK_FALSE(isDevicePointer(pageable.data()));
+  CHECK_FALSE(isDevicePointer(nullptr));
+  CHECK(cudaGetLastError() == cudaSuccess);  // the host queries left no sticky error behind
 }
 
 TEST_CASE("cudaSumDevice rejects pointers misaligned for the dtype", "[cuda]") {
