@@ -10,8 +10,11 @@
 
 namespace zps::kernels {
 
-// True when this build has CUDA and at least one device is usable; otherwise *why says what is missing.
-bool cudaDeviceAvailable(std::string* why);
+// True when this build has CUDA and a device can run its kernels; otherwise *why says what is
+// missing. The check loads a kernel, which creates that device's context: `device` (which then
+// becomes the calling thread's current device) names the one the caller will use, so that no
+// process pays a context (hundreds of MiB) on a GPU it never uses; -1 means the current device.
+bool cudaDeviceAvailable(std::string* why, int device = -1);
 
 // The number of CUDA devices this process sees; 0 without CUDA, a driver or a device.
 int cudaDeviceCount();

@@ -17,7 +17,7 @@ constexpr const char* kNoCuda =
 
 }  // namespace
 
-bool cudaDeviceAvailable(std::string* why) {
+bool cudaDeviceAvailable(std::string* why, int /*device*/) {
   if (why != nullptr) *why = kNoCuda;
   return false;
 }

@@ -281,7 +281,7 @@ class CudaReducer final : public Reducer {
 
 }  // namespace
 
-bool cudaDeviceAvailable(std::string* why) {
+bool cudaDeviceAvailable(std::string* why, int device) {
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
   std::string reason;
@@ -294,9 +294,11 @@ bool cudaDeviceAvailable(std::string* why) {
     }
   } else if (count == 0) {
     reason = "no CUDA device found";
+  } else if (device >= count) {
+    reason = "CUDA device " + std::to_string(device) + " requested but " + std::to_string(count) +
+             " device(s) are present";
   } else {
-    int device = 0;
-    cudaError_t probed = cudaGetDevice(&device);
+    cudaError_t probed = device < 0 ? cudaGetDevice(&device) : cudaSetDevice(device);
     if (probed == cudaSuccess) probed = cuda::probeSumKernel();
     if (probed != cudaSuccess) {
       reason = "CUDA device " + std::to_string(device) +

@@ -222,6 +222,16 @@ TEST_CASE("makeCudaReducer rejects devices that do not exist", "[cuda]") {
   }
 }
 
+TEST_CASE("cudaDeviceAvailable probes the device it is asked about", "[cuda]") {
+  std::string why;
+  CHECK(cudaDeviceAvailable(&why, 0));
+  int current = -1;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);  // the probed device becomes the thread's current one
+  CHECK_FALSE(cudaDeviceAvailable(&why, 1 << 20));
+  CHECK(why.find("requested") != std::string::npos);
+}
+
 TEST_CASE("CUDA rounds (start/add/collect) match the CPU, with several keys in flight", "[cuda]") {
   // Three keys per dtype, pushes interleaved across keys (so their streams overlap), four pushes
   // each, from unaligned sources; then every key is collected and compared with the CPU's sums.

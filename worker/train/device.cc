@@ -14,14 +14,16 @@ StatusOr<TrainDevice> openTrainDevice(const std::string& device, int local_rank)
   d.description = d.ops->describe();
   if (device == "cpu") return d;
   std::string why;
-  if (!kernels::cudaDeviceAvailable(&why)) {
+  const int count = kernels::cudaDeviceCount();
+  const int gpu = count > 0 ? local_rank % count : 0;
+  // Probed on the GPU this rank will use: probing device 0 would give every local rank a context there.
+  if (!kernels::cudaDeviceAvailable(&why, count > 0 ? gpu : -1)) {
     if (device == "cuda")
       return Unavailable("--device=cuda but " + why + "; use --device=cpu or auto");
     d.description += ": --device=auto found no GPU: " + why;
     return d;
   }
-  const int count = kernels::cudaDeviceCount();
-  ZPS_ASSIGN_OR_RETURN(d.owned, kernels::makeCudaTrainOps(count > 0 ? local_rank % count : 0));
+  ZPS_ASSIGN_OR_RETURN(d.owned, kernels::makeCudaTrainOps(gpu));
   d.ops = d.owned.get();
   d.description = d.ops->describe();
   return d;
