@@ -11,15 +11,10 @@
 #include <cstdint>
 
 #include "kernels/cuda/sum_kernel.h"
+#include "kernels/cuda/sum_plan.h"
 
 namespace zps::kernels::cuda {
 namespace {
-
-constexpr int kThreadsPerBlock = 256;
-// A grid-stride loop needs only enough blocks to fill the GPU several times over; more only adds
-// block scheduling. 4096 x 256 threads is ~8 waves on a 132-SM H200.
-constexpr size_t kMaxBlocks = 4096;
-constexpr size_t kPackBytes = 16;
 
 struct AddFloat32 {
   using T = float;
@@ -62,27 +57,27 @@ struct AddUInt8 {
 };
 
 template <typename T>
-struct alignas(kPackBytes) Pack {
-  static constexpr int kLanes = kPackBytes / sizeof(T);
+struct alignas(kSumPackBytes) Pack {
+  static constexpr int kLanes = kSumPackBytes / sizeof(T);
   T lane[kLanes];
 };
 
-// Elements [0, head) and [head + packs * kLanes, count) are done one by one; the packs in between
-// start at dst + head and src + head, which the launcher has checked are both 16-byte aligned.
+// The plan (sum_plan.h) gives the packs, which start at dst + head and src + head, both 16-byte
+// aligned, and the elements done one by one before and after them.
 template <typename Add>
-__global__ void __launch_bounds__(kThreadsPerBlock)
+__global__ void __launch_bounds__(kSumThreadsPerBlock)
     sumKernel(typename Add::T* __restrict__ dst, const typename Add::T* __restrict__ src,
-              size_t count, size_t head, size_t packs) {
+              SumPlan plan) {
   using T = typename Add::T;
   using P = Pack<T>;
   const Add add{};
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
 
-  if (packs != 0) {
-    P* dst_packs = reinterpret_cast<P*>(dst + head);
-    const P* src_packs = reinterpret_cast<const P*>(src + head);
-    for (size_t p = first; p < packs; p += stride) {
+  if (plan.packs != 0) {
+    P* dst_packs = reinterpret_cast<P*>(dst + plan.head);
+    const P* src_packs = reinterpret_cast<const P*>(src + plan.head);
+    for (size_t p = first; p < plan.packs; p += stride) {
       P a = dst_packs[p];
       const P b = src_packs[p];
 #pragma unroll
@@ -91,10 +86,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     }
   }
 
-  const size_t tail_start = head + packs * P::kLanes;
-  const size_t singles = head + (count - tail_start);
+  const size_t singles = plan.singles();
   for (size_t j = first; j < singles; j += stride) {
-    const size_t i = j < head ? j : tail_start + (j - head);
+    const size_t i = plan.single(j);
     dst[i] = add(dst[i], src[i]);
   }
 }
@@ -102,30 +96,17 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 template <typename Add>
 cudaError_t launch(void* dst, const void* src, size_t count, cudaStream_t stream) {
   using T = typename Add::T;
-  constexpr size_t kLanes = Pack<T>::kLanes;
-  const auto d = reinterpret_cast<uintptr_t>(dst);
-  const auto s = reinterpret_cast<uintptr_t>(src);
-  // Packs need dst and src at the same offset within 16 bytes; peel the elements before the first
-  // boundary. Otherwise (receive buffers at arbitrary offsets) everything goes element by element.
-  size_t head = count;
-  size_t packs = 0;
-  if (d % kPackBytes == s % kPackBytes) {
-    const size_t head_bytes = (kPackBytes - d % kPackBytes) % kPackBytes;
-    head = head_bytes / sizeof(T) < count ? head_bytes / sizeof(T) : count;
-    packs = (count - head) / kLanes;
-  }
-  const size_t work = packs + (count - packs * kLanes);
-  size_t blocks = (work + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  sumKernel<Add><<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0, stream>>>(
-      static_cast<T*>(dst), static_cast<const T*>(src), count, head, packs);
+  const SumPlan plan = planSum(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src),
+                               count, sizeof(T));
+  sumKernel<Add><<<plan.blocks, kSumThreadsPerBlock, 0, stream>>>(
+      static_cast<T*>(dst), static_cast<const T*>(src), plan);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t launchSum(void* dst, const void* src, size_t count, DType dtype, cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
+  if (count == 0) return cudaSuccess;  // a launch of 0 blocks would fail (invalid configuration)
   switch (dtype) {
     case DType::kFloat32:
       return launch<AddFloat32>(dst, src, count, stream);
