@@ -120,6 +120,9 @@ class CudaReducer final : public Reducer {
     if (count * dtypeSize(dtype) != round.bytes) return InternalError("cuda reducer: add() of a different size");
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     const int s = round.stream;
+    // Growing frees the old buffer, which a sum queued on this stream may still read (cudaFree
+    // only "may" wait for it).
+    if (incoming_[s].bytes() < round.bytes) ZPS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(streams_[s].get()));
     ZPS_RETURN_IF_ERROR(incoming_[s].reserve(round.bytes));
     ZPS_RETURN_IF_ERROR(stage(s, src, round.bytes, incoming_[s].data()));
     // Stream order: the next push staged on this stream overwrites incoming_[s] only after this sum.

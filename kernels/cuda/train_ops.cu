@@ -99,8 +99,13 @@ class CudaTrainOps final : public TrainOps {
       return nullptr;
     return static_cast<float*>(p);
   }
+  // Buffers are released when they grow, possibly while queued ops still read them: cudaFree
+  // only "may" synchronise (cuMemFree's documentation), so the stream is drained first.
   void release(float* p) override {
-    if (p != nullptr) static_cast<void>(cudaFree(p));
+    if (p == nullptr) return;
+    static_cast<void>(cudaSetDevice(device_));
+    static_cast<void>(cudaStreamSynchronize(stream_));
+    static_cast<void>(cudaFree(p));
   }
   float* allocateStaging(size_t floats) override {
     void* p = nullptr;
@@ -111,7 +116,10 @@ class CudaTrainOps final : public TrainOps {
     return static_cast<float*>(p);
   }
   void releaseStaging(float* p) override {
-    if (p != nullptr) static_cast<void>(cudaFreeHost(p));
+    if (p == nullptr) return;
+    static_cast<void>(cudaSetDevice(device_));
+    static_cast<void>(cudaStreamSynchronize(stream_));  // an upload may still read it
+    static_cast<void>(cudaFreeHost(p));
   }
 
   void upload(float* dst, const float* host, size_t n) override {
