@@ -150,6 +150,17 @@ class Server {
     limits_.max_payload_bytes = config.max_message_bytes;
   }
 
+  // One reducer per engine thread, plus the last one for the inline engine.
+  Status makeReducers(kernels::ReducerKind kind, std::vector<std::unique_ptr<kernels::Reducer>>* reducers) {
+    reducers->clear();
+    for (int i = 0; i <= config_.server_engine_threads; ++i) {
+      auto reducer = kernels::makeReducer(kind, i);
+      if (!reducer.ok()) return reducer.status().withContext("engine thread " + std::to_string(i));
+      reducers->push_back(std::move(*reducer));
+    }
+    return Status::OK();
+  }
+
   int run() {
     if (!faults_error_.empty()) {
       LOG(ERROR) << "server: " << faults_error_;
@@ -172,13 +183,17 @@ class Server {
     }
     if (!engine->note.empty()) LOG(INFO) << "server: " << engine->note;
     std::vector<std::unique_ptr<kernels::Reducer>> reducers;
-    for (int i = 0; i <= config_.server_engine_threads; ++i) {  // the last one is the inline engine's
-      auto reducer = kernels::makeReducer(engine->kind, i);
-      if (!reducer.ok()) {
-        LOG(ERROR) << "server: engine thread " << i << ": " << reducer.status().message();
-        return 1;
-      }
-      reducers.push_back(std::move(*reducer));
+    Status made = makeReducers(engine->kind, &reducers);
+    if (!made.ok() && engine->kind == kernels::ReducerKind::kCuda && config_.server_engine == "auto") {
+      // The probe passed on one GPU, but an engine thread's GPU (thread i mod device count) cannot
+      // be used, e.g. it is in exclusive-process mode and taken: auto means the CPU then.
+      LOG(WARNING) << "server: ZPS_SERVER_ENGINE=auto: " << made.message() << "; using the CPU engine";
+      engine->kind = kernels::ReducerKind::kCpu;
+      made = makeReducers(engine->kind, &reducers);
+    }
+    if (!made.ok()) {
+      LOG(ERROR) << "server: " << made.message();
+      return 1;
     }
     auto port = transport_->listen("0.0.0.0", config_.node_port);
     if (!port.ok()) {
