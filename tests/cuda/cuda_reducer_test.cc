@@ -337,6 +337,34 @@ TEST_CASE("cudaSumDevice handles device pointers at every element offset", "[cud
   }
 }
 
+TEST_CASE("cudaSumDevice indexes past 2^31 elements", "[cuda]") {
+  // 2^31 + 17 uint8 (4 GiB in all): element indices beyond int's range, a tail after the packs.
+  const size_t count = (size_t{1} << 31) + 17;
+  void* dst = nullptr;
+  void* src = nullptr;
+  if (cudaMalloc(&dst, count) != cudaSuccess || cudaMalloc(&src, count) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    cudaFree(dst);
+    WARN("SKIP: not enough device memory for 2 x 2 GiB");
+    return;
+  }
+  REQUIRE(cudaMemset(dst, 1, count) == cudaSuccess);
+  REQUIRE(cudaMemset(src, 2, count) == cudaSuccess);
+  REQUIRE(cudaSumDevice(dst, src, count, DType::kUInt8, nullptr).ok());
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  for (const size_t at : {size_t{0}, (size_t{1} << 31) - 32, count - 64}) {  // start, across 2^31, end
+    CAPTURE(at);
+    unsigned char window[64];
+    REQUIRE(cudaMemcpy(window, static_cast<unsigned char*>(dst) + at, sizeof(window), cudaMemcpyDeviceToHost) ==
+            cudaSuccess);
+    size_t wrong = 0;
+    for (unsigned char v : window) wrong += v != 3;
+    CHECK(wrong == 0);
+  }
+  cudaFree(dst);
+  cudaFree(src);
+}
+
 TEST_CASE("isDevicePointer tells device and managed memory from host memory", "[cuda]") {
   DeviceBytes device(64);
   CHECK(isDevicePointer(device.get()));
