@@ -1,5 +1,6 @@
-// Runner for zps_cuda_tests: skips the whole binary, with the reason, when no CUDA device can run
-// this build's kernels (ctest SKIP_RETURN_CODE 77, see CMakeLists.txt).
+// Runner for zps_cuda_tests: skips the whole binary, with the reason, when there is no CUDA device
+// (ctest SKIP_RETURN_CODE 77, see CMakeLists.txt), and fails when one is there but cannot run this
+// build's kernels.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -14,6 +15,12 @@ constexpr int kSkipExitCode = 77;
 int main(int argc, char** argv) {
   std::string why;
   if (!zps::kernels::cudaDeviceAvailable(&why)) {
+    // A device that is there but cannot run this build's kernels (no image for its architecture,
+    // a busy exclusive-mode GPU) is a failure to report, not a machine without a GPU.
+    if (zps::kernels::cudaDeviceCount() > 0) {
+      std::printf("FAILED: a CUDA device is present but unusable: %s\n", why.c_str());
+      return 1;
+    }
     std::printf("SKIPPED: %s\n", why.c_str());
     return kSkipExitCode;
   }

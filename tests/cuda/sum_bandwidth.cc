@@ -52,9 +52,10 @@ float medianMs(Fn fn, int iters) {
 
 int main() {
   std::string why;
-  if (!zps::kernels::cudaDeviceAvailable(&why)) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 77;
+  if (!zps::kernels::cudaDeviceAvailable(&why, 0)) {
+    const bool present = zps::kernels::cudaDeviceCount() > 0;  // then unusable is a failure
+    std::printf("%s: %s\n", present ? "FAILED" : "SKIPPED", why.c_str());
+    return present ? 1 : 77;
   }
   CHECK_CUDA(cudaSetDevice(0));
   cudaDeviceProp prop;
