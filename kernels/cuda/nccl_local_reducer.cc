@@ -21,7 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // NCCL as loaded by the two entry points at the bottom, the only ways into this file: everything
-// else runs after the load succeeded.
+// else runs after the load succeeded (with one local rank nothing calls NCCL, nor this).
 const cuda::NcclLibrary& nccl() { return *cuda::ncclLibrary().value(); }
 
 // How often waits ask KeepWaiting (a few syscalls for the shared-memory liveness locks).
@@ -308,7 +308,9 @@ StatusOr<std::unique_ptr<DeviceLocalReducer>> makeNcclLocalReducer(const std::st
                                                                    KeepWaiting keep_waiting) {
   if (size < 1 || rank < 0 || rank >= size)
     return InvalidArgument("NCCL local reducer: rank " + std::to_string(rank) + " of " + std::to_string(size));
-  ZPS_RETURN_IF_ERROR(cuda::ncclLibrary().status());
+  // One local rank only copies between the device and pinned staging: no NCCL call, so a machine
+  // without libnccl still moves GPU tensors.
+  if (size > 1) ZPS_RETURN_IF_ERROR(cuda::ncclLibrary().status());
   auto reducer = std::make_unique<NcclLocalReducer>(rank, size, device, timeout, std::move(keep_waiting));
   Status init = reducer->init(unique_id);
   if (!init.ok()) return init.withContext("joining the node's NCCL communicator on GPU " + std::to_string(device));
