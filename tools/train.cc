@@ -331,7 +331,7 @@ class Trainer {
     ZPS_ASSIGN_OR_RETURN(Handle h, w_.pushPull(t, mine, sum));
     ZPS_RETURN_IF_ERROR(w_.wait(h));
     for (int i = 0; i < 4; ++i) {
-      if (sum[i] != mine[i] * W_)
+      if (sum[i] != mine[i] * static_cast<int64_t>(W_))
         return InvalidArgument("the workers' data or models differ in shape: this worker has " +
                                std::to_string(mine[0]) + " numeric features, " + std::to_string(mine[1]) +
                                " categorical fields, " + std::to_string(mine[2]) + " classes and " +
