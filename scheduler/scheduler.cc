@@ -14,6 +14,7 @@
 #include <atomic>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "ps/node/auth.h"
 #include "ps/node/observability.h"
@@ -29,6 +30,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// "30", "1.5", "0.6": a duration as a user wrote it in seconds.
+std::string secondsText(std::chrono::milliseconds d) {
+  std::ostringstream text;
+  text << d.count() / 1000.0;
+  return text.str();
+}
 
 class Scheduler {
  public:
@@ -352,15 +360,26 @@ class Scheduler {
   int checkLiveness(Clock::time_point now) {
     if (now < next_liveness_check_) return -1;
     next_liveness_check_ = now + std::chrono::milliseconds(250);
+    // A node whose rank a replacement is waiting for is presumed dead after two missed heartbeats, not
+    // the whole timeout: a restarted pod or process says its predecessor is gone, and the job should not
+    // stall for ZPS_HEARTBEAT_TIMEOUT to learn it.
+    std::set<PeerId> contested;
+    for (const auto& [peer, entry] : parked_)
+      if (const Member* holder = membership_.holder(entry.reg.role(), entry.reg.requested_rank()))
+        contested.insert(holder->peer);
+    const auto contested_timeout = std::min(config_.heartbeat_timeout, 2 * config_.heartbeat_interval);
     std::vector<PeerId> silent;
     for (const auto& m : membership_.members()) {
       if (running_ && finished_.count(m.peer) != 0) continue;
-      if (now - last_seen_[m.peer] > config_.heartbeat_timeout) silent.push_back(m.peer);
+      const auto limit = contested.count(m.peer) != 0 ? contested_timeout : config_.heartbeat_timeout;
+      if (now - last_seen_[m.peer] > limit) silent.push_back(m.peer);
     }
     for (PeerId p : silent) {
       const Member* m = membership_.find(p);
+      const bool replaced = contested.count(p) != 0;
       std::string what = m->describe() + " sent no heartbeat for " +
-                         std::to_string(static_cast<int>(config_.heartbeat_timeout.count() / 1000)) + " s";
+                         secondsText(replaced ? contested_timeout : config_.heartbeat_timeout) + " s" +
+                         (replaced ? " while a replacement waits for its rank" : "");
       if (!running_) {
         // Before the job starts a silent node is simply dropped, so a restarted pod can take its place.
         LOG(WARNING) << "scheduler: " << what << " during rendezvous; dropping it";

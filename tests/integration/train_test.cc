@@ -270,8 +270,10 @@ RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string&
   std::string weights = c.dir() + "/weights";
   c.setEnv("ZPS_RECOVERY", "1");
   c.setEnv("ZPS_RECOVERY_TIMEOUT", "20");
+  // A long timeout: a SIGKILLed node must be declared dead after two missed heartbeats (0.6 s) because
+  // its replacement is waiting, not after ZPS_HEARTBEAT_TIMEOUT (checkRecovery checks the log says so).
   c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
-  c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "1.5");
+  c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "60");
   c.setEnv("ZPS_CHECKPOINT_DIR", c.dir() + "/ckpt");
   c.setEnv("ZPS_CHECKPOINT_EVERY", "10");
   std::vector<std::string> argv = args;
@@ -307,8 +309,9 @@ RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string&
   return run;
 }
 
-// SIGKILL: the scheduler notices the silence after the heartbeat timeout. SIGTERM: the node says
-// goodbye (a server also writes a final shard) and the scheduler starts the recovery at once.
+// SIGKILL: the scheduler notices the silence after two heartbeat intervals, since a replacement waits
+// for the rank. SIGTERM: the node says goodbye (a server also writes a final shard) and the scheduler
+// starts the recovery at once.
 void checkRecovery(const std::vector<std::string>& args, const std::string& metric, const std::string& kill,
                    const std::vector<int>& signals) {
   RecoveryRun undisturbed = recoveryJob(args, metric, "none", 0);
@@ -316,6 +319,7 @@ void checkRecovery(const std::vector<std::string>& args, const std::string& metr
     RecoveryRun recovered = recoveryJob(args, metric, kill, sig);
     INFO(recovered.scheduler_log);
     CHECK(contains(recovered.scheduler_log, "lost " + kill));
+    if (sig == SIGKILL) CHECK(contains(recovered.scheduler_log, "sent no heartbeat for 0.6 s while a replacement waits"));
     CHECK(contains(recovered.scheduler_log, "address book of generation 1 sent"));
     CHECK(contains(recovered.worker_log, "rolling back to the latest checkpoint"));
     CHECK(contains(recovered.worker_log, "resumes from the checkpoint at step"));
