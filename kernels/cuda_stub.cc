@@ -6,6 +6,7 @@
 #include "kernels/cuda_blas.h"
 #include "kernels/cuda_optimizer.h"
 #include "kernels/cuda_reducer.h"
+#include "kernels/gpu_report.h"
 #include "kernels/local_collectives.h"
 #include "kernels/train_ops.h"
 
@@ -23,6 +24,8 @@ bool cudaDeviceAvailable(std::string* why, int /*device*/) {
 }
 
 int cudaDeviceCount() { return 0; }
+
+GpuReport gpuReport() { return GpuReport{std::string("build: ") + kNoCuda + "\n", false}; }
 
 bool isDevicePointer(const void* /*p*/) { return false; }
 

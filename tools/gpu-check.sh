@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a GPU, in one run of at most ~8 minutes on a 16-core machine with one GPU
-# (an H200 when borrowed): build with CUDA required, then
+# (an H200 when borrowed): build with CUDA required (or unpack a kit, below), `zps version --gpu`
+# (what zps sees: driver, GPUs, cuBLAS, NCCL), then
 #   1. the cuda-labelled tests (CUDA sum kernels and optimizer kernels against the CPU ones);
 #   2. the CUDA sum kernel's bandwidth as a share of the device's copy bandwidth;
 #   3. a local job with ZPS_SERVER_ENGINE=cuda and zps check (also with 2 local ranks per node);
@@ -124,6 +125,11 @@ for pattern in 'libcublas.so.[0-9]*' 'libnccl.so.[0-9]*'; do
 done
 
 if [ -x "$ZPS" ]; then
+  # What zps sees: the driver, each GPU and whether it runs this build's kernels, cuBLAS and NCCL.
+  if step gpu-info 60 "$ZPS" version --gpu; then
+    noteLast "$(grep -m1 '^  0: ' "$OUT_DIR/gpu-info.log" | cut -c 6-100)"
+  fi
+
   # 1. CUDA kernel tests. ctest says "Skipped" when the binary exits 77 (no usable device).
   if [ -f "$KIT" ]; then cuda_tests=("$KIT_PREFIX/run-cuda-tests.sh")
   else cuda_tests=(ctest --test-dir "$BUILD_DIR" -L cuda --output-on-failure); fi

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gpu_report.h"
 #include "ps/common/config.h"
 #include "ps/node/observability.h"
 #include "ps/node/signals.h"
@@ -33,7 +34,8 @@ constexpr const char* kUsage =
     "  zps status [--host H] [--metrics_port P]   the scheduler's table of nodes; exit 1 if one is\n"
     "                                   missing or dead (ZPS_METRICS_PORT on the scheduler)\n"
     "  zps trace merge OUT IN...        merge ZPS_TRACE_ON timeline files into one trace\n"
-    "  zps version\n"
+    "  zps version [--gpu]              the version; --gpu: the build's CUDA, the driver, each GPU, cuBLAS\n"
+    "                                   and NCCL (exit 1 when no GPU can run zps's kernels)\n"
     "\n"
     "Every role reads DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER; see the README\n"
     "for the full list. Every ZPS_* setting is also a flag (ZPS_RENDEZVOUS_TIMEOUT = --rendezvous_timeout).\n";
@@ -78,6 +80,11 @@ int main(int argc, char** argv) {
   }
   if (sub == "version") {
     std::cout << "zps 0.1.0 (protocol 1)" << std::endl;
+    if (argc > 2 && std::strcmp(argv[2], "--gpu") == 0) {
+      const zps::kernels::GpuReport gpu = zps::kernels::gpuReport();
+      std::cout << gpu.text << "gpu: " << (gpu.usable ? "usable" : "not usable") << std::endl;
+      return gpu.usable ? 0 : 1;
+    }
     return 0;
   }
 

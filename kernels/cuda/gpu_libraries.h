@@ -61,6 +61,7 @@ StatusOr<const DriverLibrary*> driverLibrary();
   X(ncclGetErrorString)       \
   X(ncclGetLastError)         \
   X(ncclGetUniqueId)          \
+  X(ncclGetVersion)           \
   X(ncclGroupEnd)             \
   X(ncclGroupStart)           \
   X(ncclReduce)               \

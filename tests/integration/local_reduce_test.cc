@@ -247,3 +247,30 @@ TEST_CASE(
     CHECK(contains(c.log(p), "ZPS_SERVER_ENGINE='gpu' is not an engine"));
   }
 }
+
+TEST_CASE("zps version --gpu reports the build, the driver, each GPU, cuBLAS and NCCL; exit 1 without a usable GPU") {
+  std::string why;
+  const bool gpu = zps::kernels::cudaDeviceAvailable(&why);
+  Cluster c(1, 1);
+  int p = c.start("zps", {c.bin(), "version", "--gpu"}, {});
+  const int code = c.waitExit(p, 60s);
+  const std::string out = c.log(p);
+  INFO(out);
+  CHECK(contains(out, "zps 0.1.0"));
+#ifdef ZPS_HAVE_CUDA
+  CHECK(contains(out, "build: CUDA runtime "));
+  CHECK(contains(out, "devices: "));
+  CHECK(contains(out, "cuBLAS: "));
+  if (gpu) {
+    CHECK(contains(out, "runs this build's kernels"));
+  } else {
+    CHECK(contains(out, "none usable: " + why));
+  }
+  CHECK(code == (gpu && contains(out, "cuBLAS: loads from") ? 0 : 1));
+  CHECK(contains(out, code == 0 ? "gpu: usable" : "gpu: not usable"));
+#else
+  CHECK(contains(out, "build: this zps build has no CUDA"));
+  CHECK(contains(out, "gpu: not usable"));
+  CHECK(code == 1);
+#endif
+}
