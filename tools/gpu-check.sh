@@ -126,9 +126,8 @@ done
 
 if [ -x "$ZPS" ]; then
   # What zps sees: the driver, each GPU and whether it runs this build's kernels, cuBLAS and NCCL.
-  if step gpu-info 60 "$ZPS" version --gpu; then
-    noteLast "$(grep -m1 '^  0: ' "$OUT_DIR/gpu-info.log" | cut -c 6-100)"
-  fi
+  step gpu-info 60 "$ZPS" version --gpu
+  noteLast "$(grep -m1 '^  [0-9n]' "$OUT_DIR/gpu-info.log" | sed 's/^ *//' | cut -c 1-100)"
 
   # 1. CUDA kernel tests. ctest says "Skipped" when the binary exits 77 (no usable device).
   if [ -f "$KIT" ]; then cuda_tests=("$KIT_PREFIX/run-cuda-tests.sh")
