@@ -169,6 +169,12 @@ Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, cons
                             int* rank, std::string* source) {
   *rank = -1;
   *source = "arrival order";
+  // As for every other setting, a flag given on the command line wins over the environment.
+  if (role == Role::kServer && flagGiven("server_id") && FLAGS_server_id >= 0) {
+    *rank = FLAGS_server_id;
+    *source = "--server_id";
+    return Status::OK();
+  }
   std::vector<std::string> names;
   if (role == Role::kWorker) names = {"DMLC_WORKER_ID", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"};
   if (role == Role::kServer) names = {"ZPS_SERVER_ID", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"};
@@ -178,11 +184,6 @@ Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, cons
     ZPS_ASSIGN_OR_RETURN(long long n, parseInteger(name, *v, 0, 1 << 20, "a rank from 0"));
     *rank = static_cast<int>(n);
     *source = name;
-    return Status::OK();
-  }
-  if (role == Role::kServer && FLAGS_server_id >= 0) {
-    *rank = FLAGS_server_id;
-    *source = "--server_id";
     return Status::OK();
   }
   if (role == Role::kWorker) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <gflags/gflags.h>
 
 #include "ps/common/config.h"
 #include "tests/unit/env_lookup.h"
@@ -310,6 +311,20 @@ TEST_CASE("config: server ranks ignore DMLC_WORKER_ID and the hostname", "[confi
   REQUIRE(resolveRequestedRank(lookup({}), Role::kServer, 4, "job-server-3", &rank, &source).ok());
   CHECK(rank == -1);
   CHECK(source == "arrival order");
+}
+
+TEST_CASE("config: --server_id on the command line wins over the environment's server rank", "[config]") {
+  gflags::FlagSaver restore_flags;
+  int rank = 0;
+  std::string source;
+  Env env = {{"ZPS_SERVER_ID", "0"}, {"JOB_COMPLETION_INDEX", "2"}};
+  REQUIRE(gflags::SetCommandLineOption("server_id", "3") == "server_id set to 3\n");
+  REQUIRE(resolveRequestedRank(lookup(env), Role::kServer, 4, "job-server-1", &rank, &source).ok());
+  CHECK(rank == 3);
+  CHECK(source == "--server_id");
+  // A worker's rank does not come from --server_id.
+  REQUIRE(resolveRequestedRank(lookup({}), Role::kWorker, 4, "h", &rank, &source).ok());
+  CHECK(rank == -1);
 }
 
 TEST_CASE("config: hostname ranks", "[config]") {
