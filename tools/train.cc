@@ -55,7 +55,8 @@ DEFINE_string(optimizer, "momentum", "train: dense optimizer: sgd, momentum or a
 DEFINE_uint64(seed, 1, "train: seed of the data split, epoch order and initial weights");
 DEFINE_string(hidden, "128", "train: hidden layer sizes of mlp/ctr, e.g. 128,64");
 DEFINE_int32(embedding_dim, 8, "train: ctr embedding row size");
-DEFINE_string(table_optimizer, "adagrad", "train: ctr embedding optimizer on the servers: sgd, adagrad or adam");
+DEFINE_string(table_optimizer, "adagrad",
+              "train: ctr embedding optimizer on the servers: sgd, momentum, adagrad or adam");
 DEFINE_double(table_lr, 0.1, "train: learning rate of the embedding optimizer");
 DEFINE_string(device, "cpu", "train: where the dense model lives and runs: cpu (OpenBLAS), cuda (GPU memory, cuBLAS) or auto");
 DEFINE_string(weights_out, "", "train: write the final dense weights (raw float32) to this file");
