@@ -19,6 +19,13 @@ bool cudaDeviceAvailable(std::string* why, int device = -1);
 // The number of CUDA devices this process sees; 0 without CUDA, a driver or a device.
 int cudaDeviceCount();
 
+// The GPU that local rank `local_rank` of a worker node uses (zps train, the NCCL local reducer,
+// zps check --gpu_tensors): local rank modulo the visible devices; -1 when there are none.
+inline int gpuOfLocalRank(int local_rank) {
+  const int devices = cudaDeviceCount();
+  return devices > 0 ? local_rank % devices : -1;
+}
+
 // GPU memory for programs that keep tensors there (zps check --gpu_tensors): cudaMalloc on
 // `device` (which also becomes the calling thread's current device), cudaFree, and a copy in any
 // direction (cudaMemcpyDefault). Without CUDA they return kUnavailable / do nothing.

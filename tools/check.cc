@@ -69,10 +69,16 @@ int checkMain() {
       return 2;
     }
   }
-  std::string why;
-  if (FLAGS_gpu_tensors && !kernels::cudaDeviceAvailable(&why)) {
-    std::cerr << "zps check: --gpu_tensors but " << why << std::endl;
-    return 2;
+  if (FLAGS_gpu_tensors) {
+    // Probe the GPU this process will use (local rank mod devices, as the NCCL local reducer does):
+    // probing device 0 would give every local rank a context there. A bad environment is reported
+    // by runWorkerProgram below.
+    auto config = loadConfig(processEnv(), Role::kWorker);
+    std::string why;
+    if (!kernels::cudaDeviceAvailable(&why, kernels::gpuOfLocalRank(config.ok() ? config->local_rank : 0))) {
+      std::cerr << "zps check: --gpu_tensors but " << why << std::endl;
+      return 2;
+    }
   }
   return runWorkerProgram("check", [&](Worker& w) -> Status {
     std::vector<CheckTensor> tensors;
@@ -91,7 +97,7 @@ int checkMain() {
         c.in.resize(bytes);
         c.out.resize(bytes);
         if (FLAGS_gpu_tensors) {
-          const int device = w.localRank() % std::max(1, kernels::cudaDeviceCount());
+          const int device = kernels::gpuOfLocalRank(w.localRank());
           ZPS_ASSIGN_OR_RETURN(c.device_in.ptr, kernels::deviceAlloc(device, bytes));
           ZPS_ASSIGN_OR_RETURN(c.device_out.ptr, kernels::deviceAlloc(device, bytes));
         }

@@ -56,12 +56,16 @@ template class CudaMemory<MemoryKind::kDevice>;
 template class CudaMemory<MemoryKind::kPinnedHost>;
 
 Status Event::create() {
+  release();
   ZPS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
   return Status::OK();
 }
 
-Event::~Event() {
-  if (event_ != nullptr) static_cast<void>(cudaEventDestroy(event_));
+void Event::release() {
+  if (event_ == nullptr) return;
+  const cudaError_t error = cudaEventDestroy(event_);
+  LOG_IF(WARNING, error != cudaSuccess) << "cudaEventDestroy failed: " << cudaGetErrorString(error);
+  event_ = nullptr;
 }
 
 Status Stream::create() {

@@ -74,20 +74,30 @@ class CudaMemory {
 using DeviceBuffer = CudaMemory<MemoryKind::kDevice>;
 using PinnedBuffer = CudaMemory<MemoryKind::kPinnedHost>;
 
-// A CUDA event without timing (the cheap kind), for "has this copy finished" questions.
+// A CUDA event without timing (the cheap kind), for "has this copy finished" questions. Owns at
+// most one event: create() again destroys the previous one first.
 class Event {
  public:
   Event() = default;
-  ~Event();
+  ~Event() { release(); }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      release();
+      event_ = std::exchange(other.event_, nullptr);
+    }
+    return *this;
+  }
 
   // Creates the event on the current device.
   Status create();
   cudaEvent_t get() const { return event_; }
 
  private:
+  void release();
+
   cudaEvent_t event_ = nullptr;
 };
 

@@ -1,5 +1,6 @@
 #include "worker/local/local_reducer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cuda_reducer.h"
@@ -88,8 +89,7 @@ StatusOr<std::unique_ptr<LocalReducer>> joinNcclLocalReducer(LocalGroup* group, 
       ZPS_ASSIGN_OR_RETURN(id, group->waitNcclId(timeout));
     }
   }
-  const int devices = kernels::cudaDeviceCount();
-  const int device = devices > 0 ? local_rank % devices : 0;
+  const int device = std::max(0, kernels::gpuOfLocalRank(local_rank));
   ZPS_ASSIGN_OR_RETURN(std::unique_ptr<kernels::DeviceLocalReducer> device_reducer,
                        kernels::makeNcclLocalReducer(id, local_rank, local_size, device, timeout,
                                                      std::move(keep_waiting)));

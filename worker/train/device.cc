@@ -14,10 +14,9 @@ StatusOr<TrainDevice> openTrainDevice(const std::string& device, int local_rank)
   d.description = d.ops->describe();
   if (device == "cpu") return d;
   std::string why;
-  const int count = kernels::cudaDeviceCount();
-  const int gpu = count > 0 ? local_rank % count : 0;
+  const int gpu = kernels::gpuOfLocalRank(local_rank);
   // Probed on the GPU this rank will use: probing device 0 would give every local rank a context there.
-  if (!kernels::cudaDeviceAvailable(&why, count > 0 ? gpu : -1)) {
+  if (!kernels::cudaDeviceAvailable(&why, gpu)) {
     if (device == "cuda")
       return Unavailable("--device=cuda but " + why + "; use --device=cpu or auto");
     d.description += ": --device=auto found no GPU: " + why;
