@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/gpu_libraries.h"
+#include "kernels/cuda_reducer.h"
 #include "kernels/local_collectives.h"
 
 namespace zps::kernels {
@@ -54,7 +55,13 @@ StatusOr<ncclDataType_t> ncclType(DType dtype) {
 }
 
 // Owns one communicator. Destruction aborts it: every operation we issued has completed or failed
-// by then, and abort, unlike destroy, never waits for peers that may be gone.
+// by then, and abort, unlike destroy, never waits for peers that may be gone. ncclCommAbort is
+// synchronous even on a non-blocking communicator: it marks the communicator as being destroyed,
+// and NCCL runs the group of a communicator being destroyed as a blocking group on the calling
+// thread (src/group.cc, ncclAsyncLaunch: `if (comm->destroyFlag) ncclGroupBlocking = 1`), so it
+// never returns ncclInProgress and, once it returns, NCCL has let go of our buffers and stream.
+// Its result is ignored: there is nothing left to do with a communicator that failed to abort.
+// It must not be called inside an open NCCL group (see group() below).
 class Communicator {
  public:
   Communicator() = default;
@@ -114,6 +121,11 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, begin(bytes, dtype));
     const size_t esize = dtypeSize(dtype);
     cudaStream_t s = stream_.get();
+    if (size_ == 1) {
+      // Nothing to reduce: the tensor goes straight to pinned staging, from the device or the host.
+      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, in, bytes, cudaMemcpyDefault, s));
+      return drain("copying the tensor to pinned staging");
+    }
     // NCCL reads device memory; a host tensor is copied over first.
     const uint8_t* src = static_cast<const uint8_t*>(in);
     if (!isDevicePointer(in)) {
@@ -123,26 +135,22 @@ class NcclLocalReducer final : public DeviceLocalReducer {
       src = input_.bytePtr();
     }
     uint8_t* result = result_.bytePtr();
-    if (size_ == 1) {
-      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDefault, s));
-      return drain("copying the tensor to pinned staging");
-    }
-    ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
-    for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
-      const size_t count = step.piece_bytes / esize;
-      if (step.whole_partition) {
-        ZPS_RETURN_IF_ERROR(
-            call(nccl().ncclReduceScatter(src + step.offset,
-                                   result + step.offset + step.piece_bytes * rank_, count, type,
-                                   ncclSum, comm_.get(), s),
-                 "ncclReduceScatter", __FILE__, __LINE__));
-      } else {
-        ZPS_RETURN_IF_ERROR(call(nccl().ncclReduce(src + step.offset, result + step.offset, count, type,
-                                            ncclSum, step.owner, comm_.get(), s),
-                                 "ncclReduce", __FILE__, __LINE__));
+    ZPS_RETURN_IF_ERROR(group([&]() -> Status {
+      for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
+        const size_t count = step.piece_bytes / esize;
+        if (step.whole_partition) {
+          ZPS_RETURN_IF_ERROR(queued(
+              nccl().ncclReduceScatter(src + step.offset, result + step.offset + step.piece_bytes * rank_,
+                                       count, type, ncclSum, comm_.get(), s),
+              "ncclReduceScatter", __FILE__, __LINE__));
+        } else {
+          ZPS_RETURN_IF_ERROR(queued(nccl().ncclReduce(src + step.offset, result + step.offset, count, type,
+                                                       ncclSum, step.owner, comm_.get(), s),
+                                     "ncclReduce", __FILE__, __LINE__));
+        }
       }
-    }
-    ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
+      return Status::OK();
+    }));
     for (const LocalPiece& p : pieces) {
       if (p.owner != rank_) continue;
       ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + p.offset, result + p.offset, p.bytes,
@@ -157,34 +165,38 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, begin(bytes, dtype));
     const size_t esize = dtypeSize(dtype);
     cudaStream_t s = stream_.get();
+    if (size_ == 1) {
+      // Staging holds the whole sum already: straight out, to the device or the host.
+      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, staging, bytes, cudaMemcpyDefault, s));
+      return drain("copying the pulled tensor out of pinned staging");
+    }
     uint8_t* result = result_.bytePtr();
     for (const LocalPiece& p : pieces) {
       if (p.owner != rank_) continue;
       ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(result + p.offset, staging + p.offset, p.bytes,
                                                cudaMemcpyHostToDevice, s));
     }
-    if (size_ > 1) {
-      ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
+    ZPS_RETURN_IF_ERROR(group([&]() -> Status {
       for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
         const size_t count = step.piece_bytes / esize;
         if (step.whole_partition) {
           // In place: our piece already sits at its slot of the partition.
-          ZPS_RETURN_IF_ERROR(call(
+          ZPS_RETURN_IF_ERROR(queued(
               nccl().ncclAllGather(result + step.offset + step.piece_bytes * rank_, result + step.offset,
-                            count, type, comm_.get(), s),
+                                   count, type, comm_.get(), s),
               "ncclAllGather", __FILE__, __LINE__));
         } else {
-          ZPS_RETURN_IF_ERROR(call(nccl().ncclBroadcast(result + step.offset, result + step.offset, count,
-                                                 type, step.owner, comm_.get(), s),
-                                   "ncclBroadcast", __FILE__, __LINE__));
+          ZPS_RETURN_IF_ERROR(queued(nccl().ncclBroadcast(result + step.offset, result + step.offset, count,
+                                                          type, step.owner, comm_.get(), s),
+                                     "ncclBroadcast", __FILE__, __LINE__));
         }
       }
-      ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__));
-      // Wait here, with the deadline and the health checks: a copy into pageable host memory
-      // (a host `out`) may block this thread until the stream is idle, so queued behind a
-      // collective that waits for a dead peer it would hang past every deadline.
-      ZPS_RETURN_IF_ERROR(drain("NCCL all-gather"));
-    }
+      return Status::OK();
+    }));
+    // Wait here, with the deadline and the health checks: a copy into pageable host memory
+    // (a host `out`) may block this thread until the stream is idle, so queued behind a
+    // collective that waits for a dead peer it would hang past every deadline.
+    ZPS_RETURN_IF_ERROR(drain("NCCL all-gather"));
     ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, result, bytes, cudaMemcpyDefault, s));
     return drain("copying the gathered tensor out");
   }
@@ -196,7 +208,8 @@ class NcclLocalReducer final : public DeviceLocalReducer {
   }
 
   // What both halves start with: a communicator that has not failed, NCCL's type for the dtype, this
-  // reducer's device current, a result buffer of the tensor's size, and our stream ordered after
+  // reducer's device current, a result buffer of the tensor's size (several ranks only: one rank
+  // copies between the caller's buffers and staging directly), and our stream ordered after
   // the caller's work on the legacy default stream. Our stream is non-blocking, so without that
   // it could read a device input, or write a device output, that a copy the caller made with
   // cudaMemcpy (which returns before a pageable-to-device copy has landed) or a kernel on the
@@ -206,7 +219,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     ZPS_RETURN_IF_ERROR(usable());
     ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, ncclType(dtype));
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    ZPS_RETURN_IF_ERROR(result_.reserve(bytes));
+    if (size_ > 1) ZPS_RETURN_IF_ERROR(result_.reserve(bytes));
     ZPS_CUDA_RETURN_IF_ERROR(cudaEventRecord(callers_work_.get(), cudaStreamLegacy));
     ZPS_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_.get(), callers_work_.get(), 0));
     return type;
@@ -218,6 +231,25 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     if (failed_.ok()) failed_ = status;
     comm_.abort();
     return status;
+  }
+
+  // Queues collectives (`enqueue`, which checks each with queued()) as one NCCL group. The group is
+  // closed even when a call in it failed, before the communicator is aborted: inside an open group
+  // ncclCommAbort would only be queued with the group (NCCL's group.cc: a group ends at depth 0)
+  // and never run, and every later NCCL call of this thread would be swallowed the same way.
+  template <typename Enqueue>
+  Status group(Enqueue enqueue) {
+    ZPS_RETURN_IF_ERROR(call(nccl().ncclGroupStart(), "ncclGroupStart", __FILE__, __LINE__));
+    const Status enqueued = enqueue();
+    const ncclResult_t ended = nccl().ncclGroupEnd();
+    if (!enqueued.ok()) return fail(enqueued);
+    return call(ended, "ncclGroupEnd", __FILE__, __LINE__);
+  }
+
+  // A collective inside a group is only queued: NCCL reports its progress at ncclGroupEnd.
+  Status queued(ncclResult_t result, const char* what, const char* file, int line) {
+    if (result == ncclSuccess || result == ncclInProgress) return Status::OK();
+    return ncclErrorToStatus(result, what, file, line, comm_.get());
   }
 
   // Checks an NCCL call's result; ncclInProgress (a non-blocking communicator still working on it)
@@ -313,7 +345,17 @@ StatusOr<std::unique_ptr<DeviceLocalReducer>> makeNcclLocalReducer(const std::st
   if (size > 1) ZPS_RETURN_IF_ERROR(cuda::ncclLibrary().status());
   auto reducer = std::make_unique<NcclLocalReducer>(rank, size, device, timeout, std::move(keep_waiting));
   Status init = reducer->init(unique_id);
-  if (!init.ok()) return init.withContext("joining the node's NCCL communicator on GPU " + std::to_string(device));
+  if (!init.ok()) {
+    std::string context = "joining the node's NCCL communicator on GPU " + std::to_string(device);
+    // NCCL refuses two ranks on one GPU at init with ncclInvalidUsage ("Duplicate GPU detected",
+    // newer versions "Multiple Ranks are using the same GPU"): say why that happened here.
+    const int devices = cudaDeviceCount();
+    if (size > devices) {
+      context += " (" + std::to_string(size) + " local ranks share " + std::to_string(devices) +
+                 " visible GPU(s): local rank r uses GPU r mod " + std::to_string(devices) + ")";
+    }
+    return init.withContext(context);
+  }
   return std::unique_ptr<DeviceLocalReducer>(std::move(reducer));
 }
 
