@@ -14,6 +14,7 @@
 #include <cmath>
 #include <iostream>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "kernels/cuda_reducer.h"
@@ -25,6 +26,9 @@ DECLARE_string(sizes);
 
 DEFINE_int32(rounds, 10, "check: rounds of push-pull per tensor");
 DEFINE_string(dtypes, "all", "check: dtypes to test (comma list or 'all')");
+DEFINE_int32(threads, 1,
+             "check: user threads that push-pull at the same time, each with its share of the tensors "
+             "(dealt round-robin); exercises the worker API's thread safety");
 DEFINE_bool(gpu_tensors, false,
             "check: keep the tensors in GPU memory (GPU local rank mod devices), so that local "
             "reduction goes through NCCL (or, with one local rank, pinned staging)");
@@ -59,6 +63,10 @@ struct CheckTensor {
 int checkMain() {
   if (FLAGS_rounds < 1 || FLAGS_rounds > 1000000) {
     std::cerr << "zps check: --rounds must be between 1 and 1000000" << std::endl;
+    return 2;
+  }
+  if (FLAGS_threads < 1 || FLAGS_threads > 64) {
+    std::cerr << "zps check: --threads must be between 1 and 64" << std::endl;
     return 2;
   }
   auto sizes = parseSizeList("--sizes", FLAGS_sizes.empty() ? "1,7,4K,1M+3,9M+5" : FLAGS_sizes);
@@ -118,86 +126,120 @@ int checkMain() {
                 << " more rounds of zeros";
     }
     auto start = std::chrono::steady_clock::now();
-    uint64_t wrong = 0, checked = 0;
-    std::string first_wrong;
-    auto report = [&](const std::string& what) {
-      if (wrong++ < 5) {
-        LOG(ERROR) << "check: wrong value: " << what;
-        if (first_wrong.empty()) first_wrong = what;
+    // What one thread found; merged after all have finished.
+    struct Tally {
+      uint64_t wrong = 0, checked = 0;
+      std::string first_wrong;
+      void report(const std::string& what) {
+        if (wrong++ < 5) {
+          LOG(ERROR) << "check: wrong value: " << what;
+          if (first_wrong.empty()) first_wrong = what;
+        }
       }
     };
     const uint64_t data_rounds = static_cast<uint64_t>(FLAGS_rounds);
-    for (uint64_t round = 1; round <= data_rounds + drain_rounds; ++round) {
-      const bool draining = round > data_rounds;
-      std::vector<Handle> handles;
-      for (auto& c : tensors) {
-        if (draining && !c.sparse) continue;
-        if (draining) std::memset(c.in.data(), 0, c.in.size());
-        else fillExact(c.in.data(), c.count, c.dtype, contributor, round);
-        std::memset(c.out.data(), 0xAB, c.out.size());
+    // Every round of `mine`: fill, push-pull, wait, check.
+    auto runRounds = [&](const std::vector<CheckTensor*>& mine, Tally& tally) -> Status {
+      for (uint64_t round = 1; round <= data_rounds + drain_rounds; ++round) {
+        const bool draining = round > data_rounds;
+        std::vector<Handle> handles;
+        for (CheckTensor* tensor : mine) {
+          CheckTensor& c = *tensor;
+          if (draining && !c.sparse) continue;
+          if (draining) std::memset(c.in.data(), 0, c.in.size());
+          else fillExact(c.in.data(), c.count, c.dtype, contributor, round);
+          std::memset(c.out.data(), 0xAB, c.out.size());
+          if (FLAGS_gpu_tensors) {
+            ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.device_in.ptr, c.in.data(), c.in.size()));
+            ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.device_out.ptr, c.out.data(), c.out.size()));
+          }
+          ZPS_ASSIGN_OR_RETURN(Handle h, FLAGS_gpu_tensors
+                                             ? w.pushPull(c.id, c.device_in.ptr, c.device_out.ptr)
+                                             : w.pushPull(c.id, c.in.data(), c.out.data()));
+          handles.push_back(h);
+        }
+        for (Handle h : handles) ZPS_RETURN_IF_ERROR(w.wait(h));
         if (FLAGS_gpu_tensors) {
-          ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.device_in.ptr, c.in.data(), c.in.size()));
-          ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.device_out.ptr, c.out.data(), c.out.size()));
+          for (CheckTensor* c : mine)
+            ZPS_RETURN_IF_ERROR(kernels::copyBytes(c->out.data(), c->device_out.ptr, c->out.size()));
         }
-        ZPS_ASSIGN_OR_RETURN(Handle h, FLAGS_gpu_tensors
-                                           ? w.pushPull(c.id, c.device_in.ptr, c.device_out.ptr)
-                                           : w.pushPull(c.id, c.in.data(), c.out.data()));
-        handles.push_back(h);
-      }
-      for (Handle h : handles) ZPS_RETURN_IF_ERROR(w.wait(h));
-      if (FLAGS_gpu_tensors) {
-        for (auto& c : tensors)
-          ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.out.data(), c.device_out.ptr, c.out.size()));
-      }
-      for (auto& c : tensors) {
-        if (draining && !c.sparse) continue;
-        // exactValue repeats every 8 elements, so the expected sums are a table of 8.
-        int64_t expected_by_phase[8] = {};
-        for (size_t phase = 0; phase < 8 && !draining; ++phase) {
-          int64_t sum = 0;
-          for (int k = 0; k < contributors; ++k) sum += exactValue(k, round, phase, c.dtype);
-          expected_by_phase[phase] = c.dtype == DType::kUInt8 ? (sum & 0xFF) : sum;
-          c.expected_total[phase] += expected_by_phase[phase];
-        }
-        for (size_t i = 0; i < c.count; ++i) {
-          double got = readElement(c.out.data(), i, c.dtype);
-          if (c.sparse) {
-            c.pulled_total[i] += got;
-            continue;
+        for (CheckTensor* tensor : mine) {
+          CheckTensor& c = *tensor;
+          if (draining && !c.sparse) continue;
+          // exactValue repeats every 8 elements, so the expected sums are a table of 8.
+          int64_t expected_by_phase[8] = {};
+          for (size_t phase = 0; phase < 8 && !draining; ++phase) {
+            int64_t sum = 0;
+            for (int k = 0; k < contributors; ++k) sum += exactValue(k, round, phase, c.dtype);
+            expected_by_phase[phase] = c.dtype == DType::kUInt8 ? (sum & 0xFF) : sum;
+            c.expected_total[phase] += expected_by_phase[phase];
           }
-          int64_t expect = expected_by_phase[i % 8];
-          ++checked;
-          if (got != static_cast<double>(expect)) {
-            std::ostringstream os;
-            os << "'" << c.name << "' round " << round << " element " << i << ": got " << got << ", want " << expect;
-            report(os.str());
+          for (size_t i = 0; i < c.count; ++i) {
+            double got = readElement(c.out.data(), i, c.dtype);
+            if (c.sparse) {
+              c.pulled_total[i] += got;
+              continue;
+            }
+            int64_t expect = expected_by_phase[i % 8];
+            ++tally.checked;
+            if (got != static_cast<double>(expect)) {
+              std::ostringstream os;
+              os << "'" << c.name << "' round " << round << " element " << i << ": got " << got << ", want " << expect;
+              tally.report(os.str());
+            }
           }
         }
+        VLOG(1) << "check: round " << round << " done";
       }
-      VLOG(1) << "check: round " << round << " done";
+      return Status::OK();
+    };
+    // Tensors dealt round-robin to the threads; the same tensor belongs to the same thread index on
+    // every worker, and each thread runs its rounds independently of the others.
+    const size_t threads = std::min<size_t>(static_cast<size_t>(FLAGS_threads), tensors.size());
+    std::vector<std::vector<CheckTensor*>> shares(threads);
+    for (size_t i = 0; i < tensors.size(); ++i) shares[i % threads].push_back(&tensors[i]);
+    std::vector<Tally> tallies(threads);
+    std::vector<Status> results(threads);
+    {
+      std::vector<std::thread> pool;
+      for (size_t t = 1; t < threads; ++t)
+        pool.emplace_back([&, t] { results[t] = runRounds(shares[t], tallies[t]); });
+      results[0] = runRounds(shares[0], tallies[0]);
+      for (auto& thread : pool) thread.join();
+    }
+    for (const Status& s : results) ZPS_RETURN_IF_ERROR(s);
+    Tally tally;
+    for (const Tally& t : tallies) {
+      tally.wrong += t.wrong;
+      tally.checked += t.checked;
+      if (tally.first_wrong.empty()) tally.first_wrong = t.first_wrong;
     }
     for (const auto& c : tensors) {
       for (size_t i = 0; c.sparse && i < c.count; ++i) {
-        ++checked;
+        ++tally.checked;
         if (c.pulled_total[i] != static_cast<double>(c.expected_total[i % 8])) {
           std::ostringstream os;
           os << "'" << c.name << "' total over " << data_rounds + drain_rounds << " rounds, element " << i << ": got "
              << c.pulled_total[i] << ", want " << c.expected_total[i % 8];
-          report(os.str());
+          tally.report(os.str());
         }
       }
     }
+    const uint64_t wrong = tally.wrong;
+    const uint64_t checked = tally.checked;
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const TrafficCounters traffic = w.traffic();
     LOG(INFO) << "check: worker " << w.rank() << " pushed " << traffic.network_bytes_pushed << " network bytes for "
               << traffic.tensor_bytes_pushed << " tensor bytes";
     std::cout << "zps check: worker " << w.rank()
               << (w.localSize() > 1 ? " local rank " + std::to_string(w.localRank()) : "")
-              << (FLAGS_gpu_tensors ? " (tensors in GPU memory)" : "") << ": " << FLAGS_rounds << " rounds x " << tensors.size()
+              << (FLAGS_gpu_tensors ? " (tensors in GPU memory)" : "")
+              << (threads > 1 ? " (" + std::to_string(threads) + " threads)" : "") << ": " << FLAGS_rounds
+              << " rounds x " << tensors.size()
               << " tensors (" << formatBytes(round_bytes) << " per round), " << checked << " values checked, "
               << wrong << " wrong, " << secs << " s" << std::endl;
     if (wrong > 0)
-      return InternalError(std::to_string(wrong) + " wrong values; first: " + first_wrong);
+      return InternalError(std::to_string(wrong) + " wrong values; first: " + tally.first_wrong);
     return Status::OK();
   });
 }

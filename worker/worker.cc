@@ -139,17 +139,22 @@ struct Worker::Impl {
   // Local reduction (ZPS_LOCAL_SIZE > 1); null otherwise. Non-root local ranks have no client.
   std::unique_ptr<LocalGroup> local;
   // The on-node halves of local reduction: shared memory (host tensors, local size > 1) and NCCL
-  // (GPU tensors; created at the first one, collectively). Used by the calling thread only.
+  // (GPU tensors; created at the first one, collectively). Created and used by one thread at a
+  // time: inside LocalGroup::inTurn with several local ranks, under device_mu with one.
   std::unique_ptr<LocalReducer> shm_reducer;
   std::unique_ptr<LocalReducer> device_reducer;
+  std::mutex device_mu;  // one local rank: GPU tensors share device_reducer's stream and buffers
   TrafficCounters traffic;  // guarded by tensors_mu
   StatusOr<pb::RegisterReply> registerNode();
   std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize,
                                           std::vector<kernels::LocalPiece>* node_pieces);
   StatusOr<LocalReducer*> localReducerFor(const void* in, const void* out);
   StatusOr<Handle> route(TensorId id, pb::DataCommand command, const void* in, void* out);
+  StatusOr<Handle> reduceLocally(TensorId id, pb::DataCommand command, size_t bytes, DType dtype,
+                                 const void* in, void* out);
   Handle completedHandle(Status status);
   Status localBarrier();
+  Status localBarrierInTurn();
   int localFinish(const Status& result);
 
   ~Impl() {
@@ -1049,6 +1054,30 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
   }
   // A local step is needed with several processes per node, or for a tensor in GPU memory (the
   // servers take host bytes).
+  if (!local && !kernels::isDevicePointer(in) && !kernels::isDevicePointer(out)) return issue(id, command, in, out);
+  if (!local) {
+    std::lock_guard<std::mutex> lock(device_mu);
+    return reduceLocally(id, command, bytes, dtype, in, out);
+  }
+  // Several local ranks: their shared-memory barriers and NCCL collectives must run in one order on
+  // every rank, whatever user threads issue them (an interleaving would sum the wrong slots or
+  // hang NCCL), so each operation waits for its turn in the order local rank 0 runs them.
+  StatusOr<Handle> handle = InternalError("local operation did not run");
+  const uint64_t op = static_cast<uint64_t>(id) << 8 | static_cast<uint64_t>(command);
+  Status turn = local->inTurn(op, pb::DataCommand_Name(command) + " of tensor " + std::to_string(id),
+                              config.request_timeout, [&] {
+                                handle = reduceLocally(id, command, bytes, dtype, in, out);
+                                return Status::OK();
+                              });
+  if (!turn.ok()) {
+    local->abort(turn.message());
+    return turn;
+  }
+  return handle;
+}
+
+StatusOr<Handle> Worker::Impl::reduceLocally(TensorId id, pb::DataCommand command, size_t bytes, DType dtype,
+                                             const void* in, void* out) {
   auto chosen = localReducerFor(in, out);
   if (!chosen.ok()) {
     if (local) local->abort(chosen.status().message());
@@ -1059,8 +1088,8 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
   if (in == nullptr && command != pb::CMD_PULL) return InvalidArgument("push with a null buffer");
   if (out == nullptr && command != pb::CMD_PUSH) return InvalidArgument("pull into a null buffer");
 
-  // The collective runs to completion here; the handle carries its outcome. Every local rank issues
-  // the same operations in the same order (the worker API's rule), so the barriers line up.
+  // The collective runs to completion here; the handle carries its outcome. Every local rank runs
+  // the same operations in the same order (route's turns), so the barriers line up.
   const bool pushing = command != pb::CMD_PULL;
   const bool pulling = command != pb::CMD_PUSH;
   auto fail = [this](Status s) {
@@ -1107,6 +1136,15 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
 }
 
 Status Worker::Impl::localBarrier() {
+  // A local operation like a push-pull: in its turn, so that its barriers line up with the same
+  // barrier's on the other local ranks, not with a collective another thread runs meanwhile.
+  constexpr uint64_t kBarrierOp = ~uint64_t{0};
+  Status turn = local->inTurn(kBarrierOp, "barrier", config.rendezvous_timeout, [&] { return localBarrierInTurn(); });
+  if (!turn.ok()) local->abort(turn.message());
+  return turn;
+}
+
+Status Worker::Impl::localBarrierInTurn() {
   ZPS_RETURN_IF_ERROR(local->barrier("worker barrier", config.rendezvous_timeout));
   if (local->isRoot()) {
     Status s = client->barrier(pb::GROUP_WORKERS, config.rendezvous_timeout);

@@ -27,6 +27,16 @@ std::vector<std::string> entries(const std::string& dir) {
   return names;
 }
 
+// Two local ranks per node, with the reducer's folder in the test's own directory; returns that
+// folder (ZPS_SHM_DIR), which must be empty once the job is over.
+std::string twoLocalRanks(Cluster& c) {
+  const std::string shm = c.dir() + "/shm";
+  std::filesystem::create_directories(shm);
+  c.setEnv("ZPS_SHM_DIR", shm);
+  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  return shm;
+}
+
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += n + " ";
@@ -39,10 +49,7 @@ TEST_CASE(
     "local reduction: 2 nodes x 2 local ranks, exact sums, 1x tensor bytes on the network per "
     "node") {
   Cluster c(2, 2);
-  const std::string shm = c.dir() + "/shm";
-  std::filesystem::create_directories(shm);
-  c.setEnv("ZPS_SHM_DIR", shm);
-  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  const std::string shm = twoLocalRanks(c);
   c.startScheduler();
   c.startServer();
   c.startServer();
@@ -76,12 +83,32 @@ TEST_CASE(
   CHECK(entries(shm).empty());
 }
 
+TEST_CASE("local reduction: several user threads per local rank get exact sums without a hang") {
+  // Each of 4 threads per process push-pulls its own share of the tensors, so the two local ranks
+  // issue their collectives in whatever order their threads happen to run: the worker must still
+  // give both ranks one order (worker/local/local_group.h, inTurn).
+  Cluster c(2, 1);
+  const std::string shm = twoLocalRanks(c);
+  c.setEnv("ZPS_REQUEST_TIMEOUT", "20");
+  c.startScheduler();
+  c.startServer();
+  c.startServer();
+  const std::vector<std::string> args = {"check", "--rounds", "5", "--threads", "4", "--sizes", "1,4K,64K+3"};
+  std::vector<int> workers;
+  for (int rank = 0; rank < 2; ++rank)
+    workers.push_back(c.startWorker(0, args, {{"ZPS_LOCAL_RANK", std::to_string(rank)}}));
+  c.expectAllExitZero(120s);
+  for (int w : workers) {
+    INFO(c.logTail(w));
+    CHECK(contains(c.log(w), "(4 threads)"));
+    CHECK(contains(c.log(w), " 0 wrong"));
+  }
+  CHECK(entries(shm).empty());
+}
+
 TEST_CASE("local reduction: a crashed local rank leaves no segments and its peer fails clearly") {
   Cluster c(1, 1);
-  const std::string shm = c.dir() + "/shm";
-  std::filesystem::create_directories(shm);
-  c.setEnv("ZPS_SHM_DIR", shm);
-  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  const std::string shm = twoLocalRanks(c);
   c.setEnv("ZPS_TEST_LOCAL_CRASH", "1");
   c.startScheduler();
   c.startServer();
@@ -101,10 +128,7 @@ TEST_CASE("local reduction: a crashed local rank leaves no segments and its peer
 
 TEST_CASE("local reduction: a crashed local root makes its peer exit non-zero") {
   Cluster c(1, 1);
-  const std::string shm = c.dir() + "/shm";
-  std::filesystem::create_directories(shm);
-  c.setEnv("ZPS_SHM_DIR", shm);
-  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  const std::string shm = twoLocalRanks(c);
   c.setEnv("ZPS_TEST_LOCAL_CRASH", "0");
   c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.5");
   c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "2");
@@ -130,10 +154,7 @@ TEST_CASE("ZPS_LOCAL_REDUCE=nccl without a usable GPU fails on every local rank,
     return;
   }
   Cluster c(1, 1);
-  const std::string shm = c.dir() + "/shm";
-  std::filesystem::create_directories(shm);
-  c.setEnv("ZPS_SHM_DIR", shm);
-  c.setEnv("ZPS_LOCAL_SIZE", "2");
+  const std::string shm = twoLocalRanks(c);
   c.setEnv("ZPS_LOCAL_REDUCE", "nccl");
   c.startScheduler();
   c.startServer();

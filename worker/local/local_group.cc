@@ -93,6 +93,12 @@ struct LocalGroup::Control {
   uint32_t nccl_id_ready;
   uint32_t nccl_id_bytes;
   char nccl_id[kNcclIdBytes];
+  // inTurn: the newest local operation local rank 0 announced, what it is, and the newest one each
+  // rank has started.
+  uint64_t turn;
+  uint64_t turn_op;
+  char turn_what[kTextBytes];
+  uint64_t turns_taken[kMaxLocalSize];
 };
 
 // One message from the root to its peers, posted once: a ready flag, a length and the bytes.
@@ -323,6 +329,69 @@ Status LocalGroup::barrier(const std::string& what, std::chrono::milliseconds ti
   return waitFor(
       [&] { return shared(control_->barrier_arrivals).load(std::memory_order_acquire) >= target; },
       "local barrier (" + what + ")", timeout, false);
+}
+
+Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::milliseconds timeout,
+                          const std::function<Status()>& body) {
+  std::unique_lock<std::mutex> lock(turn_mu_, std::defer_lock);
+  if (isRoot()) {
+    lock.lock();
+    const uint64_t n = next_turn_;
+    // The announcement of turn n - 1 is overwritten below: every peer must have read it.
+    ZPS_RETURN_IF_ERROR(waitFor(
+        [&] {
+          for (int r = 1; r < size_; ++r)
+            if (shared(control_->turns_taken[r]).load(std::memory_order_acquire) + 1 < n) return false;
+          return true;
+        },
+        "waiting for the other local ranks to start the node's local operation " + std::to_string(n - 1) +
+            " before " + what,
+        timeout, false));
+    copyText(control_->turn_what, what);
+    shared(control_->turn_op).store(op, std::memory_order_relaxed);
+    shared(control_->turn).store(n, std::memory_order_release);
+  } else {
+    // Wait, without the lock, until local rank 0 announces our operation as this rank's next one;
+    // the lock is held from the check that finds it. Other threads of this process take the turns
+    // announced for them meanwhile, which counts as progress and restarts the deadline.
+    for (;;) {
+      uint64_t waiting_at = 0;
+      {
+        std::lock_guard<std::mutex> peek(turn_mu_);
+        waiting_at = next_turn_;
+      }
+      const Status waited = waitFor(
+          [&] {
+            lock.lock();
+            if (shared(control_->turn).load(std::memory_order_acquire) == next_turn_ &&
+                shared(control_->turn_op).load(std::memory_order_relaxed) == op) {
+              return true;
+            }
+            lock.unlock();
+            return false;
+          },
+          "local rank " + std::to_string(rank_) + " waiting for its turn to run " + what, timeout, false);
+      if (waited.ok()) break;
+      if (waited.code() != StatusCode::kDeadlineExceeded) return waited;
+      std::lock_guard<std::mutex> peek(turn_mu_);
+      if (next_turn_ != waiting_at) continue;
+      const uint64_t announced = shared(control_->turn).load(std::memory_order_acquire);
+      if (announced != next_turn_) return waited.withContext("local rank 0 has not started the node's local operation " +
+                                                             std::to_string(next_turn_));
+      char root_what[kTextBytes];
+      std::memcpy(root_what, control_->turn_what, kTextBytes);
+      root_what[kTextBytes - 1] = '\0';
+      return FailedPrecondition(
+          "local rank 0 runs " + std::string(root_what) + " as the node's local operation " +
+          std::to_string(next_turn_) + ", but no thread of local rank " + std::to_string(rank_) +
+          " issued it within " + std::to_string(std::chrono::duration<double>(timeout).count()) +
+          " s (this one waits to run " + what +
+          "): every local rank must issue the same push/pull/pushPull/barrier calls");
+    }
+    shared(control_->turns_taken[rank_]).store(next_turn_, std::memory_order_release);
+  }
+  ++next_turn_;
+  return body();
 }
 
 Status LocalGroup::post(Mailbox box, const std::string& bytes, const char* what) {

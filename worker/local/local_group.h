@@ -20,9 +20,11 @@
 // grows the (nameless) data file through the descriptors the ranks keep. A peer that notices a
 // death during the short attach window removes the folder itself.
 //
-// Owned by the Worker; its methods are called from the worker's calling thread (collectives are
-// issued in the same order by every local rank, as the worker API requires), except abort(), which
-// the scheduler client's thread may call.
+// Ordering: the worker runs every local operation (a push/pull/pushPull through the local reducer,
+// a barrier) inside inTurn(), which gives all local ranks one order whatever threads issue them:
+// local rank 0 runs its operations in the order its threads arrive and announces each one in the
+// control segment; the peers run theirs in that announced order. barrier() and arena() are called
+// only inside a turn; abort() and health() from any thread.
 #pragma once
 
 #include <atomic>
@@ -31,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,6 +60,14 @@ class LocalGroup {
   int localRank() const { return rank_; }
   int localSize() const { return size_; }
   bool isRoot() const { return rank_ == 0; }
+
+  // Runs `body` as this node's next local operation, identified by `op` (equal on every local rank
+  // for the same operation) and described by `what` for error messages. Serialises the local
+  // operations of this process, and orders them as local rank 0 runs them. A peer thread whose
+  // operation local rank 0 does not announce within `timeout` (with no other progress meanwhile)
+  // fails naming both operations: the local ranks issued different calls.
+  Status inTurn(uint64_t op, const std::string& what, std::chrono::milliseconds timeout,
+                const std::function<Status()>& body);
 
   // Waits until every local rank reached this barrier. Fails when a local rank dies, the group is
   // aborted, or `timeout` passes; the message names who is missing.
@@ -118,6 +129,8 @@ class LocalGroup {
   Control* control_ = nullptr;
   size_t control_bytes_ = 0;
   uint64_t barrier_generation_ = 0;
+  std::mutex turn_mu_;      // held while a thread of this process runs its local operation
+  uint64_t next_turn_ = 1;  // the number of this process's next local operation (guarded by turn_mu_)
   size_t data_mapped_ = 0;  // bytes of the data file mapped so far, in arenas
   std::vector<std::pair<void*, size_t>> mappings_;
   std::vector<Arena> arenas_;  // by tensor id
