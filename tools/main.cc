@@ -38,7 +38,8 @@ constexpr const char* kUsage =
     "                                   and NCCL (exit 1 when no GPU can run zps's kernels)\n"
     "\n"
     "Every role reads DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER; see the README\n"
-    "for the full list. Every ZPS_* setting is also a flag (ZPS_RENDEZVOUS_TIMEOUT = --rendezvous_timeout).\n";
+    "for the full list. Every ZPS_* setting but the auth token, ZPS_CURVE and ZPS_TEST_* is also a flag\n"
+    "(ZPS_RENDEZVOUS_TIMEOUT = --rendezvous_timeout).\n";
 
 int runRole(const char* argv0, const std::string& program) {
   auto env = zps::processEnv();
