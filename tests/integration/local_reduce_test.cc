@@ -269,7 +269,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("zps version --gpu reports the build, the driver, each GPU, cuBLAS and NCCL; exit 1 without a usable GPU") {
+TEST_CASE("zps version --gpu reports the build, the driver, each GPU, cuBLAS and NCCL, and exits 1 without a usable GPU") {
   Cluster c(1, 1);
   int p = c.start("zps", {c.bin(), "version", "--gpu"}, {});
   const int code = c.waitExit(p, 60s);
