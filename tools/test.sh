@@ -11,14 +11,23 @@ cd "${BUILD_DIR:-$ROOT/build}"
 # Sequential on purpose: the integration tests time start-up deadlines and share 2 cores.
 mkdir -p Testing
 set +e
-ctest --output-on-failure --timeout 600 "$@" | tee Testing/ctest-output.log
+# Every test's output also goes to a JUnit file: Testing/Temporary/LastTest.log is no record of the
+# run, since any later ctest call in this folder rewrites it (kit/ lists tests with ctest --show-only).
+junit="$PWD/Testing/ctest-junit.xml"
+rm -f "$junit"
+ctest --output-on-failure --timeout 600 --output-junit "$junit" "$@" | tee Testing/ctest-output.log
 code=${PIPESTATUS[0]}
 set -e
 # ctest shows no output of a skipped test, so no skip would say why: print each one's reason (the
 # SKIPPED line the test wrote), then the totals as the last line.
-[ -f Testing/Temporary/LastTest.log ] &&
-  awk '/^[0-9]+\/[0-9]+ Test: /{name=$3} /^SKIPPED/{print "skipped " name ": " substr($0, 10)}' \
-    Testing/Temporary/LastTest.log
+[ -f "$junit" ] &&
+  awk '/<testcase name="/ { match($0, /name="[^"]*"/); name = substr($0, RSTART + 6, RLENGTH - 7)
+                            skipped = $0 ~ /status="notrun"/ }
+       skipped && /^(\t*<system-out>)?SKIPPED/ {
+         line = $0; sub(/^\t*<system-out>/, "", line); sub(/^SKIPPED:? ?/, "", line)
+         text = "skipped " name ": " line
+         gsub(/&lt;/, "<", text); gsub(/&gt;/, ">", text); gsub(/&quot;/, "\"", text); gsub(/&amp;/, "\\&", text)
+         print text }' "$junit"
 total=$(sed -n 's/.* tests failed out of \([0-9]*\)$/\1/p' Testing/ctest-output.log | tail -1)
 failed=$(sed -n 's/.*, \([0-9]*\) tests failed out of .*/\1/p' Testing/ctest-output.log | tail -1)
 skipped=$(grep -c '(Skipped)$' Testing/ctest-output.log || true)
