@@ -3,6 +3,8 @@
 //  - the data transport's I/O thread moves bytes, and also decodes replies, copies pulled bytes into
 //    the caller's buffers and completes operations (handleReply);
 //  - with ZPS_RESEND_TIMEOUT, a thread that resends overdue requests;
+//  - with ZPS_RECOVERY and several local ranks, a thread that watches the node's control segment for
+//    a new generation announced by another local rank (recoveryWatchLoop);
 //  - the SchedulerClient's thread (heartbeats, barriers, shutdown).
 #include "zps/worker.h"
 
@@ -134,6 +136,7 @@ struct Worker::Impl {
 
   std::atomic<bool> stop{false};
   std::thread resender;  // only with ZPS_RESEND_TIMEOUT
+  std::thread recovery_watch;  // only with ZPS_RECOVERY and several local ranks
   uint64_t resent = 0;  // guarded by mu
 
   // Local reduction (ZPS_LOCAL_SIZE > 1); null otherwise. Non-root local ranks have no client.
@@ -160,6 +163,7 @@ struct Worker::Impl {
   ~Impl() {
     stop = true;
     if (resender.joinable()) resender.join();
+    if (recovery_watch.joinable()) recovery_watch.join();
     if (transport) transport->close();
   }
 
@@ -184,10 +188,12 @@ struct Worker::Impl {
     transport = makeZmqTransport(options);
     limits.max_payload_bytes = config.max_message_bytes;
     generation = book.generation();
+    if (local) local->setGeneration(generation);
     ZPS_RETURN_IF_ERROR(linkServers(book));
     placement = std::make_unique<Placement>(config.num_servers);
     transport->onMessage([this](TransportMessage msg) { handleReply(msg); });
     if (config.resend_timeout.count() > 0) resender = std::thread([this] { resendLoop(); });
+    if (local && config.recovery) recovery_watch = std::thread([this] { recoveryWatchLoop(); });
     ZPS_RETURN_IF_ERROR(helloServers());
     moveToIpc();
     LOG(INFO) << "worker " << rank << " connected to " << config.num_servers << " servers";
@@ -467,6 +473,39 @@ struct Worker::Impl {
 
   Status recover();
 
+  // Several local ranks: a generation another local rank announced in the control segment makes this
+  // process recover too (it may have no request in flight that a server could refuse). Called with mu
+  // held; true while recovering.
+  bool noticeLocalRecovery() {
+    if (local) {
+      std::string why;
+      const uint64_t announced = local->announcedGeneration(&why);
+      if (announced > generation) startRecovering(announced, Unavailable("recovering: " + why));
+    }
+    return recovering.has_value();
+  }
+  bool recoveringNow() {
+    std::lock_guard<std::mutex> lock(mu);
+    return noticeLocalRecovery();
+  }
+  // Why a new local operation must not start: the job is recovering.
+  std::optional<Status> recoveryPending() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (noticeLocalRecovery()) return *recovering;
+    return std::nullopt;
+  }
+  // A failed local operation ends the node's group, unless it failed because the job is recovering:
+  // then every local rank goes on to recover() instead.
+  void abortLocalUnlessRecovering(const Status& s) {
+    if (local && !recoveringNow()) local->abort(s.message());
+  }
+  void recoveryWatchLoop() {
+    while (!stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      recoveringNow();
+    }
+  }
+
   // Only with ZPS_RESEND_TIMEOUT: replies are handled on the transport's I/O thread (handleReply).
   void resendLoop() {
     const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), config.resend_timeout / 2);
@@ -501,8 +540,12 @@ struct Worker::Impl {
     std::string from = "server " + std::to_string(server) + " (" + servers[server].address + ")";
     if (h.command() == pb::CMD_ERROR && h.recovering()) {
       Status s = Unavailable(from + " is " + h.error());
-      // A server ahead of us has heard of a lost node: so will we, from the scheduler.
-      if (h.generation() > generation) startRecovering(h.generation(), s);
+      // A server ahead of us has heard of a lost node: so will we, from the scheduler (local rank 0) or
+      // from this announcement (the node's other local ranks).
+      if (h.generation() > generation) {
+        startRecovering(h.generation(), s);
+        if (local) local->announceRecovery(h.generation(), s.message());
+      }
       complete(h.request_id(), s);
       return;
     }
@@ -908,11 +951,7 @@ bool Worker::recovering() const {
 Status Worker::recover() { return impl_->recover(); }
 
 Status Worker::Impl::recover() {
-  if (local) return FailedPrecondition("recovery (ZPS_RECOVERY) does not support ZPS_LOCAL_SIZE > 1 yet");
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!recovering) return FailedPrecondition("recover() called, but no node was lost");
-  }
+  if (!recoveringNow()) return FailedPrecondition("recover() called, but no node was lost");
   // The scheduler fails the job after ZPS_RECOVERY_TIMEOUT; its Shutdown ends this wait earlier.
   const auto deadline = Clock::now() + config.recovery_timeout + config.heartbeat_timeout + std::chrono::seconds(10);
   for (;;) {
@@ -921,8 +960,22 @@ Status Worker::Impl::recover() {
       std::lock_guard<std::mutex> lock(mu);
       mine = generation;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, client->waitBook(mine, std::max(left, std::chrono::milliseconds(1))));
+    const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                               std::chrono::milliseconds(1));
+    pb::RegisterReply book;
+    if (client) {
+      ZPS_ASSIGN_OR_RETURN(book, client->waitBook(mine, left));
+    }
+    if (local) {
+      // The node's local ranks move together: local rank 0 hands the new book to the others once none
+      // of them is inside a local operation, and the turns, barriers and staging start afresh.
+      ZPS_ASSIGN_OR_RETURN(std::string bytes, local->restart(local->isRoot() ? book.SerializeAsString() : "", left));
+      if (!local->isRoot() && !book.ParseFromString(bytes))
+        return InternalError("local rank 0 published an unreadable address book");
+      local->setGeneration(book.generation());
+      shm_reducer.reset();
+      device_reducer.reset();  // a collective cut short may have left the NCCL communicator unusable
+    }
     // Links change under mu, which handleReply holds while it reads them, so replies keep flowing.
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -946,8 +999,8 @@ Status Worker::Impl::recover() {
     if (again && Clock::now() < deadline) continue;
     ZPS_RETURN_IF_ERROR(hello);
     moveToIpc();  // a replacement server on this host
-    LOG(INFO) << "worker " << rank << ": reconnected to " << config.num_servers << " servers in generation "
-              << book.generation();
+    LOG(INFO) << "worker " << rank << (local ? " local rank " + std::to_string(config.local_rank) : "")
+              << ": reconnected to " << config.num_servers << " servers in generation " << book.generation();
     return Status::OK();
   }
 }
@@ -979,7 +1032,9 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
   });
   client->onRecovery([this](const pb::Recovery& r) {
     std::lock_guard<std::mutex> lock(mu);
-    if (r.generation() > generation) startRecovering(r.generation(), Unavailable("recovering: the scheduler lost " + r.lost()));
+    if (r.generation() <= generation) return;
+    startRecovering(r.generation(), Unavailable("recovering: the scheduler lost " + r.lost()));
+    if (local) local->announceRecovery(r.generation(), "the scheduler lost " + r.lost());
   });
   auto book = client->start();
   if (!book.ok()) {
@@ -1062,6 +1117,7 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
   // Several local ranks: their shared-memory barriers and NCCL collectives must run in one order on
   // every rank, whatever user threads issue them (an interleaving would sum the wrong slots or
   // hang NCCL), so each operation waits for its turn in the order local rank 0 runs them.
+  if (auto pending = recoveryPending()) return *pending;  // no turn of the old generation starts
   StatusOr<Handle> handle = InternalError("local operation did not run");
   const uint64_t op = static_cast<uint64_t>(id) << 8 | static_cast<uint64_t>(command);
   Status turn = local->inTurn(op, pb::DataCommand_Name(command) + " of tensor " + std::to_string(id),
@@ -1070,7 +1126,7 @@ StatusOr<Handle> Worker::Impl::route(TensorId id, pb::DataCommand command, const
                                 return Status::OK();
                               });
   if (!turn.ok()) {
-    local->abort(turn.message());
+    abortLocalUnlessRecovering(turn);
     return turn;
   }
   return handle;
@@ -1080,7 +1136,7 @@ StatusOr<Handle> Worker::Impl::reduceLocally(TensorId id, pb::DataCommand comman
                                              const void* in, void* out) {
   auto chosen = localReducerFor(in, out);
   if (!chosen.ok()) {
-    if (local) local->abort(chosen.status().message());
+    abortLocalUnlessRecovering(chosen.status());
     return chosen.status();
   }
   LocalReducer* reducer = *chosen;
@@ -1093,7 +1149,7 @@ StatusOr<Handle> Worker::Impl::reduceLocally(TensorId id, pb::DataCommand comman
   const bool pushing = command != pb::CMD_PULL;
   const bool pulling = command != pb::CMD_PUSH;
   auto fail = [this](Status s) {
-    if (local) local->abort(s.message());
+    abortLocalUnlessRecovering(s);
     return completedHandle(std::move(s));
   };
   std::vector<kernels::LocalPiece> pieces;  // a copy: a concurrent declare may move the tensors
@@ -1139,8 +1195,9 @@ Status Worker::Impl::localBarrier() {
   // A local operation like a push-pull: in its turn, so that its barriers line up with the same
   // barrier's on the other local ranks, not with a collective another thread runs meanwhile.
   constexpr uint64_t kBarrierOp = ~uint64_t{0};
+  if (auto pending = recoveryPending()) return *pending;
   Status turn = local->inTurn(kBarrierOp, "barrier", config.rendezvous_timeout, [&] { return localBarrierInTurn(); });
-  if (!turn.ok()) local->abort(turn.message());
+  if (!turn.ok()) abortLocalUnlessRecovering(turn);
   return turn;
 }
 
@@ -1148,10 +1205,10 @@ Status Worker::Impl::localBarrierInTurn() {
   ZPS_RETURN_IF_ERROR(local->barrier("worker barrier", config.rendezvous_timeout));
   if (local->isRoot()) {
     Status s = client->barrier(pb::GROUP_WORKERS, config.rendezvous_timeout);
-    if (!s.ok()) {
-      local->abort(s.message());
-      return s;
-    }
+    // Unavailable: the scheduler announced a recovery, which the other local ranks hear of through
+    // the control segment (the client may still be about to tell this process).
+    if (!s.ok() && s.code() != StatusCode::kUnavailable) abortLocalUnlessRecovering(s);
+    if (!s.ok()) return s;
   }
   return local->barrier("worker barrier release", config.rendezvous_timeout);
 }
@@ -1169,6 +1226,13 @@ int Worker::Impl::localFinish(const Status& result) {
     if (code != 0) LOG(ERROR) << me << ": " << reason;
     else LOG(INFO) << me << ": " << reason;
     return result.ok() ? code : 1;
+  }
+  if (config.recovery && local->peerDied()) {
+    // The node is lost, as a pod would be: leaving without a verdict (the client says goodbye) lets the
+    // scheduler hold this rank for a replacement node instead of failing the job.
+    LOG(ERROR) << me << ": " << result.message() << "; leaving the job so that a replacement node takes rank "
+               << rank << " (ZPS_RECOVERY)";
+    return 1;
   }
   TrafficCounters node;
   Status gathered = local->gatherResults(result, mine, config.rendezvous_timeout, &node);

@@ -99,6 +99,12 @@ struct LocalGroup::Control {
   uint64_t turn_op;
   char turn_what[kTextBytes];
   uint64_t turns_taken[kMaxLocalSize];
+  // Recovery: the newest generation a local rank heard of and what was lost; the epoch each peer
+  // moves to once it has reached restart(); where the staging arenas continue after a restart.
+  uint64_t recovery_generation;
+  char recovery_reason[kTextBytes];
+  uint64_t restart_arrived[kMaxLocalSize];
+  uint64_t data_offset;
 };
 
 // One message from the root to its peers, posted once: a ready flag, a length and the bytes.
@@ -199,7 +205,7 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
         [&] { return shared(control_->attached).load() == static_cast<uint32_t>(size_); },
         "waiting for the " + std::to_string(size_) + " local ranks of this node to attach to " +
             folder,
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()), false);
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()), Wait::kTimed);
     // Every rank holds descriptors now (or we give up): no name needs to survive.
     removeFolder();
     if (!all.ok()) {
@@ -290,8 +296,74 @@ void LocalGroup::abort(const std::string& reason) {
   shared(control_->aborted).store(2);
 }
 
+void LocalGroup::announceRecovery(uint64_t generation, const std::string& why) {
+  auto announced = shared(control_->recovery_generation);
+  uint64_t current = announced.load(std::memory_order_acquire);
+  if (generation <= current) return;
+  // Two ranks announcing at once may mix their texts; the generation itself stays exact.
+  copyText(control_->recovery_reason, why);
+  while (generation > current &&
+         !announced.compare_exchange_weak(current, generation, std::memory_order_acq_rel)) {
+  }
+}
+
+uint64_t LocalGroup::announcedGeneration(std::string* why) {
+  const uint64_t generation = shared(control_->recovery_generation).load(std::memory_order_acquire);
+  if (why != nullptr) {
+    char text[kTextBytes];
+    std::memcpy(text, control_->recovery_reason, kTextBytes);
+    text[kTextBytes - 1] = '\0';
+    *why = text;
+  }
+  return generation;
+}
+
+StatusOr<std::string> LocalGroup::restart(const std::string& root_book, std::chrono::milliseconds timeout) {
+  // Held throughout: no thread of this process starts a local operation of the old epoch meanwhile.
+  std::lock_guard<std::mutex> lock(turn_mu_);
+  const uint32_t next = epoch_ + 1;
+  std::string book = root_book;
+  const Mailbox box{&control_->book_ready, &control_->book_bytes, control_->book, kBookBytes};
+  if (isRoot()) {
+    auto missing = [&] {
+      std::string who;
+      for (int r = 1; r < size_; ++r) {
+        if (shared(control_->restart_arrived[r]).load(std::memory_order_acquire) >= next) continue;
+        who += (who.empty() ? "" : ", ") + std::to_string(r);
+      }
+      return who;
+    };
+    Status arrived = waitFor([&] { return missing().empty(); },
+                             "local rank 0 waiting for the other local ranks to stop their local operations "
+                             "and move to the new generation",
+                             timeout, Wait::kTimed);
+    if (!arrived.ok()) return arrived.withContext("local ranks still missing: " + missing());
+    // Nobody is inside a local operation now: the old epoch's turns, barrier arrivals and arenas go.
+    shared(control_->barrier_arrivals).store(0);
+    shared(control_->turn).store(0);
+    shared(control_->turn_op).store(0);
+    for (int r = 0; r < size_; ++r) shared(control_->turns_taken[r]).store(0);
+    struct stat st;
+    if (fstat(data_fd_, &st) != 0) return InternalError(errnoText("cannot size the local staging memory"));
+    control_->data_offset = static_cast<uint64_t>(st.st_size);
+    epoch_ = next;
+    ZPS_RETURN_IF_ERROR(post(box, book, "address book"));  // releases the stores above
+  } else {
+    shared(control_->restart_arrived[rank_]).store(next, std::memory_order_release);
+    epoch_ = next;
+    ZPS_ASSIGN_OR_RETURN(book, collect(box, "local rank " + std::to_string(rank_) +
+                                                " waiting for local rank 0's address book of the new generation",
+                                       timeout, Wait::kTimed));
+  }
+  next_turn_ = 1;
+  barrier_generation_ = 0;
+  arenas_.clear();  // the mappings stay until the end; new arenas start after every old one
+  data_mapped_ = static_cast<size_t>(control_->data_offset);
+  return book;
+}
+
 Status LocalGroup::waitFor(const std::function<bool()>& done, const std::string& what,
-                           std::chrono::milliseconds timeout, bool forever_while_root_lives) {
+                           std::chrono::milliseconds timeout, Wait kind) {
   const auto start = Clock::now();
   auto next_health = start;
   for (int spins = 0;; ++spins) {
@@ -299,9 +371,17 @@ Status LocalGroup::waitFor(const std::function<bool()>& done, const std::string&
     const auto now = Clock::now();
     if (now >= next_health) {
       ZPS_RETURN_IF_ERROR(health().withContext(what));
+      if (kind == Wait::kLocalOp) {
+        std::string why;
+        const uint64_t announced = announcedGeneration(&why);
+        if (announced > generation_.load()) {
+          return Unavailable("recovering (generation " + std::to_string(announced) + "): " + why)
+              .withContext(what);
+        }
+      }
       next_health = now + kHealthInterval;
     }
-    if (!forever_while_root_lives && now - start > timeout) {
+    if (kind != Wait::kWhileRootLives && now - start > timeout) {
       return DeadlineExceeded(what + ": not done after " +
                               std::to_string(std::chrono::duration<double>(timeout).count()) +
                               " s");
@@ -328,7 +408,7 @@ Status LocalGroup::barrier(const std::string& what, std::chrono::milliseconds ti
   const uint64_t target = generation * static_cast<uint64_t>(size_);
   return waitFor(
       [&] { return shared(control_->barrier_arrivals).load(std::memory_order_acquire) >= target; },
-      "local barrier (" + what + ")", timeout, false);
+      "local barrier (" + what + ")", timeout, Wait::kLocalOp);
 }
 
 Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::milliseconds timeout,
@@ -346,7 +426,7 @@ Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::mil
         },
         "waiting for the other local ranks to start the node's local operation " + std::to_string(n - 1) +
             " before " + what,
-        timeout, false));
+        timeout, Wait::kLocalOp));
     copyText(control_->turn_what, what);
     shared(control_->turn_op).store(op, std::memory_order_relaxed);
     shared(control_->turn).store(n, std::memory_order_release);
@@ -370,7 +450,7 @@ Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::mil
             lock.unlock();
             return false;
           },
-          "local rank " + std::to_string(rank_) + " waiting for its turn to run " + what, timeout, false);
+          "local rank " + std::to_string(rank_) + " waiting for its turn to run " + what, timeout, Wait::kLocalOp);
       if (waited.ok()) break;
       if (waited.code() != StatusCode::kDeadlineExceeded) return waited;
       std::lock_guard<std::mutex> peek(turn_mu_);
@@ -399,14 +479,14 @@ Status LocalGroup::post(Mailbox box, const std::string& bytes, const char* what)
     return InternalError(std::string(what) + " too large for the control segment");
   std::memcpy(box.data, bytes.data(), bytes.size());
   *box.bytes = static_cast<uint32_t>(bytes.size());
-  shared(*box.ready).store(1, std::memory_order_release);
+  shared(*box.ready).store(epoch_, std::memory_order_release);
   return Status::OK();
 }
 
 StatusOr<std::string> LocalGroup::collect(Mailbox box, const std::string& what,
-                                          std::chrono::milliseconds timeout) {
+                                          std::chrono::milliseconds timeout, Wait kind) {
   ZPS_RETURN_IF_ERROR(waitFor(
-      [&] { return shared(*box.ready).load(std::memory_order_acquire) == 1; }, what, timeout, false));
+      [&] { return shared(*box.ready).load(std::memory_order_acquire) == epoch_; }, what, timeout, kind));
   return std::string(box.data, *box.bytes);
 }
 
@@ -417,7 +497,7 @@ Status LocalGroup::publishBook(const std::string& book) {
 
 StatusOr<std::string> LocalGroup::waitBook(std::chrono::milliseconds timeout) {
   return collect(Mailbox{&control_->book_ready, &control_->book_bytes, control_->book, kBookBytes},
-                 "waiting for local rank 0 to register this node with the scheduler", timeout);
+                 "waiting for local rank 0 to register this node with the scheduler", timeout, Wait::kTimed);
 }
 
 Status LocalGroup::publishNcclId(const std::string& id) {
@@ -427,7 +507,7 @@ Status LocalGroup::publishNcclId(const std::string& id) {
 
 StatusOr<std::string> LocalGroup::waitNcclId(std::chrono::milliseconds timeout) {
   return collect(Mailbox{&control_->nccl_id_ready, &control_->nccl_id_bytes, control_->nccl_id, kNcclIdBytes},
-                 "waiting for local rank 0 to create the node's NCCL communicator id", timeout);
+                 "waiting for local rank 0 to create the node's NCCL communicator id", timeout, Wait::kLocalOp);
 }
 
 StatusOr<LocalGroup::Arena> LocalGroup::arena(int tensor_id, size_t bytes) {
@@ -479,7 +559,7 @@ Status LocalGroup::gatherResults(const Status& mine, const LocalTraffic& traffic
   };
   // A peer that dies after reporting is fine; one that dies before fails the node.
   Status waited =
-      waitFor(all_done, "waiting for every local rank of this node to finish", timeout, false);
+      waitFor(all_done, "waiting for every local rank of this node to finish", timeout, Wait::kTimed);
   if (!waited.ok() && !all_done()) return waited;
   *node_total = LocalTraffic{};
   Status combined;
@@ -512,7 +592,7 @@ int LocalGroup::waitExit(const Status& mine, const LocalTraffic& traffic, std::s
   // lives. A dead root, or a dead peer whose death the root will report, ends the wait.
   Status waited =
       waitFor([&] { return shared(control_->exit_ready).load(std::memory_order_acquire) == 1; },
-              "waiting for local rank 0 to end the job", std::chrono::milliseconds(0), true);
+              "waiting for local rank 0 to end the job", std::chrono::milliseconds(0), Wait::kWhileRootLives);
   if (!waited.ok()) {
     *reason = waited.message();
     return 1;

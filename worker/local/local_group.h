@@ -25,6 +25,14 @@
 // local rank 0 runs its operations in the order its threads arrive and announces each one in the
 // control segment; the peers run theirs in that announced order. barrier() and arena() are called
 // only inside a turn; abort() and health() from any thread.
+//
+// Recovery (ZPS_RECOVERY): a lost node moves the job to a new generation. Whichever local rank hears
+// of it first (local rank 0 from the scheduler, the others from a server's "recovering" reply)
+// announces it in the control segment, and every local wait of an older generation (a barrier, a
+// turn, the NCCL id) then fails as Unavailable instead of waiting for a peer that stopped to recover.
+// Each rank's Worker::recover() then calls restart(): local rank 0 waits until no peer is inside a
+// local operation any more, resets the turn order, the barrier count and the staging arenas, and
+// hands its peers the new address book. The group is never aborted by a recovery.
 #pragma once
 
 #include <atomic>
@@ -74,6 +82,7 @@ class LocalGroup {
   Status barrier(const std::string& what, std::chrono::milliseconds timeout);
 
   // The root hands the scheduler's address book (serialized) to its peers; they wait for it.
+  // Both mailboxes (book, NCCL id) are posted once per epoch: at the start and after each restart().
   Status publishBook(const std::string& book);
   StatusOr<std::string> waitBook(std::chrono::milliseconds timeout);
   // The same for the NCCL unique id of the node's communicator (worker/local/local_reducer.h).
@@ -88,6 +97,19 @@ class LocalGroup {
     size_t bytes = 0;
   };
   StatusOr<Arena> arena(int tensor_id, size_t bytes);
+
+  // ZPS_RECOVERY. The generation of the address book this rank uses (the start's, then restart's).
+  void setGeneration(uint64_t generation) { generation_.store(generation); }
+  // Tells every local rank that the job moved to `generation` (ignored unless newer). Thread-safe.
+  void announceRecovery(uint64_t generation, const std::string& why);
+  // The newest generation announced (0 if none) and, through `why`, what was lost.
+  uint64_t announcedGeneration(std::string* why);
+  // Collective over the local ranks, each from Worker::recover() with no local operation in flight:
+  // local rank 0 passes the new address book (serialized), the others get it back. Fails when a
+  // local rank dies or `timeout` passes, naming the local ranks that did not come.
+  StatusOr<std::string> restart(const std::string& root_book, std::chrono::milliseconds timeout);
+  // Whether some other local rank of this node has died (its liveness lock is free).
+  bool peerDied() { return !deadPeer().empty(); }
 
   // Ends the group for everyone with `reason` (first caller wins). Thread-safe.
   void abort(const std::string& reason);
@@ -110,14 +132,18 @@ class LocalGroup {
  private:
   struct Control;
   struct Mailbox;
+  // kTimed: until `timeout`; kLocalOp: the same, and a newer generation announced ends it
+  // (Unavailable); kWhileRootLives: without a deadline while local rank 0 lives.
+  enum class Wait { kTimed, kLocalOp, kWhileRootLives };
   Status post(Mailbox box, const std::string& bytes, const char* what);
-  StatusOr<std::string> collect(Mailbox box, const std::string& what, std::chrono::milliseconds timeout);
+  StatusOr<std::string> collect(Mailbox box, const std::string& what, std::chrono::milliseconds timeout,
+                                Wait kind);
   LocalGroup(int rank, int size) : rank_(rank), size_(size) {}
   Status attach(const Config& config, const std::string& folder);
   // Empty when every peer holds its liveness lock; otherwise names the first dead one.
   std::string deadPeer();
   Status waitFor(const std::function<bool()>& done, const std::string& what,
-                 std::chrono::milliseconds timeout, bool forever_while_root_lives);
+                 std::chrono::milliseconds timeout, Wait kind);
   void removeFolder();
 
   const int rank_;
@@ -129,6 +155,8 @@ class LocalGroup {
   Control* control_ = nullptr;
   size_t control_bytes_ = 0;
   uint64_t barrier_generation_ = 0;
+  uint32_t epoch_ = 1;  // restarts so far + 1: tags the mailboxes' posts and the restart arrivals
+  std::atomic<uint64_t> generation_{0};
   std::mutex turn_mu_;      // held while a thread of this process runs its local operation
   uint64_t next_turn_ = 1;  // the number of this process's next local operation (guarded by turn_mu_)
   size_t data_mapped_ = 0;  // bytes of the data file mapped so far, in arenas
