@@ -7,6 +7,10 @@
 // the servers (param mode): a worker pulls the rows its batch uses and pushes their gradients, and the
 // servers apply the table optimizer once per round.
 //
+// Several processes per worker node (ZPS_LOCAL_SIZE = L > 1, dense models only: param-mode tables refuse
+// it): W counts processes, W = workers x L, and the process of local rank l on worker r is process r*L+l;
+// the node's local reduction sums its processes' gradients before they reach the servers.
+//
 // Asynchronous (ZPS_ENABLE_ASYNC=1): the dense weights live in an async tensor on the servers (a running
 // sum: worker 0 pushes the initial weights, then every worker pushes its own weight deltas), tables apply
 // each push at once, and no worker waits for another.
@@ -198,13 +202,15 @@ class Trainer {
     const Dataset& train = p_.split.train;
     model_ = p_.model.get();
     async_ = config_.enable_async;
-    W_ = w_.numWorkers();
+    W_ = static_cast<size_t>(w_.numWorkers()) * static_cast<size_t>(w_.localSize());
+    me_ = static_cast<size_t>(w_.rank()) * static_cast<size_t>(w_.localSize()) + static_cast<size_t>(w_.localRank());
+    first_ = me_ == 0;
     b_ = static_cast<size_t>(FLAGS_batch_size);
     ZPS_RETURN_IF_ERROR(checkShapes());
     steps_per_epoch_ = train.rows / (W_ * b_);
     if (steps_per_epoch_ == 0)
       return InvalidArgument("the training split has " + std::to_string(train.rows) + " rows, fewer than one global batch of " +
-                             std::to_string(W_ * b_) + " (workers x --batch_size)");
+                             std::to_string(W_ * b_) + " (worker processes x --batch_size)");
     size_t n = model_->numDenseParams();
     params_.resize(n);
     state_.assign(kernels::optimizerStateFloats(p_.dense_opt.kind) * n, 0.f);
@@ -215,7 +221,7 @@ class Trainer {
     // With recovery only worker 0 reads the checkpoint and the others take its copy (shareResumePoint):
     // a replacement worker's pod may have lost its files, and worker 0 may have been writing `latest`
     // when a node was lost.
-    const bool read_checkpoint = !config_.recovery || w_.rank() == 0;
+    const bool read_checkpoint = !config_.recovery || first_;
     if (!config_.checkpoint_dir.empty() && read_checkpoint) {
       std::error_code ec;
       std::filesystem::create_directories(config_.checkpoint_dir, ec);
@@ -247,7 +253,7 @@ class Trainer {
       size_t samples = 0;
       auto start = Clock::now();
       for (uint64_t k = step % steps_per_epoch_; k < steps_per_epoch_; ++k) {
-        const size_t* rows = order.data() + k * W_ * b_ + static_cast<size_t>(w_.rank()) * b_;
+        const size_t* rows = order.data() + k * W_ * b_ + me_ * b_;
         double loss = 0;
         ZPS_RETURN_IF_ERROR(async_ ? stepAsync(rows, &loss) : stepSync(rows, &loss));
         loss_sum += loss;
@@ -294,7 +300,7 @@ class Trainer {
                 static_cast<unsigned long long>(t.tensor_bytes_pushed),
                 train_steps_ ? 1e3 * train_secs_ / static_cast<double>(train_steps_) : 0.0, w_.rank());
     std::fflush(stdout);
-    if (!FLAGS_weights_out.empty()) {
+    if (!FLAGS_weights_out.empty() && w_.localRank() == 0) {  // the local ranks' weights are identical
       std::ofstream out(FLAGS_weights_out, std::ios::binary);
       out.write(reinterpret_cast<const char*>(params_.data()), static_cast<std::streamsize>(params_.size() * 4));
       if (!out) return InvalidArgument("--weights_out: cannot write " + FLAGS_weights_out);
@@ -344,7 +350,7 @@ class Trainer {
   // Every worker takes worker 0's step, weights and optimizer state: worker 0 pushes them, the others
   // push zeros, so the sums are worker 0's values exactly.
   Status shareResumePoint(uint64_t* step) {
-    const bool source = w_.rank() == 0;
+    const bool source = first_;
     int64_t mine[2] = {source ? static_cast<int64_t>(*step) : 0, source ? static_cast<int64_t>(opt_step_) : 0};
     int64_t steps[2] = {0, 0};
     ZPS_ASSIGN_OR_RETURN(TensorId t, w_.declare("train/resume_step", sizeof(mine), DType::kInt64));
@@ -372,7 +378,9 @@ class Trainer {
     if (async_) {
       ZPS_ASSIGN_OR_RETURN(dense_, w_.declareAsync("train/dense_weights", bytes, DType::kFloat32));
       if (w_.rank() == 0) {
-        ZPS_ASSIGN_OR_RETURN(Handle h, w_.push(dense_, params_.data()));
+        // Every local rank of the node takes part in the push; only process 0's values count.
+        std::vector<float> zeros(first_ ? 0 : params_.size(), 0.f);
+        ZPS_ASSIGN_OR_RETURN(Handle h, w_.push(dense_, first_ ? params_.data() : zeros.data()));
         ZPS_RETURN_IF_ERROR(w_.wait(h));
       }
       ZPS_RETURN_IF_ERROR(w_.barrier());  // nobody pulls before the initial weights are in
@@ -505,7 +513,7 @@ class Trainer {
   }
 
   Status checkpoint(uint64_t step) {
-    if (config_.checkpoint_dir.empty() || w_.rank() != 0) return Status::OK();
+    if (config_.checkpoint_dir.empty() || !first_) return Status::OK();
     ZPS_RETURN_IF_ERROR(fromBackend());
     if (table_ >= 0) ZPS_RETURN_IF_ERROR(w_.checkpointTables(step));
     DenseCheckpoint c;
@@ -523,7 +531,9 @@ class Trainer {
   const Config& config_;
   train::Model* model_ = nullptr;
   bool async_ = false;
-  size_t W_ = 1, b_ = 1;
+  size_t W_ = 1, b_ = 1;  // W_: worker processes (workers x local size)
+  size_t me_ = 0;         // this process's index among them
+  bool first_ = true;     // process 0: reads and writes the checkpoints
   uint64_t steps_per_epoch_ = 0;
   TensorId dense_ = -1;
   TableId table_ = -1;
@@ -546,12 +556,6 @@ int trainMain() {
   auto config = loadConfig(processEnv(), Role::kWorker);
   if (!config.ok()) {
     std::cerr << "zps train: " << config.status().message() << std::endl;
-    return 2;
-  }
-  if (config->local_size > 1) {
-    // Its data shards and gradient scaling count workers, not processes; local ranks would train on
-    // the same shard and count twice.
-    std::cerr << "zps train: ZPS_LOCAL_SIZE > 1 is not supported by zps train yet; use --local-size 1" << std::endl;
     return 2;
   }
   auto device = train::openTrainDevice(FLAGS_device, config->local_rank);
