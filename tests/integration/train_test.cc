@@ -261,11 +261,16 @@ namespace {
 struct RecoveryRun {
   std::vector<float> weights;
   double metric = 0;
-  std::string worker_log, scheduler_log, replacement_log;
+  // peer_log: worker 0's local rank 1 (local_size > 1); killed_peer_code: the exit code of the killed
+  // worker's local rank 0 after its local rank 1 was killed.
+  std::string worker_log, scheduler_log, replacement_log, peer_log;
+  int killed_peer_code = 0;
 };
 
+// local_size > 1: every worker node runs that many processes (ZPS_LOCAL_RANK 0..N-1); "worker 1" then
+// kills the node's last local rank, and the node's local rank 0 must leave on its own.
 RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string& metric, const std::string& kill,
-                        int sig) {
+                        int sig, int local_size = 1) {
   Cluster c(2, 2);
   std::string weights = c.dir() + "/weights";
   c.setEnv("ZPS_RECOVERY", "1");
@@ -280,31 +285,56 @@ RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string&
   argv.insert(argv.begin(), "train");
   std::vector<std::string> argv0 = argv;
   argv0.insert(argv0.end(), {"--weights_out", weights});
+  if (local_size > 1) {
+    c.setEnv("ZPS_LOCAL_SIZE", std::to_string(local_size));
+    // Small partitions: the model's pieces spread over both servers and every local rank owns some.
+    c.setEnv("ZPS_PARTITION_BYTES", "8192");
+  }
+  auto startNode = [&](int id, const std::vector<std::string>& node_argv) {
+    std::vector<int> ranks;
+    for (int l = 0; l < local_size; ++l)
+      ranks.push_back(c.startWorker(id, node_argv, {{"ZPS_LOCAL_RANK", std::to_string(l)}}));
+    return ranks;
+  };
   std::vector<int> keep = {c.startScheduler(), c.startServer()};
   int s1 = c.startServer();
-  int w0 = c.startWorker(0, argv0);
-  int w1 = c.startWorker(1, argv);
-  keep.push_back(w0);
+  std::vector<int> node0 = startNode(0, argv0);
+  std::vector<int> node1 = startNode(1, argv);
+  int w0 = node0[0];
+  keep.insert(keep.end(), node0.begin(), node0.end());
   RecoveryRun run;
+  int replacement = -1;  // the new server, or the new node's local rank 0
   if (kill == "none") {
     keep.push_back(s1);
-    keep.push_back(w1);
+    keep.insert(keep.end(), node1.begin(), node1.end());
   } else {
     REQUIRE(c.waitForLog(w0, "Training. Epoch 1,"));
-    int victim = kill == "server 1" ? s1 : w1;
+    int victim = kill == "server 1" ? s1 : node1.back();
     c.signal(victim, sig);
-    int replacement = kill == "server 1" ? c.startServer({{"ZPS_SERVER_ID", "1"}}) : c.startWorker(1, argv);
-    keep.push_back(replacement);
+    if (kill == "server 1") {
+      replacement = c.startServer({{"ZPS_SERVER_ID", "1"}});
+      keep.push_back(replacement);
+      keep.insert(keep.end(), node1.begin(), node1.end());
+    } else {
+      std::vector<int> node = startNode(1, argv);
+      replacement = node[0];
+      keep.insert(keep.end(), node.begin(), node.end());
+    }
     c.waitExit(victim, 10s);
+    if (kill != "server 1" && local_size > 1) {
+      INFO(c.logTail(node1[0]));
+      run.killed_peer_code = c.waitExit(node1[0], 10s);
+    }
   }
   for (int i : keep) {
     INFO(c.logTail(i));
     REQUIRE(c.waitExit(i, 60s) == 0);
   }
   run.weights = readWeights(weights);
-  run.replacement_log = c.log(keep.back());
+  if (replacement >= 0) run.replacement_log = c.log(replacement);
   run.worker_log = c.log(w0);
   run.scheduler_log = c.log(keep[0]);
+  if (local_size > 1) run.peer_log = c.log(node0[1]);
   run.metric = finalMetric(run.worker_log, metric);
   return run;
 }
@@ -313,20 +343,33 @@ RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string&
 // for the rank. SIGTERM: the node says goodbye (a server also writes a final shard) and the scheduler
 // starts the recovery at once.
 void checkRecovery(const std::vector<std::string>& args, const std::string& metric, const std::string& kill,
-                   const std::vector<int>& signals) {
-  RecoveryRun undisturbed = recoveryJob(args, metric, "none", 0);
+                   const std::vector<int>& signals, int local_size = 1) {
+  RecoveryRun undisturbed = recoveryJob(args, metric, "none", 0, local_size);
+  const bool whole_node_killed = kill == "server 1" || local_size == 1;
   for (int sig : signals) {
-    RecoveryRun recovered = recoveryJob(args, metric, kill, sig);
+    RecoveryRun recovered = recoveryJob(args, metric, kill, sig, local_size);
     INFO(recovered.scheduler_log);
     CHECK(contains(recovered.scheduler_log, "lost " + kill));
-    if (sig == SIGKILL) CHECK(contains(recovered.scheduler_log, "sent no heartbeat for 0.6 s while a replacement waits"));
+    if (sig == SIGKILL && whole_node_killed)
+      CHECK(contains(recovered.scheduler_log, "sent no heartbeat for 0.6 s while a replacement waits"));
     CHECK(contains(recovered.scheduler_log, "address book of generation 1 sent"));
     CHECK(contains(recovered.worker_log, "rolling back to the latest checkpoint"));
     CHECK(contains(recovered.worker_log, "resumes from the checkpoint at step"));
-    if (kill == "server 1") CHECK(contains(recovered.replacement_log, "restored table 'train/embedding'"));
+    if (local_size > 1) {
+      CHECK(contains(recovered.peer_log, "rolling back to the latest checkpoint"));
+      CHECK(contains(recovered.peer_log, "resumes from worker 0's checkpoint at step"));
+    }
+    if (!whole_node_killed) {
+      // The killed process's local rank 0 leaves (goodbye), so the scheduler need not wait for silence.
+      CHECK(recovered.killed_peer_code != 0);
+      CHECK(contains(recovered.scheduler_log, "exited before the job ended"));
+    }
+    if (kill == "server 1" && local_size == 1)
+      CHECK(contains(recovered.replacement_log, "restored table 'train/embedding'"));
     double rel = maxRelativeDifference(undisturbed.weights, recovered.weights);
-    std::printf("recovery after %s of %s: %s %.4f undisturbed, %.4f recovered; max relative weight difference %.3g\n",
-                strsignal(sig), kill.c_str(), metric.c_str(), undisturbed.metric, recovered.metric, rel);
+    std::printf("recovery after %s of %s (local size %d): %s %.4f undisturbed, %.4f recovered; max relative weight "
+                "difference %.3g\n",
+                strsignal(sig), kill.c_str(), local_size, metric.c_str(), undisturbed.metric, recovered.metric, rel);
     CHECK(rel <= 1e-5);
     CHECK(std::fabs(recovered.metric - undisturbed.metric) <= 0.01);
   }
@@ -342,6 +385,18 @@ TEST_CASE("train: recovery: a server SIGKILLed (or SIGTERMed) mid-training is re
 
 TEST_CASE("train: recovery: a worker SIGKILLed mid-training is replaced, catches up, and the job ends like an undisturbed one") {
   checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "worker 1", {SIGKILL});
+}
+
+// Local reduction (2 processes per worker node): every local rank of every node moves to the new
+// generation together, and a node that loses one of its processes is replaced as a whole.
+TEST_CASE("train: recovery with 2 local ranks per node: a server SIGKILLed mid-training is replaced and the job ends like an undisturbed one") {
+  checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "server 1",
+                {SIGKILL}, 2);
+}
+
+TEST_CASE("train: recovery with 2 local ranks per node: a worker node that loses a process is replaced and the job ends like an undisturbed one") {
+  checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "worker 1",
+                {SIGKILL}, 2);
 }
 
 TEST_CASE("train: recovery: a lost node that is not replaced within ZPS_RECOVERY_TIMEOUT fails the job, naming it") {
