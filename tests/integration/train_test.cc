@@ -26,17 +26,22 @@ std::string dataDir() {
   return d != nullptr ? d : "data";
 }
 
-// Runs a whole training job and returns worker 0's log; every process must exit 0.
+// Runs a whole training job and returns worker 0's log; every process must exit 0. local_size > 1:
+// that many processes per worker node (the caller sets ZPS_LOCAL_SIZE).
 std::string trainJob(Cluster& c, int servers, int workers, const std::vector<std::string>& args,
-                     std::chrono::seconds deadline = 240s) {
+                     std::chrono::seconds deadline = 240s, int local_size = 1) {
   c.startScheduler();
   for (int s = 0; s < servers; ++s) c.startServer();
   std::vector<std::string> argv = {"train"};
   argv.insert(argv.end(), args.begin(), args.end());
   int first = -1;
   for (int w = 0; w < workers; ++w) {
-    int idx = c.startWorker(w, argv);
-    if (w == 0) first = idx;
+    for (int l = 0; l < local_size; ++l) {
+      zps::testing::Env local;
+      if (local_size > 1) local = {{"ZPS_LOCAL_RANK", std::to_string(l)}};
+      int idx = c.startWorker(w, argv, local);
+      if (first < 0) first = idx;
+    }
   }
   auto codes = c.waitAll(deadline);
   for (size_t i = 0; i < codes.size(); ++i) {
@@ -75,7 +80,9 @@ double maxRelativeDifference(const std::vector<float>& a, const std::vector<floa
   return diff / scale;
 }
 
-void checkEquivalence(const std::string& model, const std::string& data, const std::string& epochs) {
+// local_size 2: the two processes on batch b are the local ranks of one worker node.
+void checkEquivalence(const std::string& model, const std::string& data, const std::string& epochs,
+                      int local_size = 1) {
   std::string one, two;
   {
     Cluster c(1, 1);
@@ -85,17 +92,22 @@ void checkEquivalence(const std::string& model, const std::string& data, const s
                        "--weights_out", one});
   }
   {
-    Cluster c(2, 2);
+    const int workers = 2 / local_size;
+    Cluster c(2, workers);
+    if (local_size > 1) {
+      c.setEnv("ZPS_LOCAL_SIZE", std::to_string(local_size));
+      c.setEnv("ZPS_PARTITION_BYTES", "8192");  // every local rank owns pieces
+    }
     two = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-two-" + model + "-" + std::to_string(getpid());
-    std::string log = trainJob(c, 2, 2, {"--model", model, "--data", data, "--epochs", epochs, "--batch_size",
-                                         "16", "--weights_out", two});
+    std::string log = trainJob(c, 2, workers, {"--model", model, "--data", data, "--epochs", epochs, "--batch_size",
+                                               "16", "--weights_out", two}, 240s, local_size);
   }
   auto a = readWeights(one), b = readWeights(two);
   std::remove(one.c_str());
   std::remove(two.c_str());
   double rel = maxRelativeDifference(a, b);
-  std::printf("equivalence %s on %s: %zu weights, max relative difference %.3g\n", model.c_str(), data.c_str(),
-              a.size(), rel);
+  std::printf("equivalence %s on %s (local size %d): %zu weights, max relative difference %.3g\n", model.c_str(),
+              data.c_str(), local_size, a.size(), rel);
   CHECK(rel <= 1e-4);
 }
 
@@ -107,6 +119,10 @@ TEST_CASE("train: 2 workers on batch b end with the weights of 1 worker on batch
 
 TEST_CASE("train: 2 workers on batch b end with the weights of 1 worker on batch 2b (mlp)") {
   checkEquivalence("mlp", "digits", "3");
+}
+
+TEST_CASE("train: 1 node of 2 local ranks on batch b ends with the weights of 1 worker on batch 2b (mlp)") {
+  checkEquivalence("mlp", "digits", "3", 2);
 }
 
 TEST_CASE("train: every synchronous worker ends with bit-identical weights") {
