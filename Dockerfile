@@ -31,7 +31,8 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DZPS_BUILD_T
     && strip --strip-unneeded /out/zps \
     && /out/zps version
 # The Debian/Ubuntu packages that own the shared libraries zps links (libzmq5, libprotobuf32,
-# libgflags2.2, libgoogle-glog0v6 and what they need on Debian 12).
+# libgflags2.2, libgoogle-glog0v6, libopenblas0-pthread, libsodium23, libcpp-httplib0.11 and what they
+# need on Debian 12).
 RUN set -e; \
     for lib in $(ldd /out/zps | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do \
       real=$(readlink -f "$lib"); pkg=""; \
