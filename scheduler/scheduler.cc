@@ -14,7 +14,6 @@
 #include <atomic>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "ps/node/auth.h"
 #include "ps/node/observability.h"
@@ -30,13 +29,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// "30", "1.5", "0.6": a duration as a user wrote it in seconds.
-std::string secondsText(std::chrono::milliseconds d) {
-  std::ostringstream text;
-  text << d.count() / 1000.0;
-  return text.str();
-}
 
 class Scheduler {
  public:
@@ -72,7 +64,7 @@ class Scheduler {
       auto now = Clock::now();
       if (!running_) {
         if (now - start_ >= config_.rendezvous_timeout) {
-          std::string report = "rendezvous timed out after " + std::to_string(static_cast<int>(secondsSince(start_))) +
+          std::string report = "rendezvous timed out after " + secondsText(config_.rendezvous_timeout) +
                                " s (ZPS_RENDEZVOUS_TIMEOUT): " + membership_.report();
           return endJob(1, report);
         }
@@ -88,7 +80,7 @@ class Scheduler {
       if (int code = checkLiveness(now); code >= 0) return code;
       if (recovering_ && now >= recovery_deadline_) {
         return endJob(1, "node dead: " + lost_ + "; no replacement registered within " +
-                             std::to_string(static_cast<int>(config_.recovery_timeout.count() / 1000)) +
+                             secondsText(config_.recovery_timeout) +
                              " s (ZPS_RECOVERY_TIMEOUT)");
       }
       publishStatus(false);

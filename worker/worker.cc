@@ -444,7 +444,7 @@ struct Worker::Impl {
                  " (" + servers[it->second.server].address + ")";
     }
     return DeadlineExceeded(op->what + ": " + std::to_string(op->remaining) + " replies missing after " +
-                            std::to_string(timeout.count() / 1000.0) + " s: " + missing);
+                            secondsText(timeout) + " s: " + missing);
   }
 
   void complete(uint64_t rid, const Status& status) {

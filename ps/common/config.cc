@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <sstream>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -496,6 +497,12 @@ void setupLogging(const char* argv0, int verbose) {
     google::InitGoogleLogging(argv0);
     initialized = true;
   }
+}
+
+std::string secondsText(std::chrono::milliseconds d) {
+  std::ostringstream text;
+  text << d.count() / 1000.0;
+  return text.str();
 }
 
 }  // namespace zps

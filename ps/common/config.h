@@ -121,4 +121,7 @@ std::string detectHostAddress();
 // Applies --v from PS_VERBOSE and sends glog to stderr. Call once in main, after flag parsing.
 void setupLogging(const char* argv0, int verbose);
 
+// A duration as users write it in seconds, for messages: "30", "1.5", "0.25".
+std::string secondsText(std::chrono::milliseconds d);
+
 }  // namespace zps

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "ps/common/config.h"
+
 namespace zps {
 namespace {
 
@@ -60,7 +62,7 @@ StatusOr<std::string> resolveWithRetry(const std::string& host, std::chrono::mil
       double waited = std::chrono::duration<double>(now - start).count();
       return InvalidArgument(what + " '" + host + "' does not resolve (" + error + "; tried " +
                              std::to_string(attempt) + " times over " + std::to_string(static_cast<int>(waited)) +
-                             " s, ZPS_CONNECT_TIMEOUT=" + std::to_string(timeout.count() / 1000.0) +
+                             " s, ZPS_CONNECT_TIMEOUT=" + secondsText(timeout) +
                              " s); check the name or IP");
     }
     LOG(WARNING) << "cannot resolve " << what << " '" << host << "' (" << error << "), attempt " << attempt
