@@ -1,5 +1,6 @@
 #include "ps/server/sum_store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -75,6 +76,7 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
     if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_PUSH_PULL) out->push_back(snapshot(k, peer, h));
     return;
   }
+  noteReceived(k, worker, h.received_through());
   if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
     Status s = push(k, worker, msg);
     if (!s.ok()) {
@@ -120,6 +122,7 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   k.num_elements = h.num_elements();
   k.bytes = static_cast<size_t>(h.num_elements() * dtypeSize(msg.dtype));  // bounded by the codec's payload limit
   k.async = h.async();
+  k.received.assign(num_workers_, 0);
   keys_.emplace(h.key(), std::move(k));
   return Status::OK();
 }
@@ -258,7 +261,7 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
     }
     k.results.emplace_back(it->first, std::move(it->second.sum));
     k.open.erase(it);
-    while (k.results.size() > kKeptResults) k.results.pop_front();
+    forgetResults(k);  // never this round: no worker can have said it received it before now
     const auto& done = k.results.back();
     std::vector<ParkedPull> still;
     for (auto& p : k.parked) {
@@ -279,6 +282,21 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
     }
     k.parked.swap(still);
   }
+}
+
+void SumStore::noteReceived(KeyState& k, int worker, uint64_t received_through) {
+  // A worker cannot have received a round that has not completed; a larger value (a bug or a hostile
+  // peer) must not free results that do not exist yet, so it counts only up to the completed round.
+  const uint64_t through = std::min(received_through, k.completed);
+  if (through <= k.received[worker]) return;
+  k.received[worker] = through;
+  forgetResults(k);
+}
+
+void SumStore::forgetResults(KeyState& k) {
+  const uint64_t everyone = *std::min_element(k.received.begin(), k.received.end());
+  while (!k.results.empty() && (k.results.size() > kKeptResults || k.results.front().first <= everyone))
+    k.results.pop_front();
 }
 
 Status SumStore::pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out) {

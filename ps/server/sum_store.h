@@ -6,7 +6,9 @@
 // Rounds: a key's rounds complete in order. Pushes may run ahead of the last completed round by up to
 // kMaxRoundsAhead (a worker may push round r+1 while others still pull round r); the results of the
 // last kKeptResults rounds stay available to pull. Each worker counts once per round: a repeated push is
-// acknowledged but not summed again.
+// acknowledged but not summed again. A result goes earlier once every worker has said, in a request's
+// received_through, that it has that round's replies and will not ask again: then no honest request can
+// need it, and a key holds about one result and one open round instead of kKeptResults + 1.
 //
 // Async keys (BytePS async, declared with async=true) have no rounds: the key holds one running sum, each
 // push is added to it at once, and a pull returns a snapshot of it at once. Workers use them to hold
@@ -80,6 +82,7 @@ class SumStore {
     uint64_t completed = 0;  // last completed round (rounds start at 1)
     std::map<uint64_t, OpenRound> open;
     std::deque<std::pair<uint64_t, Blob>> results;  // sent to pullers without copying
+    std::vector<uint64_t> received;  // per worker: the newest received_through it sent (<= completed)
     std::vector<ParkedPull> parked;
     bool async = false;
     std::shared_ptr<AlignedBuffer> running;  // async keys: the running sum
@@ -98,6 +101,9 @@ class SumStore {
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
   void completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out);
+  // Records a worker's received_through and frees the results no request can ask for any more.
+  void noteReceived(KeyState& k, int worker, uint64_t received_through);
+  void forgetResults(KeyState& k);
 
   const int num_workers_;
   kernels::Reducer* reducer_;

@@ -304,6 +304,62 @@ TEST_CASE("sum store: the last kKeptResults results stay available to pull", "[s
   checkError(f.pull(0, 1), 0, "no longer kept");
 }
 
+// Worker w's push (or push-pull) of round r that says it has every reply up to round `received`.
+wire::DataMessage pushSaying(pb::DataCommand cmd, int w, uint64_t r, uint64_t received) {
+  auto m = StoreFixture::pushMessage(cmd, kKey, r, DType::kFloat32, pushValues(w, r));
+  m.header.set_received_through(received);
+  return m;
+}
+
+TEST_CASE("sum store: a result is freed once every worker has received it, and not before", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  // Round 1's sum is worker 0's push buffer, adopted: watch it go.
+  std::weak_ptr<const void> round1;
+  {
+    auto m = pushSaying(pb::CMD_PUSH_PULL, 0, 1, 0);
+    round1 = m.payload.owner();
+    CHECK(f.send(0, m).empty());  // parked until round 1 completes
+  }
+  CHECK(f.send(1, pushSaying(pb::CMD_PUSH_PULL, 1, 1, 0)).empty());
+  CHECK(f.send(2, pushSaying(pb::CMD_PUSH, 2, 1, 0)).size() == 3);  // its ack and the two parked replies
+  // Workers 0 and 1 have round 1 and say so; worker 2 pushed without pulling, so it still may.
+  CHECK(f.send(0, pushSaying(pb::CMD_PUSH_PULL, 0, 2, 1)).empty());
+  CHECK(f.send(1, pushSaying(pb::CMD_PUSH_PULL, 1, 2, 1)).empty());
+  auto out = f.pull(2, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 2, 1, expectedSum(1));
+  out.clear();
+  CHECK_FALSE(round1.expired());
+  // Worker 2's next request says it has round 1 too: the result goes, round 2 is answered.
+  out = f.send(2, pushSaying(pb::CMD_PUSH_PULL, 2, 2, 1));
+  REQUIRE(out.size() == 3);
+  checkSumReply(out[0], 0, 2, expectedSum(2));
+  checkSumReply(out[1], 1, 2, expectedSum(2));
+  checkSumReply(out[2], 2, 2, expectedSum(2));
+  CHECK(round1.expired());
+  checkError(f.pull(2, 1), 2, "no longer kept");
+  // A resent round-2 push-pull still gets the kept round 2.
+  out = f.send(0, pushSaying(pb::CMD_PUSH_PULL, 0, 2, 1));
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 2, expectedSum(2));
+}
+
+TEST_CASE("sum store: received_through beyond the completed rounds frees nothing", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  // Every worker claims far more than exists (a bug or a hostile peer) before round 1 completes.
+  for (int w = 0; w < kWorkers; ++w) f.send(w, pushSaying(pb::CMD_PUSH, w, 1, 1000));
+  auto out = f.pull(0, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 1, expectedSum(1));
+  // The claim counted only up to round 0 then; round 1 stays until a request says so after it completed.
+  for (int w = 0; w < kWorkers; ++w) f.send(w, pushSaying(pb::CMD_PUSH, w, 2, 0));
+  out = f.pull(1, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 1, 1, expectedSum(1));
+}
+
 TEST_CASE("sum store: a duplicate push is acknowledged but not summed twice", "[sum_store]") {
   StoreFixture f;
   declareAll(f);
