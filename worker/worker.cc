@@ -33,6 +33,7 @@
 #include "worker/local/local_group.h"
 #include "worker/local/local_reducer.h"
 #include "worker/placement.h"
+#include "worker/received_rounds.h"
 
 namespace zps {
 namespace {
@@ -64,6 +65,10 @@ struct Worker::Impl {
     int remaining = 0;
     Status status;
     std::vector<uint64_t> requests;
+    // A push, pull or push-pull of a tensor's round (tensor -1: anything else), for received_through.
+    TensorId tensor = -1;
+    uint64_t round = 0;
+    bool push_side = false, pull_side = false;
   };
   struct Pending {
     std::shared_ptr<Op> op;
@@ -127,6 +132,7 @@ struct Worker::Impl {
   Handle next_handle = 1;
   std::unordered_map<uint64_t, Pending> pending;
   std::unordered_map<Handle, std::shared_ptr<Op>> ops;
+  std::unordered_map<TensorId, ReceivedRounds> received;  // per tensor: sent as received_through
   std::optional<Status> aborted;
   // ZPS_RECOVERY: the generation of the address book in use, and why requests now fail (a node was
   // lost) until recover() has moved to the next generation.
@@ -353,9 +359,15 @@ struct Worker::Impl {
     auto op = std::make_shared<Op>();
     const char* verb = command == pb::CMD_PUSH ? "push" : command == pb::CMD_PULL ? "pull" : "push-pull";
     op->what = std::string(verb) + " of '" + name + "' round " + std::to_string(round);
+    op->tensor = id;
+    op->round = round;
+    op->push_side = command != pb::CMD_PULL;
+    op->pull_side = command != pb::CMD_PUSH;
     std::lock_guard<std::mutex> lock(mu);
     if (aborted) return *aborted;
     if (recovering) return *recovering;
+    // Lets the servers free the results of rounds this worker is done with (see received_rounds.h).
+    const uint64_t received_through = received[id].through();
     for (size_t i = 0; i < parts.size(); ++i) {
       const PartitionInfo& p = parts[i];
       size_t elems = p.bytes / dtypeSize(dtype);
@@ -365,6 +377,7 @@ struct Worker::Impl {
       pb::DataHeader h = beginRequest(op, pend, command);
       uint64_t rid = h.request_id();
       h.set_round(round);
+      h.set_received_through(received_through);
       h.set_dtype(static_cast<uint32_t>(dtype));
       h.set_num_elements(elems);
       pushes[i].describe(&h);
@@ -456,6 +469,7 @@ struct Worker::Impl {
     if (!status.ok() && op->status.ok()) op->status = status.withContext(op->what);
     --op->remaining;
     pending.erase(it);
+    if (op->remaining == 0 && op->tensor >= 0) received[op->tensor].done(op->round, op->push_side, op->pull_side);
     if (op->remaining == 0) cv.notify_all();
   }
 
@@ -981,6 +995,7 @@ Status Worker::Impl::recover() {
       std::lock_guard<std::mutex> lock(mu);
       generation = book.generation();
       if (announced_generation <= generation) recovering.reset();
+      received.clear();  // the tensors are declared again below and count their rounds from 1
     }
     {
       // Tensors and tables are declared again, in the same order, and get the same keys.
