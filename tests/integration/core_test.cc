@@ -218,18 +218,40 @@ TEST_CASE("zps bench prints its table and a PASS footer") {
   CHECK(!contains(body.str(), "\"server_peak_rss_bytes\":0"));
 }
 
+// The number after "key": in a flat JSON object (zps bench --json), 0 when it is missing.
+uint64_t jsonNumber(const std::string& body, const std::string& key) {
+  const std::string needle = "\"" + key + "\":";
+  const size_t at = body.find(needle);
+  return at == std::string::npos ? 0 : std::stoull(body.substr(at + needle.size()));
+}
+
 TEST_CASE("zps bench --model resnet50: every gradient tensor in backward order against one fused tensor") {
-  Cluster c(1, 1);
+  Cluster c(2, 2);
+  // Four rounds: with every result kept for three rounds, a server held over 3x its key bytes.
+  std::vector<std::string> args = {"bench", "--model", "resnet50", "--min_iters", "3", "--max_iters", "3",
+                                   "--warmup_iters", "1", "--json", c.dir() + "/bench.json"};
   c.startScheduler();
   c.startServer();
-  int w0 = c.startWorker(0, {"bench", "--model", "resnet50", "--min_iters", "1", "--max_iters", "1",
-                             "--warmup_iters", "1"});
+  c.startServer();
+  int w0 = c.startWorker(0, args);
+  c.startWorker(1, args);
   c.expectAllExitZero(120s);
   INFO(c.log(w0));
   CHECK(contains(c.log(w0), "resnet50 (161 tensors)"));
   CHECK(contains(c.log(w0), "resnet50 fused"));
   CHECK(contains(c.log(w0), "# resnet50 round / fused round (p50): "));
   CHECK(contains(c.log(w0), "# zps bench: PASS"));
+  // The performance goal for server memory: peak RSS at most 2.5x the key bytes it holds + 64 MiB.
+  // Workers say which results they have (received_through), so servers free them early.
+  std::ifstream json(c.dir() + "/bench.json");
+  std::stringstream body;
+  body << json.rdbuf();
+  const uint64_t rss = jsonNumber(body.str(), "server_peak_rss_bytes");
+  const uint64_t keys = jsonNumber(body.str(), "declared_bytes");
+  INFO("server peak RSS " << rss / 1048576.0 << " MiB, its keys " << keys / 1048576.0 << " MiB");
+  CHECK(keys > 90u * 1048576);
+  CHECK(rss > 0);
+  CHECK(rss <= keys * 5 / 2 + 64u * 1048576);
 }
 
 TEST_CASE("zps launch runs a whole job, prefixes lines and passes on the first failure") {
