@@ -746,10 +746,9 @@ int Worker::serverOfRow(uint64_t key) const {
 }
 
 StatusOr<TableId> Worker::declareTable(const std::string& name, const TableOptions& options) {
-  // Every local rank of a node pushes rows under the node's rank, and the servers count one push per
-  // rank and round: the second local rank's rows would be dropped as a duplicate.
-  if (impl_->local)
-    return FailedPrecondition("table '" + name + "': param-mode tables do not support ZPS_LOCAL_SIZE > 1 yet");
+  // Tables bypass the node's local reduction: every local rank pulls and pushes its own rows (sparse
+  // rows of different batches have little to sum on the node), and the DECLARE tells the servers how
+  // many local ranks each node has, so that a round waits for one push per (node, local rank).
   ZPS_ASSIGN_OR_RETURN(kernels::OptimizerKind kind, kernels::optimizerFromName(options.optimizer));
   if (options.dim == 0 || options.dim > 65536) return InvalidArgument("table '" + name + "': dim must be 1..65536");
   if (!(options.lr > 0)) return InvalidArgument("table '" + name + "': lr must be > 0");
@@ -781,6 +780,7 @@ StatusOr<TableId> Worker::declareTable(const std::string& name, const TableOptio
       h.set_row_dim(options.dim);
       h.set_async(t.options.async == 1);
       h.set_restore_step(options.restore_step);
+      h.set_local_size(static_cast<uint32_t>(impl_->config.local_size));
       auto* o = h.mutable_optimizer();
       o->set_kind(static_cast<uint32_t>(kind));
       o->set_lr(options.lr);

@@ -119,11 +119,14 @@ class Worker {
 
   // Param mode. Keys may repeat across calls; within one call they should be unique (repeats are summed
   // on push and returned twice on pull). `out` receives n x dim floats, `grads` holds n x dim floats.
+  // With several local ranks each one is a table client of its own (no local reduction): every local
+  // rank declares the table, and in each synchronous round every local rank of every node pushes once
+  // (empty when it has no rows); the round is applied when all of them have.
   StatusOr<TableId> declareTable(const std::string& name, const TableOptions& options);
   StatusOr<Handle> pullRows(TableId table, const uint64_t* keys, size_t n, float* out);
   StatusOr<Handle> pushRows(TableId table, const uint64_t* keys, size_t n, const float* grads);
   // Asks every server to write its shard of every table as of `step` (after that round is applied) into
-  // ZPS_CHECKPOINT_DIR, and waits for all of them. Called by one worker (rank 0).
+  // ZPS_CHECKPOINT_DIR, and waits for all of them. Called by one process (worker 0, local rank 0).
   Status checkpointTables(uint64_t step);
   // The server that holds a row.
   int serverOfRow(uint64_t key) const;

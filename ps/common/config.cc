@@ -380,7 +380,7 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   if (c.server_engine != "auto" && c.server_engine != "cpu" && c.server_engine != "cuda")
     return InvalidArgument(engine_source + "='" + c.server_engine + "' is not an engine; set it to auto, cpu or cuda");
   // Local size first: the rank's range depends on it. ZPS_* wins over BYTEPS_*, a flag over both.
-  const long long kMaxLocal = 1024;
+  const long long kMaxLocal = kMaxLocalSize;
   c.local_size = FLAGS_local_size;
   if (!flagGiven("local_size")) {
     for (const char* name : {"ZPS_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE"}) {

@@ -22,6 +22,10 @@ const char* roleName(Role role);
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup processEnv();  // getenv
 
+// ZPS_LOCAL_SIZE's upper bound (the local group's shared segment has a slot per rank); servers hold
+// the local sizes workers declare for their tables to it too.
+constexpr int kMaxLocalSize = 1024;
+
 struct Config {
   Role role = Role::kWorker;
   std::string root_uri;      // DMLC_PS_ROOT_URI: scheduler host name or IP

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "ps/common/checkpoint.h"
+#include "ps/common/config.h"
 
 namespace zps {
 namespace {
@@ -44,10 +45,11 @@ void ParamStore::checkpointAll() {
   }
 }
 
-void ParamStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out) {
+void ParamStore::handle(PeerId peer, int worker, uint32_t local_rank, const wire::DataMessage& msg,
+                        std::vector<Outgoing>* out) {
   const auto& h = msg.header;
   if (h.command() == pb::CMD_DECLARE) {
-    Status s = declare(h.key(), msg);
+    Status s = declare(h.key(), local_rank, msg);
     out->push_back(s.ok() ? ack(peer, h) : errorReply(peer, h, s.message()));
     return;
   }
@@ -60,7 +62,7 @@ void ParamStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, s
   std::string where = "table '" + t.name + "' round " + std::to_string(h.round());
   switch (h.command()) {
     case pb::CMD_PUSH_ROWS: {
-      Status s = push(t, worker, msg);
+      Status s = push(t, worker, local_rank, msg);
       if (!s.ok()) {
         out->push_back(errorReply(peer, h, s.withContext(where).message()));
         return;
@@ -85,7 +87,7 @@ void ParamStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, s
                    return q.peer == peer && q.header.request_id() == h.request_id();
                  })) {
         // a resend of a pull that is already waiting
-      } else if (t.parked.size() >= static_cast<size_t>(num_workers_) * (kMaxRoundsAhead + 2) * 2) {
+      } else if (t.parked.size() >= static_cast<size_t>(pushers(t)) * (kMaxRoundsAhead + 2) * 2) {
         out->push_back(errorReply(peer, h, where + ": too many requests waiting"));
       } else {
         t.parked.push_back(Table::Parked{peer, h, std::move(keys)});
@@ -110,11 +112,18 @@ void ParamStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, s
   }
 }
 
-Status ParamStore::declare(uint64_t key, const wire::DataMessage& msg) {
+Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMessage& msg) {
   const auto& h = msg.header;
   const auto& o = h.optimizer();
   if (msg.dtype != DType::kFloat32) return InvalidArgument("tables hold float32 rows");
   if (h.row_dim() == 0 || h.row_dim() > 65536) return InvalidArgument("row_dim must be in [1, 65536]");
+  const uint32_t local_size = std::max<uint32_t>(h.local_size(), 1);  // 0: a worker without local ranks
+  if (local_size > static_cast<uint32_t>(kMaxLocalSize))
+    return InvalidArgument("local_size " + std::to_string(local_size) + " is out of range (1 to " +
+                           std::to_string(kMaxLocalSize) + ")");
+  if (local_rank >= local_size)
+    return InvalidArgument("this connection's HELLO gave local rank " + std::to_string(local_rank) +
+                           ", outside the DECLARE's local size " + std::to_string(local_size));
   if (o.kind() > static_cast<uint32_t>(kernels::OptimizerKind::kAdagrad))
     return InvalidArgument("optimizer kind " + std::to_string(o.kind()) + " is unknown");
   if (!(o.lr() > 0) || !(o.init_scale() >= 0) || !(o.eps() >= 0))
@@ -127,6 +136,10 @@ Status ParamStore::declare(uint64_t key, const wire::DataMessage& msg) {
       return InvalidArgument("table key " + std::to_string(key) + " was declared as '" + t.name + "' (dim " +
                              std::to_string(t.dim) + ") but this worker declares '" + h.name() + "' (dim " +
                              std::to_string(h.row_dim()) + ") or another optimizer/async setting");
+    if (t.local_size != local_size)
+      return InvalidArgument("table '" + t.name + "' was declared by nodes of " + std::to_string(t.local_size) +
+                             " local ranks but this worker has " + std::to_string(local_size) +
+                             "; every worker node needs the same ZPS_LOCAL_SIZE");
     return Status::OK();
   }
   ZPS_RETURN_IF_ERROR(memory_.take(kTableOverhead, "table '" + h.name() + "'"));
@@ -143,6 +156,7 @@ Status ParamStore::declare(uint64_t key, const wire::DataMessage& msg) {
   t.init_scale = o.init_scale();
   t.init_seed = o.init_seed();
   t.async = h.async();
+  t.local_size = local_size;
   t.state_floats = kernels::optimizerStateFloats(t.optimizer.kind);
   if (h.restore_step() > 0) {
     Status restored = restore(key, t, h.restore_step());
@@ -191,10 +205,13 @@ void ParamStore::applyRow(Table& t, uint64_t key, const float* grad) {
                           t.state.data() + size_t{slot} * t.state_floats * t.dim, grad, t.dim, ++t.steps[slot]);
 }
 
-Status ParamStore::push(Table& t, int worker, const wire::DataMessage& msg) {
+Status ParamStore::push(Table& t, int worker, uint32_t local_rank, const wire::DataMessage& msg) {
   const auto& h = msg.header;
   if (h.row_dim() != t.dim)
     return InvalidArgument("row_dim " + std::to_string(h.row_dim()) + " != the table's " + std::to_string(t.dim));
+  if (local_rank >= t.local_size)
+    return InvalidArgument("local rank " + std::to_string(local_rank) + " is outside the table's local size " +
+                           std::to_string(t.local_size));
   size_t n = h.num_elements();
   // Rows are created when pushed, not when the round is applied, so that a push the server cannot hold
   // is refused before it is acknowledged. Initial values depend only on (seed, key): creating a row
@@ -215,9 +232,11 @@ Status ParamStore::push(Table& t, int worker, const wire::DataMessage& msg) {
   if (h.round() <= t.completed) return Status::OK();  // a resend of a push already applied
   if (h.round() > t.completed + kMaxRoundsAhead)
     return FailedPrecondition("push is too far ahead: last applied round is " + std::to_string(t.completed));
+  // Exactly once per (worker, local rank, round): each local rank pushes its own rows.
+  const size_t pusher = static_cast<size_t>(worker) * t.local_size + local_rank;
   auto& r = t.open[h.round()];
-  if (r.pushed.empty()) r.pushed.assign(num_workers_, false);
-  if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not applied twice
+  if (r.pushed.empty()) r.pushed.assign(static_cast<size_t>(pushers(t)), false);
+  if (r.pushed[pusher]) return Status::OK();  // a duplicate: acknowledged, not applied twice
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(row.data(), msg.payload.data() + i * t.dim * sizeof(float), t.dim * sizeof(float));
     auto [it, fresh] = r.grads.try_emplace(msg.keyAt(i));
@@ -227,7 +246,7 @@ Status ParamStore::push(Table& t, int worker, const wire::DataMessage& msg) {
       for (uint32_t j = 0; j < t.dim; ++j) it->second[j] += row[j];
     }
   }
-  r.pushed[worker] = true;
+  r.pushed[pusher] = true;
   ++r.count;
   return Status::OK();
 }
@@ -235,7 +254,7 @@ Status ParamStore::push(Table& t, int worker, const wire::DataMessage& msg) {
 void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out) {
   for (;;) {
     auto it = t.open.find(t.completed + 1);
-    if (it == t.open.end() || it->second.count < num_workers_) break;
+    if (it == t.open.end() || it->second.count < pushers(t)) break;
     // Apply in key order so every run (and every restart) updates rows identically.
     std::vector<const std::pair<const uint64_t, std::vector<float>>*> ordered;
     ordered.reserve(it->second.grads.size());

@@ -7,7 +7,9 @@
 // worker are summed per row, then applied once; a pull for round r waits until round r-1 is applied, so
 // every worker reads the same rows. Asynchronous tables apply each push at once and serve pulls at once.
 // Workers push to every server every round (an empty push when none of their rows live there), so each
-// server can count its rounds.
+// server can count its rounds. With several processes per worker node (ZPS_LOCAL_SIZE, carried by the
+// DECLARE) every local rank is a table client of its own: sparse rows gain nothing from an on-node
+// reduction, so a round waits for one push per (worker, local rank).
 #pragma once
 
 #include <cstdint>
@@ -43,8 +45,9 @@ class ParamStore {
       : num_workers_(num_workers), server_rank_(server_rank), checkpoint_dir_(std::move(checkpoint_dir)),
         engine_(engine), memory_(budget) {}
 
-  // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from `worker`.
-  void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
+  // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from local rank `local_rank` (its HELLO's)
+  // of `worker`.
+  void handle(PeerId peer, int worker, uint32_t local_rank, const wire::DataMessage& msg, std::vector<Outgoing>* out);
   ParamCounters counters() const;
   // Writes every synchronous table as of its last applied round (the final checkpoint on SIGTERM).
   void checkpointAll();
@@ -57,6 +60,7 @@ class ParamStore {
     float init_scale = 0;
     uint64_t init_seed = 0;
     bool async = false;
+    uint32_t local_size = 1;  // processes per worker node: a sync round has num_workers x local_size pushers
     size_t state_floats = 0;  // optimizer state per parameter
     std::unordered_map<uint64_t, uint32_t> index;  // key -> row slot
     std::vector<uint64_t> keys;                    // slot -> key
@@ -66,7 +70,7 @@ class ParamStore {
     uint64_t completed = 0;                        // last applied round (sync)
     struct Round {
       std::unordered_map<uint64_t, std::vector<float>> grads;
-      std::vector<bool> pushed;
+      std::vector<bool> pushed;  // by pusher: worker x local_size + local rank
       int count = 0;
     };
     std::map<uint64_t, Round> open;
@@ -78,8 +82,9 @@ class ParamStore {
     std::vector<Parked> parked;
   };
 
-  Status declare(uint64_t key, const wire::DataMessage& msg);
-  Status push(Table& t, int worker, const wire::DataMessage& msg);
+  Status declare(uint64_t key, uint32_t local_rank, const wire::DataMessage& msg);
+  Status push(Table& t, int worker, uint32_t local_rank, const wire::DataMessage& msg);
+  int pushers(const Table& t) const { return num_workers_ * static_cast<int>(t.local_size); }
   void pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const std::vector<uint64_t>& keys,
                std::vector<Outgoing>* out);
   void applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out);

@@ -36,6 +36,7 @@ struct EngineTask {
   int worker;
   wire::DataMessage msg;
   bool reset = false;  // ZPS_RECOVERY: drop every key and table (a new generation starts over)
+  uint32_t local_rank = 0;  // from the worker's HELLO: tables count pushes per (worker, local rank)
 };
 
 // One summation thread and the keys it owns. The inline engine has no thread: the dispatcher runs
@@ -72,7 +73,7 @@ class Engine {
     bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
                  h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
     if (param) {
-      params_->handle(task.peer, task.worker, task.msg, &out_);
+      params_->handle(task.peer, task.worker, task.local_rank, task.msg, &out_);
     } else {
       store_->handle(task.peer, task.worker, task.msg, &out_);
     }
@@ -337,7 +338,7 @@ class Server {
     // bits, so mix them before picking an engine.
     uint64_t mixed = (h.key() ^ (h.key() >> 24)) * 0x9E3779B97F4A7C15ull;
     size_t engine = (mixed >> 32) % engines_.size();
-    engines_[engine]->submit(EngineTask{msg.peer, it->second, std::move(*data)});
+    engines_[engine]->submit(EngineTask{msg.peer, it->second, std::move(*data), false, local_rank_of_peer_[msg.peer]});
   }
 
   // ZPS_RECOVERY: a node was lost. Everything of the old generation goes: the workers' connections

@@ -123,7 +123,7 @@ bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
   opt->set_eps(1e-8f);
   opt->set_initial_accumulator(0.1f);
   opt->set_init_scale(0.01f);
-  store.handle(/*peer=*/1, /*worker=*/0, declare, &out);
+  store.handle(/*peer=*/1, /*worker=*/0, /*local_rank=*/0, declare, &out);
   ZPS_FUZZ_CHECK(out.size() == 1);
   if (out[0].header.command() != pb::CMD_REPLY) {
     ZPS_FUZZ_CHECK(out[0].header.command() == pb::CMD_ERROR);
@@ -139,7 +139,7 @@ bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
   pull.header.set_num_elements(n);
   pull.keys = copyBlob(keys.data(), n * sizeof(uint64_t));
   out.clear();
-  store.handle(1, 0, pull, &out);
+  store.handle(1, 0, 0, pull, &out);
   ZPS_FUZZ_CHECK(out.size() == 1 && out[0].header.command() == pb::CMD_REPLY);
   ZPS_FUZZ_CHECK(out[0].payload.size() == n * shape.dim * sizeof(float));
 
@@ -149,7 +149,7 @@ bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
   push.keys = pull.keys;
   push.payload = copyBlob(grads.data(), grads.size() * sizeof(float));
   out.clear();
-  store.handle(1, 0, push, &out);
+  store.handle(1, 0, 0, push, &out);
   ZPS_FUZZ_CHECK(!out.empty() && out[0].header.command() == pb::CMD_REPLY);
   ZPS_FUZZ_CHECK(store.counters().table_rows >= 1);
   return true;

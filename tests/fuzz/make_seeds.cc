@@ -307,20 +307,20 @@ void checkpointSeeds() {
     m.header.mutable_optimizer()->set_kind(kind);
     m.header.mutable_optimizer()->set_lr(0.1f);
     m.header.mutable_optimizer()->set_init_scale(0.1f);
-    store.handle(1, 0, m, &out);
+    store.handle(1, 0, 0, m, &out);
     const uint64_t keys[] = {11, 3, 11000000000ull};
     const float grads[] = {1, 2, 3, 4, 5, 6};
     m.header.set_command(pb::CMD_PUSH_ROWS);
     m.header.set_num_elements(3);
     m.keys = Blob::copyOf(keys, sizeof(keys));
     m.payload = Blob::copyOf(grads, sizeof(grads));
-    store.handle(1, 0, m, &out);
+    store.handle(1, 0, 0, m, &out);
     m.header.set_command(pb::CMD_CHECKPOINT);
     m.header.set_round(kStep);
     m.header.set_num_elements(0);
     m.keys = Blob();
     m.payload = Blob();
-    store.handle(1, 0, m, &out);
+    store.handle(1, 0, 0, m, &out);
     for (const auto& o : out) {
       if (o.header.command() != pb::CMD_REPLY) {
         std::fprintf(stderr, "param store refused a seed step: %s\n", o.header.error().c_str());

@@ -91,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     out.clear();
     const PeerId peer = 100 + worker;
     if (fuzz::toParamStore(m->header)) {
-      params.handle(peer, worker, *m, &out);
+      params.handle(peer, worker, 0, *m, &out);
     } else {
       sums.handle(peer, worker, *m, &out);
     }

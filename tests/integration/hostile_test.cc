@@ -271,6 +271,7 @@ TEST_CASE("a server at its memory cap refuses new keys and rows and keeps servin
     table.set_name("rows");
     table.set_row_dim(64);
     table.set_async(true);
+    table.set_local_size(8);  // this client said HELLO as local rank 7: of a node of 8 at least
     table.mutable_optimizer()->set_lr(0.1f);
     r = ask(table);
     CHECK(r.command() == pb::CMD_REPLY);

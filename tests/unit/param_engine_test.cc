@@ -61,7 +61,7 @@ std::vector<float> train(kernels::Reducer* engine) {
   o->set_eps(1e-8f);
   o->set_init_scale(0.5f);
   o->set_init_seed(3);
-  for (int w = 0; w < kWorkers; ++w) store.handle(w, w, declare, &out);
+  for (int w = 0; w < kWorkers; ++w) store.handle(w, w, 0, declare, &out);
   for (uint64_t round = 1; round <= 3; ++round) {
     for (int w = 0; w < kWorkers; ++w) {
       std::vector<uint64_t> keys = {10 + round, 20, 30 + static_cast<uint64_t>(w)};
@@ -69,11 +69,11 @@ std::vector<float> train(kernels::Reducer* engine) {
       for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i + round * 7 + w);
       auto push = message(pb::CMD_PUSH_ROWS, round, keys);
       push.payload = Blob::copyOf(grads.data(), grads.size() * sizeof(float));
-      store.handle(w, w, push, &out);
+      store.handle(w, w, 0, push, &out);
     }
   }
   out.clear();
-  store.handle(0, 0, message(pb::CMD_PULL_ROWS, 4, {11, 12, 13, 20, 30, 31}), &out);
+  store.handle(0, 0, 0, message(pb::CMD_PULL_ROWS, 4, {11, 12, 13, 20, 30, 31}), &out);
   REQUIRE(out.size() == 1);
   REQUIRE(out[0].header.command() == pb::CMD_REPLY);
   std::vector<float> rows(out[0].payload.size() / sizeof(float));
@@ -94,6 +94,62 @@ TEST_CASE("param engine: rows are identical with no engine, the CPU engine, or a
   CHECK(train(&failing) == plain);
   // One batch per round, holding that round's distinct rows: {1r, 20, 30, 31}.
   CHECK(failing.batches == std::vector<size_t>{4, 4, 4});
+}
+
+// Several local ranks per worker node: each (worker, local rank) is a table client of its own. A round
+// of a table declared with local size 2 waits for all 2 x 2 pushes, counts a resend once, and the
+// server refuses a local rank outside the declared size and a worker that declares another size.
+TEST_CASE("param store: with local size 2 a sync round waits for every (worker, local rank) and counts each once") {
+  constexpr uint32_t kLocal = 2;
+  ParamStore store(kWorkers, 0, "");
+  std::vector<Outgoing> out;
+  auto declare = message(pb::CMD_DECLARE, 0, {});
+  declare.header.set_mode(pb::MODE_PARAM);
+  declare.header.set_name("emb");
+  declare.header.set_local_size(kLocal);
+  declare.header.mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
+  declare.header.mutable_optimizer()->set_lr(1.0f);  // init_scale 0: rows start at 0, end at -(sum of grads)
+  auto peerOf = [](int worker, uint32_t local_rank) { return static_cast<PeerId>(worker * kLocal + local_rank + 1); };
+  auto lastCommand = [&] { return out.back().header.command(); };
+  for (int w = 0; w < kWorkers; ++w) {
+    for (uint32_t l = 0; l < kLocal; ++l) {
+      store.handle(peerOf(w, l), w, l, declare, &out);
+      REQUIRE(lastCommand() == pb::CMD_REPLY);
+    }
+  }
+  store.handle(9, 1, kLocal, declare, &out);
+  CHECK(lastCommand() == pb::CMD_ERROR);
+  CHECK(out.back().header.error().find("outside the DECLARE's local size 2") != std::string::npos);
+  auto single = declare;
+  single.header.set_local_size(1);
+  store.handle(peerOf(0, 0), 0, 0, single, &out);
+  CHECK(lastCommand() == pb::CMD_ERROR);
+  CHECK(out.back().header.error().find("the same ZPS_LOCAL_SIZE") != std::string::npos);
+
+  auto pushOf = [&](int worker, uint32_t local_rank, float grad) {
+    auto push = message(pb::CMD_PUSH_ROWS, 1, {20});
+    std::vector<float> grads(kDim, grad);
+    push.payload = Blob::copyOf(grads.data(), grads.size() * sizeof(float));
+    store.handle(peerOf(worker, local_rank), worker, local_rank, push, &out);
+  };
+  out.clear();
+  pushOf(0, 0, 1);
+  pushOf(0, 1, 2);
+  pushOf(0, 1, 2);  // a resend: acknowledged, not counted again
+  pushOf(1, 0, 4);
+  pushOf(1, kLocal, 16);
+  CHECK(lastCommand() == pb::CMD_ERROR);
+  CHECK(out.back().header.error().find("outside the table's local size 2") != std::string::npos);
+  out.clear();
+  store.handle(peerOf(0, 0), 0, 0, message(pb::CMD_PULL_ROWS, 2, {20}), &out);
+  CHECK(out.empty());  // parked: round 1 still lacks worker 1's local rank 1
+  pushOf(1, 1, 8);
+  REQUIRE(out.size() == 2);  // the push's ack, then the parked pull
+  REQUIRE(out[1].header.command() == pb::CMD_REPLY);
+  std::vector<float> row(kDim);
+  REQUIRE(out[1].payload.size() == kDim * sizeof(float));
+  std::memcpy(row.data(), out[1].payload.data(), out[1].payload.size());
+  CHECK(row == std::vector<float>(kDim, -15.0f));  // 1 + 2 + 4 + 8, each pusher once
 }
 
 }  // namespace

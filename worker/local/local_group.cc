@@ -19,7 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kMagic = 0x7a70736c6f63616cull;  // "zpslocal"
-constexpr int kMaxLocalSize = 1024;
 constexpr size_t kTextBytes = 512;
 constexpr size_t kBookBytes = size_t{1} << 20;
 constexpr size_t kNcclIdBytes = 256;  // NCCL_UNIQUE_ID_BYTES is 128
