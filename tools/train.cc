@@ -7,16 +7,17 @@
 // the servers (param mode): a worker pulls the rows its batch uses and pushes their gradients, and the
 // servers apply the table optimizer once per round.
 //
-// Several processes per worker node (ZPS_LOCAL_SIZE = L > 1, dense models only: param-mode tables refuse
-// it): W counts processes, W = workers x L, and the process of local rank l on worker r is process r*L+l;
-// the node's local reduction sums its processes' gradients before they reach the servers.
+// Several processes per worker node (ZPS_LOCAL_SIZE = L > 1): W counts processes, W = workers x L, and
+// the process of local rank l on worker r is process r*L+l; the node's local reduction sums its
+// processes' dense gradients before they reach the servers, while each process pulls and pushes its own
+// embedding rows (the servers' table rounds count every process).
 //
 // Asynchronous (ZPS_ENABLE_ASYNC=1): the dense weights live in an async tensor on the servers (a running
 // sum: worker 0 pushes the initial weights, then every worker pushes its own weight deltas), tables apply
 // each push at once, and no worker waits for another.
 //
 // Checkpoints (ZPS_CHECKPOINT_DIR, synchronous runs): after every epoch, and every ZPS_CHECKPOINT_EVERY
-// steps, worker 0 has the servers write their table shards as of that step, then writes the dense model
+// steps, process 0 (worker 0, local rank 0) has the servers write their table shards as of that step, then writes the dense model
 // (dense-step-<s>.ckpt) and finally the pointer file `latest`. A restarted job resumes from `latest`, and so
 // does a running one that lost a node (ZPS_RECOVERY): once the replacement is in, every worker rolls
 // back to `latest` (to the start without a checkpoint) and redoes the steps since.

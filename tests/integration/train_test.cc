@@ -2,6 +2,7 @@
 // CTR against the generator's Bayes-optimal AUC, async, checkpoint/restart and bad input.
 #include <signal.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -80,16 +81,22 @@ double maxRelativeDifference(const std::vector<float>& a, const std::vector<floa
   return diff / scale;
 }
 
-// local_size 2: the two processes on batch b are the local ranks of one worker node.
+// local_size 2: the two processes on batch b are the local ranks of one worker node. `extra`: more
+// train arguments for both jobs; `metric` (non-empty): both jobs' final test metric must agree too.
 void checkEquivalence(const std::string& model, const std::string& data, const std::string& epochs,
-                      int local_size = 1) {
-  std::string one, two;
+                      int local_size = 1, const std::vector<std::string>& extra = {},
+                      const std::string& metric = "") {
+  std::string one, two, one_log, two_log;
+  auto withExtra = [&](std::vector<std::string> args) {
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
   {
     Cluster c(1, 1);
     // Outside the cluster folder, which is removed with the cluster.
     one = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-one-" + model + "-" + std::to_string(getpid());
-    trainJob(c, 1, 1, {"--model", model, "--data", data, "--epochs", epochs, "--batch_size", "32",
-                       "--weights_out", one});
+    one_log = trainJob(c, 1, 1, withExtra({"--model", model, "--data", data, "--epochs", epochs, "--batch_size", "32",
+                                           "--weights_out", one}));
   }
   {
     const int workers = 2 / local_size;
@@ -99,8 +106,8 @@ void checkEquivalence(const std::string& model, const std::string& data, const s
       c.setEnv("ZPS_PARTITION_BYTES", "8192");  // every local rank owns pieces
     }
     two = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-two-" + model + "-" + std::to_string(getpid());
-    std::string log = trainJob(c, 2, workers, {"--model", model, "--data", data, "--epochs", epochs, "--batch_size",
-                                               "16", "--weights_out", two}, 240s, local_size);
+    two_log = trainJob(c, 2, workers, withExtra({"--model", model, "--data", data, "--epochs", epochs, "--batch_size",
+                                                 "16", "--weights_out", two}), 240s, local_size);
   }
   auto a = readWeights(one), b = readWeights(two);
   std::remove(one.c_str());
@@ -109,6 +116,12 @@ void checkEquivalence(const std::string& model, const std::string& data, const s
   std::printf("equivalence %s on %s (local size %d): %zu weights, max relative difference %.3g\n", model.c_str(),
               data.c_str(), local_size, a.size(), rel);
   CHECK(rel <= 1e-4);
+  if (!metric.empty()) {
+    const double m1 = finalMetric(one_log, metric), m2 = finalMetric(two_log, metric);
+    std::printf("equivalence %s on %s (local size %d): test %s %.6f vs %.6f\n", model.c_str(), data.c_str(),
+                local_size, metric.c_str(), m1, m2);
+    CHECK(std::fabs(m1 - m2) <= 1e-4);
+  }
 }
 
 }  // namespace
@@ -123,6 +136,12 @@ TEST_CASE("train: 2 workers on batch b end with the weights of 1 worker on batch
 
 TEST_CASE("train: 1 node of 2 local ranks on batch b ends with the weights of 1 worker on batch 2b (mlp)") {
   checkEquivalence("mlp", "digits", "3", 2);
+}
+
+// The embedding rows live on the servers: every local rank pulls and pushes its own rows, and a round
+// sums both local ranks' row gradients (in another association than one worker's sum: rounding only).
+TEST_CASE("train: 1 node of 2 local ranks on batch b ends with the weights of 1 worker on batch 2b (ctr)") {
+  checkEquivalence("ctr", "synthetic-ctr", "2", 2, {"--synthetic_rows", "20000", "--hidden", "32"}, "auc");
 }
 
 TEST_CASE("train: every synchronous worker ends with bit-identical weights") {
@@ -212,6 +231,30 @@ TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, serve
     CHECK(bytes == (pulled + pushed) * (8 + 8 * 4));
     CHECK(held > 0);
   }
+}
+
+// 2 servers x 2 nodes x 2 local ranks on batch b against 2 x 2 on batch 2b (the same global batch):
+// the tables' rounds count all 4 processes, and the model is as good.
+TEST_CASE("train: CTR on 2 nodes x 2 local ranks reaches the AUC of 2 workers within 0.005") {
+  const std::vector<std::string> args = {"--model", "ctr", "--data", "synthetic-ctr", "--epochs", "3", "--optimizer",
+                                         "adam", "--lr", "0.001", "--hidden", "64,32", "--table_lr", "0.1"};
+  auto withBatch = [&](const std::string& batch) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--batch_size", batch});
+    return a;
+  };
+  double workers_auc = 0, local_auc = 0;
+  {
+    Cluster c(2, 2);
+    workers_auc = finalMetric(trainJob(c, 2, 2, withBatch("256")), "auc");
+  }
+  {
+    Cluster c(2, 2);
+    c.setEnv("ZPS_LOCAL_SIZE", "2");
+    local_auc = finalMetric(trainJob(c, 2, 2, withBatch("128"), 240s, 2), "auc");
+  }
+  std::printf("ctr: test AUC %.4f on 2 workers, %.4f on 2 nodes x 2 local ranks\n", workers_auc, local_auc);
+  CHECK(std::fabs(local_auc - workers_auc) <= 0.005);
 }
 
 TEST_CASE("train: async digits converges to test accuracy >= 0.93") {
@@ -380,7 +423,7 @@ void checkRecovery(const std::vector<std::string>& args, const std::string& metr
       CHECK(recovered.killed_peer_code != 0);
       CHECK(contains(recovered.scheduler_log, "exited before the job ended"));
     }
-    if (kill == "server 1" && local_size == 1)
+    if (kill == "server 1" && std::find(args.begin(), args.end(), "ctr") != args.end())
       CHECK(contains(recovered.replacement_log, "restored table 'train/embedding'"));
     double rel = maxRelativeDifference(undisturbed.weights, recovered.weights);
     std::printf("recovery after %s of %s (local size %d): %s %.4f undisturbed, %.4f recovered; max relative weight "
@@ -408,6 +451,14 @@ TEST_CASE("train: recovery: a worker SIGKILLed mid-training is replaced, catches
 TEST_CASE("train: recovery with 2 local ranks per node: a server SIGKILLed mid-training is replaced and the job ends like an undisturbed one") {
   checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "server 1",
                 {SIGKILL}, 2);
+}
+
+// Every local rank declares the table again with the checkpoint's step; the replaced server restores
+// its shard once, and the rounds count all 4 processes again.
+TEST_CASE("train: recovery with 2 local ranks per node: a server SIGKILLed mid-training is replaced, reloads its table shard, and the ctr job ends like an undisturbed one") {
+  checkRecovery({"--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "20000", "--epochs", "4",
+                 "--batch_size", "32", "--optimizer", "adam", "--lr", "0.001", "--hidden", "32"},
+                "auc", "server 1", {SIGKILL}, 2);
 }
 
 TEST_CASE("train: recovery with 2 local ranks per node: a worker node that loses a process is replaced and the job ends like an undisturbed one") {
