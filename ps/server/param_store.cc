@@ -235,17 +235,15 @@ Status ParamStore::push(Table& t, int worker, uint32_t local_rank, const wire::D
   // Exactly once per (worker, local rank, round): each local rank pushes its own rows.
   const size_t pusher = static_cast<size_t>(worker) * t.local_size + local_rank;
   auto& r = t.open[h.round()];
-  if (r.pushed.empty()) r.pushed.assign(static_cast<size_t>(pushers(t)), false);
-  if (r.pushed[pusher]) return Status::OK();  // a duplicate: acknowledged, not applied twice
-  for (size_t i = 0; i < n; ++i) {
-    std::memcpy(row.data(), msg.payload.data() + i * t.dim * sizeof(float), t.dim * sizeof(float));
-    auto [it, fresh] = r.grads.try_emplace(msg.keyAt(i));
-    if (fresh) {
-      it->second = row;
-    } else {
-      for (uint32_t j = 0; j < t.dim; ++j) it->second[j] += row[j];
-    }
+  if (r.pushed.empty()) {
+    r.pushed.assign(static_cast<size_t>(pushers(t)), false);
+    r.by_pusher.resize(static_cast<size_t>(pushers(t)));
   }
+  if (r.pushed[pusher]) return Status::OK();  // a duplicate: acknowledged, not applied twice
+  auto& mine = r.by_pusher[pusher];
+  mine.keys = keysOf(msg);
+  mine.grads.resize(n * t.dim);
+  if (n > 0) std::memcpy(mine.grads.data(), msg.payload.data(), n * t.dim * sizeof(float));
   r.pushed[pusher] = true;
   ++r.count;
   return Status::OK();
@@ -255,10 +253,24 @@ void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out)
   for (;;) {
     auto it = t.open.find(t.completed + 1);
     if (it == t.open.end() || it->second.count < pushers(t)) break;
+    // Sum in pusher order, whatever order the pushes arrived in: float sums of more than two pushers
+    // depend on their order, and a rerun (or a recovery's redo) must round identically.
+    std::unordered_map<uint64_t, std::vector<float>> sums;
+    for (const auto& p : it->second.by_pusher) {
+      for (size_t i = 0; i < p.keys.size(); ++i) {
+        const float* row = p.grads.data() + i * t.dim;
+        auto [entry, fresh] = sums.try_emplace(p.keys[i]);
+        if (fresh) {
+          entry->second.assign(row, row + t.dim);
+        } else {
+          for (uint32_t j = 0; j < t.dim; ++j) entry->second[j] += row[j];
+        }
+      }
+    }
     // Apply in key order so every run (and every restart) updates rows identically.
     std::vector<const std::pair<const uint64_t, std::vector<float>>*> ordered;
-    ordered.reserve(it->second.grads.size());
-    for (const auto& entry : it->second.grads) ordered.push_back(&entry);
+    ordered.reserve(sums.size());
+    for (const auto& entry : sums) ordered.push_back(&entry);
     std::sort(ordered.begin(), ordered.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
     // One batch per round, so an engine on the GPU updates all of its rows in one pass.
     std::vector<uint32_t> slots;

@@ -69,8 +69,12 @@ class ParamStore {
     std::vector<uint64_t> steps;                   // slot -> updates applied (Adam's bias correction)
     uint64_t completed = 0;                        // last applied round (sync)
     struct Round {
-      std::unordered_map<uint64_t, std::vector<float>> grads;
-      std::vector<bool> pushed;  // by pusher: worker x local_size + local rank
+      struct Push {
+        std::vector<uint64_t> keys;
+        std::vector<float> grads;  // keys.size() x dim
+      };
+      std::vector<Push> by_pusher;  // by pusher (worker x local_size + local rank), summed in that order
+      std::vector<bool> pushed;
       int count = 0;
     };
     std::map<uint64_t, Round> open;

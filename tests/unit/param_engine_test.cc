@@ -97,8 +97,9 @@ TEST_CASE("param engine: rows are identical with no engine, the CPU engine, or a
 }
 
 // Several local ranks per worker node: each (worker, local rank) is a table client of its own. A round
-// of a table declared with local size 2 waits for all 2 x 2 pushes, counts a resend once, and the
-// server refuses a local rank outside the declared size and a worker that declares another size.
+// of a table declared with local size 2 waits for all 2 x 2 pushes, counts a resend once, sums them in
+// pusher order whatever their arrival order, and the server refuses a local rank outside the declared
+// size and a worker that declares another size.
 TEST_CASE("param store: with local size 2 a sync round waits for every (worker, local rank) and counts each once") {
   constexpr uint32_t kLocal = 2;
   ParamStore store(kWorkers, 0, "");
@@ -133,23 +134,25 @@ TEST_CASE("param store: with local size 2 a sync round waits for every (worker, 
     store.handle(peerOf(worker, local_rank), worker, local_rank, push, &out);
   };
   out.clear();
-  pushOf(0, 0, 1);
-  pushOf(0, 1, 2);
-  pushOf(0, 1, 2);  // a resend: acknowledged, not counted again
-  pushOf(1, 0, 4);
+  // In pusher order the float sum is ((1e8 + 1) - 1e8) + 1 = 1 (1e8 + 1 rounds to 1e8); in arrival
+  // order it would be ((-1e8 + 1e8) + 1) + 1 = 2.
+  pushOf(1, 0, -1e8f);
+  pushOf(0, 0, 1e8f);
+  pushOf(0, 1, 1);
+  pushOf(0, 1, 1);  // a resend: acknowledged, not counted again
   pushOf(1, kLocal, 16);
   CHECK(lastCommand() == pb::CMD_ERROR);
   CHECK(out.back().header.error().find("outside the table's local size 2") != std::string::npos);
   out.clear();
   store.handle(peerOf(0, 0), 0, 0, message(pb::CMD_PULL_ROWS, 2, {20}), &out);
   CHECK(out.empty());  // parked: round 1 still lacks worker 1's local rank 1
-  pushOf(1, 1, 8);
+  pushOf(1, 1, 1);
   REQUIRE(out.size() == 2);  // the push's ack, then the parked pull
   REQUIRE(out[1].header.command() == pb::CMD_REPLY);
   std::vector<float> row(kDim);
   REQUIRE(out[1].payload.size() == kDim * sizeof(float));
   std::memcpy(row.data(), out[1].payload.data(), out[1].payload.size());
-  CHECK(row == std::vector<float>(kDim, -15.0f));  // 1 + 2 + 4 + 8, each pusher once
+  CHECK(row == std::vector<float>(kDim, -1.0f));
 }
 
 }  // namespace
