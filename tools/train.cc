@@ -17,10 +17,11 @@
 // each push at once, and no worker waits for another.
 //
 // Checkpoints (ZPS_CHECKPOINT_DIR, synchronous runs): after every epoch, and every ZPS_CHECKPOINT_EVERY
-// steps, process 0 (worker 0, local rank 0) has the servers write their table shards as of that step, then writes the dense model
-// (dense-step-<s>.ckpt) and finally the pointer file `latest`. A restarted job resumes from `latest`, and so
-// does a running one that lost a node (ZPS_RECOVERY): once the replacement is in, every worker rolls
-// back to `latest` (to the start without a checkpoint) and redoes the steps since.
+// steps, process 0 (worker 0, local rank 0) has the servers write their table shards as of that step,
+// then writes the dense model (dense-step-<s>.ckpt) and finally the pointer file `latest`. A restarted
+// job resumes from `latest`, and so does a running one that lost a node (ZPS_RECOVERY): once the
+// replacement is in, every worker rolls back to `latest` (to the start without a checkpoint) and redoes
+// the steps since.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
