@@ -106,6 +106,38 @@ TEST_CASE("local reduction: several user threads per local rank get exact sums w
   CHECK(entries(shm).empty());
 }
 
+TEST_CASE("local reduction: local ranks that issue different operations all fail at once naming both") {
+  // Local rank 0 push-pulls tensors 0 and 1 each round, local rank 1 only tensor 0: the node's
+  // second local operation is tensor 1 on rank 0 and tensor 0 (of round 2) on rank 1. Rank 1 must
+  // say so within ZPS_REQUEST_TIMEOUT and end the group, so that rank 0 fails too instead of
+  // waiting in its collective.
+  Cluster c(1, 1);
+  const std::string shm = twoLocalRanks(c);
+  c.setEnv("ZPS_REQUEST_TIMEOUT", "2");
+  c.startScheduler();
+  c.startServer();
+  const std::vector<std::string> common = {"check", "--rounds", "3", "--dtypes", "float32"};
+  std::vector<std::string> two_tensors = common, one_tensor = common;
+  two_tensors.insert(two_tensors.end(), {"--sizes", "4K,8K"});
+  one_tensor.insert(one_tensor.end(), {"--sizes", "4K"});
+  const int root = c.startWorker(0, two_tensors, {{"ZPS_LOCAL_RANK", "0"}});
+  const int peer = c.startWorker(0, one_tensor, {{"ZPS_LOCAL_RANK", "1"}});
+  const std::string divergence =
+      "local rank 0 runs CMD_PUSH_PULL of tensor 1 as the node's local operation 2, but no thread of local "
+      "rank 1 issued it within 2 s (this one waits to run CMD_PUSH_PULL of tensor 0)";
+  // Every process ends non-zero, well before the 10-minute staging deadline rank 0 waits under.
+  const std::vector<int> codes = c.waitAll(30s);
+  for (int p = 0; p < static_cast<int>(codes.size()); ++p) {
+    INFO(c.logTail(p));
+    CHECK(codes[p] != 0);
+  }
+  INFO(c.logTail(peer));
+  CHECK(contains(c.log(peer), divergence));
+  INFO(c.logTail(root));
+  CHECK(contains(c.log(root), "local group aborted: " + divergence));
+  CHECK(entries(shm).empty());
+}
+
 TEST_CASE("local reduction: a crashed local rank leaves no segments and its peer fails clearly") {
   Cluster c(1, 1);
   const std::string shm = twoLocalRanks(c);

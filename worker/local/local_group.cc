@@ -381,9 +381,7 @@ Status LocalGroup::waitFor(const std::function<bool()>& done, const std::string&
       next_health = now + kHealthInterval;
     }
     if (kind != Wait::kWhileRootLives && now - start > timeout) {
-      return DeadlineExceeded(what + ": not done after " +
-                              std::to_string(std::chrono::duration<double>(timeout).count()) +
-                              " s");
+      return DeadlineExceeded(what + ": not done after " + secondsText(timeout) + " s");
     }
     // Spin briefly (collectives of small tensors finish in microseconds), then sleep.
     if (spins < 1000)
@@ -463,8 +461,7 @@ Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::mil
       return FailedPrecondition(
           "local rank 0 runs " + std::string(root_what) + " as the node's local operation " +
           std::to_string(next_turn_) + ", but no thread of local rank " + std::to_string(rank_) +
-          " issued it within " + std::to_string(std::chrono::duration<double>(timeout).count()) +
-          " s (this one waits to run " + what +
+          " issued it within " + secondsText(timeout) + " s (this one waits to run " + what +
           "): every local rank must issue the same push/pull/pushPull/barrier calls");
     }
     shared(control_->turns_taken[rank_]).store(next_turn_, std::memory_order_release);
