@@ -1156,8 +1156,18 @@ StatusOr<Handle> Worker::Impl::reduceLocally(TensorId id, pb::DataCommand comman
   }
   LocalReducer* reducer = *chosen;
   if (reducer == nullptr) return issue(id, command, in, out);
-  if (in == nullptr && command != pb::CMD_PULL) return InvalidArgument("push with a null buffer");
-  if (out == nullptr && command != pb::CMD_PUSH) return InvalidArgument("pull into a null buffer");
+  const char* bad_buffer = in == nullptr && command != pb::CMD_PULL    ? "push with a null buffer"
+                           : out == nullptr && command != pb::CMD_PUSH ? "pull into a null buffer"
+                                                                       : nullptr;
+  if (bad_buffer != nullptr) {
+    // The other local ranks are already in this collective and would wait for this one until their
+    // deadline: end the group so that they fail now, naming the cause. It is the caller's mistake,
+    // which a recovery would not mend, so the group ends even while the job recovers.
+    const Status refused = InvalidArgument(std::string(bad_buffer) + " (" + pb::DataCommand_Name(command) +
+                                           " of tensor " + std::to_string(id) + ")");
+    if (local) local->abort("local rank " + std::to_string(config.local_rank) + ": " + refused.message());
+    return refused;
+  }
 
   // The collective runs to completion here; the handle carries its outcome. Every local rank runs
   // the same operations in the same order (route's turns), so the barriers line up.

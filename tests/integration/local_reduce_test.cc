@@ -138,6 +138,34 @@ TEST_CASE("local reduction: local ranks that issue different operations all fail
   CHECK(entries(shm).empty());
 }
 
+TEST_CASE("local reduction: a null buffer on one local rank ends the group and its peer fails at once naming it") {
+  // Local rank 1 push-pulls from a null buffer (tests/integration/main.cc --null-buffer-worker). Its
+  // peer is already in the collective and, with ZPS_REQUEST_TIMEOUT at 60 s, must not wait that long.
+  Cluster c(1, 1);
+  const std::string shm = twoLocalRanks(c);
+  c.setEnv("ZPS_REQUEST_TIMEOUT", "60");
+  c.startScheduler();
+  c.startServer();
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  std::vector<int> workers;
+  for (int rank = 0; rank < 2; ++rank) {
+    workers.push_back(c.start("worker0." + std::to_string(rank), {self, "--null-buffer-worker"},
+                              {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", "0"}, {"ZPS_LOCAL_RANK", std::to_string(rank)}}));
+  }
+  const std::vector<int> codes = c.waitAll(30s);
+  for (int p = 0; p < static_cast<int>(codes.size()); ++p) {
+    INFO(c.logTail(p));
+    CHECK(codes[p] != 0);
+  }
+  const std::string cause = "push with a null buffer (CMD_PUSH_PULL of tensor 0)";
+  INFO(c.logTail(workers[1]));
+  CHECK(contains(c.log(workers[1]), "null-buffer-worker local rank 1: " + cause));
+  INFO(c.logTail(workers[0]));
+  CHECK(contains(c.log(workers[0]), "null-buffer-worker local rank 0: local barrier (staging a tensor): "
+                                    "local group aborted: local rank 1: " + cause));
+  CHECK(entries(shm).empty());
+}
+
 TEST_CASE("local reduction: a crashed local rank leaves no segments and its peer fails clearly") {
   Cluster c(1, 1);
   const std::string shm = twoLocalRanks(c);
