@@ -513,6 +513,13 @@ struct Worker::Impl {
   void abortLocalUnlessRecovering(const Status& s) {
     if (local && !recoveringNow()) local->abort(s.message());
   }
+  // At the goodbye, every process (each local rank has its own requests): what a lossy network cost.
+  void logResends() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (resent == 0) return;
+    LOG(INFO) << "worker " << rank << (local ? " local rank " + std::to_string(config.local_rank) : "") << ": resent "
+              << resent << " requests";
+  }
   void recoveryWatchLoop() {
     while (!stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -722,11 +729,8 @@ Status Worker::barrier() {
 }
 
 int Worker::finish(const Status& result) {
+  impl_->logResends();
   if (impl_->local) return impl_->localFinish(result);
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->resent > 0) LOG(INFO) << "worker " << impl_->rank << ": resent " << impl_->resent << " requests";
-  }
   auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
   if (!shutdown.ok()) {
     LOG(ERROR) << "worker " << impl_->rank << ": " << shutdown.status().message();
