@@ -110,11 +110,13 @@ TEST_CASE("a missing worker: every process exits non-zero in time and the log na
 
 TEST_CASE("a duplicate DMLC_WORKER_ID is refused and the refused worker says why") {
   Cluster c(1, 2);
-  c.setEnv("ZPS_RENDEZVOUS_TIMEOUT", "3");
-  c.startScheduler();
+  c.setEnv("ZPS_RENDEZVOUS_TIMEOUT", "5");
+  int s = c.startScheduler();
   c.startServer();
   int a = c.startWorker(0, {"check", "--rounds", "1"});
-  std::this_thread::sleep_for(500ms);
+  // The second one must register while the scheduler still waits (a fixed sleep was too short under
+  // load: the rendezvous ended first and the late worker waited for a scheduler that had gone).
+  REQUIRE(c.waitForLog(s, "registered worker 0", 20s));
   int b = c.startWorker(0, {"check", "--rounds", "1"});
   int code_b = c.waitExit(b, 20s);
   INFO(c.logTail(b));
