@@ -59,6 +59,8 @@ class Cluster {
   std::vector<int> waitAll(std::chrono::seconds deadline = kDefaultDeadline);
   // waitAll, then CHECKs that every process exited 0 (a failure shows that process's log tail).
   void expectAllExitZero(std::chrono::seconds deadline = kDefaultDeadline);
+  // waitAll, then CHECKs that every process failed (exited non-zero within the deadline).
+  void expectAllExitNonZero(std::chrono::seconds deadline = kDefaultDeadline);
 
   // Failure injection (SIGKILL a server, SIGSTOP a worker).
   void signal(int index, int sig);

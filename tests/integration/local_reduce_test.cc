@@ -126,11 +126,7 @@ TEST_CASE("local reduction: local ranks that issue different operations all fail
       "local rank 0 runs CMD_PUSH_PULL of tensor 1 as the node's local operation 2, but no thread of local "
       "rank 1 issued it within 2 s (this one waits to run CMD_PUSH_PULL of tensor 0)";
   // Every process ends non-zero, well before the 10-minute staging deadline rank 0 waits under.
-  const std::vector<int> codes = c.waitAll(30s);
-  for (int p = 0; p < static_cast<int>(codes.size()); ++p) {
-    INFO(c.logTail(p));
-    CHECK(codes[p] != 0);
-  }
+  c.expectAllExitNonZero(30s);
   INFO(c.logTail(peer));
   CHECK(contains(c.log(peer), divergence));
   INFO(c.logTail(root));
@@ -152,11 +148,7 @@ TEST_CASE("local reduction: a null buffer on one local rank ends the group and i
     workers.push_back(c.start("worker0." + std::to_string(rank), {self, "--null-buffer-worker"},
                               {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", "0"}, {"ZPS_LOCAL_RANK", std::to_string(rank)}}));
   }
-  const std::vector<int> codes = c.waitAll(30s);
-  for (int p = 0; p < static_cast<int>(codes.size()); ++p) {
-    INFO(c.logTail(p));
-    CHECK(codes[p] != 0);
-  }
+  c.expectAllExitNonZero(30s);
   const std::string cause = "push with a null buffer (CMD_PUSH_PULL of tensor 0)";
   INFO(c.logTail(workers[1]));
   CHECK(contains(c.log(workers[1]), "null-buffer-worker local rank 1: " + cause));
