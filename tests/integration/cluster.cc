@@ -57,16 +57,16 @@ std::string dirFriendly(const std::string& name) {
   return out;
 }
 
+CATCH_REGISTER_LISTENER(FailureListener)
+
+}  // namespace
+
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
 }
-
-CATCH_REGISTER_LISTENER(FailureListener)
-
-}  // namespace
 
 Cluster::Cluster(int num_servers, int num_workers)
     : num_servers_(num_servers), num_workers_(num_workers) {

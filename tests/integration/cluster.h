@@ -20,6 +20,9 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// A whole file as text ("" when it cannot be read).
+std::string readFile(const std::string& path);
+
 // One job's processes for one Catch2 test case. Created on the test's stack and used from the
 // test's thread only. Owns every process it starts: the destructor stops them (SIGTERM, grace,
 // SIGKILL) and reaps them, also when a REQUIRE throws mid-test. The temp dir with the logs is

@@ -2,14 +2,13 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "tests/integration/cluster.h"
 
 using zps::testing::Cluster;
 using zps::testing::contains;
+using zps::testing::readFile;
 using namespace std::chrono_literals;
 
 namespace {
@@ -209,15 +208,13 @@ TEST_CASE("zps bench prints its table and a PASS footer") {
   // Two workers: the server adds, so it reports its CPU per byte and its summation speed, and the
   // footer gives every process's peak RSS.
   CHECK(contains(c.log(w0), "# peak RSS: servers "));
-  std::ifstream json(c.dir() + "/bench.json");
-  std::stringstream body;
-  body << json.rdbuf();
-  INFO(body.str());
-  CHECK(contains(body.str(), "\"pass\":true"));
-  CHECK(contains(body.str(), "\"declared_bytes\":1052680"));  // 4K + 1M + the 8 B control key
-  CHECK(!contains(body.str(), "\"server_ns_per_byte\":-1"));
-  CHECK(!contains(body.str(), "\"sum_gbs\":-1"));
-  CHECK(!contains(body.str(), "\"server_peak_rss_bytes\":0"));
+  const std::string body = readFile(c.dir() + "/bench.json");
+  INFO(body);
+  CHECK(contains(body, "\"pass\":true"));
+  CHECK(contains(body, "\"declared_bytes\":1052680"));  // 4K + 1M + the 8 B control key
+  CHECK(!contains(body, "\"server_ns_per_byte\":-1"));
+  CHECK(!contains(body, "\"sum_gbs\":-1"));
+  CHECK(!contains(body, "\"server_peak_rss_bytes\":0"));
 }
 
 // The number after "key": in a flat JSON object (zps bench --json), 0 when it is missing.
@@ -245,11 +242,9 @@ TEST_CASE("zps bench --model resnet50: every gradient tensor in backward order a
   CHECK(contains(c.log(w0), "# zps bench: PASS"));
   // The performance goal for server memory: peak RSS at most 2.5x the key bytes it holds + 64 MiB.
   // Workers say which results they have (received_through), so servers free them early.
-  std::ifstream json(c.dir() + "/bench.json");
-  std::stringstream body;
-  body << json.rdbuf();
-  const uint64_t rss = jsonNumber(body.str(), "server_peak_rss_bytes");
-  const uint64_t keys = jsonNumber(body.str(), "declared_bytes");
+  const std::string body = readFile(c.dir() + "/bench.json");
+  const uint64_t rss = jsonNumber(body, "server_peak_rss_bytes");
+  const uint64_t keys = jsonNumber(body, "declared_bytes");
   INFO("server peak RSS " << rss / 1048576.0 << " MiB, its keys " << keys / 1048576.0 << " MiB");
   CHECK(keys > 90u * 1048576);
   CHECK(rss > 0);
