@@ -498,16 +498,13 @@ struct Worker::Impl {
     }
     return recovering.has_value();
   }
-  bool recoveringNow() {
-    std::lock_guard<std::mutex> lock(mu);
-    return noticeLocalRecovery();
-  }
   // Why a new local operation must not start: the job is recovering.
   std::optional<Status> recoveryPending() {
     std::lock_guard<std::mutex> lock(mu);
     if (noticeLocalRecovery()) return *recovering;
     return std::nullopt;
   }
+  bool recoveringNow() { return recoveryPending().has_value(); }
   // A failed local operation ends the node's group, unless it failed because the job is recovering:
   // then every local rank goes on to recover() instead.
   void abortLocalUnlessRecovering(const Status& s) {
