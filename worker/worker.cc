@@ -720,6 +720,13 @@ Status Worker::wait(Handle handle, std::chrono::milliseconds timeout) {
 
 Status Worker::wait(Handle handle) { return wait(handle, impl_->config.request_timeout); }
 
+StatusOr<bool> Worker::poll(Handle handle) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->ops.find(handle);
+  if (it == impl_->ops.end()) return InvalidArgument("unknown or already waited handle " + std::to_string(handle));
+  return it->second->remaining == 0 || impl_->aborted.has_value();
+}
+
 Status Worker::barrier() {
   if (impl_->local) return impl_->localBarrier();
   return impl_->client->barrier(pb::GROUP_WORKERS, impl_->config.rendezvous_timeout);

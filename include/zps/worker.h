@@ -136,6 +136,10 @@ class Worker {
   Status wait(Handle handle, std::chrono::milliseconds timeout);
   // Waits with the default deadline (ZPS_REQUEST_TIMEOUT).
   Status wait(Handle handle);
+  // Non-blocking: true when the operation has ended (wait() then returns its outcome at once), false
+  // while it is in flight. The handle stays valid until wait(). kInvalidArgument for an unknown or
+  // already waited handle.
+  StatusOr<bool> poll(Handle handle) const;
 
   // Waits until every worker reached this barrier.
   Status barrier();
