@@ -27,3 +27,7 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zpsConfig.cmake.in
 write_basic_package_version_file(${CMAKE_BINARY_DIR}/zpsConfigVersion.cmake COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/zpsConfig.cmake ${CMAKE_BINARY_DIR}/zpsConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/zps)
+
+# The C API for C programs and other bindings (the Python package installs its own copy beside itself).
+install(TARGETS zps_c LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES include/zps/c_api.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zps)

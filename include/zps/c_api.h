@@ -1,0 +1,137 @@
+/* The zps C API: the worker API (zps/worker.h) for bindings (Python's zps package, others later) and for
+ * C programs. Shared library: libzps_c.so.
+ *
+ * Errors: every function returns an int status code, ZPS_OK (0) on success, else one of the ZPS_E_*
+ * codes below. The message of the last failed call on the calling thread is zps_last_error(); it stays
+ * valid until the next failing call on that thread (a successful call leaves it as it was).
+ *
+ *   zps_worker* w;
+ *   if (zps_worker_create(&w) != ZPS_OK) { fprintf(stderr, "%s\n", zps_last_error()); return 2; }
+ *   int grad;
+ *   zps_declare(w, "grad", n * sizeof(float), ZPS_FLOAT32, &grad);
+ *   zps_handle h;
+ *   zps_push_pull(w, grad, local, summed, &h);        // asynchronous
+ *   zps_wait(w, h, 60000);                              // every wait has a deadline (milliseconds)
+ *   int exit_code = 1;
+ *   zps_worker_finish(w, ZPS_OK, NULL, &exit_code);     // ends the job
+ *   zps_worker_destroy(w);
+ *
+ * Threads: a zps_worker may be used from several threads at once, as zps::Worker may. Buffers passed to
+ * push/pull/push_pull/pull_rows/push_rows must stay valid and unchanged until zps_wait on the handle
+ * returns. Nothing in this header depends on C++, ZeroMQ or CUDA. */
+#ifndef ZPS_C_API_H_
+#define ZPS_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: the values of zps::StatusCode, which never change. */
+enum {
+  ZPS_OK = 0,
+  ZPS_E_INVALID_ARGUMENT = 1,   /* the caller gave a bad value (null handle, unknown tensor, wrong size) */
+  ZPS_E_DEADLINE_EXCEEDED = 2,  /* a wait expired; the message says what it waited for */
+  ZPS_E_UNAVAILABLE = 3,        /* a peer cannot be reached or went away */
+  ZPS_E_PROTOCOL = 4,
+  ZPS_E_NOT_FOUND = 5,
+  ZPS_E_ALREADY_EXISTS = 6,
+  ZPS_E_FAILED_PRECONDITION = 7,
+  ZPS_E_ABORTED = 8,            /* the job was ended (by the scheduler: another worker failed, or a signal) */
+  ZPS_E_INTERNAL = 9
+};
+
+/* Element types: the values of zps::DType (they travel on the wire and never change). */
+enum {
+  ZPS_FLOAT32 = 0,
+  ZPS_FLOAT16 = 1,
+  ZPS_BFLOAT16 = 2,
+  ZPS_FLOAT64 = 3,
+  ZPS_INT32 = 4,
+  ZPS_INT64 = 5,
+  ZPS_UINT8 = 6
+};
+
+typedef struct zps_worker zps_worker; /* opaque; one per process */
+typedef uint64_t zps_handle;          /* an operation in flight, released by zps_wait */
+
+/* The message of the calling thread's last failed call ("" when none failed yet). Never NULL. */
+const char* zps_last_error(void);
+/* "OK", "INVALID_ARGUMENT", ... for a status code; "UNKNOWN" outside the enum. */
+const char* zps_status_name(int code);
+/* The library's version, e.g. "0.1.0". */
+const char* zps_version(void);
+
+/* Joins the job described by the environment (DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER,
+ * DMLC_NUM_WORKER, ...). Blocks at most the rendezvous timeout. ZPS_E_INVALID_ARGUMENT: a bad
+ * environment (exit code 2 is the convention). */
+int zps_worker_create(zps_worker** out);
+/* Reports this worker's result (status ZPS_OK, or an error code with a message naming the failure, which
+ * the scheduler relays to every other node), waits for the job to end and stores the process exit code
+ * (0 when the job completed and status is ZPS_OK) in *exit_code. Call once; then only destroy. */
+int zps_worker_finish(zps_worker* w, int status, const char* message, int* exit_code);
+/* Frees the worker. NULL is accepted. */
+void zps_worker_destroy(zps_worker* w);
+
+int zps_worker_rank(const zps_worker* w, int* out);
+int zps_worker_num_workers(const zps_worker* w, int* out);
+int zps_worker_num_servers(const zps_worker* w, int* out);
+int zps_worker_local_rank(const zps_worker* w, int* out);
+int zps_worker_local_size(const zps_worker* w, int* out);
+
+/* Declares a dense tensor of `bytes` bytes (a positive multiple of the dtype's size). Every worker must
+ * declare the same tensors (name, bytes, dtype) in the same order; a server refuses a mismatch with a
+ * message naming both. compressor: NULL for the default (ZPS_COMPRESSOR), else "none", "fp16", "topk" or
+ * "randomk"; compress_ratio: 0 for ZPS_COMPRESS_RATIO. */
+int zps_declare(zps_worker* w, const char* name, uint64_t bytes, int dtype, const char* compressor,
+                double compress_ratio, int* tensor_id);
+/* An async tensor: no rounds; the servers keep a running sum of every push; a pull returns it as it is. */
+int zps_declare_async(zps_worker* w, const char* name, uint64_t bytes, int dtype, int* tensor_id);
+
+/* A server-side table (param mode). Fill with zps_table_options_default, then change what you need. */
+typedef struct zps_table_options {
+  uint32_t dim;
+  const char* optimizer; /* "sgd", "momentum", "adam" or "adagrad" */
+  float lr;
+  float momentum, beta1, beta2, eps, initial_accumulator;
+  float init_scale; /* new rows are uniform in [-init_scale, init_scale] */
+  uint64_t seed;
+  int async;             /* -1: from ZPS_ENABLE_ASYNC; 0: sync; 1: async */
+  uint64_t restore_step; /* > 0: load the servers' shards checkpointed at this step */
+} zps_table_options;
+
+void zps_table_options_default(zps_table_options* options);
+int zps_declare_table(zps_worker* w, const char* name, const zps_table_options* options, int* table_id);
+
+/* Start operations; the handle is released by zps_wait. */
+int zps_push(zps_worker* w, int tensor_id, const void* data, zps_handle* handle);
+int zps_pull(zps_worker* w, int tensor_id, void* out, zps_handle* handle);
+int zps_push_pull(zps_worker* w, int tensor_id, const void* data, void* out, zps_handle* handle);
+/* n keys; out receives n x dim floats, grads holds n x dim floats. */
+int zps_pull_rows(zps_worker* w, int table_id, const uint64_t* keys, uint64_t n, float* out, zps_handle* handle);
+int zps_push_rows(zps_worker* w, int table_id, const uint64_t* keys, uint64_t n, const float* grads,
+                  zps_handle* handle);
+
+/* Waits for an operation for at most timeout_ms milliseconds (< 0: ZPS_REQUEST_TIMEOUT) and releases the
+ * handle. ZPS_E_DEADLINE_EXCEEDED names the partitions and servers still outstanding; ZPS_E_ABORTED means
+ * the job ended (the message says why, e.g. which worker failed). */
+int zps_wait(zps_worker* w, zps_handle handle, int64_t timeout_ms);
+/* Non-blocking: *done = 1 when the operation has ended (zps_wait then returns at once), 0 while it is in
+ * flight. ZPS_E_INVALID_ARGUMENT for an unknown or already waited handle. */
+int zps_poll(const zps_worker* w, zps_handle handle, int* done);
+
+/* Waits until every worker reached this barrier. */
+int zps_barrier(zps_worker* w);
+
+/* The training program's latest step, loss and throughput (zps status, the dashboard, /metrics); epoch
+ * (1-based) of epochs, or 0, 0 when the program does not train in epochs. Cheap. */
+int zps_report_progress(zps_worker* w, uint64_t step, double loss, double samples_per_sec, uint64_t epoch,
+                        uint64_t epochs);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* ZPS_C_API_H_ */

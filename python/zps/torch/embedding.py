@@ -1,0 +1,78 @@
+"""zps.torch.Embedding: an embedding table whose rows live on the servers (parameter-server mode).
+
+The name follows torch.nn.Embedding, which it replaces in a model: same call (ids in, ids.shape + (dim,)
+out), but no dense weight in the process and no bound on the ids (any int64 key; a row is created on
+first touch). forward pulls the batch's unique rows; backward pushes their gradients, and the servers
+apply the table's optimizer (sgd, momentum, adam or adagrad). So the table is not among
+model.parameters() and DistributedOptimizer leaves it alone.
+
+Synchronous by default: the n-th backward of every worker is one round, applied once with the gradients
+of all workers summed (divided by size() when average=True, as DistributedOptimizer averages dense
+gradients); a forward after a worker's n-th backward sees the rows as of round n. Every worker must call
+forward and backward once per step (an empty batch is fine).
+"""
+import torch
+
+from zps.torch._runtime import runtime
+
+
+class _PullRows(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, module, keys, anchor):
+        ctx.module = module
+        ctx.keys = keys
+        return module._pull(keys)
+
+    @staticmethod
+    def backward(ctx, grad_rows):
+        ctx.module._push(ctx.keys, grad_rows)
+        return None, None, None
+
+
+class Embedding(torch.nn.Module):
+    """Rows of `embedding_dim` float32 values kept in server table `name` (the same on every worker)."""
+
+    def __init__(self, embedding_dim, name, optimizer="adagrad", lr=0.05, init_scale=0.01, seed=1, average=True,
+                 async_=None, **optimizer_options):
+        super().__init__()
+        rt = runtime("Embedding")
+        if not isinstance(name, str) or not name:
+            raise ValueError("zps.torch.Embedding: name must be a non-empty string (the table's name on the servers)")
+        self.embedding_dim = int(embedding_dim)
+        self.name = name
+        self.scale = 1.0 / rt.size if average else 1.0
+        self._table = rt.worker.declare_table(name, self.embedding_dim, optimizer, float(lr), init_scale=init_scale,
+                                              seed=seed, async_=async_, **optimizer_options)
+        # Not a Parameter: only makes autograd call backward, whatever requires grad in the model.
+        self._anchor = torch.zeros(0, requires_grad=True)
+
+    def extra_repr(self):
+        return "embedding_dim=%d, name='%s' (rows on the servers)" % (self.embedding_dim, self.name)
+
+    def forward(self, ids):
+        if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError("zps.torch.Embedding '%s': ids must be an int64 or int32 tensor" % self.name)
+        keys, inverse = torch.unique(ids.reshape(-1).to(torch.int64).cpu(), return_inverse=True)
+        if torch.is_grad_enabled():
+            rows = _PullRows.apply(self, keys, self._anchor)
+        else:
+            rows = self._pull(keys)
+        out = rows.index_select(0, inverse).reshape(*ids.shape, self.embedding_dim)
+        return out.to(ids.device) if ids.device.type != "cpu" else out
+
+    def _pull(self, keys):
+        rt = runtime("Embedding.forward")
+        out = torch.empty(keys.numel(), self.embedding_dim, dtype=torch.float32)
+        keys = keys.contiguous()
+        h = rt.worker.pull_rows(self._table, keys.data_ptr(), keys.numel(), out.data_ptr())
+        rt.worker.wait(h, -1, "zps.torch.Embedding '%s': pulling %d rows" % (self.name, keys.numel()))
+        return out
+
+    def _push(self, keys, grad_rows):
+        rt = runtime("Embedding.backward")
+        grads = grad_rows.detach().to(device="cpu", dtype=torch.float32)
+        if self.scale != 1.0:
+            grads = grads * self.scale
+        grads = grads.contiguous()
+        h = rt.worker.push_rows(self._table, keys.data_ptr(), keys.numel(), grads.data_ptr())
+        rt.worker.wait(h, -1, "zps.torch.Embedding '%s': pushing %d rows" % (self.name, keys.numel()))
