@@ -1,7 +1,7 @@
 # zps: one image for every role. The role comes from DMLC_ROLE; worker programs are arguments:
 #   docker run -e DMLC_ROLE=scheduler ... zps:0.1.0
 #   docker run -e DMLC_ROLE=worker    ... zps:0.1.0 check --rounds 20
-# See the README's "Deployment" section and k8s/README.md.
+# See docs/deployment.md and k8s/README.md.
 #
 # CPU image (Debian 12):
 #   docker build -t zps:0.1.0 .

@@ -1,7 +1,7 @@
 // `zps check`: pushes exact-arithmetic data for N rounds over a set of tensor sizes and dtypes and checks
 // every pulled sum element by element. Exits non-zero on any wrong value.
 //
-// Tensors that ZPS_COMPRESSOR makes topk or randomk (README "Gradient compression") cannot be exact
+// Tensors that ZPS_COMPRESSOR makes topk or randomk (docs/compression.md) cannot be exact
 // round by round. For them check tests what error feedback promises: after the N rounds it pushes
 // zeros for 2 x ceil(1 / ZPS_COMPRESS_RATIO) more rounds, by when every worker has sent all it held
 // back, and then the pulled sums added over all rounds must equal the pushed values added up, exactly.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Gradient compression, measured: trains digits (mlp) and synthetic CTR once per compressor on a 2 server x
 # 2 worker job on this machine (zps launch) and prints one markdown table of the test metric, the dense
-# gradient bytes worker 0 pushed and the time per training step. The README's table comes from here.
+# gradient bytes worker 0 pushed and the time per training step. docs/compression.md's table comes from here.
 #
 #   tools/compression-table.sh [path/to/zps]      (default build/bin/zps; ZPS_DATA_DIR as for zps train)
 #

@@ -37,7 +37,7 @@ constexpr const char* kUsage =
     "  zps version [--gpu]              the version; --gpu: the build's CUDA, the driver, each GPU, cuBLAS\n"
     "                                   and NCCL (exit 1 when no GPU can run zps's kernels)\n"
     "\n"
-    "Every role reads DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER; see the README\n"
+    "Every role reads DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER; see docs/running.md\n"
     "for the full list. Every ZPS_* setting but the auth token, ZPS_CURVE and ZPS_TEST_* is also a flag\n"
     "(ZPS_RENDEZVOUS_TIMEOUT = --rendezvous_timeout).\n";
 

@@ -293,7 +293,7 @@ class Trainer {
     std::printf("Final test %s (%zu rows), weights checksum %016llx, Worker: %d\n", final_eval.summary().c_str(),
                 p_.split.test.rows, static_cast<unsigned long long>(fnv1a(params_.data(), params_.size() * 4)),
                 w_.rank());
-    // What gradient compression (README "Gradient compression") saved, and what a step cost.
+    // What gradient compression (docs/compression.md) saved, and what a step cost.
     const TrafficCounters t = w_.traffic();
     std::printf("Traffic: dense tensor compressor %s, %llu bytes pushed for %llu tensor bytes, %.3f ms per step, "
                 "Worker: %d\n",

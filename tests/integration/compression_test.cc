@@ -1,4 +1,4 @@
-// Gradient compression on loopback clusters (README "Gradient compression"): zps check stays exact with
+// Gradient compression on loopback clusters (docs/compression.md): zps check stays exact with
 // fp16 on exactly representable data, topk/randomk deliver every pushed value once error feedback has
 // drained, digits training still learns, and bad settings are user errors.
 #include <catch2/catch.hpp>

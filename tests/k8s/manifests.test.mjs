@@ -22,7 +22,7 @@ for (const dir of good) {
   });
 }
 
-test('the overlays and variants the README promises exist', () => {
+test('the overlays and variants docs/deployment.md promises exist', () => {
   for (const d of ['overlays/cpu', 'overlays/gpu', 'overlays/recovery', 'variants/mxjob', 'variants/volcano'])
     assert.ok(good.includes(path.join(repoRoot, 'k8s', d)), `k8s/${d} is missing`);
 });

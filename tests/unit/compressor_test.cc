@@ -1,4 +1,4 @@
-// Tests for gradient compression (README "Gradient compression"): the compressors themselves
+// Tests for gradient compression (docs/compression.md): the compressors themselves
 // (kernels/compressor.cc), error feedback, the codec's checks of compressed pushes, the server's
 // float32 sums of them (SumStore), and the ZPS_COMPRESSOR / ZPS_COMPRESS_RATIO / ZPS_MIN_COMPRESS_BYTES
 // settings.
