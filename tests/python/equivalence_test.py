@@ -1,0 +1,91 @@
+"""DistributedOptimizer, broadcast_parameters and broadcast_optimizer_state, as the workers of one job
+(2 workers): workers start from different weights and optimizer settings; after the broadcasts they hold
+rank 0's exactly; then 2 workers training on batch b end with the weights of one process training on
+batch 2b (max relative difference <= 1e-5, printed), and every worker holds bit-identical weights."""
+import copy
+
+import torch
+
+import zps.torch as bps
+
+STEPS, B, DIN, DHID, DOUT = 12, 16, 20, 32, 3
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError("worker %d: FAILED %s" % (bps.rank(), what))
+    print("worker %d: %s: OK" % (bps.rank(), what), flush=True)
+
+
+def same_as_root(tensors, tag):
+    """True when each tensor here equals rank 0's bit for bit."""
+    ok = True
+    for i, t in enumerate(tensors):
+        root = bps.broadcast(t.detach(), 0, name="%s.%d" % (tag, i))
+        ok = ok and torch.equal(root.view(torch.uint8), t.detach().contiguous().view(torch.uint8))
+    return ok
+
+
+def make_model():
+    return torch.nn.Sequential(torch.nn.Linear(DIN, DHID), torch.nn.Tanh(), torch.nn.Linear(DHID, DOUT))
+
+
+bps.init()
+rank, n = bps.rank(), bps.size()
+torch.manual_seed(100 + rank)  # different initial weights on every worker
+model = make_model()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05 if rank == 0 else 0.7, momentum=0.9)
+# One local step on rank-dependent data, so that the momentum buffers differ too.
+torch.nn.functional.mse_loss(model(torch.randn(4, DIN)), torch.randn(4, DOUT)).backward()
+optimizer.step()
+optimizer.zero_grad()
+check(not same_as_root(list(model.parameters()), "before") or rank == 0, "workers start with different weights")
+
+bps.broadcast_parameters(model.state_dict(), root_rank=0)
+check(same_as_root(list(model.state_dict().values()), "params"), "broadcast_parameters: rank 0's weights on every worker")
+bps.broadcast_optimizer_state(optimizer, root_rank=0)
+buffers = [optimizer.state[p]["momentum_buffer"] for p in model.parameters()]
+check(optimizer.param_groups[0]["lr"] == 0.05 and same_as_root(buffers, "momentum"),
+      "broadcast_optimizer_state: rank 0's lr (0.05) and momentum buffers on every worker")
+
+# The reference: one process on the whole batch of 2b, from the same weights and optimizer state.
+reference = copy.deepcopy(model)
+ref_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+ref_optimizer.load_state_dict(optimizer.state_dict())
+
+try:
+    bps.DistributedOptimizer(optimizer, named_parameters=[("w", p) for p in model.parameters()])
+    raise AssertionError("duplicate names were accepted")
+except ValueError as e:
+    check("duplicate parameter names ['w']" in str(e), "duplicate names in named_parameters raise (%s)" % e)
+
+optimizer = bps.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+check(isinstance(optimizer, torch.optim.SGD), "DistributedOptimizer is an instance of the wrapped class")
+
+data = torch.Generator().manual_seed(7)
+X = torch.randn(STEPS, n * B, DIN, generator=data)
+Y = torch.randn(STEPS, n * B, DOUT, generator=data)
+for step in range(STEPS):
+    clip = step % 3 == 2  # some steps clip gradients: synchronize() first, then clip, then step()
+    optimizer.zero_grad()
+    mine = slice(rank * B, (rank + 1) * B)
+    torch.nn.functional.mse_loss(model(X[step, mine]), Y[step, mine]).backward()
+    if clip:
+        optimizer.synchronize()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    optimizer.step()
+
+    ref_optimizer.zero_grad()
+    torch.nn.functional.mse_loss(reference(X[step]), Y[step]).backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+    ref_optimizer.step()
+
+worst = 0.0
+for p, q in zip(model.parameters(), reference.parameters()):
+    rel = ((p.detach() - q.detach()).abs() / q.detach().abs().clamp_min(1e-3)).max().item()
+    worst = max(worst, rel)
+print("worker %d: max relative weight difference to 1 process on batch %d after %d steps: %.3g" % (rank, n * B, STEPS, worst))
+check(worst <= 1e-5, "2 workers on batch %d match 1 process on batch %d (<= 1e-5)" % (B, n * B))
+check(same_as_root(list(model.parameters()), "final"), "every worker holds bit-identical weights")
+bps.shutdown()

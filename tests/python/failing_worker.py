@@ -1,0 +1,23 @@
+"""A worker script that fails on purpose (run by failures_test.sh): prints what each worker saw.
+  shape: worker 0 push_pulls 'w' as 4 floats, worker 1 as 5: both must fail naming 'w'.
+  raise: worker 1's script raises; worker 0's push_pull must end naming worker 1 and its exception."""
+import sys
+
+import torch
+
+import zps.torch as bps
+
+mode = sys.argv[1]
+bps.init()
+rank = bps.rank()
+try:
+    if mode == "shape":
+        bps.push_pull(torch.ones(4 + rank), name="w")
+    elif mode == "raise":
+        if rank == 1:
+            raise RuntimeError("boom in the training loop")
+        bps.push_pull(torch.ones(4), name="w")
+    print("worker %d: no error" % rank, flush=True)
+except bps.ZpsError as e:
+    print("worker %d: raised %s: %s" % (rank, type(e).__name__, e), flush=True)
+    raise

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A failing worker ends the job non-zero and every other worker is told which one failed and why:
+#  1. the same name with different shapes on two workers: both raise, naming the tensor;
+#  2. a worker's script raises: the other worker's push_pull raises ZpsJobAborted naming it and its exception.
+# Usage: failures_test.sh <zps binary>
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ZPS=$1
+OUT=$(mktemp)
+trap 'rm -f "$OUT"' EXIT
+
+run() {  # run <mode>: the job's output in $OUT, its exit code in $code
+  "$HERE/launch.sh" "$ZPS" 1 2 "$HERE/failing_worker.py" "$1" >"$OUT" 2>&1
+  code=$?
+  if [ "$code" -eq 77 ]; then cat "$OUT"; exit 77; fi
+  grep -E "raised|no error|scheduler.*failed" "$OUT"
+}
+expect() {  # expect <regex> <what>
+  grep -qE "$1" "$OUT" || { echo "FAILED: $2"; tail -30 "$OUT"; exit 1; }
+  echo "ok: $2"
+}
+
+echo "== 1. tensor 'w' of 4 floats on worker 0, of 5 on worker 1"
+run shape
+[ "$code" -ne 0 ] || { echo "FAILED: the job exited 0"; exit 1; }
+echo "ok: the job exited $code"
+for r in 0 1; do
+  expect "\[worker $r\] worker $r: raised Zps[A-Za-z]+: .*'w'" "worker $r raised naming tensor 'w'"
+done
+expect "was declared as 'w' \(4 x float32\) but this worker declares 'w' \(5 x float32\)|was declared as 'w' \(5 x float32\) but this worker declares 'w' \(4 x float32\)" \
+  "the message gives both shapes"
+
+echo "== 2. worker 1's script raises RuntimeError"
+run raise
+[ "$code" -ne 0 ] || { echo "FAILED: the job exited 0"; exit 1; }
+echo "ok: the job exited $code"
+expect "\[worker 1\] RuntimeError: boom in the training loop" "worker 1 printed its traceback"
+expect "\[worker 0\] worker 0: raised ZpsJobAborted: .*worker 1 .*failed: worker 1's script raised RuntimeError: boom in the training loop" \
+  "worker 0's push_pull raised ZpsJobAborted naming worker 1 and its exception"
+echo "failures test: all checks passed"
