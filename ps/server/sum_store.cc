@@ -111,10 +111,12 @@ Status SumStore::declare(const wire::DataMessage& msg) {
                              "); every worker must declare the same tensors in the same order");
     return Status::OK();
   }
-  // Sync keys hold up to kMaxRoundsAhead open sums and kKeptResults results; async keys a running sum
-  // and a snapshot being sent. 256 bytes stand for the bookkeeping.
+  // Sync keys hold up to kMaxRoundsAhead open rounds (a sum and the pushes waiting for their turn: one
+  // buffer per worker at most) and kKeptResults results; async keys a running sum and a snapshot being
+  // sent. 256 bytes stand for the bookkeeping.
   uint64_t bytes = h.num_elements() * dtypeSize(msg.dtype);
-  ZPS_RETURN_IF_ERROR(memory_.take(bytes * (h.async() ? 2 : kMaxRoundsAhead + kKeptResults) + 256,
+  const uint64_t buffers = h.async() ? 2 : kMaxRoundsAhead * static_cast<uint64_t>(num_workers_) + kKeptResults;
+  ZPS_RETURN_IF_ERROR(memory_.take(bytes * buffers + 256,
                                    "key " + std::to_string(h.key()) + " of '" + h.name() + "'"));
   KeyState k;
   k.name = h.name();
@@ -165,7 +167,7 @@ Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire
 }
 
 Status SumStore::addRoundPush(const KeyState& k, OpenRound& r, const wire::DataMessage& msg) {
-  const bool first = r.count == 0;
+  const bool first = r.summed == 0;
   auto* sum = const_cast<uint8_t*>(r.sum.data());  // this store's own buffer
   // Dense pushes go through the engine's start/add. Compressed ones are decoded on the CPU into the
   // host buffer, so a sum the engine holds is brought home first (workers normally all compress a
@@ -212,21 +214,41 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
   if (h.round() > k.completed + kMaxRoundsAhead)
     return FailedPrecondition("push is too far ahead: last completed round is " + std::to_string(k.completed));
   OpenRound& r = k.open[h.round()];
-  if (r.pushed.empty()) r.pushed.assign(num_workers_, false);
+  if (r.pushed.empty()) {
+    r.pushed.assign(num_workers_, false);
+    r.waiting.resize(num_workers_);
+  }
   if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not summed twice
   sumTotals().pushed_bytes.fetch_add(msg.payload.size(), std::memory_order_relaxed);
-  if (reducer_->holdsRounds()) {
-    // The engine keeps the sum (on its device) until collect() writes it into this buffer.
-    if (r.count == 0) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));
-    ZPS_RETURN_IF_ERROR(addRoundPush(k, r, msg));
-  } else if (r.count == 0 && h.encoding() == pb::ENCODING_DENSE) {
-    r.sum = msg.payload;  // adopted: the sum starts as the first push's receive buffer
+  if (worker != r.summed) {
+    r.waiting[worker] = msg;  // a lower rank is still missing: this push waits for its turn
   } else {
-    if (r.count == 0) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));  // decoded into
-    ZPS_RETURN_IF_ERROR(addPush(k, const_cast<uint8_t*>(r.sum.data()), r.count == 0, msg));
+    ZPS_RETURN_IF_ERROR(addNextRank(k, r, msg));
+    // The ranks that came early and are next in line.
+    while (r.summed < num_workers_ && r.pushed[r.summed]) {
+      const int rank = r.summed;
+      ZPS_RETURN_IF_ERROR(addNextRank(k, r, r.waiting[rank]));
+      r.waiting[rank] = wire::DataMessage{};  // its receive buffer goes back now
+    }
   }
   r.pushed[worker] = true;
   ++r.count;
+  return Status::OK();
+}
+
+Status SumStore::addNextRank(const KeyState& k, OpenRound& r, const wire::DataMessage& msg) {
+  const bool first = r.summed == 0;
+  if (reducer_->holdsRounds()) {
+    // The engine keeps the sum (on its device) until collect() writes it into this buffer.
+    if (first) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));
+    ZPS_RETURN_IF_ERROR(addRoundPush(k, r, msg));
+  } else if (first && msg.header.encoding() == pb::ENCODING_DENSE) {
+    r.sum = msg.payload;  // adopted: the sum starts as worker 0's receive buffer
+  } else {
+    if (first) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));  // decoded into
+    ZPS_RETURN_IF_ERROR(addPush(k, const_cast<uint8_t*>(r.sum.data()), first, msg));
+  }
+  ++r.summed;
   return Status::OK();
 }
 

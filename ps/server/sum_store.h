@@ -6,7 +6,10 @@
 // Rounds: a key's rounds complete in order. Pushes may run ahead of the last completed round by up to
 // kMaxRoundsAhead (a worker may push round r+1 while others still pull round r); the results of the
 // last kKeptResults rounds stay available to pull. Each worker counts once per round: a repeated push is
-// acknowledged but not summed again. A result goes earlier once every worker has said, in a request's
+// acknowledged but not summed again. A round's pushes are added in worker-rank order, whatever order
+// they arrive in: a push that comes before a lower rank's waits (its receive buffer held, not copied)
+// until every rank below it is in, so a sum is bit-identical from rerun to rerun for any number of
+// workers (float addition is not associative). A result goes earlier once every worker has said, in a request's
 // received_through, that it has that round's replies and will not ask again: then no honest request can
 // need it, and a key holds about one result and one open round instead of kKeptResults + 1.
 //
@@ -61,11 +64,14 @@ class SumStore {
 
  private:
   struct OpenRound {
-    // The first push's receive buffer, adopted as the sum: no staging copy. Only this store references
+    // Worker 0's receive buffer, adopted as the sum: no staging copy. Only this store references
     // it (the transport handed the frame over), so adding into it in place is safe.
     Blob sum;
     std::vector<bool> pushed;
-    int count = 0;
+    int count = 0;   // pushes received
+    int summed = 0;  // ranks [0, summed) are in `sum`
+    // Pushes of ranks above `summed` that came early, by rank; each is added (and let go) in turn.
+    std::vector<wire::DataMessage> waiting;
     bool on_engine = false;  // the engine holds the sum (start/add) until collect() fills `sum`
   };
   struct ParkedPull {
@@ -90,6 +96,8 @@ class SumStore {
 
   Status declare(const wire::DataMessage& msg);
   Status push(KeyState& k, int worker, const wire::DataMessage& msg);
+  // Adds the push of rank r.summed into the round's sum (the first one becomes it).
+  Status addNextRank(const KeyState& k, OpenRound& r, const wire::DataMessage& msg);
   Status pushAsync(KeyState& k, const wire::DataMessage& msg);
   // Adds a push's payload (dense or compressed) into `sum`, which the round's first push overwrites.
   Status addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg);

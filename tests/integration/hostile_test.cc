@@ -250,7 +250,7 @@ TEST_CASE("a server at its memory cap refuses new keys and rows and keeps servin
     declare.set_request_id(2);
     declare.set_key(uint64_t{1} << 50);
     declare.set_dtype(static_cast<uint32_t>(zps::DType::kFloat32));
-    declare.set_num_elements(4 << 20);  // 16 MiB, held up to 5 times by a synchronous key
+    declare.set_num_elements(4 << 20);  // 16 MiB, held up to 7 times by a synchronous key of 2 workers
     declare.set_name("too big");
     pb::DataHeader r = ask(declare);
     CHECK(r.command() == pb::CMD_ERROR);
