@@ -11,11 +11,13 @@
 // Owned by one training thread and called only from it.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/optimizer.h"
 #include "zps/status.h"
@@ -73,6 +75,15 @@ class TrainOps {
   // applyOptimizer (kernels/optimizer.h) on backend memory.
   virtual void applyOptimizer(const OptimizerConfig& config, float* params, float* state,
                               const float* grad, size_t n, uint64_t step) = 0;
+  // The index of the first NaN or infinity in x[0..n), or n when every value is finite: how a
+  // training step notices divergence. Waits. This default downloads x; a backend may scan in place.
+  virtual size_t firstNonFinite(const float* x, size_t n) {
+    std::vector<float> host(n);
+    download(host.data(), x, n);
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(host[i])) return i;
+    return n;
+  }
 };
 
 // A TrainOps buffer that only grows (contents are lost when it grows) and is released with its

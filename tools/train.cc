@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -45,14 +46,16 @@
 #include "worker/train/device.h"
 #include "worker/train/metrics.h"
 #include "worker/train/model.h"
+#include "worker/train/split.h"
 
-DEFINE_string(model, "mlp", "train: linear, mlp or ctr");
+DEFINE_string(model, "mlp", "train: linear (regression), logreg (multinomial logistic regression), mlp or ctr");
 DEFINE_string(data, "digits",
               "train: digits, breast_cancer, diabetes, synthetic-regression, synthetic-ctr, csv:PATH, "
               "libsvm:PATH or criteo:PATH");
 DEFINE_string(data_dir, "", "train: folder of the named datasets (default $ZPS_DATA_DIR, else ./data)");
 DEFINE_int32(label_column, -1, "train: csv label column (negative counts from the end)");
 DEFINE_double(test_fraction, 0.2, "train: share of rows held out for the test metric");
+DEFINE_string(split, "auto", "train: how test rows are chosen: stratified (by class), random, or auto (stratified for classification)");
 DEFINE_uint64(synthetic_rows, 0, "train: rows of a synthetic dataset (0 = its default)");
 DEFINE_int32(epochs, 10, "train: passes over the training data");
 DEFINE_int32(batch_size, 32, "train: samples per worker per step (the global batch is workers x this)");
@@ -123,6 +126,7 @@ StatusOr<Prepared> prepare(kernels::TrainOps* ops) {
   lo.data_dir = p.data_dir;
   lo.label_column = FLAGS_label_column;
   lo.test_fraction = FLAGS_test_fraction;
+  ZPS_ASSIGN_OR_RETURN(lo.split, train::splitKindFromName(FLAGS_split));
   lo.seed = FLAGS_seed;
   lo.synthetic_rows = FLAGS_synthetic_rows;
   ZPS_ASSIGN_OR_RETURN(p.split, train::loadDataset(FLAGS_data, lo));
@@ -257,7 +261,8 @@ class Trainer {
       for (uint64_t k = step % steps_per_epoch_; k < steps_per_epoch_; ++k) {
         const size_t* rows = order.data() + k * W_ * b_ + me_ * b_;
         double loss = 0;
-        ZPS_RETURN_IF_ERROR(async_ ? stepAsync(rows, &loss) : stepSync(rows, &loss));
+        if (Status s = async_ ? stepAsync(rows, &loss) : stepSync(rows, &loss); !s.ok())
+          return s.withContext("step " + std::to_string(step + 1) + " (epoch " + std::to_string(epoch + 1) + ")");
         loss_sum += loss;
         samples += b_;
         ++step;
@@ -273,9 +278,13 @@ class Trainer {
       if (!async_) ZPS_RETURN_IF_ERROR(checkpoint(step));
       ZPS_ASSIGN_OR_RETURN(train::Evaluation eval, evaluate(p_.split.test));
       last_eval = eval;
-      std::printf("Training. Epoch %llu, train loss: %.6g, test %s, %.0f samples/s, Worker: %d\n",
+      // Every process trains on b rows per step, so the job's rate is this one's times W (exact for
+      // synchronous runs, where all of them take the same steps).
+      const double per_process = samples / std::max(secs, 1e-9);
+      std::printf("Training. Epoch %llu, train loss: %.6g, test %s, %.0f samples/s on this worker, %.0f "
+                  "samples/s for the job, Worker: %d\n",
                   static_cast<unsigned long long>(epoch + 1), samples ? loss_sum / samples : 0.0,
-                  eval.summary().c_str(), samples / std::max(secs, 1e-9), w_.rank());
+                  eval.summary().c_str(), per_process, per_process * static_cast<double>(W_), w_.rank());
       std::fflush(stdout);
     }
     if (async_) {
@@ -293,6 +302,7 @@ class Trainer {
     std::printf("Final test %s (%zu rows), weights checksum %016llx, Worker: %d\n", final_eval.summary().c_str(),
                 p_.split.test.rows, static_cast<unsigned long long>(fnv1a(params_.data(), params_.size() * 4)),
                 w_.rank());
+    printReferences(final_eval);
     // What gradient compression (docs/compression.md) saved, and what a step cost.
     const TrafficCounters t = w_.traffic();
     std::printf("Traffic: dense tensor compressor %s, %llu bytes pushed for %llu tensor bytes, %.3f ms per step, "
@@ -327,6 +337,26 @@ class Trainer {
     ops_.download(params_.data(), d_params_.data(), params_.size());
     ops_.download(state_.data(), d_state_.data(), state_.size());
     return ops_.status();
+  }
+
+  // What the final metric should be judged against: the closed-form least-squares fit for a linear
+  // model on dense features, and the generator's own probabilities for synthetic CTR data.
+  void printReferences(const train::Evaluation& final_eval) const {
+    const Dataset& train = p_.split.train;
+    const Dataset& test = p_.split.test;
+    constexpr size_t kMaxLeastSquaresFeatures = 2000;  // normal equations cost features^3
+    if (FLAGS_model == "linear" && train.num_categorical == 0 && train.num_numeric <= kMaxLeastSquaresFeatures &&
+        test.rows > 0) {
+      const double reference = train::leastSquaresTestMse(train, test);
+      std::printf("Reference: least-squares test mse %.4f; trained / least squares %.4f, Worker: %d\n", reference,
+                  final_eval.mse / reference, w_.rank());
+    }
+    if (!test.true_probability.empty() && test.rows > 0) {
+      const double bayes = train::rocAuc(test.true_probability.data(), test.labels.data(), test.rows);
+      std::printf("Reference: Bayes-optimal test auc %.4f (the generator's own probabilities); trained auc is "
+                  "%.4f below it, Worker: %d\n",
+                  bayes, bayes - final_eval.auc, w_.rank());
+    }
   }
 
   // Every worker must train the same model on data of the same shape; a push-pull of the shape shows
@@ -456,9 +486,35 @@ class Trainer {
     return ops_.status();
   }
 
+  // A NaN or infinity in the loss or the gradient ends the run: weights that are not finite stay so,
+  // and a job that trains on them reports nothing useful. `summed` is the gradient every worker
+  // received alike (synchronous) or this worker's own (asynchronous).
+  Status checkFinite(const float* grad, double loss, const char* what) {
+    const size_t n = params_.size();
+    const size_t bad = ops_.firstNonFinite(grad, n);
+    ZPS_RETURN_IF_ERROR(ops_.status());
+    if (bad == n && std::isfinite(loss)) return Status::OK();
+    std::string why;
+    if (bad < n) {
+      float v = 0;
+      ops_.download(&v, grad + bad, 1);
+      why = std::string(what) + " is " + std::to_string(v) + " at weight " + std::to_string(bad);
+    }
+    if (!std::isfinite(loss))
+      why += (why.empty() ? "" : ", and ") + std::string("this worker's batch loss is ") + std::to_string(loss);
+    char lr[32];
+    std::snprintf(lr, sizeof(lr), "%g", FLAGS_lr);
+    return FailedPrecondition("training diverged: " + why + "; lower --lr (now " + lr +
+                              "), or look for huge values in the data");
+  }
+
   Status stepSync(const size_t* rows, double* loss) {
     const Dataset& d = p_.split.train;
     ZPS_RETURN_IF_ERROR(forwardBackward(rows, loss));
+    // A worker whose own loss is not finite poisons its gradient, so the sum shows every worker the
+    // divergence at the same step and all of them stop with the same message.
+    static const float kPoison = std::numeric_limits<float>::quiet_NaN();
+    if (!std::isfinite(*loss)) ops_.upload(d_grad_.data(), &kPoison, 1);
     // Each worker contributes its sum; dividing by the global batch makes W workers on batch b the same
     // step as one worker on batch W*b.
     float scale = 1.0f / static_cast<float>(W_ * b_);
@@ -468,6 +524,7 @@ class Trainer {
     ZPS_ASSIGN_OR_RETURN(Handle h, w_.pushPull(dense_, d_grad_.data(), d_summed_.data()));
     if (table_ >= 0) ZPS_RETURN_IF_ERROR(pushEmbeddingGrads(b_, d.num_categorical, scale));
     ZPS_RETURN_IF_ERROR(w_.wait(h));
+    ZPS_RETURN_IF_ERROR(checkFinite(d_summed_.data(), *loss, "the summed dense gradient"));
     ops_.applyOptimizer(p_.dense_opt, d_params_.data(), d_state_.data(), d_summed_.data(), params_.size(), ++opt_step_);
     return ops_.status();
   }
@@ -480,6 +537,7 @@ class Trainer {
     ZPS_RETURN_IF_ERROR(forwardBackward(rows, loss));
     float scale = 1.0f / static_cast<float>(b_);
     ops_.scale(d_grad_.data(), n, scale);
+    ZPS_RETURN_IF_ERROR(checkFinite(d_grad_.data(), *loss, "this worker's dense gradient"));
     // The delta this worker's optimizer step makes; the servers add every worker's deltas.
     ops_.copy(d_summed_.data(), d_params_.data(), n);
     ops_.applyOptimizer(p_.dense_opt, d_summed_.data(), d_state_.data(), d_grad_.data(), n, ++opt_step_);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "worker/train/dataset.h"
+#include "worker/train/split.h"
 
 namespace zps::train {
 namespace {
@@ -134,6 +135,15 @@ TEST_CASE("csv: every malformed line names file and line", "[train][data]") {
     TempFile t("1,2,0\n3,nan,1\n");
     CHECK_THAT(errorOf("csv:" + t.path()), Catch::Contains(t.path() + ":2:"));
   }
+  SECTION("a value float32 cannot hold") {
+    TempFile t("x,y,l\n1,2,0\n3,-1e39,1\n");
+    CHECK_THAT(errorOf("csv:" + t.path()),
+               Catch::Contains(t.path() + ":3: column 2: '-1e39' is outside float32's range"));
+    TempFile first("1e39,2,0\n3,4,1\n");  // a numeric first line is a row, not a header
+    CHECK_THAT(errorOf("csv:" + first.path()), Catch::Contains(first.path() + ":1: column 1:"));
+    TempFile big("3.4e38,2,0\n3,4,1\n");  // the largest floats are fine
+    CHECK(loadAll("csv:" + big.path()).rows == 2);
+  }
   SECTION("only the first line may be a header") {
     TempFile t("a,b,c\nd,e,f\n1,2,3\n");
     CHECK_THAT(errorOf("csv:" + t.path()), Catch::Contains(t.path() + ":2:"));
@@ -229,6 +239,9 @@ TEST_CASE("libsvm: sparse lines become dense rows", "[train][data]") {
                Catch::Contains(dup.path() + ":1: feature index 1 appears twice"));
     TempFile no_label("1:0.5\n");
     CHECK_THAT(errorOf("libsvm:" + no_label.path()), Catch::Contains(no_label.path() + ":1:"));
+    TempFile huge("1 1:0.5\n0 2:1e40\n");
+    CHECK_THAT(errorOf("libsvm:" + huge.path()),
+               Catch::Contains(huge.path() + ":2: feature 2: '1e40' is outside float32's range"));
     TempFile bad_index("1 -3:1\n");
     CHECK_THAT(errorOf("libsvm:" + bad_index.path()), Catch::Contains(bad_index.path() + ":1:"));
   }
@@ -338,6 +351,70 @@ TEST_CASE("the split is deterministic and seeded", "[train][data]") {
   REQUIRE(all.ok());
   CHECK(all->train.rows == 500);
   CHECK(all->test.rows == 0);
+}
+
+// Rows per class of a dataset's labels.
+std::vector<size_t> classCounts(const Dataset& d) {
+  std::vector<size_t> n(static_cast<size_t>(d.num_classes), 0);
+  for (float l : d.labels) ++n[static_cast<size_t>(l)];
+  return n;
+}
+
+TEST_CASE("the stratified split keeps every class's share within one row", "[train][data]") {
+  requireRealData();
+  LoadOptions o;
+  o.data_dir = dataDir();
+  for (const char* name : {"digits", "breast_cancer"}) {
+    for (double fraction : {0.2, 0.33, 0.05}) {
+      for (uint64_t seed : {1, 2, 3}) {
+        INFO(name << " test fraction " << fraction << " seed " << seed);
+        o.test_fraction = fraction;
+        o.seed = seed;
+        auto s = loadDataset(name, o);  // stratified: the default for classification
+        REQUIRE(s.ok());
+        const size_t rows = s->train.rows + s->test.rows;
+        CHECK(s->test.rows == static_cast<size_t>(std::llround(static_cast<double>(rows) * fraction)));
+        const std::vector<size_t> test = classCounts(s->test), train = classCounts(s->train);
+        for (size_t c = 0; c < test.size(); ++c) {
+          const double exact = static_cast<double>(test[c] + train[c]) * fraction;
+          CHECK(std::fabs(static_cast<double>(test[c]) - exact) < 1.0);
+        }
+      }
+    }
+  }
+  // A random split of the same data strays further (which is why stratified is the default).
+  o.test_fraction = 0.2;
+  double worst = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    o.seed = seed;
+    o.split = SplitKind::kRandom;
+    auto s = loadDataset("digits", o);
+    REQUIRE(s.ok());
+    const std::vector<size_t> test = classCounts(s->test), train = classCounts(s->train);
+    for (size_t c = 0; c < test.size(); ++c)
+      worst = std::max(worst, std::fabs(static_cast<double>(test[c]) - 0.2 * static_cast<double>(test[c] + train[c])));
+  }
+  CHECK(worst > 1.0);
+}
+
+TEST_CASE("split kinds: random is the permutation's prefix, stratified needs classes", "[train][data]") {
+  LoadOptions o;
+  o.synthetic_rows = 500;
+  o.split = SplitKind::kStratified;
+  auto refused = loadDataset("synthetic-regression", o);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains("--split random"));
+  o.split = SplitKind::kAuto;
+  auto automatic = loadDataset("synthetic-regression", o);
+  o.split = SplitKind::kRandom;
+  auto random = loadDataset("synthetic-regression", o);
+  REQUIRE(automatic.ok());
+  REQUIRE(random.ok());
+  CHECK(automatic->test.labels == random->test.labels);  // auto is random for regression
+  CHECK(splitKindFromName("stratified").value() == SplitKind::kStratified);
+  CHECK(splitKindFromName("random").value() == SplitKind::kRandom);
+  CHECK(splitKindFromName("auto").value() == SplitKind::kAuto);
+  CHECK_THAT(splitKindFromName("kfold").status().message(), Catch::Contains("valid: auto, stratified, random"));
 }
 
 TEST_CASE("synthetic data: shapes, determinism, a known click model", "[train][data]") {

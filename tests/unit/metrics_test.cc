@@ -144,6 +144,11 @@ TEST_CASE("evaluateOutputs picks the metrics of the task", "[train][metrics]") {
   CHECK(m.accuracy == 1.0);
   CHECK(std::isnan(m.auc));
   CHECK(m.summary() == "accuracy 1.0000");
+
+  // A model that diverged outputs NaN: the summary still names the task's metric.
+  const float nan = std::nanf("");
+  CHECK(evaluateOutputs(reg, std::vector<float>{nan, nan}.data(), 1, nan).summary() == "mse nan");
+  CHECK_THAT(evaluateOutputs(bin, std::vector<float>(4, nan).data(), 1, nan).summary(), Catch::StartsWith("auc nan"));
 }
 
 }  // namespace

@@ -249,7 +249,14 @@ TEST_CASE("makeModel checks the model against the data", "[train][models]") {
     CHECK(m.status().code() == StatusCode::kInvalidArgument);
     CHECK_THAT(m.status().message(), Catch::Contains(text));
   };
-  expectError(makeModel("resnet", reg, {}, 0), "unknown model 'resnet' (valid: linear, mlp, ctr)");
+  expectError(makeModel("resnet", reg, {}, 0), "unknown model 'resnet' (valid: linear, logreg, mlp, ctr)");
+  expectError(makeModel("logreg", reg, {}, 0), "model 'logreg' does classification");
+  auto logreg = makeModel("logreg", cls, {4}, 0);  // hidden sizes do not apply to it
+  REQUIRE(logreg.ok());
+  CHECK((*logreg)->describe() == "logreg 3-3");
+  std::vector<float> start((*logreg)->numDenseParams(), 1.0f);
+  (*logreg)->initDense(start.data(), 7);
+  CHECK(start == std::vector<float>(12, 0.0f));  // a convex loss: starts at zero
   expectError(makeModel("linear", cls, {}, 0), "does regression");
   expectError(makeModel("mlp", reg, {4}, 0), "does classification");
   expectError(makeModel("mlp", ctr, {4}, 0), "use ctr");

@@ -1,6 +1,7 @@
 #include "worker/train/cpu_train_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/train_math.h"
@@ -24,6 +25,11 @@ class CpuTrainOps final : public kernels::TrainOps {
   void upload(float* dst, const float* host, size_t n) override { copy(dst, host, n); }
   void download(float* host, const float* src, size_t n) override { copy(host, src, n); }
   void synchronize() override {}
+  size_t firstNonFinite(const float* x, size_t n) override {
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(x[i])) return i;
+    return n;
+  }
 
   void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
             size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) override {

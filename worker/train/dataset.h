@@ -47,11 +47,16 @@ struct Split {
 // otherwise. LibSVM labels -1/+1 always mean binary classification (-1 becomes class 0).
 enum class Task { kAuto, kRegression, kClassification };
 
+// How the rows are divided into train and test (worker/train/split.h): kAuto is stratified by class
+// for classification and random for regression.
+enum class SplitKind { kAuto, kStratified, kRandom };
+
 struct LoadOptions {
   std::string data_dir = "data";  // where the named real datasets live (tools/fetch-datasets.sh)
   int label_column = -1;       // csv: the label's column; negative counts from the end (-1 = last)
   Task task = Task::kAuto;     // csv and libsvm files
   double test_fraction = 0.2;  // in [0, 1): the share of rows held out for the test split
+  SplitKind split = SplitKind::kAuto;
   uint64_t seed = 1;           // the split, and the synthetic generators
   size_t synthetic_rows = 0;   // synthetic datasets: rows before the split (0 = the default below)
 };
@@ -92,8 +97,8 @@ inline constexpr size_t kCtrCategoricalFields = 26;  // like Criteo's C1..C26
 // the path, and tools/fetch-datasets.sh for the named datasets); a malformed line InvalidArgument
 // reading "PATH:LINE: what is wrong"; a dataset with no rows InvalidArgument.
 //
-// The split: rows are permuted by a permutation seeded with options.seed; the first
-// round(rows * test_fraction) go to test, the rest to train (each keeps file order). Numeric
+// The split (split.h's chooseTestRows): round(rows * test_fraction) rows go to test, stratified by
+// class or at random as options.split says, the rest to train (each keeps file order). Numeric
 // features are then standardised with the train split's mean and standard deviation (a constant
 // column becomes 0); labels, including regression targets, are left as they are.
 StatusOr<Split> loadDataset(const std::string& spec, const LoadOptions& options);

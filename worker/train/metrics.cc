@@ -143,9 +143,9 @@ double leastSquaresTestMse(const Dataset& train, const Dataset& test) {
 
 std::string Evaluation::summary() const {
   char buf[160];
-  if (!std::isnan(mse)) {
+  if (kind == Kind::kRegression) {
     std::snprintf(buf, sizeof(buf), "mse %.4f", mse);
-  } else if (!std::isnan(auc)) {
+  } else if (kind == Kind::kBinary) {
     std::snprintf(buf, sizeof(buf), "auc %.4f logloss %.4f accuracy %.4f", auc, logloss, accuracy);
   } else {
     std::snprintf(buf, sizeof(buf), "accuracy %.4f", accuracy);
@@ -159,10 +159,12 @@ Evaluation evaluateOutputs(const Dataset& data, const float* outputs, size_t per
   e.loss = loss;
   e.mse = e.accuracy = e.auc = e.logloss = kNaN;
   if (data.isRegression()) {
+    e.kind = Evaluation::Kind::kRegression;
     if (per_row == 1) e.mse = meanSquaredError(outputs, data.labels.data(), data.rows);
     return e;
   }
   if (data.num_classes == 2 && (per_row == 1 || per_row == 2)) {
+    e.kind = Evaluation::Kind::kBinary;
     // P(class 1) per row, whether the model gives one probability or both.
     std::vector<float> p1(data.rows);
     std::vector<float> both(data.rows * 2);

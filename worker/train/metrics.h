@@ -36,6 +36,8 @@ double leastSquaresTestMse(const Dataset& train, const Dataset& test);
 // logloss. Metrics that do not apply are NaN. `loss` is the mean model loss when the caller knows
 // it.
 struct Evaluation {
+  enum class Kind { kRegression, kBinary, kMulticlass };
+  Kind kind = Kind::kMulticlass;  // which metrics the summary reports, from the data's task
   size_t rows = 0;
   double loss = 0;
   double mse = 0;
@@ -43,7 +45,8 @@ struct Evaluation {
   double auc = 0;
   double logloss = 0;
 
-  // The headline: "mse 2841.5", "accuracy 0.9667", "auc 0.7812 logloss 0.4705 accuracy 0.80".
+  // The headline, named by the task even when a value is NaN: "mse 2841.5", "accuracy 0.9667",
+  // "auc 0.7812 logloss 0.4705 accuracy 0.80".
   std::string summary() const;
 };
 Evaluation evaluateOutputs(const Dataset& data, const float* outputs, size_t per_row, double loss);

@@ -204,17 +204,19 @@ Status checkClassLabels(const Dataset& data, int classes) {
   return Status::OK();
 }
 
-// Models over the numeric features alone: linear (squared head) and mlp (softmax head).
+// Models over the numeric features alone: linear (squared head), logreg and mlp (softmax head).
+// linear and logreg have convex losses and start at zero (`zero_init`).
 class NumericModel : public Model {
  public:
   NumericModel(TrainOps& ops, std::string kind, size_t features, const std::vector<size_t>& hidden,
-               size_t outputs, LossHead head)
-      : kind_(std::move(kind)), head_(head), net_(ops, features, hidden, outputs, head), input_(ops) {}
+               size_t outputs, LossHead head, bool zero_init)
+      : kind_(std::move(kind)), head_(head), zero_init_(zero_init),
+        net_(ops, features, hidden, outputs, head), input_(ops) {}
 
   std::string describe() const override { return kind_ + " " + joinSizes(net_.widths()); }
   size_t numDenseParams() const override { return net_.numParams(); }
   void initDense(float* params, uint64_t seed) const override {
-    net_.init(params, seed, head_ == LossHead::kSquared);
+    net_.init(params, seed, zero_init_);
   }
   size_t outputsPerRow() const override { return net_.outputWidth(); }
 
@@ -264,6 +266,7 @@ class NumericModel : public Model {
 
   std::string kind_;
   LossHead head_;
+  bool zero_init_;
   DenseNet net_;
   BatchInput input_;
 };
@@ -362,13 +365,18 @@ TrainOps& opsOrCpu(TrainOps* ops) { return ops ? *ops : cpuTrainOps(); }
 
 std::unique_ptr<Model> makeLinear(size_t features, TrainOps* ops) {
   return std::make_unique<NumericModel>(opsOrCpu(ops), "linear", features, std::vector<size_t>{}, 1,
-                                        LossHead::kSquared);
+                                        LossHead::kSquared, true);
 }
 
 std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes,
                                TrainOps* ops) {
   return std::make_unique<NumericModel>(opsOrCpu(ops), "mlp", features, hidden, static_cast<size_t>(classes),
-                                        LossHead::kSoftmax);
+                                        LossHead::kSoftmax, false);
+}
+
+std::unique_ptr<Model> makeLogreg(size_t features, int classes, TrainOps* ops) {
+  return std::make_unique<NumericModel>(opsOrCpu(ops), "logreg", features, std::vector<size_t>{},
+                                        static_cast<size_t>(classes), LossHead::kSoftmax, true);
 }
 
 std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim,
@@ -387,19 +395,20 @@ StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Datase
     if (!data.isRegression()) {
       return InvalidArgument("model 'linear' does regression, but dataset '" + data.name +
                              "' has " + std::to_string(data.num_classes) +
-                             " classes (use mlp or ctr)");
+                             " classes (use logreg, mlp or ctr)");
     }
     model = makeLinear(data.num_numeric, ops);
-  } else if (name == "mlp") {
+  } else if (name == "mlp" || name == "logreg") {
     if (data.isRegression()) {
-      return InvalidArgument("model 'mlp' does classification, but dataset '" + data.name +
+      return InvalidArgument("model '" + name + "' does classification, but dataset '" + data.name +
                              "' has regression targets (use linear)");
     }
     if (data.num_categorical > 0) {
-      return InvalidArgument("dataset '" + data.name +
-                             "' has categorical fields, which mlp cannot read (use ctr)");
+      return InvalidArgument("dataset '" + data.name + "' has categorical fields, which " + name +
+                             " cannot read (use ctr)");
     }
-    model = makeMlp(data.num_numeric, hidden, data.num_classes, ops);
+    model = name == "mlp" ? makeMlp(data.num_numeric, hidden, data.num_classes, ops)
+                          : makeLogreg(data.num_numeric, data.num_classes, ops);
   } else if (name == "ctr") {
     if (data.num_categorical == 0) {
       return InvalidArgument("model 'ctr' needs categorical fields, and dataset '" + data.name +
@@ -408,7 +417,7 @@ StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Datase
     if (embedding_dim == 0) return InvalidArgument("model 'ctr' needs an embedding dimension >= 1");
     model = makeCtr(data.num_numeric, data.num_categorical, embedding_dim, hidden, ops);
   } else {
-    return InvalidArgument("unknown model '" + name + "' (valid: linear, mlp, ctr)");
+    return InvalidArgument("unknown model '" + name + "' (valid: linear, logreg, mlp, ctr)");
   }
   ZPS_RETURN_IF_ERROR(model->checkData(data));
   return model;

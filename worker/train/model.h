@@ -1,6 +1,7 @@
 // Models for the built-in training programs, with forward and backward passes on a TrainOps backend
 // (kernels/train_ops.h: the CPU with OpenBLAS by default, or a GPU with cuBLAS):
 //   linear  y = w.x + b, squared-error loss (t - y)^2 per sample, so loss / n is the MSE
+//   logreg  multinomial logistic regression: softmax cross-entropy over num_classes of x W + b
 //   mlp     ReLU hidden layers, softmax cross-entropy over num_classes
 //   ctr     concat(embedding rows of the categorical fields, numeric features) -> ReLU MLP ->
 //           one logit, logistic loss (binary cross-entropy)
@@ -41,7 +42,7 @@ class Model {
   virtual std::string describe() const = 0;
   virtual size_t numDenseParams() const = 0;
   // Host memory (the caller uploads it). Deterministic from the seed: He initialisation for layers followed by a ReLU, Glorot for the
-  // output layer, zero biases. The linear model starts at all zeros (its loss is convex).
+  // output layer, zero biases. The linear and logreg models start at all zeros (convex losses).
   virtual void initDense(float* params, uint64_t seed) const = 0;
   // Floats per embedding row (ctr); 0 for models without embeddings.
   virtual size_t embeddingDim() const { return 0; }
@@ -71,13 +72,15 @@ class Model {
 std::unique_ptr<Model> makeLinear(size_t features, kernels::TrainOps* ops = nullptr);
 std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes,
                                kernels::TrainOps* ops = nullptr);
+std::unique_ptr<Model> makeLogreg(size_t features, int classes, kernels::TrainOps* ops = nullptr);
 std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim,
                                std::vector<size_t> hidden, kernels::TrainOps* ops = nullptr);
 
-// Builds the named model ("linear", "mlp" or "ctr") for a dataset's shape, or says why it cannot:
-// an unknown name (listing the valid ones), linear on classification data, mlp on regression data,
+// Builds the named model ("linear", "logreg", "mlp" or "ctr") for a dataset's shape, or says why it cannot:
+// an unknown name (listing the valid ones), linear on classification data, logreg or mlp on
+// regression data,
 // ctr on data without categorical fields or with more than two classes. `hidden` is ignored by
-// linear; `embedding_dim` is used only by ctr.
+// linear and logreg; `embedding_dim` is used only by ctr.
 StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Dataset& data,
                                            const std::vector<size_t>& hidden, size_t embedding_dim,
                                            kernels::TrainOps* ops = nullptr);

@@ -1,0 +1,30 @@
+// How loadDataset (dataset.h) divides a dataset's rows into train and test. Pure functions of their
+// inputs, safe from any thread; every worker computes the same split from the same seed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "worker/train/dataset.h"
+#include "zps/status.h"
+
+namespace zps::train {
+
+// "auto", "stratified" or "random"; InvalidArgument naming the valid ones otherwise.
+StatusOr<SplitKind> splitKindFromName(const std::string& name);
+
+// The rows of `all` that form the test split, ascending. Rows are visited in a permutation seeded
+// by `seed`; round(rows * fraction) of them go to test (at most rows - 1, so training keeps one).
+//   random      the first ones in that order
+//   stratified  (classification only) each class gives its share: floor or ceil of its rows x
+//               fraction, the ceilings going to the classes with the largest remainders (lowest
+//               class first on ties) until the total is reached; within a class, the first rows
+//               in the seeded order
+//   auto        stratified for classification, random for regression
+// Errors: stratified on regression data.
+StatusOr<std::vector<size_t>> chooseTestRows(const Dataset& all, double fraction, uint64_t seed,
+                                             SplitKind kind);
+
+}  // namespace zps::train
