@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ps/node/http_server.h"
+#include "tools/launch_python.h"
 #include "tools/process.h"
 #include "zps/status.h"
 
@@ -32,6 +33,10 @@ using std::chrono::milliseconds;
 
 constexpr int kMaxRoleCount = 1000;
 constexpr milliseconds kStopGrace{5000};
+// After a child fails, the others get this long to end on their own before SIGTERM: a worker whose
+// script raised ends the job through the scheduler, which tells every other node which worker
+// failed, and they need a moment to say so.
+constexpr milliseconds kFailureGrace{5000};
 // A child that never prints a newline must not grow launch's memory without bound.
 constexpr size_t kMaxLineBytes = 64 * 1024;
 
@@ -41,10 +46,12 @@ constexpr char kUsage[] =
     " -- CMD [ARGS...]\n"
     "  Starts a scheduler, S servers and W workers on this machine. Workers run CMD with\n"
     "  DMLC_ROLE=worker and DMLC_WORKER_ID=i; CMD 'check', 'bench' or 'train' runs that zps\n"
-    "  subcommand. --host (default 127.0.0.1) is the address every node advertises and reaches the\n"
-    "  scheduler at (the scheduler and servers listen on all interfaces);\n"
-    "  --port (default: a free one) is the scheduler's; --timeout stops everything after that\n"
-    "  many seconds (exit 124). --local-size N starts N processes per worker node (worker i.l,\n"
+    "  subcommand. Any other CMD finds zps's Python package (PYTHONPATH starts with the folder that\n"
+    "  belongs to this binary), and a bare 'python3' whose PATH interpreter cannot import torch runs\n"
+    "  as /usr/bin/python3 (Debian's python3-torch). --host (default 127.0.0.1) is the address every\n"
+    "  node advertises and reaches the scheduler at (the scheduler and servers listen on all\n"
+    "  interfaces); --port (default: a free one) is the scheduler's; --timeout stops everything after\n"
+    "  that many seconds (exit 124). --local-size N starts N processes per worker node (worker i.l,\n"
     "  with ZPS_LOCAL_RANK=l and ZPS_LOCAL_SIZE=N; default: one per NVIDIA_VISIBLE_DEVICES entry,\n"
     "  else 1); they reduce locally, and each sends only its share to the servers.\n"
     "  --progress: how often the job's status (each worker's step, samples/s, push/pull MB/s, from\n"
@@ -334,6 +341,16 @@ Status Launcher::startAll() {
       {"DMLC_NUM_WORKER", std::to_string(config_.workers)},
       {"DMLC_NODE_HOST", config_.host},
   };
+  std::vector<std::string> command = config_.command;
+  const std::string& program = command[0];
+  if (program == "check" || program == "bench" || program == "train") {
+    command.insert(command.begin(), self);
+  } else {
+    PythonLaunch python = preparePythonLaunch(std::move(command), self);
+    for (const auto& note : python.notes) say(note);
+    if (!python.python_path.empty()) common.emplace_back("PYTHONPATH", python.python_path);
+    command = std::move(python.command);
+  }
   // glog writes to files under /tmp by default; here the point is to see every role's log.
   if (std::getenv("GLOG_logtostderr") == nullptr) common.emplace_back("GLOG_logtostderr", "1");
   // The status line is only as fresh as the heartbeats that carry the workers' progress (every 5 s
@@ -387,11 +404,6 @@ Status Launcher::startAll() {
     ZPS_RETURN_IF_ERROR(start("server " + std::to_string(i), {self},
                               {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ID", std::to_string(i)}, metricsEnv(1 + i)},
                               {"DMLC_WORKER_ID"}));
-  }
-  std::vector<std::string> command = config_.command;
-  const std::string& program = command[0];
-  if (program == "check" || program == "bench" || program == "train") {
-    command.insert(command.begin(), self);
   }
   const int local = localSize(config_);
   for (int i = 0; i < config_.workers; ++i) {
@@ -489,7 +501,7 @@ void Launcher::reapExited() {
     if (*code != 0 && !child.stopped && !first_failure_ && g_stop_signal == 0) {
       first_failure_ = i;
       say(child.label + " exited with code " + std::to_string(*code) +
-          (runningCount() > 0 ? "; stopping the others" : ""));
+          (runningCount() > 0 ? "; stopping the others (5 s to end on their own first)" : ""));
     }
   }
 }
@@ -625,6 +637,13 @@ int Launcher::run() {
     }
   }
   setStatusLine("");  // the shutdown's lines are plain
+  if (reason == Reason::kChildFailed) {
+    const auto grace_end = Clock::now() + kFailureGrace;
+    while (runningCount() > 0 && Clock::now() < grace_end && g_stop_signal == 0) {
+      pumpOutput(50);
+      reapExited();
+    }
+  }
   stopAll();
 
   int exit_code = 0;
