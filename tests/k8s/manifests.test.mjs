@@ -23,7 +23,7 @@ for (const dir of good) {
 }
 
 test('the overlays and variants docs/deployment.md promises exist', () => {
-  for (const d of ['overlays/cpu', 'overlays/gpu', 'overlays/recovery', 'variants/mxjob', 'variants/volcano'])
+  for (const d of ['overlays/cpu', 'overlays/gpu', 'overlays/recovery', 'overlays/torch', 'variants/mxjob', 'variants/volcano'])
     assert.ok(good.includes(path.join(repoRoot, 'k8s', d)), `k8s/${d} is missing`);
 });
 
@@ -51,6 +51,22 @@ test('the recovery overlay restarts servers and workers in place, keeps their ch
   }
   // A restarted scheduler would not know the job: it must stay down and end it.
   assert.equal(jobs['zps-scheduler'].template.spec.restartPolicy, 'Never');
+});
+
+test('the torch overlay: workers run a PyTorch script from the torch image, the other roles stay zps', () => {
+  const { objects } = validateDir(path.join(repoRoot, 'k8s', 'overlays', 'torch'));
+  const jobs = Object.fromEntries(objects.filter((o) => o.kind === 'Job').map((o) => [o.metadata.name, o.spec]));
+  const worker = jobs['zps-worker'].template.spec.containers[0];
+  assert.equal(worker.command[0], 'python3');
+  assert.match(worker.command[1], /^\/usr\/share\/zps\/examples\/torch\/train_\w+\.py$/, 'a script the image holds');
+  const script = path.join(repoRoot, 'examples', 'torch', path.basename(worker.command[1]));
+  assert.ok(fs.existsSync(script), `${rel(script)} (copied into the image) exists`);
+  for (const name of ['zps-scheduler', 'zps-server', 'zps-worker']) {
+    const c = jobs[name].template.spec.containers[0];
+    assert.match(c.image, /-torch$/, `${name} uses the image built with WITH_TORCH=1`);
+    if (name !== 'zps-worker') assert.equal(c.command, undefined, `${name} keeps the zps entrypoint`);
+  }
+  assert.equal(jobs['zps-worker'].completions, 2);
 });
 
 const fixturesDir = path.join(here, 'fixtures');
