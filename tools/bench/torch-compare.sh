@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# zps.torch against torch.distributed DDP over Gloo, on this machine, in one run: the same models, data
+# and batch, 2 workers each; zps with 1 and with 2 servers. Then push_pull of one tensor from Python
+# against `zps bench` at the same size (what the Python layer costs).
+#
+#   tools/bench/torch-compare.sh                        # ROUNDS=3 REPS=3 STEPS=20 MODELS="digits wide"
+#   ROUNDS=1 REPS=1 STEPS=2 MODELS=digits PP_BYTES=1048576 tools/bench/torch-compare.sh   # a smoke run
+#
+# Each round runs every configuration once, one after the other, so all see the same machine; each run
+# times REPS windows of STEPS steps after a warm-up (tools/bench/torch_compare.py). The table shows, per
+# configuration, the median over rounds of each run's median step time, samples/s (2 workers x BATCH
+# rows per step) and zps's speed relative to DDP (> 1: zps is faster). Needs a built zps (BUILD_DIR,
+# default build) and a python3 that imports torch ($PYTHON, default /usr/bin/python3); exits 77 when
+# that python cannot import torch or zps. Writes its raw results to $OUT_DIR/results.jsonl.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+ZPS=$BUILD_DIR/bin/zps
+PYTHON=${PYTHON:-/usr/bin/python3}
+ROUNDS=${ROUNDS:-3}
+REPS=${REPS:-3}
+STEPS=${STEPS:-20}
+BATCH=${BATCH:-32}
+MODELS=${MODELS:-digits wide}
+PP_BYTES=${PP_BYTES:-4194304}
+OUT_DIR=${OUT_DIR:-$BUILD_DIR/torch-compare}
+DRIVER=$ROOT/tools/bench/torch_compare.py
+RESULTS=$OUT_DIR/results.jsonl
+
+[ -x "$ZPS" ] || { echo "torch-compare.sh: $ZPS not found; build first (tools/build.sh)" >&2; exit 2; }
+export PYTHONPATH=$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}
+if ! why=$("$PYTHON" -c "import torch, zps.torch" 2>&1); then
+  echo "SKIPPED: $PYTHON cannot import torch and zps.torch (python3-torch, a build with the Python package): ${why##*$'\n'}"
+  exit 77
+fi
+mkdir -p "$OUT_DIR"
+: >"$RESULTS"
+failed=0
+common=(--batch-size "$BATCH" --steps "$STEPS" --reps "$REPS")
+
+# keep NAME FILE: appends the JSON line a run printed (zps launch prefixes it with "[worker 0] ").
+keep() {
+  if ! sed -n 's/^\(\[worker 0\] \)\{0,1\}\({.*}\)$/\2/p' "$2" | grep -q .; then
+    echo "torch-compare.sh: $1 printed no result; its output:" >&2
+    tail -20 "$2" >&2
+    failed=1
+    return
+  fi
+  sed -n 's/^\(\[worker 0\] \)\{0,1\}\({.*}\)$/\2/p' "$2" >>"$RESULTS"
+}
+
+ddp() {  # ddp MODEL: 2 processes, torch.distributed over Gloo on loopback
+  local port pids=() r
+  port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port GLOO_SOCKET_IFNAME=lo \
+      timeout 600 "$PYTHON" "$DRIVER" --system ddp --model "$1" "${common[@]}" --label "ddp" >"$OUT_DIR/ddp-$r.out" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  keep "ddp $1" "$OUT_DIR/ddp-0.out"
+}
+
+zps_run() {  # zps_run SERVERS LABEL DRIVER-ARGS...: 2 workers under zps launch
+  local servers=$1 label=$2
+  shift 2
+  "$ZPS" launch --servers "$servers" --workers 2 --progress 0 --timeout 600 -- \
+    "$PYTHON" "$DRIVER" "$@" --label "$label" >"$OUT_DIR/$label.out" 2>&1
+  keep "$label" "$OUT_DIR/$label.out"
+}
+
+echo "torch-compare: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of: models ($MODELS) x" \
+     "{DDP/Gloo, zps 1 server, zps 2 servers}, push_pull vs zps bench at $PP_BYTES B; batch $BATCH per worker"
+for round in $(seq "$ROUNDS"); do
+  for model in $MODELS; do
+    ddp "$model"
+    zps_run 1 "zps-1s" --system zps --model "$model" "${common[@]}"
+    zps_run 2 "zps-2s" --system zps --model "$model" "${common[@]}"
+  done
+  zps_run 1 "pushpull" --system pushpull --bytes "$PP_BYTES" --steps "$STEPS" --reps "$REPS"
+  "$ZPS" launch --servers 1 --workers 2 --progress 0 --timeout 600 -- bench --sizes "$PP_BYTES" \
+    --json "$OUT_DIR/bench.json" >"$OUT_DIR/bench.out" 2>&1
+  if [ -s "$OUT_DIR/bench.json" ]; then
+    tr -d '\n' <"$OUT_DIR/bench.json" | sed 's/^{/{"label":"zps-bench",/' >>"$RESULTS"
+    echo >>"$RESULTS"
+  else
+    echo "torch-compare.sh: zps bench wrote no JSON (see $OUT_DIR/bench.out)" >&2
+    failed=1
+  fi
+  rm -f "$OUT_DIR/bench.json"
+  echo "torch-compare: round $round of $ROUNDS done"
+done
+
+"$PYTHON" - "$RESULTS" "$BATCH" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+batch = int(sys.argv[2])
+def med(values):
+    return statistics.median(values) if values else float("nan")
+print("\n# step time and samples/s: medians over rounds; ratio = DDP step time / zps step time (>= 1.0: goal met)")
+print("# %-8s %-14s %10s %12s %12s %7s" % ("model", "system", "params", "step (ms)", "samples/s", "ratio"))
+for model in sorted({r["model"] for r in rows if "model" in r and r["label"] != "zps-bench"}):
+    base = med([r["median_step_s"] for r in rows if r.get("model") == model and r["label"] == "ddp"])
+    for label, name in (("ddp", "DDP/Gloo"), ("zps-1s", "zps 1 server"), ("zps-2s", "zps 2 servers")):
+        runs = [r for r in rows if r.get("model") == model and r["label"] == label]
+        if not runs:
+            continue
+        step = med([r["median_step_s"] for r in runs])
+        ratio = "" if label == "ddp" else "%.2f" % (base / step)
+        print("  %-8s %-14s %10d %12.2f %12.0f %7s" % (model, name, runs[0]["parameters"], step * 1e3,
+                                                     2 * batch / step, ratio))
+py = med([r["median_step_s"] for r in rows if r["label"] == "pushpull"])
+cc = med([row["p50_us"] * 1e-6 for r in rows if r["label"] == "zps-bench" for row in r["rows"]])
+if py == py and cc == cc:
+    size = next(r["bytes"] for r in rows if r["label"] == "pushpull")
+    print("# push_pull of one %d-byte float32 tensor, 2 workers, 1 server: Python %.3f ms, zps bench p50 %.3f ms;"
+          " Python / bench = %.2f (goal <= 1.10)" % (size, py * 1e3, cc * 1e3, py / cc))
+EOF
+exit $failed

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""One side of tools/bench/torch-compare.sh: times data-parallel training steps of one model, either
+with torch.distributed DDP over Gloo (--system ddp; RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in
+the environment) or with zps.torch's DistributedOptimizer (--system zps, run by zps launch), or times
+push_pull of one tensor (--system pushpull). Rank 0 prints one JSON line with the per-repetition
+medians; the shell script makes the table.
+
+Models: `digits` is the MLP of examples/torch/train_digits.py (64-128-128-10, 26 k parameters) on
+batches of the digits' shape; `wide` is a 1024-3072-3072-10 MLP (12.6 M parameters, 50 MB of
+gradients per step). Data is random (the same shape every step): the point is the step time.
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODELS = {"digits": (64, [128, 128], 10), "wide": (1024, [3072, 3072], 10)}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--system", choices=["ddp", "zps", "pushpull"], required=True)
+    p.add_argument("--model", choices=sorted(MODELS), default="digits")
+    p.add_argument("--batch-size", type=int, default=32, help="rows per worker per step")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per repetition")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--bytes", type=int, default=4 << 20, help="pushpull: the tensor's size")
+    p.add_argument("--label", default="", help="copied into the JSON line")
+    return p.parse_args()
+
+
+def make_model(name):
+    inputs, hidden, outputs = MODELS[name]
+    layers, width = [], inputs
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.ReLU()]
+        width = h
+    layers.append(nn.Linear(width, outputs))
+    return nn.Sequential(*layers), inputs, outputs
+
+
+def timed_reps(args, step):
+    """Median seconds per step of each repetition (after the warm-up steps)."""
+    for _ in range(args.warmup):
+        step()
+    medians = []
+    for _ in range(args.reps):
+        times = []
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+        medians.append(statistics.median(times))
+    return medians
+
+
+def main():
+    args = parse_args()
+    torch.manual_seed(1)
+    torch.set_num_threads(1)  # the processes share the machine's cores
+    if args.system == "ddp":
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        dist.init_process_group("gloo")
+        rank, size = dist.get_rank(), dist.get_world_size()
+    else:
+        import zps.torch as bps
+        bps.init()
+        rank, size = bps.rank(), bps.size()
+
+    result = {"label": args.label, "system": args.system, "workers": size}
+    if args.system == "pushpull":
+        tensor = torch.ones(args.bytes // 4)
+        step_times = timed_reps(args, lambda: bps.push_pull(tensor, average=False, name="bench"))
+        result.update(bytes=args.bytes)
+    else:
+        model, inputs, outputs = make_model(args.model)
+        x = torch.randn(args.batch_size, inputs)
+        y = torch.randint(0, outputs, (args.batch_size,))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        if args.system == "ddp":
+            model = DistributedDataParallel(model)
+        else:
+            optimizer = bps.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+            bps.broadcast_parameters(model.state_dict(), root_rank=0)
+
+        def step():
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+        step_times = timed_reps(args, step)
+        result.update(model=args.model, batch=args.batch_size,
+                      parameters=sum(p.numel() for p in model.parameters()))
+    result.update(step_s=step_times, median_step_s=statistics.median(step_times))
+    if rank == 0:
+        print(json.dumps(result), flush=True)
+    if args.system == "ddp":
+        dist.destroy_process_group()
+    else:
+        bps.shutdown()
+
+
+if __name__ == "__main__":
+    main()
