@@ -122,6 +122,16 @@ int zps_wait(zps_worker* w, zps_handle handle, int64_t timeout_ms);
  * flight. ZPS_E_INVALID_ARGUMENT for an unknown or already waited handle. */
 int zps_poll(const zps_worker* w, zps_handle handle, int* done);
 
+/* Bytes this process handed to push/pull and bytes it moved over the network for them (compression
+ * makes the pushed network bytes smaller). */
+typedef struct zps_traffic_counters {
+  uint64_t tensor_bytes_pushed;
+  uint64_t network_bytes_pushed;
+  uint64_t tensor_bytes_pulled;
+  uint64_t network_bytes_pulled;
+} zps_traffic_counters;
+int zps_traffic(const zps_worker* w, zps_traffic_counters* out);
+
 /* Waits until every worker reached this barrier. */
 int zps_barrier(zps_worker* w);
 

@@ -53,6 +53,7 @@ def _declare_signatures(lib):
         "zps_push_rows": ([c_void_p, c_int, c_void_p, c_u64, c_void_p, p_u64], c_int),
         "zps_wait": ([c_void_p, c_u64, c_i64], c_int),
         "zps_poll": ([c_void_p, c_u64, p_int], c_int),
+        "zps_traffic": ([c_void_p, ctypes.POINTER(TrafficCounters)], c_int),
         "zps_barrier": ([c_void_p], c_int),
         "zps_report_progress": ([c_void_p, c_u64, c_double, c_double, c_u64, c_u64], c_int),
     }
@@ -78,6 +79,12 @@ class TableOptions(ctypes.Structure):
         ("async_", ctypes.c_int),
         ("restore_step", ctypes.c_uint64),
     ]
+
+
+class TrafficCounters(ctypes.Structure):
+    """zps_traffic_counters of c_api.h."""
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("tensor_bytes_pushed", "network_bytes_pushed", "tensor_bytes_pulled", "network_bytes_pulled")]
 
 
 def library():
@@ -198,6 +205,12 @@ class Worker:
         done = ctypes.c_int()
         check(self._lib.zps_poll(self._w, handle, ctypes.byref(done)))
         return bool(done.value)
+
+    def traffic(self):
+        """A dict of the bytes pushed and pulled: tensor bytes, and the network bytes they took."""
+        t = TrafficCounters()
+        check(self._lib.zps_traffic(self._w, ctypes.byref(t)))
+        return {name: getattr(t, name) for name, _ in TrafficCounters._fields_}
 
     def barrier(self):
         check(self._lib.zps_barrier(self._w), "zps: barrier")

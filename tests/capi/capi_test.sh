@@ -23,6 +23,6 @@ echo "== 2. worker 1 fails: the job exits non-zero, worker 0 is told which worke
 "$ZPS" launch --servers 1 --workers 2 --timeout 120 -- "$PROG" --fail-worker 1 2>&1 | tee "$OUT" | grep -E "capi:|FAILED"
 code=${PIPESTATUS[0]}
 if [ "$code" -eq 0 ]; then echo "FAILED: the job exited 0 although worker 1 failed"; exit 1; fi
-grep -q "\[worker 0\] capi: worker 0: wait while worker 1 fails -> ABORTED" "$OUT" ||
+grep -q "\[worker 0\] capi: worker 0: push_pull while worker 1 fails -> ABORTED" "$OUT" ||
   { echo "FAILED: worker 0 did not see ABORTED naming worker 1"; tail -40 "$OUT"; exit 1; }
 echo "capi test: the job exited $code (non-zero) and worker 0 named worker 1; all checks passed"

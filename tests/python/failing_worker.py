@@ -1,7 +1,9 @@
 """A worker script that fails on purpose (run by failures_test.sh): prints what each worker saw.
   shape: worker 0 push_pulls 'w' as 4 floats, worker 1 as 5: both must fail naming 'w'.
   raise: worker 1's script raises; worker 0's push_pull must end naming worker 1 and its exception."""
+import atexit
 import sys
+import time
 
 import torch
 
@@ -10,6 +12,8 @@ import zps.torch as bps
 mode = sys.argv[1]
 bps.init()
 rank = bps.rank()
+# zps launch stops the other workers once one exits non-zero: linger so that they report first.
+atexit.register(time.sleep, 3)
 try:
     if mode == "shape":
         bps.push_pull(torch.ones(4 + rank), name="w")

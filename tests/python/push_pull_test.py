@@ -57,6 +57,15 @@ check(torch.equal(z, torch.full((7,), float(total))), "allreduce_ (in place, ave
 check(torch.equal(bps.push_pull(torch.tensor([3, -7]) * (RANK + 1), name="ints"), torch.tensor([4, -10])),
       "average of int64 truncates toward zero")
 
+# fp16 compression: float32 pushes travel as halves (half the network bytes); small integers stay exact.
+before = bps.traffic()
+x = torch.arange(4096, dtype=torch.float32) % 100 * (RANK + 1)
+out = bps.push_pull(x, average=False, name="fp16", compression=bps.Compression.fp16)
+after = bps.traffic()
+pushed = after["network_bytes_pushed"] - before["network_bytes_pushed"]
+check(torch.equal(out, torch.arange(4096, dtype=torch.float32) % 100 * total) and pushed == 4096 * 2,
+      "Compression.fp16: exact sum, %d network bytes pushed for 16384 tensor bytes" % pushed)
+
 # Async: several in flight on different names, polled, then synchronized out of order.
 hs = [bps.push_pull_async(torch.full((100,), float(i + RANK)), average=False, name="async.%d" % i) for i in range(4)]
 seen_done = sum(bps.poll(h) for h in hs)

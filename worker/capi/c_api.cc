@@ -276,6 +276,15 @@ int zps_poll(const zps_worker* w, zps_handle handle, int* done) {
   });
 }
 
+int zps_traffic(const zps_worker* w, zps_traffic_counters* out) {
+  if (out == nullptr) return nullArgument("zps_traffic", "out");
+  return guarded(w, "zps_traffic", [&](zps::Worker& x) {
+    const zps::TrafficCounters t = x.traffic();
+    *out = {t.tensor_bytes_pushed, t.network_bytes_pushed, t.tensor_bytes_pulled, t.network_bytes_pulled};
+    return zps::Status::OK();
+  });
+}
+
 int zps_barrier(zps_worker* w) {
   return guarded(w, "zps_barrier", [](zps::Worker& x) { return x.barrier(); });
 }

@@ -60,6 +60,11 @@ def barrier():
     _runtime.runtime("barrier").worker.barrier()
 
 
+def traffic():
+    """Bytes pushed and pulled by this process: tensor bytes and the network bytes they took (a dict)."""
+    return _runtime.runtime("traffic").worker.traffic()
+
+
 def report_progress(step, loss, samples_per_sec=0.0, epoch=0, epochs=0):
     """Shows the training's progress in zps status, the dashboard and /metrics."""
     _runtime.runtime("report_progress").worker.report_progress(step, float(loss), float(samples_per_sec), epoch, epochs)
