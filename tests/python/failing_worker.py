@@ -2,6 +2,7 @@
   shape: worker 0 push_pulls 'w' as 4 floats, worker 1 as 5: both must fail naming 'w'.
   raise: worker 1's script raises; worker 0's push_pull must end naming worker 1 and its exception."""
 import atexit
+import os
 import sys
 import time
 
@@ -10,11 +11,11 @@ import torch
 import zps.torch as bps
 
 mode = sys.argv[1]
-bps.init()
-rank = bps.rank()
+rank = int(os.environ["DMLC_WORKER_ID"])
 # zps launch stops the other workers once one exits non-zero: linger so that they report first.
 atexit.register(time.sleep, 3)
 try:
+    bps.init()  # worker 1 may fail before worker 0 has joined: then init raises
     if mode == "shape":
         bps.push_pull(torch.ones(4 + rank), name="w")
     elif mode == "raise":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A failing worker ends the job non-zero and every other worker is told which one failed and why:
 #  1. the same name with different shapes on two workers: both raise, naming the tensor;
-#  2. a worker's script raises: the other worker's push_pull raises ZpsJobAborted naming it and its exception.
+#  2. a worker's script raises: the other worker's push_pull (or init, when it had not joined yet) raises
+#     ZpsJobAborted naming it and its exception.
 # Usage: failures_test.sh <zps binary>
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,5 +37,5 @@ run raise
 echo "ok: the job exited $code"
 expect "\[worker 1\] RuntimeError: boom in the training loop" "worker 1 printed its traceback"
 expect "\[worker 0\] worker 0: raised ZpsJobAborted: .*worker 1 .*failed: worker 1's script raised RuntimeError: boom in the training loop" \
-  "worker 0's push_pull raised ZpsJobAborted naming worker 1 and its exception"
+  "worker 0's init or push_pull raised ZpsJobAborted naming worker 1 and its exception"
 echo "failures test: all checks passed"
