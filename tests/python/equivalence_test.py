@@ -88,4 +88,31 @@ for p, q in zip(model.parameters(), reference.parameters()):
 print("worker %d: max relative weight difference to 1 process on batch %d after %d steps: %.3g" % (rank, n * B, STEPS, worst))
 check(worst <= 1e-5, "2 workers on batch %d match 1 process on batch %d (<= 1e-5)" % (B, n * B))
 check(same_as_root(list(model.parameters()), "final"), "every worker holds bit-identical weights")
+
+# backward_passes_per_step=2: two backward passes of B samples each, then one sum over the workers. The
+# gradients accumulate (a sum of two means), so the reference is one process on 2 x 2B samples with
+# twice the mean loss.
+model2 = make_model()
+bps.broadcast_parameters(model2.state_dict(), root_rank=0)
+reference2 = copy.deepcopy(model2)
+ref2_optimizer = torch.optim.SGD(reference2.parameters(), lr=0.05)
+optimizer2 = bps.DistributedOptimizer(torch.optim.SGD(model2.parameters(), lr=0.05),
+                                      named_parameters=[("bp2." + k, p) for k, p in model2.named_parameters()],
+                                      backward_passes_per_step=2)
+X2 = torch.randn(4, 2 * n * B, DIN, generator=data)
+Y2 = torch.randn(4, 2 * n * B, DOUT, generator=data)
+for step in range(4):
+    optimizer2.zero_grad()
+    for micro in range(2):
+        mine = slice((2 * rank + micro) * B, (2 * rank + micro + 1) * B)
+        torch.nn.functional.mse_loss(model2(X2[step, mine]), Y2[step, mine]).backward()
+    optimizer2.step()
+    ref2_optimizer.zero_grad()
+    (2 * torch.nn.functional.mse_loss(reference2(X2[step]), Y2[step])).backward()
+    ref2_optimizer.step()
+worst2 = max(((p.detach() - q.detach()).abs() / q.detach().abs().clamp_min(1e-3)).max().item()
+             for p, q in zip(model2.parameters(), reference2.parameters()))
+print("worker %d: backward_passes_per_step=2: max relative weight difference %.3g" % (rank, worst2))
+check(worst2 <= 1e-5 and same_as_root(list(model2.parameters()), "final2"),
+      "backward_passes_per_step=2 matches 1 process on batch %d, workers bit-identical" % (2 * n * B))
 bps.shutdown()

@@ -8,6 +8,7 @@
 
 Workers run the script with the DMLC environment (`zps launch ... -- python3 train.py` sets it).
 """
+from zps._capi import library
 from zps.errors import ZpsError, ZpsInvalidArgument, ZpsJobAborted, ZpsTimeout
 from zps.torch import _runtime
 from zps.torch._runtime import ZpsNotInitialized
@@ -18,6 +19,8 @@ from zps.torch.ops import (Average, Sum, allreduce, allreduce_, allreduce_async,
                            broadcast_, broadcast_async_, poll, push_pull, push_pull_async, push_pull_async_inplace,
                            push_pull_inplace, synchronize)
 from zps.torch.optimizer import DistributedOptimizer
+
+library()  # a missing libzps_c.so fails the import, saying where it looked
 
 
 def init():

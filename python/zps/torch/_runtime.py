@@ -54,10 +54,12 @@ class Runtime:
 
     def __init__(self):
         self.worker = Worker()
-        self.rank = self.worker.rank()
-        self.size = self.worker.size()
         self.local_rank = self.worker.local_rank()
         self.local_size = self.worker.local_size()
+        # As in BytePS, rank and size count processes: a node of zps worker rank r runs local ranks
+        # r x local_size ... (r + 1) x local_size - 1, and every sum is over all processes.
+        self.rank = self.worker.rank() * self.local_size + self.local_rank
+        self.size = self.worker.size() * self.local_size
         self.lock = threading.Lock()
         self.declared = {}
         self.finished = False
