@@ -63,16 +63,17 @@ case "$WHAT" in
     ok "test MSE ${mse[0]} <= 0.35 (noise floor 0.25)"
     ;;
   ctr)
-    ROWS=${CTR_ROWS:-60000} EPOCHS=${CTR_EPOCHS:-2} BATCH=256
+    ROWS=${CTR_ROWS:-100000} EPOCHS=${CTR_EPOCHS:-3} BATCH=256
     PYTHONPATH=$BUILD/python${PYTHONPATH:+:$PYTHONPATH} "$PY" "$SRC/tests/torch/write_criteo.py" "$T/ctr.tsv" "$ROWS" ||
       fail "could not write the Criteo-format file"
-    launch 2 "$ZPS" train --model ctr --data "criteo:$T/ctr.tsv" --epochs $EPOCHS --batch_size $BATCH \
-      --optimizer momentum --lr 0.05 --hidden 128 --embedding_dim 8 --table_optimizer adagrad --table_lr 0.1
+    # --split random: the seeded permutation train_ctr.py repeats (zps train stratifies by default).
+    launch 2 "$ZPS" train --model ctr --data "criteo:$T/ctr.tsv" --split random --epochs $EPOCHS --batch_size $BATCH \
+      --optimizer momentum --lr 0.05 --hidden 128 --embedding_dim 8 --table_optimizer adagrad --table_lr 0.3
     zps_auc=$(sed -n 's/^\[worker 0\] Final test auc \([0-9.]*\) .*/\1/p' "$OUT")
     [ -n "$zps_auc" ] || fail "zps train printed no final test AUC"
     # The example scales --lr by the worker count (BytePS' convention): 0.025 x 2 is zps train's 0.05.
     launch 2 python3 "$SRC/examples/torch/train_ctr.py" --data "criteo:$T/ctr.tsv" --epochs $EPOCHS --batch-size $BATCH \
-      --lr 0.025 --hidden 128 --embedding-dim 8 --table-lr 0.1
+      --lr 0.025 --hidden 128 --embedding-dim 8 --table-lr 0.3
     epochs $EPOCHS "log loss: [0-9.e+-]+"
     mapfile -t auc < <(metric "Test AUC")
     echo "test AUC: zps train ${zps_auc}, train_ctr.py worker 0 ${auc[0]:-none}, worker 1 ${auc[1]:-none}"
