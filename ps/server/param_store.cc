@@ -142,6 +142,13 @@ Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMe
                              "; every worker node needs the same ZPS_LOCAL_SIZE");
     return Status::OK();
   }
+  // One name at two keys: two workers declared their tables at different points (a table's key follows
+  // the tensors declared before it); its rounds would wait for pushes that go to the other key.
+  for (const auto& [other_key, other] : tables_)
+    if (other.name == h.name())
+      return InvalidArgument("table '" + h.name() + "' is declared at key " + std::to_string(key) +
+                             " but another worker declared it at key " + std::to_string(other_key) +
+                             "; every worker must declare the same tensors and tables in the same order");
   ZPS_RETURN_IF_ERROR(memory_.take(kTableOverhead, "table '" + h.name() + "'"));
   Table t;
   t.name = h.name();

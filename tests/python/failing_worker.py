@@ -1,5 +1,5 @@
 """A worker script that fails on purpose (run by failures_test.sh): prints what each worker saw.
-  shape: worker 0 push_pulls 'w' as 4 floats, worker 1 as 5: both must fail naming 'w'.
+  shape: worker 0 push_pulls 'w' of shape [2, 3], worker 1 of shape [3, 2]: both must fail naming 'w'.
   raise: worker 1's script raises; worker 0's push_pull must end naming worker 1 and its exception."""
 import atexit
 import os
@@ -17,7 +17,7 @@ atexit.register(time.sleep, 3)
 try:
     bps.init()  # worker 1 may fail before worker 0 has joined: then init raises
     if mode == "shape":
-        bps.push_pull(torch.ones(4 + rank), name="w")
+        bps.push_pull(torch.ones((2, 3) if rank == 0 else (3, 2)), name="w")
     elif mode == "raise":
         if rank == 1:
             raise RuntimeError("boom in the training loop")

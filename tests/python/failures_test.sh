@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A failing worker ends the job non-zero and every other worker is told which one failed and why:
-#  1. the same name with different shapes on two workers: both raise, naming the tensor;
+#  1. the same name with different shapes (of one element count) on two workers: both raise, naming the tensor;
 #  2. a worker's script raises: the other worker's push_pull (or init, when it had not joined yet) raises
 #     ZpsJobAborted naming it and its exception.
 # Usage: failures_test.sh <zps binary>
@@ -21,15 +21,15 @@ expect() {  # expect <regex> <what>
   echo "ok: $2"
 }
 
-echo "== 1. tensor 'w' of 4 floats on worker 0, of 5 on worker 1"
+echo "== 1. tensor 'w' of shape [2, 3] on worker 0, [3, 2] on worker 1"
 run shape
 [ "$code" -ne 0 ] || { echo "FAILED: the job exited 0"; exit 1; }
 echo "ok: the job exited $code"
 for r in 0 1; do
   expect "\[worker $r\] worker $r: raised Zps[A-Za-z]+: .*'w'" "worker $r raised naming tensor 'w'"
 done
-expect "was declared as 'w' \(4 x float32\) but this worker declares 'w' \(5 x float32\)|was declared as 'w' \(5 x float32\) but this worker declares 'w' \(4 x float32\)" \
-  "the message gives both shapes"
+expect "was declared as 'w\[2, 3\]' \(6 x float32\) but this worker declares 'w\[3, 2\]' \(6 x float32\)|was declared as 'w\[3, 2\]' \(6 x float32\) but this worker declares 'w\[2, 3\]' \(6 x float32\)" \
+  "the message gives both shapes (same element count)"
 
 echo "== 2. worker 1's script raises RuntimeError"
 run raise

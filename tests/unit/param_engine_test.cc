@@ -156,4 +156,31 @@ TEST_CASE("param store: with local size 2 a sync round waits for every (worker, 
 }
 
 }  // namespace
+// A table name declared at another key (the workers declared their tables at different points) is
+// refused, naming the table and both keys; the first key stays usable.
+TEST_CASE("param store: one table name at two keys is refused") {
+  ParamStore store(kWorkers, 0, "", /*budget=*/nullptr, nullptr);
+  std::vector<Outgoing> out;
+  auto declare = message(pb::CMD_DECLARE, 0, {});
+  declare.header.set_mode(pb::MODE_PARAM);
+  declare.header.set_name("emb");
+  declare.header.mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
+  declare.header.mutable_optimizer()->set_lr(1.0f);
+  store.handle(0, 0, 0, declare, &out);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  auto elsewhere = declare;
+  elsewhere.header.set_key(kTable + (1 << 16));
+  out.clear();
+  store.handle(1, 1, 0, elsewhere, &out);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].header.command() == pb::CMD_ERROR);
+  CHECK_THAT(out[0].header.error(), Catch::Contains("table 'emb' is declared at key " + std::to_string(kTable + (1 << 16)) +
+                                                    " but another worker declared it at key 77"));
+  out.clear();
+  store.handle(1, 1, 0, declare, &out);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].header.command() == pb::CMD_REPLY);
+}
+
 }  // namespace zps

@@ -71,7 +71,13 @@ class Runtime:
             d = self.declared.get(name)
             if d is None:
                 nbytes = tensor.numel() * tensor.element_size()
-                tid = self.worker.declare(name, nbytes, DTYPES[tensor.dtype], compressor)
+                # The servers compare names, element counts and dtypes; the shape in the declared name
+                # makes them refuse the same count in another shape too ([2, 3] against [3, 2]).
+                declared_name = "%s%s" % (name, list(shape))
+                try:
+                    tid = self.worker.declare(declared_name, nbytes, DTYPES[tensor.dtype], compressor)
+                except ZpsError as e:
+                    raise type(e)("zps.torch: tensor '%s': %s" % (name, e), e.code, e.status) from None
                 d = Declared(tid, shape, tensor.dtype, compressor)
                 self.declared[name] = d
             elif d.shape != shape or d.dtype != tensor.dtype:
