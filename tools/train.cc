@@ -43,6 +43,7 @@
 #include "tools/programs.h"
 #include "tools/worker_program.h"
 #include "worker/train/dataset.h"
+#include "worker/train/defaults.h"
 #include "worker/train/device.h"
 #include "worker/train/metrics.h"
 #include "worker/train/model.h"
@@ -57,16 +58,17 @@ DEFINE_int32(label_column, -1, "train: csv label column (negative counts from th
 DEFINE_double(test_fraction, 0.2, "train: share of rows held out for the test metric");
 DEFINE_string(split, "auto", "train: how test rows are chosen: stratified (by class), random, or auto (stratified for classification)");
 DEFINE_uint64(synthetic_rows, 0, "train: rows of a synthetic dataset (0 = its default)");
-DEFINE_int32(epochs, 10, "train: passes over the training data");
-DEFINE_int32(batch_size, 32, "train: samples per worker per step (the global batch is workers x this)");
-DEFINE_double(lr, 0.05, "train: learning rate of the dense optimizer");
-DEFINE_string(optimizer, "momentum", "train: dense optimizer: sgd, momentum or adam");
+DEFINE_int32(epochs, zps::train::kDefaultEpochs, "train: passes over the training data");
+DEFINE_int32(batch_size, static_cast<int>(zps::train::kDefaultBatchSize),
+             "train: samples per worker per step (the global batch is workers x this)");
+DEFINE_double(lr, 0, "train: learning rate of the dense optimizer (0: its default: sgd 0.05, momentum 0.01, adam 0.003)");
+DEFINE_string(optimizer, "auto", "train: dense optimizer: sgd, momentum, adam, or auto (sgd for linear, adam otherwise)");
 DEFINE_uint64(seed, 1, "train: seed of the data split, epoch order and initial weights");
 DEFINE_string(hidden, "128", "train: hidden layer sizes of mlp/ctr, e.g. 128,64");
 DEFINE_int32(embedding_dim, 8, "train: ctr embedding row size");
 DEFINE_string(table_optimizer, "adagrad",
               "train: ctr embedding optimizer on the servers: sgd, momentum, adagrad or adam");
-DEFINE_double(table_lr, 0.1, "train: learning rate of the embedding optimizer");
+DEFINE_double(table_lr, 0, "train: learning rate of the embedding optimizer (0: its default, see docs/training.md)");
 DEFINE_string(device, "cpu", "train: where the dense model lives and runs: cpu (OpenBLAS), cuda (GPU memory, cuBLAS) or auto");
 DEFINE_string(weights_out, "", "train: write the final dense weights (raw float32) to this file");
 
@@ -102,6 +104,7 @@ struct Prepared {
   train::Split split;
   std::unique_ptr<train::Model> model;
   kernels::OptimizerConfig dense_opt;
+  float table_lr = 0;  // --table_lr, or the table optimizer's default
   std::string data_dir;
   kernels::TrainOps* ops = nullptr;  // where the dense model runs (--device)
 };
@@ -111,11 +114,18 @@ StatusOr<Prepared> prepare(kernels::TrainOps* ops) {
   p.ops = ops;
   if (FLAGS_epochs < 1) return InvalidArgument("--epochs must be at least 1");
   if (FLAGS_batch_size < 1) return InvalidArgument("--batch_size must be at least 1");
-  if (!(FLAGS_lr > 0)) return InvalidArgument("--lr must be positive");
-  ZPS_ASSIGN_OR_RETURN(p.dense_opt.kind, kernels::optimizerFromName(FLAGS_optimizer));
+  if (!(FLAGS_lr >= 0)) return InvalidArgument("--lr must be positive (or 0 for the optimizer's default)");
+  if (!(FLAGS_table_lr >= 0)) return InvalidArgument("--table_lr must be positive (or 0 for the optimizer's default)");
+  if (FLAGS_optimizer == "auto") {
+    p.dense_opt.kind = train::defaultOptimizer(FLAGS_model);
+  } else {
+    ZPS_ASSIGN_OR_RETURN(p.dense_opt.kind, kernels::optimizerFromName(FLAGS_optimizer));
+  }
   if (p.dense_opt.kind == kernels::OptimizerKind::kAdagrad)
-    return InvalidArgument("--optimizer for dense weights is sgd, momentum or adam");
-  p.dense_opt.lr = static_cast<float>(FLAGS_lr);
+    return InvalidArgument("--optimizer for dense weights is sgd, momentum, adam or auto");
+  p.dense_opt.lr = FLAGS_lr > 0 ? static_cast<float>(FLAGS_lr) : train::defaultLr(p.dense_opt.kind);
+  ZPS_ASSIGN_OR_RETURN(kernels::OptimizerKind table_kind, kernels::optimizerFromName(FLAGS_table_optimizer));
+  p.table_lr = FLAGS_table_lr > 0 ? static_cast<float>(FLAGS_table_lr) : train::defaultTableLr(table_kind);
   ZPS_ASSIGN_OR_RETURN(std::vector<size_t> hidden, parseHidden(FLAGS_hidden));
   train::LoadOptions lo;
   p.data_dir = FLAGS_data_dir;
@@ -249,7 +259,8 @@ class Trainer {
     ZPS_RETURN_IF_ERROR(toBackend());
     LOG(INFO) << "train: worker " << w_.rank() << ": " << model_->describe() << " on " << FLAGS_data << " ("
               << train.rows << " train rows, " << p_.split.test.rows << " test rows), " << steps_per_epoch_
-              << " steps per epoch of " << W_ << " x " << b_ << " samples, " << (async_ ? "async" : "sync");
+              << " steps per epoch of " << W_ << " x " << b_ << " samples, " << (async_ ? "async" : "sync") << ", "
+              << kernels::optimizerName(p_.dense_opt.kind) << " lr " << p_.dense_opt.lr;
 
     uint64_t step = start_step;
     std::optional<train::Evaluation> last_eval;  // of the weights as they are now
@@ -423,7 +434,7 @@ class Trainer {
       TableOptions t;
       t.dim = static_cast<uint32_t>(model_->embeddingDim());
       t.optimizer = FLAGS_table_optimizer;
-      t.lr = static_cast<float>(FLAGS_table_lr);
+      t.lr = p_.table_lr;
       t.init_scale = 0.01f;
       t.seed = FLAGS_seed;
       t.async = async_ ? 1 : 0;
@@ -489,6 +500,11 @@ class Trainer {
   // A NaN or infinity in the loss or the gradient ends the run: weights that are not finite stay so,
   // and a job that trains on them reports nothing useful. `summed` is the gradient every worker
   // received alike (synchronous) or this worker's own (asynchronous).
+  static std::string valueText(double v) {
+    if (std::isnan(v)) return "nan";  // not "-nan": the sign of a NaN says nothing
+    return std::isinf(v) ? (v > 0 ? "inf" : "-inf") : std::to_string(v);
+  }
+
   Status checkFinite(const float* grad, double loss, const char* what) {
     const size_t n = params_.size();
     const size_t bad = ops_.firstNonFinite(grad, n);
@@ -498,12 +514,12 @@ class Trainer {
     if (bad < n) {
       float v = 0;
       ops_.download(&v, grad + bad, 1);
-      why = std::string(what) + " is " + std::to_string(v) + " at weight " + std::to_string(bad);
+      why = std::string(what) + " is " + valueText(v) + " at weight " + std::to_string(bad);
     }
     if (!std::isfinite(loss))
-      why += (why.empty() ? "" : ", and ") + std::string("this worker's batch loss is ") + std::to_string(loss);
+      why += (why.empty() ? "" : ", and ") + std::string("this worker's batch loss is ") + valueText(loss);
     char lr[32];
-    std::snprintf(lr, sizeof(lr), "%g", FLAGS_lr);
+    std::snprintf(lr, sizeof(lr), "%g", static_cast<double>(p_.dense_opt.lr));
     return FailedPrecondition("training diverged: " + why + "; lower --lr (now " + lr +
                               "), or look for huge values in the data");
   }

@@ -1,7 +1,14 @@
 // `zps train` results a user can trust: divergence stops the job on every worker with one message,
 // values float32 cannot hold are refused with file:line, and reruns agree bit for bit.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -26,7 +33,67 @@ std::vector<int> startTrainJob(Cluster& c, int servers, int workers, const std::
   return out;
 }
 
+// Runs a job to its end (every process must exit 0); returns the workers' "weights checksum" values
+// and leaves the final weights in `weights_out`.
+std::vector<std::string> checksumsOf(int servers, int workers, std::vector<std::string> args,
+                                     const std::string& weights_out) {
+  Cluster c(servers, workers);
+  args.insert(args.end(), {"--weights_out", weights_out});
+  auto ids = startTrainJob(c, servers, workers, args);
+  auto codes = c.waitAll(240s);
+  std::vector<std::string> sums;
+  for (size_t i = 0; i < codes.size(); ++i) {
+    INFO(c.logTail(static_cast<int>(i)));
+    REQUIRE(codes[i] == 0);
+  }
+  for (int w : ids) {
+    std::smatch m;
+    const std::string log = c.log(w);
+    INFO(log);
+    REQUIRE(std::regex_search(log, m, std::regex("weights checksum ([0-9a-f]{16})")));
+    sums.push_back(m[1]);
+  }
+  return sums;
+}
+
+std::vector<float> readWeights(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> w(bytes.size() / sizeof(float));
+  std::memcpy(w.data(), bytes.data(), w.size() * sizeof(float));
+  std::remove(path.c_str());
+  return w;
+}
+
 }  // namespace
+
+TEST_CASE("train: 4 workers rerun bit-identically and end within 1e-5 of 1 worker on the 4x batch") {
+  const std::string base = std::filesystem::temp_directory_path().string() + "/zps-trust-" + std::to_string(::getpid());
+  const std::vector<std::string> args = {"--model", "mlp", "--data", "digits", "--epochs", "2"};
+  auto with = [&](std::string batch) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--batch_size", batch});
+    return a;
+  };
+  const std::vector<std::string> first = checksumsOf(2, 4, with("8"), base + "-a");
+  const std::vector<std::string> second = checksumsOf(2, 4, with("8"), base + "-b");
+  checksumsOf(1, 1, with("32"), base + "-one");
+  for (size_t w = 0; w < first.size(); ++w) {
+    CHECK(first[w] == first[0]);   // every worker holds the same weights
+    CHECK(second[w] == first[0]);  // and so does every rerun, whatever order the pushes arrived in
+  }
+  const std::vector<float> four = readWeights(base + "-a"), rerun = readWeights(base + "-b"), one = readWeights(base + "-one");
+  REQUIRE(!four.empty());
+  REQUIRE(four.size() == one.size());
+  CHECK(four == rerun);
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < one.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(four[i]) - one[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(one[i])));
+  }
+  std::printf("4 workers on batch 8 vs 1 worker on batch 32: max relative weight difference %.3g\n", diff / scale);
+  CHECK(diff / scale <= 1e-5);
+}
 
 TEST_CASE("train: a learning rate that diverges stops every worker at the same step with one clear message") {
   for (const char* model : {"linear", "mlp"}) {

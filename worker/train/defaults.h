@@ -1,0 +1,26 @@
+// The defaults of the training settings that `zps train` and the Python binding share, chosen by
+// measurement over seeds 1-5 (docs/training.md has the table, tests/unit/train_defaults_test.cc
+// holds them to it). Pure functions; any thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kernels/optimizer.h"
+
+namespace zps::train {
+
+inline constexpr int kDefaultEpochs = 10;
+inline constexpr size_t kDefaultBatchSize = 32;  // per worker
+inline constexpr size_t kDefaultHidden = 128;    // one hidden layer: zps train --hidden 128 (mlp, ctr)
+
+// The dense optimizer when none is named: sgd for linear regression (its squared loss in the target's
+// own units suits plain steps), adam for the classifiers.
+kernels::OptimizerKind defaultOptimizer(const std::string& model);
+// The dense learning rate when none is given, per optimizer: sgd 0.05, momentum 0.01, adam 0.003.
+float defaultLr(kernels::OptimizerKind kind);
+// The embedding table's learning rate when none is given, per table optimizer: adagrad 0.1, adam
+// 0.001, sgd 0.3, momentum 0.03 (the best tried on synthetic-ctr).
+float defaultTableLr(kernels::OptimizerKind kind);
+
+}  // namespace zps::train
