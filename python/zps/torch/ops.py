@@ -25,14 +25,15 @@ _abandoned = []
 class _Op:
     """A push_pull in flight; holds its tensors so they live until synchronize()."""
 
-    __slots__ = ("zps_handle", "source", "output", "divisor", "name")
+    __slots__ = ("zps_handle", "source", "output", "divisor", "name", "device_output")
 
-    def __init__(self, zps_handle, source, output, divisor, name):
+    def __init__(self, zps_handle, source, output, divisor, name, device_output=None):
         self.zps_handle = zps_handle
         self.source = source
         self.output = output
         self.divisor = divisor
         self.name = name
+        self.device_output = device_output  # a tensor on a device, written from `output` by synchronize
 
 
 def _describe(tensor, name):
@@ -72,15 +73,20 @@ def start_push_pull(tensor, output, divisor, name, what, compression=Compression
     if name is None:
         name = _default_name("noname", tensor)
     compressor = "fp16" if compression is Compression.fp16 and tensor.dtype == torch.float32 else None
+    device_output = None
     if tensor.numel() == 0:
         zps_handle = None
     else:
         tid = rt.declare(name, tensor, compressor)
-        # CUDA tensors go as they are: the worker stages device memory through the host itself.
+        if tensor.device.type != "cpu":
+            # The library takes host memory (a build without CUDA cannot read a device pointer): the
+            # sum goes through a host copy, and synchronize() copies the result back to the device.
+            device_output, tensor = output, tensor.detach().to("cpu")
+            output = tensor
         zps_handle = rt.worker.push_pull(tid, tensor.data_ptr(), output.data_ptr())
     h = next(_next_handle)
     with _handles_lock:
-        _handles[h] = _Op(zps_handle, tensor, output, divisor, name)
+        _handles[h] = _Op(zps_handle, tensor, output, divisor, name, device_output)
     return h
 
 
@@ -115,6 +121,9 @@ def synchronize(handle, timeout=None):
             out.div_(op.divisor)
         else:
             out.copy_(torch.div(out, op.divisor, rounding_mode="trunc"))
+    if op.device_output is not None:
+        op.device_output.copy_(out)
+        return op.device_output
     return out
 
 
