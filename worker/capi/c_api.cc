@@ -72,6 +72,22 @@ int startOp(zps_worker* w, const char* what, zps_handle* handle, Fn start) {
   });
 }
 
+// A declare's shared part: checks the name, the id's pointer and the dtype, then stores the id that
+// `declare(worker, dtype)` returns.
+template <typename Declare>
+int declareWith(zps_worker* w, const char* what, const char* name, int dtype, int* id_out, Declare declare) {
+  if (name == nullptr) return nullArgument(what, "name");
+  if (id_out == nullptr) return nullArgument(what, "tensor_id");
+  return guarded(w, what, [&](zps::Worker& worker) -> zps::Status {
+    auto type = dtypeOf(dtype);
+    if (!type) return badDtype(dtype);
+    zps::StatusOr<int> id = declare(worker, *type);
+    if (!id.ok()) return id.status();
+    *id_out = *id;
+    return zps::Status::OK();
+  });
+}
+
 template <typename Getter>
 int getInt(const zps_worker* w, int* out, const char* what, Getter get) {
   if (out == nullptr) return nullArgument(what, "out");
@@ -150,39 +166,23 @@ int zps_worker_local_size(const zps_worker* w, int* out) {
 
 int zps_declare(zps_worker* w, const char* name, uint64_t bytes, int dtype, const char* compressor,
                 double compress_ratio, int* tensor_id) {
-  const char* what = "zps_declare";
-  if (name == nullptr) return nullArgument(what, "name");
-  if (tensor_id == nullptr) return nullArgument(what, "tensor_id");
-  return guarded(w, what, [&](zps::Worker& worker) -> zps::Status {
-    auto type = dtypeOf(dtype);
-    if (!type) return badDtype(dtype);
-    zps::DeclareOptions options;
-    if (compressor != nullptr) {
-      options.compressor = zps::compressorFromName(compressor);
-      if (!options.compressor)
-        return zps::InvalidArgument("tensor '" + std::string(name) + "': compressor '" + compressor + "' is not " +
-                                    std::string(zps::kCompressorNames));
-    }
-    options.compress_ratio = compress_ratio;
-    auto id = worker.declare(name, bytes, *type, options);
-    if (!id.ok()) return id.status();
-    *tensor_id = *id;
-    return zps::Status::OK();
-  });
+  return declareWith(w, "zps_declare", name, dtype, tensor_id,
+                     [&](zps::Worker& worker, zps::DType type) -> zps::StatusOr<int> {
+                       zps::DeclareOptions options;
+                       if (compressor != nullptr) {
+                         options.compressor = zps::compressorFromName(compressor);
+                         if (!options.compressor)
+                           return zps::InvalidArgument("tensor '" + std::string(name) + "': compressor '" +
+                                                       compressor + "' is not " + std::string(zps::kCompressorNames));
+                       }
+                       options.compress_ratio = compress_ratio;
+                       return worker.declare(name, bytes, type, options);
+                     });
 }
 
 int zps_declare_async(zps_worker* w, const char* name, uint64_t bytes, int dtype, int* tensor_id) {
-  const char* what = "zps_declare_async";
-  if (name == nullptr) return nullArgument(what, "name");
-  if (tensor_id == nullptr) return nullArgument(what, "tensor_id");
-  return guarded(w, what, [&](zps::Worker& worker) -> zps::Status {
-    auto type = dtypeOf(dtype);
-    if (!type) return badDtype(dtype);
-    auto id = worker.declareAsync(name, bytes, *type);
-    if (!id.ok()) return id.status();
-    *tensor_id = *id;
-    return zps::Status::OK();
-  });
+  return declareWith(w, "zps_declare_async", name, dtype, tensor_id,
+                     [&](zps::Worker& worker, zps::DType type) { return worker.declareAsync(name, bytes, type); });
 }
 
 void zps_table_options_default(zps_table_options* options) {
