@@ -15,7 +15,9 @@
 #include <map>
 #include <set>
 
+#include "ps/common/log_limiter.h"
 #include "ps/node/auth.h"
+#include "ps/node/metrics.h"
 #include "ps/node/observability.h"
 #include "ps/node/signals.h"
 #include "ps/node/status_board.h"
@@ -36,11 +38,16 @@ class Scheduler {
       : config_(config), auth_(std::move(auth)), membership_(config.num_servers, config.num_workers),
         obs_(config.num_servers, config.num_workers, config.heartbeat_interval, config.heartbeat_timeout, &malformed_) {
     TransportOptions options;
-    applyCurve(config, auth_, &options);
+    applyTransportSecurity(config, auth_, &options);
     options.name = "scheduler";
     options.max_frame_bytes = 1 << 20;
+    // Nodes read every control message at once; a peer that never reads loses its replies, not our memory.
+    options.max_queued_replies = 1000;
     options.linger = config.shutdown_linger;
     transport_ = makeZmqTransport(options);
+    refused_metric_ = std::make_unique<metrics::ScopedCallback>(
+        "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)",
+        true, [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });
   }
 
   int run() {
@@ -92,12 +99,14 @@ class Scheduler {
         ++malformed_;
         LOG_EVERY_N(WARNING, 20) << "scheduler: malformed message from " << transport_->describe(msg->peer) << ": "
                                  << decoded.status().message() << " (" << malformed_ << " malformed so far)";
+        forgetStranger(msg->peer);
         continue;
       }
       auto* control = std::get_if<pb::Control>(&decoded.value());
       if (control == nullptr) {
         ++malformed_;
         LOG_EVERY_N(WARNING, 20) << "scheduler: data message from " << transport_->describe(msg->peer) << " ignored";
+        forgetStranger(msg->peer);
         continue;
       }
       handle(msg->peer, *control);
@@ -108,12 +117,24 @@ class Scheduler {
  private:
   void send(PeerId peer, const pb::Control& c) { (void)transport_->send(peer, wire::encodeControl(c)); }
 
+  // Replies once and forgets the connection, so a peer repeating a refused registration costs a
+  // queued reply (bounded by max_queued_replies) and, now and then, a log line.
   void refuse(PeerId peer, const std::string& why) {
-    LOG(WARNING) << "scheduler: refused a node from " << transport_->describe(peer) << ": " << why;
+    if (refusal_log_.allow())
+      LOG(WARNING) << "scheduler: refused a node from " << transport_->describe(peer) << ": " << why
+                   << (refusal_log_.suppressed() > 0
+                           ? " (" + std::to_string(refusal_log_.suppressed()) + " refusals before it not logged)"
+                           : std::string());
     pb::Control c;
     c.mutable_register_reply()->set_accepted(false);
     c.mutable_register_reply()->set_error(why);
     send(peer, c);
+    forgetStranger(peer);
+  }
+
+  // The transport forgets a connection that is neither a member nor a waiting replacement.
+  void forgetStranger(PeerId peer) {
+    if (membership_.find(peer) == nullptr && parked_.count(peer) == 0) transport_->forget(peer);
   }
 
   void handleRegister(PeerId peer, const pb::Register& reg) {
@@ -319,6 +340,7 @@ class Scheduler {
     if (m == nullptr) {
       ++malformed_;
       LOG_EVERY_N(WARNING, 20) << "scheduler: message from unregistered " << transport_->describe(peer) << " ignored";
+      forgetStranger(peer);
       return;
     }
     last_seen_[peer] = Clock::now();
@@ -416,6 +438,8 @@ class Scheduler {
   const Authenticator auth_;
   NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<metrics::ScopedCallback> refused_metric_;  // reads transport_
+  LogLimiter refusal_log_;
   wire::Limits limits_;
   Membership membership_;
   BarrierTable barriers_;

@@ -139,8 +139,20 @@ Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string
 
 namespace zps {
 
-void applyCurve(const Config& config, const Authenticator& auth, TransportOptions* options) {
-  if (!config.curve || !auth.enabled()) return;
+void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options) {
+  options->credential_name = "ZPS_AUTH_TOKEN";
+  if (!auth.enabled()) return;
+  if (!config.curve) {
+    // A MAC of the token, not the token: PLAIN sends its password in clear text, and one seen on the
+    // wire only lets a peer past the handshake, not register (that needs the token's HMAC proof).
+    std::string mac = auth.mac(kHandshakeContext, "");
+    static const char* kHex = "0123456789abcdef";
+    for (unsigned char ch : mac) {
+      options->handshake_password += kHex[ch >> 4];
+      options->handshake_password += kHex[ch & 15];
+    }
+    return;
+  }
   Authenticator::KeyPair server = auth.curveServerKeys();
   Authenticator::KeyPair client = auth.curveClientKeys();
   options->curve_server_secret = server.secret_key;
@@ -149,4 +161,10 @@ void applyCurve(const Config& config, const Authenticator& auth, TransportOption
   options->curve_client_secret = client.secret_key;
 }
 
+}  // namespace zps
+
+namespace zps {
+void applyCurve(const Config& config, const Authenticator& auth, TransportOptions* options) {
+  applyTransportSecurity(config, auth, options);
+}
 }  // namespace zps

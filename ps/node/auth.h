@@ -60,6 +60,7 @@ inline constexpr std::string_view kRegisterContext = "zps-register-v1";
 inline constexpr std::string_view kRegisterReplyContext = "zps-register-reply-v1";
 inline constexpr std::string_view kHelloContext = "zps-hello-v1";
 inline constexpr std::string_view kHelloReplyContext = "zps-hello-reply-v1";
+inline constexpr std::string_view kHandshakeContext = "zps-handshake-v1";
 
 // Checks a peer's MAC, clock skew and nonce freshness; the message says which check failed.
 Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context,
@@ -81,6 +82,9 @@ class NonceCache {
 
 namespace zps {
 struct TransportOptions;
-// Adds the CurveZMQ keys to transport options when ZPS_CURVE=1 (as a listener and as a client).
+// With a token, peers must prove it at the ZeroMQ handshake, before any of their messages is read:
+// CurveZMQ keys when ZPS_CURVE=1, otherwise a PLAIN password derived from the token.
+void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options);
+// The former name of applyTransportSecurity, still used by worker/worker.cc.
 void applyCurve(const Config& config, const Authenticator& auth, TransportOptions* options);
 }  // namespace zps

@@ -101,6 +101,22 @@ class Registry {
 // The process-wide registry.
 Registry& metrics();
 
+// A callback series that exists while this object lives: a member declared after what `read` reads,
+// so that it is removed first. Created and destroyed by the owner's thread.
+class ScopedCallback {
+ public:
+  ScopedCallback(std::string name, const std::string& help, bool is_counter, std::function<double()> read)
+      : name_(std::move(name)) {
+    metrics().callback(name_, help, is_counter, {}, std::move(read));
+  }
+  ~ScopedCallback() { metrics().removeCallbacks(name_); }
+  ScopedCallback(const ScopedCallback&) = delete;
+  ScopedCallback& operator=(const ScopedCallback&) = delete;
+
+ private:
+  std::string name_;
+};
+
 // Text-format helpers, exposed for tests.
 std::string escapeLabelValue(const std::string& v);
 std::string formatValue(double v);

@@ -46,7 +46,7 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   options.name = "scheduler-link";
   options.max_frame_bytes = 16 << 20;
   options.linger = config_.shutdown_linger;
-  applyCurve(config_, auth_, &options);
+  applyTransportSecurity(config_, auth_, &options);
   transport_ = makeZmqTransport(options);
   ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(config_.root_uri, config_.connect_timeout,
                                                         "scheduler host (DMLC_PS_ROOT_URI)"));
@@ -82,8 +82,13 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   // The scheduler gives up after its rendezvous timeout and tells us why; we wait a little longer so its
   // report, not our own timeout, is what the user sees.
   auto wait = config_.rendezvous_timeout + config_.connect_timeout / 4 + std::chrono::seconds(5);
+  auto give_up = Clock::now() + wait;
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, wait, [&] { return reply_.has_value() || shutdown_.has_value(); })) {
+  // In slices, to notice a scheduler that refused our handshake (wrong or missing token): it never replies.
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return reply_.has_value() || shutdown_.has_value(); })) {
+    if (std::string refused = transport_->handshakeFailure(scheduler_); !refused.empty())
+      return FailedPrecondition("the scheduler at " + scheduler_address_ + " refused the connection: " + refused);
+    if (Clock::now() < give_up) continue;
     return DeadlineExceeded("no address book from scheduler " + scheduler_address_ + " after " +
                             std::to_string(static_cast<int>(seconds(
                                 std::chrono::duration_cast<std::chrono::milliseconds>(wait)))) +

@@ -19,6 +19,7 @@
 #include "kernels/reducer_factory.h"
 #include "ps/common/bounded_queue.h"
 #include "ps/node/auth.h"
+#include "ps/node/metrics.h"
 #include "ps/node/observability.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
@@ -134,7 +135,7 @@ class Server {
   Server(const Config& config, Authenticator auth)
       : config_(config), auth_(std::move(auth)), memory_(config.server_max_bytes) {
     TransportOptions options;
-    applyCurve(config, auth_, &options);
+    applyTransportSecurity(config, auth_, &options);
     options.name = "server";
     if (!config.test_faults.empty()) {
       auto faults = parseFaultInjection(config.test_faults);
@@ -148,6 +149,9 @@ class Server {
     options.ipc_name = "zps-" + randomHex(Authenticator::newNonce());
     ipc_name_ = options.ipc_name;
     transport_ = makeZmqTransport(options);
+    refused_metric_ = std::make_unique<metrics::ScopedCallback>(
+        "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)",
+        true, [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });
     limits_.max_payload_bytes = config.max_message_bytes;
   }
 
@@ -292,6 +296,7 @@ class Server {
         rejected.set_dtype(0);  // the reply must decode even when the request's dtype did not
         reply(msg.peer, errorReply(msg.peer, rejected, decoded.status().message()));
       }
+      forgetStranger(msg.peer);
       return;
     }
     auto* data = std::get_if<wire::DataMessage>(&decoded.value());
@@ -370,13 +375,22 @@ class Server {
 
   void reply(PeerId peer, Outgoing o) { (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload))); }
 
+  // A refused HELLO: the reply says why, and the transport then forgets a connection that is no worker's.
+  void refuseHello(PeerId peer, const pb::DataHeader& h, const std::string& why) {
+    reply(peer, errorReply(peer, h, why));
+    forgetStranger(peer);
+  }
+
+  void forgetStranger(PeerId peer) {
+    if (worker_of_peer_.count(peer) == 0) transport_->forget(peer);
+  }
+
   void hello(PeerId peer, const pb::DataHeader& h) {
     if (h.magic() != wire::kMagic || h.protocol_version() != wire::kProtocolVersion) {
       ++malformed_;
       LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": HELLO with a wrong magic or protocol version from "
                                << transport_->describe(peer);
-      reply(peer, errorReply(peer, h, "protocol mismatch: server speaks version " +
-                                          std::to_string(wire::kProtocolVersion)));
+      refuseHello(peer, h, "protocol mismatch: server speaks version " + std::to_string(wire::kProtocolVersion));
       return;
     }
     if (auth_.enabled()) {
@@ -386,14 +400,14 @@ class Server {
         ++malformed_;
         LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused HELLO from " << transport_->describe(peer)
                                  << ": " << proof.message();
-        reply(peer, errorReply(peer, h, proof.message()));
+        refuseHello(peer, h, proof.message());
         return;
       }
     }
     int rank = h.worker_rank();
     if (rank < 0 || rank >= config_.num_workers) {
       ++malformed_;
-      reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " is out of range"));
+      refuseHello(peer, h, "worker rank " + std::to_string(rank) + " is out of range");
       return;
     }
     // A worker moving to the ipc socket presents the token its TCP connection was given: that
@@ -410,7 +424,7 @@ class Server {
       }
       if (!moving) {
         ++malformed_;
-        reply(peer, errorReply(peer, h, "unknown connection token"));
+        refuseHello(peer, h, "unknown connection token");
         return;
       }
     }
@@ -418,8 +432,8 @@ class Server {
     // both is a misconfigured or hostile peer.
     for (auto& [p, r] : worker_of_peer_) {
       if (!moving && r == rank && p != peer && local_rank_of_peer_[p] == h.local_rank()) {
-        reply(peer, errorReply(peer, h, "worker rank " + std::to_string(rank) + " local rank " +
-                                            std::to_string(h.local_rank()) + " is already connected"));
+        refuseHello(peer, h, "worker rank " + std::to_string(rank) + " local rank " +
+                                 std::to_string(h.local_rank()) + " is already connected");
         return;
       }
     }
@@ -454,6 +468,7 @@ class Server {
   const Authenticator auth_;
   NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<metrics::ScopedCallback> refused_metric_;  // reads transport_
   MemoryBudget memory_;  // before engines_: their stores give their charges back as they go
   std::unique_ptr<ServerObserver> obs_;  // before client_: the client's thread fills heartbeats from it
   std::unique_ptr<SchedulerClient> client_;

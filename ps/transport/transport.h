@@ -50,6 +50,16 @@ struct TransportOptions {
   std::string curve_server_public;
   std::string curve_client_public;
   std::string curve_client_secret;
+  // Non-empty (and no CurveZMQ): peers prove this password in ZeroMQ's PLAIN handshake, checked by the
+  // listener before any message frame of theirs is read (see zmq/handshake_guard.h). Derived from the
+  // job's token, never the token itself.
+  std::string handshake_password;
+  std::string credential_name = "credentials";  // what users set, for refusal messages
+  // A connection that has not finished its handshake by then is closed (an idle or slow peer).
+  std::chrono::milliseconds handshake_timeout{10'000};
+  // Messages queued for one incoming peer that does not read them; past it, replies to that peer are
+  // dropped (and logged). 0 = unlimited, for data replies that the protocol itself bounds.
+  int max_queued_replies = 0;
   size_t max_frame_bytes = size_t{1} << 30;  // larger incoming frames are refused by the socket
   size_t recv_queue_capacity = 4096;         // messages waiting for recv()
   std::chrono::milliseconds linger{1000};    // how long close() keeps flushing queued sends
@@ -82,6 +92,13 @@ class Transport {
   virtual void close() = 0;
   // A human-readable description of a peer ("tcp://1.2.3.4:5" or "incoming #3").
   virtual std::string describe(PeerId peer) const = 0;
+  // Frees what the transport keeps for an incoming peer (a refused or misbehaving one); a later message
+  // from the same connection makes it a new peer. Messages already queued for it are still sent.
+  virtual void forget(PeerId peer) = 0;
+  // Why a peer we connected to refused our handshake ("" while none did): a wrong or missing token.
+  virtual std::string handshakeFailure(PeerId peer) const = 0;
+  // How many incoming connections were refused at the handshake so far.
+  virtual uint64_t refusedHandshakes() const = 0;
 };
 
 std::unique_ptr<Transport> makeZmqTransport(const TransportOptions& options);

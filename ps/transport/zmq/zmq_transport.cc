@@ -26,7 +26,9 @@
 #include <variant>
 
 #include "ps/common/bounded_queue.h"
+#include "ps/common/log_limiter.h"
 #include "ps/transport/transport.h"
+#include "ps/transport/zmq/handshake_guard.h"
 
 namespace zps {
 namespace {
@@ -38,6 +40,11 @@ constexpr size_t kCopyBelowBytes = 256;
 constexpr size_t kMaxFramesPerMessage = 16;
 // Upper bound of messages taken from one socket per poll round, so one busy peer cannot starve the rest.
 constexpr int kRecvBatch = 64;
+// Incoming peers remembered at once (a routing id and a name, about 100 bytes each); messages from new
+// connections past it are dropped until refused peers are forgotten.
+constexpr size_t kMaxIncomingPeers = 65536;
+// Forgotten peers that can still be sent to (see doForget).
+constexpr size_t kRecentlyForgotten = 1024;
 
 struct ReceivedFrame {
   zmq_msg_t msg;
@@ -103,6 +110,7 @@ class ZmqTransport final : public Transport {
     ctx_ = zmq_ctx_new();
     CHECK(ctx_ != nullptr) << "zmq_ctx_new: " << zmqError();
     zmq_ctx_set(ctx_, ZMQ_MAX_SOCKETS, 65536);
+    guard_ = std::make_unique<HandshakeGuard>(ctx_, options_.name, credentialsOf(options_));
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     CHECK(wake_fd_ >= 0) << "eventfd failed";
     io_thread_ = std::thread([this] { ioLoop(); });
@@ -178,6 +186,12 @@ class ZmqTransport final : public Transport {
     zmq_ctx_term(ctx_);
   }
 
+  void forget(PeerId peer) override { enqueue(ForgetCmd{peer}); }
+
+  std::string handshakeFailure(PeerId peer) const override { return guard_->clientFailure(peer); }
+
+  uint64_t refusedHandshakes() const override { return guard_->refused(); }
+
   std::string describe(PeerId peer) const override {
     std::lock_guard<std::mutex> lock(names_mu_);
     auto it = names_.find(peer);
@@ -201,8 +215,22 @@ class ZmqTransport final : public Transport {
   struct HandlerCmd {
     std::function<void(TransportMessage)> handler;
   };
+  struct ForgetCmd {
+    PeerId peer;
+  };
   struct StopCmd {};
-  using Command = std::variant<ListenCmd, ConnectCmd, SendCmd, HandlerCmd, StopCmd>;
+  using Command = std::variant<ListenCmd, ConnectCmd, SendCmd, HandlerCmd, ForgetCmd, StopCmd>;
+
+  static HandshakeCredentials credentialsOf(const TransportOptions& o) {
+    HandshakeCredentials c;
+    c.plain_password = o.handshake_password;
+    c.curve_server_secret = o.curve_server_secret;
+    c.curve_server_public = o.curve_server_public;
+    c.curve_client_public = o.curve_client_public;
+    c.curve_client_secret = o.curve_client_secret;
+    c.credential_name = o.credential_name;
+    return c;
+  }
 
   void enqueue(Command cmd) {
     {
@@ -225,6 +253,8 @@ class ZmqTransport final : public Transport {
     zmq_setsockopt(socket, ZMQ_SNDHWM, &hwm, sizeof(hwm));
     int ipv6 = 1;
     zmq_setsockopt(socket, ZMQ_IPV6, &ipv6, sizeof(ipv6));
+    int handshake_ms = static_cast<int>(options_.handshake_timeout.count());
+    zmq_setsockopt(socket, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof(handshake_ms));
   }
 
   void doListen(ListenCmd& cmd) {
@@ -234,10 +264,12 @@ class ZmqTransport final : public Transport {
     }
     void* s = zmq_socket(ctx_, ZMQ_ROUTER);
     setCommonOptions(s);
-    if (!options_.curve_server_secret.empty()) {
-      int on = 1;
-      zmq_setsockopt(s, ZMQ_CURVE_SERVER, &on, sizeof(on));
-      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, options_.curve_server_secret.data(), options_.curve_server_secret.size());
+    if (options_.max_queued_replies > 0)
+      zmq_setsockopt(s, ZMQ_SNDHWM, &options_.max_queued_replies, sizeof(options_.max_queued_replies));
+    if (Status guarded = guard_->prepareListener(s); !guarded.ok()) {
+      zmq_close(s);
+      cmd.done->set_value(guarded);
+      return;
     }
     int mandatory = 1;  // an unroutable reply is an error we log, not a silent drop
     zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof(mandatory));
@@ -266,15 +298,12 @@ class ZmqTransport final : public Transport {
   void doConnect(const ConnectCmd& cmd) {
     void* s = zmq_socket(ctx_, ZMQ_DEALER);
     setCommonOptions(s);
-    if (!options_.curve_server_public.empty()) {
-      zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, options_.curve_server_public.data(), options_.curve_server_public.size());
-      zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, options_.curve_client_public.data(), options_.curve_client_public.size());
-      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, options_.curve_client_secret.data(), options_.curve_client_secret.size());
-    }
+    guard_->prepareClient(s, cmd.id);
     int reconnect_max = 1000;
     zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
     if (zmq_connect(s, cmd.endpoint.c_str()) != 0) {
       LOG(ERROR) << options_.name << ": cannot connect to " << cmd.endpoint << ": " << zmqError();
+      guard_->forgetClient(cmd.id);
       zmq_close(s);
       return;
     }
@@ -333,9 +362,28 @@ class ZmqTransport final : public Transport {
     bool ok = true;
     if (routing_id != nullptr) ok = sendFrame(socket, Blob::fromString(*routing_id), true);
     for (size_t i = 0; ok && i < cmd.frames.size(); ++i) ok = sendFrame(socket, cmd.frames[i], i + 1 < cmd.frames.size());
-    if (!ok) {
-      LOG_EVERY_N(WARNING, 100) << options_.name << ": send to " << describe(cmd.peer) << " failed: " << zmqError();
+    if (!ok && send_failure_log_.allow()) {
+      LOG(WARNING) << options_.name << ": send to " << describe(cmd.peer) << " failed: " << zmqError()
+                   << " (a peer that does not read its replies loses them; " << send_failure_log_.suppressed()
+                   << " failures before this one not logged)";
     }
+  }
+
+  // The connection's next message makes a new peer at once; the old id stays sendable (for replies to
+  // messages the role has not handled yet) until kRecentlyForgotten later forgets push it out.
+  void doForget(PeerId peer) {
+    auto it = incoming_ids_.find(peer);
+    if (it == incoming_ids_.end()) return;
+    if (auto current = peer_of_routing_id_.find(it->second);
+        current != peer_of_routing_id_.end() && current->second == peer)
+      peer_of_routing_id_.erase(current);
+    forgotten_.push_back(peer);
+    if (forgotten_.size() <= kRecentlyForgotten) return;
+    PeerId oldest = forgotten_.front();
+    forgotten_.pop_front();
+    incoming_ids_.erase(oldest);
+    std::lock_guard<std::mutex> lock(names_mu_);
+    names_.erase(oldest);
   }
 
   void setHandler(std::function<void(TransportMessage)> handler) {
@@ -372,6 +420,11 @@ class ZmqTransport final : public Transport {
     PeerId peer = dealer_peer;
     if (is_router) {
       auto it = peer_of_routing_id_.find(routing_id);
+      if (it == peer_of_routing_id_.end() && peer_of_routing_id_.size() >= kMaxIncomingPeers) {
+        LOG_EVERY_N(WARNING, 1000) << options_.name << ": " << kMaxIncomingPeers
+                                   << " incoming peers already known; dropped a message from a new one";
+        return true;
+      }
       if (it == peer_of_routing_id_.end()) {
         std::lock_guard<std::mutex> lock(names_mu_);
         peer = next_peer_++;
@@ -412,8 +465,11 @@ class ZmqTransport final : public Transport {
           item_peers.push_back(id);
         }
       }
+      size_t socket_items = items.size();
+      guard_->appendPollItems(&items);
       // When the receive queue is full we only watch for commands, and look again soon.
       zmq_poll(items.data(), static_cast<int>(items.size()), room && delayed_.empty() ? 100 : 2);
+      guard_->handleReady();
       auto now = std::chrono::steady_clock::now();
       while (!delayed_.empty() && delayed_.front().first <= now) {
         sendNow(delayed_.front().second);
@@ -433,9 +489,10 @@ class ZmqTransport final : public Transport {
         else if (auto* l = std::get_if<ListenCmd>(&cmd)) doListen(*l);
         else if (auto* k = std::get_if<ConnectCmd>(&cmd)) doConnect(*k);
         else if (auto* h = std::get_if<HandlerCmd>(&cmd)) setHandler(std::move(h->handler));
+        else if (auto* f = std::get_if<ForgetCmd>(&cmd)) doForget(f->peer);
         else stopping = true;
       }
-      for (size_t i = 1; i < items.size() && !stopping; ++i) {
+      for (size_t i = 1; i < socket_items && !stopping; ++i) {
         if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
         bool is_router = items[i].socket == router_;
         for (int n = 0; n < kRecvBatch && !recv_queue_.full(); ++n) {
@@ -445,6 +502,7 @@ class ZmqTransport final : public Transport {
     }
     for (auto& d : delayed_) sendNow(d.second);
     if (faults_injected_ > 0) LOG(INFO) << options_.name << ": injected " << faults_injected_ << " test faults";
+    guard_->closeSockets();
     if (router_ != nullptr) zmq_close(router_);
     for (auto& [id, s] : dealers_) zmq_close(s);
     dealers_.clear();
@@ -464,11 +522,14 @@ class ZmqTransport final : public Transport {
   PeerId next_peer_ = 1;
   std::map<PeerId, std::string> names_;
 
-  // Owned by the I/O thread.
+  // Owned by the I/O thread, except the thread-safe getters handshakeFailure() and refusedHandshakes().
+  std::unique_ptr<HandshakeGuard> guard_;
+  LogLimiter send_failure_log_;
   void* router_ = nullptr;
   std::map<PeerId, void*> dealers_;
   std::unordered_map<std::string, PeerId> peer_of_routing_id_;
   std::unordered_map<PeerId, std::string> incoming_ids_;
+  std::deque<PeerId> forgotten_;  // oldest first
   std::mt19937_64 fault_rng_;
   uint64_t faults_injected_ = 0;
   std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;

@@ -1,0 +1,87 @@
+// HandshakeGuard: checks every peer of one ZeroMQ transport at the ZeroMQ handshake, before the peer can
+// send a single message frame. libzmq buffers every frame of an unfinished multi-part message with no
+// high-water mark, so a check that runs on whole messages comes too late: a peer without the job's
+// credentials must never get past the handshake.
+//
+// With a password (derived from the job's token) the listener speaks ZeroMQ's PLAIN mechanism, which
+// costs nothing per byte, and this guard answers libzmq's ZAP requests (inproc://zeromq.zap.01 of the
+// transport's context): a wrong password is refused (ZAP 400). With CurveZMQ the guard checks that the
+// client's public key is the job's. Without either, every peer passes (an open job).
+//
+// It also watches the handshakes: a listener counts and logs (rate-limited) peers it refused, including
+// those that spoke another mechanism (no token); a client records why a peer refused it, so that a node
+// started with a wrong token says so instead of timing out.
+//
+// Owned by the ZmqTransport and used by its I/O thread only, except refused() and clientFailure(),
+// which any thread may call.
+#pragma once
+
+#include <zmq.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ps/common/log_limiter.h"
+#include "zps/status.h"
+
+namespace zps {
+
+struct HandshakeCredentials {
+  std::string plain_password;       // non-empty: PLAIN mechanism with this password
+  std::string curve_server_secret;  // non-empty: CURVE (wins over PLAIN)
+  std::string curve_server_public;
+  std::string curve_client_public;
+  std::string curve_client_secret;
+  std::string credential_name = "credentials";  // what users set, for messages ("ZPS_AUTH_TOKEN")
+};
+
+class HandshakeGuard {
+ public:
+  HandshakeGuard(void* ctx, std::string name, HandshakeCredentials credentials);
+  ~HandshakeGuard() { closeSockets(); }
+  HandshakeGuard(const HandshakeGuard&) = delete;
+  HandshakeGuard& operator=(const HandshakeGuard&) = delete;
+
+  // Before the listener binds: sets its mechanism and starts answering ZAP requests and watching its
+  // handshakes.
+  Status prepareListener(void* router);
+  // Before a client socket connects: sets its mechanism and watches its handshakes as peer `peer`.
+  void prepareClient(void* dealer, uint64_t peer);
+  // Stops watching a client socket (before it is closed).
+  void forgetClient(uint64_t peer);
+
+  // The guard's sockets, for the I/O thread's zmq_poll; call handleReady() when any is readable.
+  void appendPollItems(std::vector<zmq_pollitem_t>* items) const;
+  void handleReady();
+
+  // Closes the guard's sockets (before the transport's context ends); the getters still answer.
+  void closeSockets();
+
+  uint64_t refused() const { return refused_.load(); }
+  // Why the peer refused our handshake ("" while none did).
+  std::string clientFailure(uint64_t peer) const;
+
+ private:
+  void answerZap();
+  void readListenerEvents();
+  void readClientEvents(uint64_t peer, void* monitor);
+  void refuse(const std::string& who, const std::string& why);
+
+  void* ctx_;
+  const std::string name_;
+  const HandshakeCredentials credentials_;
+  void* zap_ = nullptr;               // REP socket answering libzmq's ZAP requests
+  void* listener_monitor_ = nullptr;  // PAIR receiving the listener's handshake events
+  std::map<uint64_t, void*> client_monitors_;
+  std::map<uint64_t, int> unexplained_closes_;  // per client peer
+  std::atomic<uint64_t> refused_{0};
+  LogLimiter refusal_log_;
+  mutable std::mutex failures_mu_;
+  std::map<uint64_t, std::string> client_failures_;
+};
+
+}  // namespace zps

@@ -1,0 +1,327 @@
+// Peers without the job's token try to make the scheduler and a server hold memory: unfinished
+// multi-part messages, a large frame sent slowly, idle connections, wrong-token clients, and
+// registrations whose error replies are never read. The attacked nodes' RSS growth is printed and
+// bounded, idle connections are closed at the handshake deadline, and a real job still sums exactly.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "proto/zps.pb.h"
+#include "ps/wire/codec.h"
+#include "tests/integration/cluster.h"
+
+using zps::testing::Cluster;
+using zps::testing::contains;
+using namespace std::chrono_literals;
+namespace pb = zps::pb;
+
+namespace {
+
+const char* kToken = "memory-attack-test-token-0123456789";
+constexpr size_t kMiB = size_t{1} << 20;
+
+size_t rssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// Samples a process's RSS until stopped; peak() is the largest sample.
+class RssWatch {
+ public:
+  explicit RssWatch(pid_t pid) : pid_(pid), baseline_(rssBytes(pid)), peak_(baseline_) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        size_t now = rssBytes(pid_);
+        size_t seen = peak_.load();
+        while (now > seen && !peak_.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(50ms);
+      }
+    });
+  }
+  ~RssWatch() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  size_t baseline() const { return baseline_; }
+  size_t growth() const { return peak_ > baseline_ ? peak_ - baseline_ : 0; }
+
+ private:
+  pid_t pid_;
+  size_t baseline_;
+  std::atomic<size_t> peak_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+int tcpConnect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  timeval tv{0, 200'000};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+// A ZMTP 3.0 greeting offering `mechanism`, as a client.
+std::string greeting(const std::string& mechanism) {
+  std::string g(64, '\0');
+  g[0] = static_cast<char>(0xFF);
+  g[9] = 0x7F;
+  g[10] = 3;
+  std::memcpy(&g[12], mechanism.data(), mechanism.size());
+  return g;
+}
+
+// A ZMTP frame header: flags (1 more, 2 long, 4 command) and an 8-byte big-endian size.
+std::string longFrameHeader(uint8_t flags, uint64_t size) {
+  std::string h(9, '\0');
+  h[0] = static_cast<char>(flags | 2);
+  for (int i = 0; i < 8; ++i) h[1 + i] = static_cast<char>(size >> (8 * (7 - i)));
+  return h;
+}
+
+// The NULL mechanism's READY command of a DEALER (ZMTP 3.0), which ends a NULL handshake.
+std::string readyCommand() {
+  std::string body = std::string("\x05READY") + "\x0bSocket-Type" + std::string("\0\0\0\x06", 4) + "DEALER";
+  return std::string(1, '\x04') + std::string(1, static_cast<char>(body.size())) + body;
+}
+
+// Raw TCP attacks on one port, run by their own threads until stop(); sent() counts bytes written.
+class RawAttack {
+ public:
+  static constexpr size_t kMaxPerConnection = 32 * kMiB;
+
+  RawAttack(int port, int idle) {
+    for (int i = 0; i < idle; ++i) {
+      int fd = tcpConnect(port);
+      if (fd >= 0) idle_.push_back(fd);
+    }
+    // Large frames sent slowly, inside a PLAIN handshake that never completes, and unfinished
+    // multi-part messages after a NULL greeting; each connection again when the node closes it.
+    for (int t = 0; t < 4; ++t) {
+      threads_.emplace_back([this, port, t] {
+        bool plain = t % 2 == 0;
+        while (!stop_) {
+          int fd = tcpConnect(port);
+          if (fd < 0) continue;
+          std::string start = plain ? greeting("PLAIN") + longFrameHeader(4, 900 * 1024)
+                                    : greeting("NULL") + readyCommand() + longFrameHeader(1, 64 * 1024);
+          bool open = send(fd, start.data(), start.size(), MSG_NOSIGNAL) > 0;
+          std::string chunk(plain ? 1024 : 64 * 1024, 'a');
+          size_t on_this_connection = 0;
+          while (open && !stop_) {
+            if (on_this_connection >= kMaxPerConnection) {  // enough to show a pile-up; hold it
+              std::this_thread::sleep_for(50ms);
+              continue;
+            }
+            ssize_t n = send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+            if (n > 0) {
+              sent_ += static_cast<size_t>(n);
+              on_this_connection += static_cast<size_t>(n);
+            }
+            else if (errno != EAGAIN && errno != EWOULDBLOCK) open = false;
+            if (!plain && n > 0) {
+              std::string next = longFrameHeader(1, 64 * 1024);
+              open = send(fd, next.data(), next.size(), MSG_NOSIGNAL) > 0;
+            }
+            std::this_thread::sleep_for(plain ? 50ms : 1ms);
+          }
+          close(fd);
+        }
+      });
+    }
+  }
+  ~RawAttack() {
+    stop();
+    for (int fd : idle_) close(fd);
+  }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  size_t sent() const { return sent_; }
+  // Idle connections the node has closed (a read returns end of file or an error).
+  int idleClosed() const {
+    int closed = 0;
+    for (int fd : idle_) {
+      char buf[256];
+      ssize_t n;
+      while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+      }  // the node's greeting
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) ++closed;
+    }
+    return closed;
+  }
+  int idleOpened() const { return static_cast<int>(idle_.size()); }
+
+ private:
+  std::vector<int> idle_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> sent_{0};
+};
+
+// libzmq clients without the token, or with a wrong one, that try to send unfinished multi-part messages.
+class ZmqAttack {
+ public:
+  explicit ZmqAttack(int port) : ctx_(zmq_ctx_new()) {
+    for (int i = 0; i < 4; ++i) {
+      void* s = zmq_socket(ctx_, ZMQ_DEALER);
+      int linger = 0, hwm = 0;
+      zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+      zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+      if (i % 2 == 1) {
+        zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, "zps", 3);
+        zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, "wrong-password", 14);
+      }
+      std::string ep = "tcp://127.0.0.1:" + std::to_string(port);
+      zmq_connect(s, ep.c_str());
+      sockets_.push_back(s);
+    }
+    thread_ = std::thread([this] {
+      std::string frame(64 * 1024, 'm');
+      while (!stop_) {
+        for (void* s : sockets_) zmq_send(s, frame.data(), frame.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        std::this_thread::sleep_for(5ms);
+      }
+    });
+  }
+  ~ZmqAttack() {
+    stop_ = true;
+    thread_.join();
+    for (void* s : sockets_) zmq_close(s);
+    zmq_ctx_term(ctx_);
+  }
+
+ private:
+  void* ctx_;
+  std::vector<void*> sockets_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+int serverPortFromLog(Cluster& c, int sched) {
+  std::smatch m;
+  std::regex re("registered server 0 \\(127\\.0\\.0\\.1:(\\d+)");
+  REQUIRE(c.waitForLog(sched, "registered server 0", 30s));
+  std::string log = c.log(sched);
+  REQUIRE(std::regex_search(log, m, re));
+  return std::stoi(m[1]);
+}
+
+size_t countLines(const std::string& log, const std::string& text) {
+  size_t n = 0;
+  for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("memory attack: peers without the token are refused at the handshake; RSS stays bounded") {
+  Cluster c(1, 1);
+  c.setEnv("ZPS_AUTH_TOKEN", kToken);
+  int sched = c.startScheduler();
+  int server = c.startServer();
+  int server_port = serverPortFromLog(c, sched);
+  std::this_thread::sleep_for(500ms);  // let start-up allocations settle before the baselines
+  RssWatch sched_rss(c.pid(sched)), server_rss(c.pid(server));
+
+  constexpr int kIdle = 100;
+  auto attack_start = std::chrono::steady_clock::now();
+  RawAttack raw_sched(c.port(), kIdle), raw_server(server_port, kIdle);
+  ZmqAttack zmq_sched(c.port()), zmq_server(server_port);
+
+  std::this_thread::sleep_for(4s);
+  int w = c.startWorker(0, {"check", "--rounds", "20", "--sizes", "1,4K,1M+3"});
+  REQUIRE(c.waitExit(w, 90s) == 0);
+  CHECK(contains(c.log(w), " 0 wrong"));
+
+  // Idle connections outlive no handshake deadline (10 s) by much.
+  std::this_thread::sleep_until(attack_start + 13s);
+  int sched_closed = raw_sched.idleClosed(), server_closed = raw_server.idleClosed();
+  raw_sched.stop();
+  raw_server.stop();
+  sched_rss.stop();
+  server_rss.stop();
+  c.expectAllExitZero(60s);
+
+  double sent_mb = static_cast<double>(raw_sched.sent() + raw_server.sent()) / kMiB;
+  std::printf(
+      "memory attack (token set): raw bytes sent %.1f MiB; scheduler RSS %.1f MiB +%.1f MiB; server RSS %.1f MiB "
+      "+%.1f MiB (server includes the job's own data); idle connections closed %d/%d and %d/%d\n",
+      sent_mb, sched_rss.baseline() / double(kMiB), sched_rss.growth() / double(kMiB),
+      server_rss.baseline() / double(kMiB), server_rss.growth() / double(kMiB), sched_closed,
+      raw_sched.idleOpened(), server_closed, raw_server.idleOpened());
+  CHECK(raw_sched.idleOpened() == kIdle);
+  CHECK(sched_closed == raw_sched.idleOpened());
+  CHECK(server_closed == raw_server.idleOpened());
+  CHECK(sched_rss.growth() < 24 * kMiB);
+  CHECK(server_rss.growth() < 64 * kMiB);
+  // Refusals are logged, but rate-limited (10 lines a minute, then a count).
+  std::string slog = c.log(sched);
+  CHECK(contains(slog, "refused a node"));
+  CHECK(countLines(slog, "refused a node") <= 12);
+}
+
+TEST_CASE("memory attack: an open job drops the replies of a peer that never reads them") {
+  Cluster c(1, 1);
+  int sched = c.startScheduler();
+  std::this_thread::sleep_for(500ms);
+  RssWatch sched_rss(c.pid(sched));
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_DEALER);
+  int linger = 0, rcvbuf = 4096, hwm = 1;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+  zmq_setsockopt(s, ZMQ_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+  std::string ep = "tcp://127.0.0.1:" + std::to_string(c.port());
+  REQUIRE(zmq_connect(s, ep.c_str()) == 0);
+  // Registrations the scheduler refuses (wrong protocol), each answered with an error it never reads.
+  pb::Envelope e;
+  auto* r = e.mutable_control()->mutable_register_();
+  r->set_magic(0xdeadbeef);
+  r->set_role(pb::WORKER);
+  r->set_host(std::string(100, 'h'));
+  std::string bad = e.SerializeAsString();
+  constexpr int kSent = 200000;
+  for (int i = 0; i < kSent; ++i) zmq_send(s, bad.data(), bad.size(), 0);
+  std::this_thread::sleep_for(3s);
+  sched_rss.stop();
+  int server = c.startServer();
+  int w = c.startWorker(0, {"check", "--rounds", "5"});
+  c.expectAllExitZero(60s);
+  CHECK(contains(c.log(w), " 0 wrong"));
+  (void)server;
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  std::string slog = c.log(sched);
+  std::printf("memory attack (open job): %d unread refusals of %zu bytes; scheduler RSS %.1f MiB +%.1f MiB; "
+              "%zu refusal lines logged\n",
+              kSent, bad.size(), sched_rss.baseline() / double(kMiB), sched_rss.growth() / double(kMiB),
+              countLines(slog, "refused a node"));
+  CHECK(sched_rss.growth() < 24 * kMiB);
+  CHECK(countLines(slog, "refused a node") <= 12);
+}
