@@ -34,9 +34,15 @@ Authenticator::KeyPair keysFrom(const std::string& seed) {
 
 StatusOr<Authenticator> Authenticator::fromConfig(const Config& config) {
   if (!config.auth_token_file.empty()) {
-    std::ifstream in(config.auth_token_file);
+    std::ifstream in(config.auth_token_file, std::ios::binary);
     if (!in) return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + config.auth_token_file + " cannot be read");
-    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Read one byte past the limit, never more: the file may be a device (/dev/zero) or a huge file.
+    std::string token(kMaxTokenFileBytes + 1, '\0');
+    in.read(token.data(), static_cast<std::streamsize>(token.size()));
+    token.resize(static_cast<size_t>(in.gcount()));
+    if (token.size() > kMaxTokenFileBytes)
+      return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + config.auth_token_file + " holds more than " +
+                             std::to_string(kMaxTokenFileBytes) + " bytes; it must hold one token");
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
     if (token.size() < 16)
       return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + config.auth_token_file +

@@ -27,6 +27,8 @@ class NonceCache;
 class Authenticator {
  public:
   static constexpr int64_t kMaxClockSkewMs = 5 * 60 * 1000;
+  // A token file longer than this is refused unread (ZPS_AUTH_TOKEN_FILE=/dev/zero would never end).
+  static constexpr size_t kMaxTokenFileBytes = 4096;
 
   // Reads the token from the config; an Authenticator without a token accepts everyone.
   static StatusOr<Authenticator> fromConfig(const Config& config);

@@ -23,6 +23,8 @@ constexpr int kMaxAutoClasses = 100;
 // LibSVM rows are stored dense; beyond this many floats a file needs a sparse format instead.
 constexpr size_t kMaxDenseFloats = size_t{1} << 28;
 constexpr size_t kMaxLibsvmIndex = size_t{1} << 20;
+// The longest line a data file may have: a LibSVM row with every one of kMaxLibsvmIndex features fits.
+constexpr size_t kMaxLineBytes = size_t{32} << 20;
 constexpr size_t kCriteoColumns = 1 + kCtrNumericFields + kCtrCategoricalFields;
 
 std::string_view trim(std::string_view s) {
@@ -89,6 +91,23 @@ std::string floatRangeError(std::string_view text, double v) {
   return quoted(trim(text)) + " is outside float32's range (|x| <= 3.4e38), in which zps trains";
 }
 
+// Like std::getline, but stops storing after kMaxLineBytes + 1 bytes, so that a file without line breaks
+// (or /dev/zero) costs a bounded buffer; the caller refuses a line that long.
+bool boundedGetline(std::istream& in, std::string* line) {
+  line->clear();
+  std::streambuf* buf = in.rdbuf();
+  for (;;) {
+    int c = buf->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return !line->empty();
+    }
+    if (c == '\n') return true;
+    line->push_back(static_cast<char>(c));
+    if (line->size() > kMaxLineBytes) return true;
+  }
+}
+
 // Reads a text file line by line, skipping blank lines and '#' comments. The callback gets the line
 // number (1-based) and the line without its end-of-line characters, and returns a Status to stop.
 // A big file shows its progress (DatasetProgress) while it is read.
@@ -101,8 +120,11 @@ Status forEachLine(const std::string& path, F&& callback) {
   DatasetProgress progress("reading " + path, size_error ? 0 : size, "bytes");
   std::string line;
   size_t number = 0;
-  while (std::getline(in, line)) {
+  while (boundedGetline(in, &line)) {
     ++number;
+    if (line.size() > kMaxLineBytes)
+      return InvalidArgument(where(path, number) + "line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                             " MiB (a file without line breaks, or not a text file?)");
     progress.advance(line.size() + 1);
     std::string_view view(line);
     if (!view.empty() && view.back() == '\r') view.remove_suffix(1);
