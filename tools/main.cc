@@ -3,6 +3,7 @@
 // locally. Exit codes: 0 success, 1 job failure, 2 user error (bad env, flag or argument).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <sys/resource.h>
 
 #include <cstring>
 #include <iostream>
@@ -17,6 +18,12 @@
 #include "scheduler/scheduler.h"
 #include "tools/launch.h"
 #include "tools/programs.h"
+
+// gflags ends the process through this pointer on a bad command line (code 1) and after --help (code
+// 0). It is defined by libgflags but declared in none of its headers.
+namespace google {
+extern void (*gflags_exitfunc)(int);
+}  // namespace google
 
 namespace {
 
@@ -69,9 +76,21 @@ int runRole(const char* argv0, const std::string& program) {
   return 2;
 }
 
+// Each peer connection costs a file descriptor: a server holds one per worker process and the
+// scheduler one per node, so the common soft limit of 1024 would cap a job near a thousand workers
+// while the hard limit (often 2^20 in containers) allows far more. Raising the soft limit to the hard
+// one needs no privilege.
+void raiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  (void)setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  raiseOpenFileLimit();
   std::string sub = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
   if (sub == "launch") return zps::launchMain(argc - 1, argv + 1);
   if (sub == "trace") return zps::traceMain(argc - 1, argv + 1);
@@ -94,6 +113,8 @@ int main(int argc, char** argv) {
   if (!sub.empty()) args.erase(args.begin() + 1);
   int n = static_cast<int>(args.size());
   char** a = args.data();
+  // An unknown flag or a bad flag value is a user error: exit 2, as for every other one.
+  google::gflags_exitfunc = [](int code) { std::exit(code == 0 ? 0 : 2); };
   gflags::SetUsageMessage(kUsage);
   gflags::SetVersionString("0.1.0");
   gflags::ParseCommandLineFlags(&n, &a, true);
