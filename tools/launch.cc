@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ps/node/http_server.h"
+#include "tools/launch_checks.h"
 #include "tools/launch_python.h"
 #include "tools/process.h"
 #include "zps/status.h"
@@ -39,6 +40,9 @@ constexpr milliseconds kStopGrace{5000};
 constexpr milliseconds kFailureGrace{5000};
 // A child that never prints a newline must not grow launch's memory without bound.
 constexpr size_t kMaxLineBytes = 64 * 1024;
+// The scheduler's log line once it is bound (scheduler/scheduler.cc), and how long launch waits for it.
+constexpr const char* kSchedulerListening = "scheduler listening on";
+constexpr milliseconds kSchedulerListenTimeout{60'000};
 
 constexpr char kUsage[] =
     "usage: zps launch --servers S --workers W [--local-size N] [--host HOST] [--port PORT]"
@@ -265,6 +269,8 @@ class Launcher {
   Status installSignals();
   void restoreSignals();
   Status startAll();
+  Status waitForSchedulerListening();
+  int startFailureCode(const Status& s) const;
   void pumpOutput(int timeout_ms);
   void readChild(Child& child);
   void flushPartial(Child& child);
@@ -276,6 +282,7 @@ class Launcher {
 
   LaunchConfig config_;
   int port_ = 0;
+  bool scheduler_listening_ = false;  // its "listening on" line was seen
   // The status line: shown in place on a terminal, else as plain lines; read from the scheduler's
   // HTTP endpoint (status_port_ 0: off).
   bool tty_ = false;
@@ -359,6 +366,8 @@ Status Launcher::startAll() {
       std::getenv("PS_HEARTBEAT_INTERVAL") == nullptr) {
     common.emplace_back("ZPS_HEARTBEAT_INTERVAL", "1");
   }
+  if (auto token = freshJobToken()) common.push_back(*token);
+  ZPS_RETURN_IF_ERROR(checkRoleSettings(common));
 
   auto start = [&](std::string label, std::vector<std::string> argv,
                    std::vector<std::pair<std::string, std::string>> env,
@@ -400,6 +409,7 @@ Status Launcher::startAll() {
   }
   if (status_host_ == "0.0.0.0") status_host_ = "127.0.0.1";
   ZPS_RETURN_IF_ERROR(start("scheduler", {self}, std::move(scheduler_env), {"DMLC_WORKER_ID", "ZPS_SERVER_ID"}));
+  ZPS_RETURN_IF_ERROR(waitForSchedulerListening());
   for (int i = 0; i < config_.servers; ++i) {
     ZPS_RETURN_IF_ERROR(start("server " + std::to_string(i), {self},
                               {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ID", std::to_string(i)}, metricsEnv(1 + i)},
@@ -426,6 +436,35 @@ Status Launcher::startAll() {
     }
   }
   return Status::OK();
+}
+
+// Nodes start only once the scheduler listens on its port: a node started earlier could reach another
+// job's scheduler on that port (launch's port check and the scheduler's bind are not atomic).
+Status Launcher::waitForSchedulerListening() {
+  const auto deadline = Clock::now() + kSchedulerListenTimeout;
+  while (!scheduler_listening_) {
+    pumpOutput(100);
+    reapExited();
+    if (children_.front().exit_code)
+      return Aborted("the scheduler exited with code " + std::to_string(*children_.front().exit_code) +
+                     " before it listened on port " + std::to_string(port_) + "; no node was started");
+    if (g_stop_signal != 0) return Aborted("stopped by a signal while the scheduler started");
+    if (Clock::now() >= deadline)
+      return DeadlineExceeded("the scheduler did not listen on port " + std::to_string(port_) + " within " +
+                              std::to_string(kSchedulerListenTimeout.count() / 1000) + " s");
+  }
+  return Status::OK();
+}
+
+// A bad setting is a user error (2), as is whatever made the scheduler exit 2; a process that cannot
+// be started is 127.
+int Launcher::startFailureCode(const Status& s) const {
+  if (s.code() == StatusCode::kInvalidArgument) return 2;
+  if (!children_.empty() && children_.front().exit_code) {
+    int code = *children_.front().exit_code;
+    return code > 0 ? code : 1;
+  }
+  return s.code() == StatusCode::kDeadlineExceeded ? 1 : 127;
 }
 
 void Launcher::flushPartial(Child& child) {
@@ -458,6 +497,9 @@ void Launcher::readChild(Child& child) {
         }
         break;
       }
+      if (!scheduler_listening_ && &child == &children_.front() &&
+          (child.partial + std::string(data.substr(0, newline))).find(kSchedulerListening) != std::string::npos)
+        scheduler_listening_ = true;
       lines += prefix;
       lines += child.partial;
       lines.append(data.substr(0, newline + 1));
@@ -597,7 +639,7 @@ int Launcher::run() {
   if (!s.ok()) {
     say(s.message());
     stopAll();
-    return 127;
+    return startFailureCode(s);
   }
 
   std::optional<Clock::time_point> deadline;
@@ -660,6 +702,10 @@ int Launcher::run() {
     case Reason::kChildFailed: {
       int code = *children_[*first_failure_].exit_code;
       exit_code = code > 0 ? code : 1;
+      // A user error (exit 2) in any process wins over the failures it caused in the others (a worker
+      // whose scheduler left exits 1), whichever exited first.
+      for (const Child& child : children_)
+        if (!child.stopped && child.exit_code == 2) exit_code = 2;
       break;
     }
   }
