@@ -27,6 +27,7 @@ DEFINE_string(data_dir, "", "train: folder of the named datasets (default $ZPS_D
 DEFINE_int32(label_column, -1, "train: csv label column (negative counts from the end)");
 DEFINE_double(test_fraction, 0.2, "train: share of rows held out for the test metric");
 DEFINE_string(split, "auto", "train: how test rows are chosen: stratified (by class), random, or auto (stratified for classification)");
+DEFINE_string(libsvm_base, "auto", "train: libsvm feature indices start at 0, 1, or auto (0 when an index 0 appears)");
 DEFINE_uint64(synthetic_rows, 0, "train: rows of a synthetic dataset (0 = its default)");
 DEFINE_int32(epochs, zps::train::kDefaultEpochs, "train: passes over the training data");
 DEFINE_int32(batch_size, static_cast<int>(zps::train::kDefaultBatchSize),
@@ -95,6 +96,11 @@ StatusOr<train::TrainingSetup> prepare(kernels::TrainOps* ops) {
   ZPS_ASSIGN_OR_RETURN(lo.split, train::splitKindFromName(FLAGS_split));
   lo.seed = FLAGS_seed;
   lo.synthetic_rows = FLAGS_synthetic_rows;
+  if (FLAGS_libsvm_base == "0" || FLAGS_libsvm_base == "1") {
+    lo.libsvm_base = FLAGS_libsvm_base == "0" ? 0 : 1;
+  } else if (FLAGS_libsvm_base != "auto") {
+    return InvalidArgument("--libsvm_base is 0, 1 or auto, not '" + FLAGS_libsvm_base + "'");
+  }
   ZPS_ASSIGN_OR_RETURN(p.split, train::loadDataset(FLAGS_data, lo));
   ZPS_ASSIGN_OR_RETURN(p.model, train::makeModel(FLAGS_model, p.split.train, hidden,
                                                  static_cast<size_t>(FLAGS_embedding_dim), ops));

@@ -224,6 +224,24 @@ TEST_CASE("libsvm: sparse lines become dense rows", "[train][data]") {
   CHECK(z.num_numeric == 3);  // an index 0 means 0-based
   CHECK(z.labels == std::vector<float>{0, 1});
 
+  // A 0-based file that never sets feature 0: auto reads it 1-based (and says so on stderr); base 0
+  // reads it as written, base 1 refuses an index 0.
+  TempFile no_zero("1 1:5 3:7\n0 2:1\n");
+  CHECK(loadAll("libsvm:" + no_zero.path()).num_numeric == 3);
+  LoadOptions zero_based = noSplit();
+  zero_based.libsvm_base = 0;
+  Dataset zb = loadAll("libsvm:" + no_zero.path(), zero_based);
+  REQUIRE(zb.num_numeric == 4);
+  CHECK(zb.rows == 2);
+  // Feature 1 is column 1 and feature 3 column 3 (standardised over the 2 rows: present is +1).
+  CHECK(zb.numericRow(0)[1] > 0);
+  CHECK(zb.numericRow(0)[3] > 0);
+  CHECK(zb.numericRow(1)[2] > 0);
+  CHECK(zb.numericRow(0)[0] == 0.0f);  // never set: a constant column
+  LoadOptions one_based = noSplit();
+  one_based.libsvm_base = 1;
+  CHECK_THAT(errorOf("libsvm:" + zero.path(), one_based), Catch::Contains(zero.path() + ":1: feature index 0"));
+
   TempFile reg("1.5 1:1\n-2.25 1:2\n");
   CHECK(loadAll("libsvm:" + reg.path()).isRegression());
 
@@ -271,6 +289,13 @@ TEST_CASE("criteo: tab-separated label, 13 numeric, 26 categorical, missing valu
   CHECK(d.categoricalRow(0)[1] != d.categoricalRow(0)[2]);
   CHECK(d.categoricalRow(0)[1] == d.categoricalRow(1)[1]);
   CHECK(categoricalId(1, 42) != categoricalId(2, 42));
+  // An empty numeric field is missing, not 0: it becomes the mean of the present values (0 once
+  // standardised), while a real 0 stands apart from it.
+  TempFile missing(criteoLine("1", "0", "a") + criteoLine("0", "", "a") + criteoLine("0", "8", "a"));
+  Dataset m = loadAll("criteo:" + missing.path());
+  CHECK(m.numericRow(1)[0] == 0.0f);
+  CHECK(m.numericRow(0)[0] < -0.5f);
+  CHECK(m.numericRow(2)[0] > 0.5f);
 
   SECTION("malformed lines") {
     TempFile short_line(criteoLine("1", "5", "a") + "1\t2\t3\n");

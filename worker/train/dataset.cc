@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -257,7 +258,7 @@ StatusOr<Dataset> readCsv(const std::string& path, int label_column, Task task) 
   return d;
 }
 
-StatusOr<Dataset> readLibsvm(const std::string& path, Task task) {
+StatusOr<Dataset> readLibsvm(const std::string& path, Task task, int base) {
   Dataset d;
   std::vector<std::pair<size_t, size_t>> row_ranges;  // [begin, end) into entries
   std::vector<std::pair<uint32_t, float>> entries;
@@ -306,6 +307,10 @@ StatusOr<Dataset> readLibsvm(const std::string& path, Task task) {
                                  " appears twice");
         }
       }
+      if (index == 0 && base == 1) {
+        return InvalidArgument(where(path, number) + "feature index 0 in a file read as 1-based (--libsvm_base 1); "
+                               "use --libsvm_base 0 or auto if the file counts from 0");
+      }
       zero_based |= index == 0;
       max_index = std::max(max_index, index);
       entries.emplace_back(static_cast<uint32_t>(index), static_cast<float>(value));
@@ -317,6 +322,13 @@ StatusOr<Dataset> readLibsvm(const std::string& path, Task task) {
   });
   if (!s.ok()) return s;
   if (lines.empty()) return InvalidArgument(path + ": no data rows");
+  if (base == 0) {
+    zero_based = true;
+  } else if (base < 0 && !zero_based) {
+    // A 0-based file whose feature 0 is never set looks 1-based: say which reading was taken.
+    std::fprintf(stderr, "zps: %s: no feature index 0, so indices are read as 1-based (feature k is column k-1); "
+                 "pass --libsvm_base 0 if the file counts from 0\n", path.c_str());
+  }
   d.rows = lines.size();
   d.num_numeric = zero_based ? max_index + 1 : max_index;
   if (d.num_numeric == 0) return InvalidArgument(path + ": no features on any line");
@@ -383,8 +395,12 @@ StatusOr<Dataset> readCriteo(const std::string& path) {
     d.labels.push_back(label == "1" ? 1.0f : 0.0f);
     for (size_t j = 0; j < kCtrNumericFields; ++j) {
       const std::string_view f = trim(fields[1 + j]);
+      if (f.empty()) {
+        d.numeric.push_back(std::numeric_limits<float>::quiet_NaN());  // missing: see standardise
+        continue;
+      }
       double v = 0;
-      if (!f.empty() && !parseDouble(f, &v)) {
+      if (!parseDouble(f, &v)) {
         return InvalidArgument(where(path, number) + "numeric field I" + std::to_string(j + 1) +
                                ": " + quoted(f) + " is not a number");
       }
@@ -452,23 +468,34 @@ StatusOr<Dataset> loadNamedFile(const std::string& name, const LoadOptions& o) {
   return d;
 }
 
+// NaN marks a missing value (Criteo's empty numeric fields): it counts in neither statistic and
+// becomes the train mean, 0 after standardising, while a value that is really 0 becomes
+// (0 - mean) / sd.
 void standardise(Dataset* train, Dataset* test) {
   const size_t f = train->num_numeric;
   if (f == 0 || train->rows == 0) return;
   std::vector<double> mean(f, 0.0), var(f, 0.0);
-  for (size_t r = 0; r < train->rows; ++r) {
-    for (size_t j = 0; j < f; ++j) mean[j] += train->numeric[r * f + j];
-  }
-  for (size_t j = 0; j < f; ++j) mean[j] /= static_cast<double>(train->rows);
+  std::vector<size_t> present(f, 0);
   for (size_t r = 0; r < train->rows; ++r) {
     for (size_t j = 0; j < f; ++j) {
-      const double dv = train->numeric[r * f + j] - mean[j];
+      const float v = train->numeric[r * f + j];
+      if (std::isnan(v)) continue;
+      mean[j] += v;
+      ++present[j];
+    }
+  }
+  for (size_t j = 0; j < f; ++j) mean[j] = present[j] ? mean[j] / static_cast<double>(present[j]) : 0.0;
+  for (size_t r = 0; r < train->rows; ++r) {
+    for (size_t j = 0; j < f; ++j) {
+      const float v = train->numeric[r * f + j];
+      if (std::isnan(v)) continue;
+      const double dv = v - mean[j];
       var[j] += dv * dv;
     }
   }
   std::vector<double> inv_std(f);
   for (size_t j = 0; j < f; ++j) {
-    const double sd = std::sqrt(var[j] / static_cast<double>(train->rows));
+    const double sd = present[j] ? std::sqrt(var[j] / static_cast<double>(present[j])) : 0.0;
     // A constant column (digits' border pixels) carries nothing; centring alone makes it 0.
     inv_std[j] = sd > 1e-12 ? 1.0 / sd : 1.0;
   }
@@ -476,7 +503,7 @@ void standardise(Dataset* train, Dataset* test) {
     for (size_t r = 0; r < d->rows; ++r) {
       for (size_t j = 0; j < f; ++j) {
         float& v = d->numeric[r * f + j];
-        v = static_cast<float>((v - mean[j]) * inv_std[j]);
+        v = std::isnan(v) ? 0.0f : static_cast<float>((v - mean[j]) * inv_std[j]);
       }
     }
   }
@@ -540,7 +567,7 @@ StatusOr<Dataset> loadUnsplit(const std::string& spec, const LoadOptions& option
                             options.seed);
   }
   if (prefixed("csv:")) return readCsv(spec.substr(4), options.label_column, options.task);
-  if (prefixed("libsvm:")) return readLibsvm(spec.substr(7), options.task);
+  if (prefixed("libsvm:")) return readLibsvm(spec.substr(7), options.task, options.libsvm_base);
   if (prefixed("criteo:")) return readCriteo(spec.substr(7));
   return InvalidArgument("unknown dataset '" + spec +
                          "' (valid: digits, breast_cancer, diabetes, synthetic-regression, "

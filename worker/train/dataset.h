@@ -57,6 +57,10 @@ struct LoadOptions {
   Task task = Task::kAuto;     // csv and libsvm files
   double test_fraction = 0.2;  // in [0, 1): the share of rows held out for the test split
   SplitKind split = SplitKind::kAuto;
+  // libsvm: the first feature's index, 0 or 1; -1 detects it: 0-based when an index 0 appears,
+  // else 1-based, which it then says on stderr (a 0-based file that never sets feature 0 looks
+  // 1-based). Base 1 refuses an index 0.
+  int libsvm_base = -1;
   uint64_t seed = 1;           // the split, and the synthetic generators
   size_t synthetic_rows = 0;   // synthetic datasets: rows before the split (0 = the default below)
 };
@@ -83,11 +87,13 @@ inline constexpr size_t kCtrCategoricalFields = 26;  // like Criteo's C1..C26
 //                         the Bayes-optimal AUC
 //   csv:PATH              numbers separated by commas or whitespace; a first line that is not all
 //                         numbers is a header and skipped; the label is options.label_column
-//   libsvm:PATH           "label idx:val idx:val ..." (indices 1-based, or 0-based when some
-//                         index is 0); features not listed are 0. Stored dense: for narrow data.
-//   criteo:PATH           Criteo's TSV "label<TAB>I1..I13<TAB>C1..C26"; empty fields are missing
-//                         values; numeric values become sign(x) * log1p(|x|), categorical strings
-//                         are hashed with their field index
+//   libsvm:PATH           "label idx:val idx:val ..." (indices as options.libsvm_base says);
+//                         features not listed are 0. Stored dense: for narrow data.
+//   criteo:PATH           Criteo's TSV "label<TAB>I1..I13<TAB>C1..C26"; numeric values become
+//                         sign(x) * log1p(|x|), categorical strings are hashed with their field
+//                         index; an empty categorical field is a value of its own (the hash of ""),
+//                         an empty numeric field is missing: it becomes the train split's mean (0
+//                         once standardised), not the value 0 (which standardises to -mean / sd)
 // Blank lines and lines starting with '#' are skipped in every file format.
 //
 // Generating synthetic rows and reading a file show their progress on stderr when they take more
