@@ -60,7 +60,8 @@ class Runtime:
         # r x local_size ... (r + 1) x local_size - 1, and every sum is over all processes.
         self.rank = self.worker.rank() * self.local_size + self.local_rank
         self.size = self.worker.size() * self.local_size
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # guards `declared`; held during a declaration's round trip
+        self.finish_lock = threading.Lock()  # apart, so that a failing script can end the job meanwhile
         self.declared = {}
         self.finished = False
 
@@ -88,10 +89,12 @@ class Runtime:
 
     def finish(self, error=None):
         """Ends the job once (OK or failed with `error`); returns the exit code zps decided."""
-        with self.lock:
+        with self.finish_lock:
             if self.finished:
                 return 0
             self.finished = True
+        # Destroyed after finishing, so that its threads stop before the interpreter's exit tears down
+        # the libraries they use. Calls that other threads start afterwards raise ZpsNotInitialized.
         try:
             return self.worker.finish(error)
         finally:
