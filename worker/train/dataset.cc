@@ -468,47 +468,6 @@ StatusOr<Dataset> loadNamedFile(const std::string& name, const LoadOptions& o) {
   return d;
 }
 
-// NaN marks a missing value (Criteo's empty numeric fields): it counts in neither statistic and
-// becomes the train mean, 0 after standardising, while a value that is really 0 becomes
-// (0 - mean) / sd.
-void standardise(Dataset* train, Dataset* test) {
-  const size_t f = train->num_numeric;
-  if (f == 0 || train->rows == 0) return;
-  std::vector<double> mean(f, 0.0), var(f, 0.0);
-  std::vector<size_t> present(f, 0);
-  for (size_t r = 0; r < train->rows; ++r) {
-    for (size_t j = 0; j < f; ++j) {
-      const float v = train->numeric[r * f + j];
-      if (std::isnan(v)) continue;
-      mean[j] += v;
-      ++present[j];
-    }
-  }
-  for (size_t j = 0; j < f; ++j) mean[j] = present[j] ? mean[j] / static_cast<double>(present[j]) : 0.0;
-  for (size_t r = 0; r < train->rows; ++r) {
-    for (size_t j = 0; j < f; ++j) {
-      const float v = train->numeric[r * f + j];
-      if (std::isnan(v)) continue;
-      const double dv = v - mean[j];
-      var[j] += dv * dv;
-    }
-  }
-  std::vector<double> inv_std(f);
-  for (size_t j = 0; j < f; ++j) {
-    const double sd = present[j] ? std::sqrt(var[j] / static_cast<double>(present[j])) : 0.0;
-    // A constant column (digits' border pixels) carries nothing; centring alone makes it 0.
-    inv_std[j] = sd > 1e-12 ? 1.0 / sd : 1.0;
-  }
-  for (Dataset* d : {train, test}) {
-    for (size_t r = 0; r < d->rows; ++r) {
-      for (size_t j = 0; j < f; ++j) {
-        float& v = d->numeric[r * f + j];
-        v = std::isnan(v) ? 0.0f : static_cast<float>((v - mean[j]) * inv_std[j]);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 uint64_t categoricalId(size_t field, uint64_t value_hash) {

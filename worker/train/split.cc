@@ -72,4 +72,44 @@ StatusOr<std::vector<size_t>> chooseTestRows(const Dataset& all, double fraction
   return test;
 }
 
+// A value that is really 0 becomes (0 - mean) / sd; a missing one (NaN: Criteo's empty numeric
+// fields) the mean's 0.
+void standardise(Dataset* train, Dataset* test) {
+  const size_t f = train->num_numeric;
+  if (f == 0 || train->rows == 0) return;
+  std::vector<double> mean(f, 0.0), var(f, 0.0);
+  std::vector<size_t> present(f, 0);
+  for (size_t r = 0; r < train->rows; ++r) {
+    for (size_t j = 0; j < f; ++j) {
+      const float v = train->numeric[r * f + j];
+      if (std::isnan(v)) continue;
+      mean[j] += v;
+      ++present[j];
+    }
+  }
+  for (size_t j = 0; j < f; ++j) mean[j] = present[j] ? mean[j] / static_cast<double>(present[j]) : 0.0;
+  for (size_t r = 0; r < train->rows; ++r) {
+    for (size_t j = 0; j < f; ++j) {
+      const float v = train->numeric[r * f + j];
+      if (std::isnan(v)) continue;
+      const double dv = v - mean[j];
+      var[j] += dv * dv;
+    }
+  }
+  std::vector<double> inv_std(f);
+  for (size_t j = 0; j < f; ++j) {
+    const double sd = present[j] ? std::sqrt(var[j] / static_cast<double>(present[j])) : 0.0;
+    // A constant column (digits' border pixels) carries nothing; centring alone makes it 0.
+    inv_std[j] = sd > 1e-12 ? 1.0 / sd : 1.0;
+  }
+  for (Dataset* d : {train, test}) {
+    for (size_t r = 0; r < d->rows; ++r) {
+      for (size_t j = 0; j < f; ++j) {
+        float& v = d->numeric[r * f + j];
+        v = std::isnan(v) ? 0.0f : static_cast<float>((v - mean[j]) * inv_std[j]);
+      }
+    }
+  }
+}
+
 }  // namespace zps::train

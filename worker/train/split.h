@@ -1,5 +1,6 @@
-// How loadDataset (dataset.h) divides a dataset's rows into train and test. Pure functions of their
-// inputs, safe from any thread; every worker computes the same split from the same seed.
+// How loadDataset (dataset.h) divides a dataset's rows into train and test, and standardises them.
+// Pure functions of their inputs, safe from any thread; every worker computes the same split from
+// the same seed.
 #pragma once
 
 #include <cstddef>
@@ -26,5 +27,10 @@ StatusOr<SplitKind> splitKindFromName(const std::string& name);
 // Errors: stratified on regression data.
 StatusOr<std::vector<size_t>> chooseTestRows(const Dataset& all, double fraction, uint64_t seed,
                                              SplitKind kind);
+
+// Standardises the numeric features of both splits with the train split's mean and standard
+// deviation (a constant column becomes 0). NaN marks a missing value: it counts in neither
+// statistic and becomes the train mean, 0 once standardised.
+void standardise(Dataset* train, Dataset* test);
 
 }  // namespace zps::train
