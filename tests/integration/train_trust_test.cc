@@ -1,5 +1,6 @@
 // `zps train` results a user can trust: divergence stops the job on every worker with one message,
-// values float32 cannot hold are refused with file:line, and reruns agree bit for bit.
+// values float32 cannot hold are refused with file:line, reruns agree bit for bit, and one worker
+// takes the very steps of the single-process loop (worker/train/local_trainer.h).
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "tests/integration/cluster.h"
+#include "worker/train/dataset.h"
+#include "worker/train/local_trainer.h"
 
 using zps::testing::Cluster;
 using zps::testing::contains;
@@ -134,5 +137,52 @@ TEST_CASE("train: a data value outside float32's range is refused with file:line
     CHECK(codes[w] != 0);
     // Line 43: the header is line 1 and row i is on line i + 2.
     CHECK(contains(c.log(w), "huge.csv:43: column 2: '1e39' is outside float32's range"));
+  }
+}
+
+// One worker of `zps train` and trainLocal share every step (the same models, embedding steps,
+// scaling and optimizers; with one pusher the servers' sums and table updates are exact), so their
+// final dense weights are equal bit for bit.
+TEST_CASE("train: 1 worker ends with the weights of the single-process loop, bit for bit (mlp, ctr)") {
+  struct Case {
+    std::string model, data;
+    std::vector<size_t> hidden;
+    size_t batch;
+    uint64_t rows;  // synthetic rows (0: a file dataset)
+  };
+  for (const Case& k : {Case{"mlp", "digits", {32}, 32, 0}, Case{"ctr", "synthetic-ctr", {16}, 128, 20000}}) {
+    INFO(k.model);
+    zps::train::LoadOptions lo;
+    lo.data_dir = std::getenv("ZPS_DATA_DIR");
+    lo.synthetic_rows = k.rows;
+    auto split = zps::train::loadDataset(k.data, lo);
+    REQUIRE(split.ok());
+    zps::train::TrainOptions o;
+    o.model = k.model;
+    o.hidden = k.hidden;
+    o.embedding_dim = 4;
+    o.epochs = 1;
+    o.batch_size = k.batch;
+    o.optimizer.kind = zps::kernels::OptimizerKind::kAdam;
+    o.optimizer.lr = 0.003f;
+    o.embedding_optimizer.kind = zps::kernels::OptimizerKind::kAdagrad;
+    o.embedding_optimizer.lr = 0.1f;
+    o.embedding_init_scale = 0.01f;
+    auto local = zps::train::trainLocal(*split, o);
+    REQUIRE(local.ok());
+
+    const std::string out = std::filesystem::temp_directory_path().string() + "/zps-one-" + k.model + "-" +
+                            std::to_string(::getpid());
+    checksumsOf(1, 1,
+                {"--model", k.model, "--data", k.data, "--synthetic_rows", std::to_string(k.rows), "--hidden",
+                 std::to_string(k.hidden[0]), "--embedding_dim", "4", "--epochs", "1", "--batch_size",
+                 std::to_string(k.batch), "--optimizer", "adam", "--lr", "0.003", "--table_optimizer", "adagrad",
+                 "--table_lr", "0.1"},
+                out);
+    const std::vector<float> distributed = readWeights(out);
+    REQUIRE(distributed.size() == local->params.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < distributed.size(); ++i) differ += distributed[i] != local->params[i];
+    CHECK(differ == 0);
   }
 }
