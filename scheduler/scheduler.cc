@@ -58,7 +58,9 @@ class Scheduler {
       LOG(ERROR) << "scheduler: " << port.status().message() << "; pick a free DMLC_PS_ROOT_PORT";
       return 2;
     }
-    if (Status s = obs_.start(); !s.ok()) {
+    std::function<bool(const std::string&)> token_check;
+    if (auth_.enabled()) token_check = [this](const std::string& t) { return auth_.matchesToken(t); };
+    if (Status s = obs_.start(std::move(token_check)); !s.ok()) {
       LOG(ERROR) << "scheduler: " << s.message();
       return 2;
     }

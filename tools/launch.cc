@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ps/node/auth.h"
 #include "ps/node/http_server.h"
 #include "tools/launch_checks.h"
 #include "tools/launch_python.h"
@@ -283,6 +284,7 @@ class Launcher {
   LaunchConfig config_;
   int port_ = 0;
   bool scheduler_listening_ = false;  // its "listening on" line was seen
+  std::string status_token_;          // the job's token, which the scheduler's /api/summary needs
   // The status line: shown in place on a terminal, else as plain lines; read from the scheduler's
   // HTTP endpoint (status_port_ 0: off).
   bool tty_ = false;
@@ -366,7 +368,12 @@ Status Launcher::startAll() {
       std::getenv("PS_HEARTBEAT_INTERVAL") == nullptr) {
     common.emplace_back("ZPS_HEARTBEAT_INTERVAL", "1");
   }
-  if (auto token = freshJobToken()) common.push_back(*token);
+  if (auto token = freshJobToken()) {
+    common.push_back(*token);
+    status_token_ = token->second;
+  } else if (auto user_token = tokenFromEnvironment(); user_token.ok()) {
+    status_token_ = *user_token;
+  }
   ZPS_RETURN_IF_ERROR(checkRoleSettings(common));
 
   auto start = [&](std::string label, std::vector<std::string> argv,
@@ -552,7 +559,7 @@ void Launcher::refreshStatus() {
   if (status_port_ <= 0 || Clock::now() < next_status_) return;
   next_status_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(status_every_);
   // Short: this runs on the loop that relays the children's output.
-  auto res = httpGet(status_host_, status_port_, "/api/summary", milliseconds(300));
+  auto res = httpGet(status_host_, status_port_, "/api/summary", milliseconds(300), status_token_);
   // Not up yet, or already gone at the end of the job: keep what is shown.
   if (!res.ok() || res->first != 200) return;
   std::string summary = res->second.substr(0, 1024);

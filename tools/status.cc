@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ps/common/config.h"
+#include "ps/node/auth.h"
 #include "ps/node/http_server.h"
 #include "ps/node/observability.h"
 #include "tools/programs.h"
@@ -45,7 +46,12 @@ int statusMain() {
     return 2;
   }
   auto timeout = std::chrono::milliseconds(static_cast<long long>(FLAGS_probe_timeout * 1000));
-  auto res = httpGet(host, port, FLAGS_status_json ? "/api/status" : "/status", timeout);
+  auto token = tokenFromEnvironment();  // a job with a token shows its node table to holders only
+  if (!token.ok()) {
+    std::cerr << "zps status: " << token.status().message() << std::endl;
+    return 2;
+  }
+  auto res = httpGet(host, port, FLAGS_status_json ? "/api/status" : "/status", timeout, *token);
   if (!res.ok()) {
     std::cerr << "zps status: scheduler unreachable: " << res.status().message() << std::endl;
     return 1;
@@ -57,6 +63,10 @@ int statusMain() {
     return body.find("\"healthy\":true") != std::string::npos ? 0 : 1;
   }
   if (code == 200) return 0;
+  if (code == 401) {
+    std::cerr << "zps status: the scheduler needs the job's token: set ZPS_AUTH_TOKEN or ZPS_AUTH_TOKEN_FILE" << std::endl;
+    return 2;
+  }
   if (code != 503) std::cerr << "zps status: unexpected HTTP status " << code << std::endl;
   return 1;
 }

@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 
 #include "ps/common/checkpoint.h"
@@ -34,16 +35,7 @@ Authenticator::KeyPair keysFrom(const std::string& seed) {
 
 StatusOr<Authenticator> Authenticator::fromConfig(const Config& config) {
   if (!config.auth_token_file.empty()) {
-    std::ifstream in(config.auth_token_file, std::ios::binary);
-    if (!in) return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + config.auth_token_file + " cannot be read");
-    // Read one byte past the limit, never more: the file may be a device (/dev/zero) or a huge file.
-    std::string token(kMaxTokenFileBytes + 1, '\0');
-    in.read(token.data(), static_cast<std::streamsize>(token.size()));
-    token.resize(static_cast<size_t>(in.gcount()));
-    if (token.size() > kMaxTokenFileBytes)
-      return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + config.auth_token_file + " holds more than " +
-                             std::to_string(kMaxTokenFileBytes) + " bytes; it must hold one token");
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    ZPS_ASSIGN_OR_RETURN(std::string token, readTokenFile(config.auth_token_file));
     if (token.size() < 16)
       return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + config.auth_token_file +
                              " holds a token shorter than 16 characters; use a long random secret");
@@ -54,6 +46,27 @@ StatusOr<Authenticator> Authenticator::fromConfig(const Config& config) {
   if (config.curve && config.auth_token.empty())
     return InvalidArgument("ZPS_CURVE=1 needs ZPS_AUTH_TOKEN or ZPS_AUTH_TOKEN_FILE to derive its keys from");
   return Authenticator(config.auth_token);
+}
+
+StatusOr<std::string> readTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + path + " cannot be read");
+  // Read one byte past the limit, never more: the file may be a device (/dev/zero) or a huge file.
+  std::string token(Authenticator::kMaxTokenFileBytes + 1, '\0');
+  in.read(token.data(), static_cast<std::streamsize>(token.size()));
+  token.resize(static_cast<size_t>(in.gcount()));
+  if (token.size() > Authenticator::kMaxTokenFileBytes)
+    return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + path + " holds more than " +
+                           std::to_string(Authenticator::kMaxTokenFileBytes) + " bytes; it must hold one token");
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  return token;
+}
+
+StatusOr<std::string> tokenFromEnvironment() {
+  const char* file = std::getenv("ZPS_AUTH_TOKEN_FILE");
+  if (file != nullptr && *file != '\0') return readTokenFile(file);
+  const char* token = std::getenv("ZPS_AUTH_TOKEN");
+  return std::string(token != nullptr ? token : "");
 }
 
 Authenticator Authenticator::withToken(std::string token) { return Authenticator(std::move(token)); }
@@ -87,6 +100,11 @@ bool Authenticator::verify(std::string_view context, std::string_view message, s
   std::string expected = mac(context, message);
   if (claimed.size() != expected.size()) return false;
   return sodium_memcmp(expected.data(), claimed.data(), expected.size()) == 0;
+}
+
+bool Authenticator::matchesToken(std::string_view presented) const {
+  // Compare MACs of both, so that the time taken depends on neither length.
+  return enabled() && verify(kHttpTokenContext, presented, mac(kHttpTokenContext, token_));
 }
 
 Authenticator::KeyPair Authenticator::curveServerKeys() const { return keysFrom(deriveSeed(token_, "zps-curve-server")); }

@@ -39,6 +39,8 @@ class Authenticator {
   static int64_t nowMs();
   // HMAC-SHA256(token, context || 0 || message), 32 bytes.
   std::string mac(std::string_view context, std::string_view message) const;
+  // Constant-time comparison of the token itself with `presented` (the HTTP endpoint's bearer token).
+  bool matchesToken(std::string_view presented) const;
   // Constant-time comparison of mac(context, message) with `claimed`.
   bool verify(std::string_view context, std::string_view message, std::string_view claimed) const;
 
@@ -54,6 +56,12 @@ class Authenticator {
   std::string token_;
 };
 
+// The token in a token file (trailing line breaks and spaces removed), read up to kMaxTokenFileBytes.
+StatusOr<std::string> readTokenFile(const std::string& path);
+// The token this process's environment names (ZPS_AUTH_TOKEN_FILE, else ZPS_AUTH_TOKEN; "" for none),
+// for tools that talk to a job's HTTP endpoint.
+StatusOr<std::string> tokenFromEnvironment();
+
 // What the MACs cover: every field a peer could want to change, length-prefixed so no two field lists
 // give the same bytes.
 std::string registerMacInput(const pb::Register& r);
@@ -63,6 +71,7 @@ inline constexpr std::string_view kRegisterReplyContext = "zps-register-reply-v1
 inline constexpr std::string_view kHelloContext = "zps-hello-v1";
 inline constexpr std::string_view kHelloReplyContext = "zps-hello-reply-v1";
 inline constexpr std::string_view kHandshakeContext = "zps-handshake-v1";
+inline constexpr std::string_view kHttpTokenContext = "zps-http-token-v1";
 
 // Checks a peer's MAC, clock skew and nonce freshness; the message says which check failed.
 Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context,

@@ -4,8 +4,10 @@
 // library's, not ours.
 //
 // Lifetime: owned by the role's observer; handlers are added before start(), which binds the port and
-// serves GETs on its own threads (a pool of two) until stop() or destruction. Handlers run on those
-// threads and must be thread-safe.
+// serves GETs until stop() or destruction. Each connection gets a thread of its own, up to
+// kMaxConnectionThreads at once (later ones wait for one to end), so that slow or idle clients, each
+// cut off by a 2 s read timeout, cannot keep a probe of /healthz waiting. Handlers run on those threads
+// and must be thread-safe.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "zps/status.h"
 
@@ -36,6 +39,9 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   void get(const std::string& path, Handler handler);
+  // From now on every path but `open_paths` needs a token that `check` accepts, given as
+  // "Authorization: Bearer TOKEN" or "?token=TOKEN" (the dashboard page's address); others get 401.
+  void requireToken(std::function<bool(const std::string&)> check, std::vector<std::string> open_paths);
   // Binds host:port (0 = a free port) and starts serving. A port that cannot be bound is an
   // InvalidArgument naming `setting` (the user picked it).
   Status start(const std::string& host, int port, const std::string& setting);
@@ -51,7 +57,8 @@ class HttpServer {
 
 // One GET with a deadline (zps status, tests). Returns the HTTP status and body; kUnavailable when the
 // server cannot be reached.
+// `token` non-empty: sent as "Authorization: Bearer TOKEN".
 StatusOr<std::pair<int, std::string>> httpGet(const std::string& host, int port, const std::string& path,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout, const std::string& token = "");
 
 }  // namespace zps

@@ -311,8 +311,10 @@ SchedulerObserver::~SchedulerObserver() {
     metrics::metrics().removeCallbacks(name);
 }
 
-Status SchedulerObserver::start() {
-  ZPS_ASSIGN_OR_RETURN(http_, startMetricsEndpoint("scheduler", 0, [this](HttpServer& http) {
+Status SchedulerObserver::start(std::function<bool(const std::string&)> token_check) {
+  ZPS_ASSIGN_OR_RETURN(http_, startMetricsEndpoint("scheduler", 0, [this, &token_check](HttpServer& http) {
+    // Scrapers and probes need no secret; the node table (hosts, pids) and the dashboard do.
+    if (token_check) http.requireToken(std::move(token_check), {"/metrics", "/healthz"});
     http.get("/api/status", [this](const HttpServer::Query&) {
       return HttpServer::Response{200, "application/json", board_.json()};
     });

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -105,7 +106,8 @@ class SchedulerObserver {
   SchedulerObserver(int num_servers, int num_workers, std::chrono::milliseconds heartbeat_interval,
                     std::chrono::milliseconds heartbeat_timeout, std::atomic<uint64_t>* malformed);
   ~SchedulerObserver();
-  Status start();
+  // token_check set: every HTTP path but /metrics and /healthz needs the job's token.
+  Status start(std::function<bool(const std::string&)> token_check);
   StatusBoard& board() { return board_; }
   void heartbeat(uint64_t peer, const pb::Heartbeat& hb) { board_.heartbeat(peer, hb); }
   // Rate-limited snapshot of membership (the scheduler calls it every loop turn).
