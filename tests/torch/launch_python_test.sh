@@ -6,6 +6,8 @@
 #     in a line), join the job and end it: launch exits 0.
 #  2. A script that raises on worker 1: launch exits 1, and the scheduler, the server and worker 0 all
 #     end on their own (within launch's grace after the first exit), naming worker 1 and its error.
+#  3. No launcher (the BytePS way): zps scheduler and server, and two `python3 job.py` workers with the
+#     DMLC environment and PYTHONPATH, all exit 0.
 # Usage: launch_python_test.sh <build dir>. Skipped (77) when /usr/bin/python3 cannot import torch.
 set -uo pipefail
 BUILD=$1
@@ -16,7 +18,8 @@ fi
 [ -f "$BUILD/python/zps/__init__.py" ] || { echo "FAILED: $BUILD/python/zps is not built (target zps_python)"; exit 1; }
 # Inside the build tree: a hard link keeps /proc/self/exe (what launch looks beside) in the copy.
 T=$(mktemp -d "$BUILD/launch-python-test.XXXXXX")
-trap 'rm -rf "$T"' EXIT
+pids=()  # processes of case 3, stopped by pid if the test ends early
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
 mkdir -p "$T/bin" "$T/nopython"
 ln "$BUILD/bin/zps" "$T/bin/zps" 2>/dev/null || cp "$BUILD/bin/zps" "$T/bin/zps"
 cp -r "$BUILD/python" "$T/python"
@@ -67,4 +70,24 @@ for who in scheduler "server 0" "worker 0"; do
 done
 grep -q "exit code [0-9]* (stopped by launch)" "$OUT" && fail "launch had to stop a process that should end on its own"
 echo "ok: every process ended on its own (none stopped by launch)"
+echo "== 3. without launch, the BytePS way: scheduler and server are zps, workers run the script"
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=2 PYTHONPATH=$T/python
+DMLC_ROLE=scheduler timeout 120 "$T/bin/zps" >"$T/scheduler.log" 2>&1 & pids+=($!)
+DMLC_ROLE=server timeout 120 "$T/bin/zps" >"$T/server.log" 2>&1 & pids+=($!)
+for r in 0 1; do
+  DMLC_ROLE=worker DMLC_WORKER_ID=$r timeout 120 /usr/bin/python3 "$T/job.py" >"$T/worker$r.log" 2>&1 & pids+=($!)
+done
+names=(scheduler server worker0 worker1)
+for i in 0 1 2 3; do
+  wait "${pids[$i]}"
+  code=$?
+  OUT=$T/${names[$i]}.log
+  [ "$code" -eq 0 ] || fail "${names[$i]} exited $code"
+done
+for r in 0 1; do
+  OUT=$T/worker$r.log
+  expect "^worker $r: zps from $T/python/zps/torch/__init__.py" "worker $r joined with DMLC_ROLE=worker DMLC_WORKER_ID=$r"
+done
+echo "ok: scheduler, server and both workers exited 0"
 echo "launch python test: all checks passed"
