@@ -7,9 +7,10 @@
 #   ROUNDS=1 REPS=1 STEPS=2 MODELS=digits PP_BYTES=1048576 tools/bench/torch-compare.sh   # a smoke run
 #
 # Each round runs every configuration once, one after the other, so all see the same machine; each run
-# times REPS windows of STEPS steps after a warm-up (tools/bench/torch_compare.py). The table shows, per
-# configuration, the median over rounds of each run's median step time, samples/s (2 workers x BATCH
-# rows per step) and zps's speed relative to DDP (> 1: zps is faster). Needs a built zps (BUILD_DIR,
+# times REPS windows of STEPS steps after a warm-up (tools/bench/torch_compare.py). The table
+# (tools/bench/torch_compare_table.py) shows, per configuration, the median over rounds of each run's
+# median step time, samples/s (2 workers x BATCH rows per step) and the median over rounds of zps's
+# speed relative to DDP in the same round (> 1: zps is faster). Needs a built zps (BUILD_DIR,
 # default build) and a python3 that imports torch ($PYTHON, default /usr/bin/python3); exits 77 when
 # that python cannot import torch or zps. Writes its raw results to $OUT_DIR/results.jsonl.
 set -uo pipefail
@@ -46,7 +47,7 @@ keep() {
     failed=1
     return
   fi
-  sed -n 's/^\(\[worker 0\] \)\{0,1\}\({.*}\)$/\2/p' "$2" >>"$RESULTS"
+  sed -n 's/^\(\[worker 0\] \)\{0,1\}{\(.*}\)$/{"round": '"$round"', \2/p' "$2" >>"$RESULTS"
 }
 
 ddp() {  # ddp MODEL: 2 processes, torch.distributed over Gloo on loopback
@@ -81,7 +82,7 @@ for round in $(seq "$ROUNDS"); do
   "$ZPS" launch --servers 1 --workers 2 --progress 0 --timeout 600 -- bench --sizes "$PP_BYTES" \
     --json "$OUT_DIR/bench.json" >"$OUT_DIR/bench.out" 2>&1
   if [ -s "$OUT_DIR/bench.json" ]; then
-    tr -d '\n' <"$OUT_DIR/bench.json" | sed 's/^{/{"label":"zps-bench",/' >>"$RESULTS"
+    tr -d '\n' <"$OUT_DIR/bench.json" | sed 's/^{/{"round":'"$round"',"label":"zps-bench",/' >>"$RESULTS"
     echo >>"$RESULTS"
   else
     echo "torch-compare.sh: zps bench wrote no JSON (see $OUT_DIR/bench.out)" >&2
@@ -91,29 +92,5 @@ for round in $(seq "$ROUNDS"); do
   echo "torch-compare: round $round of $ROUNDS done"
 done
 
-"$PYTHON" - "$RESULTS" "$BATCH" <<'EOF'
-import json, statistics, sys
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-batch = int(sys.argv[2])
-def med(values):
-    return statistics.median(values) if values else float("nan")
-print("\n# step time and samples/s: medians over rounds; ratio = DDP step time / zps step time (>= 1.0: goal met)")
-print("# %-8s %-14s %10s %12s %12s %7s" % ("model", "system", "params", "step (ms)", "samples/s", "ratio"))
-for model in sorted({r["model"] for r in rows if "model" in r and r["label"] != "zps-bench"}):
-    base = med([r["median_step_s"] for r in rows if r.get("model") == model and r["label"] == "ddp"])
-    for label, name in (("ddp", "DDP/Gloo"), ("zps-1s", "zps 1 server"), ("zps-2s", "zps 2 servers")):
-        runs = [r for r in rows if r.get("model") == model and r["label"] == label]
-        if not runs:
-            continue
-        step = med([r["median_step_s"] for r in runs])
-        ratio = "" if label == "ddp" else "%.2f" % (base / step)
-        print("  %-8s %-14s %10d %12.2f %12.0f %7s" % (model, name, runs[0]["parameters"], step * 1e3,
-                                                     2 * batch / step, ratio))
-py = med([r["median_step_s"] for r in rows if r["label"] == "pushpull"])
-cc = med([row["p50_us"] * 1e-6 for r in rows if r["label"] == "zps-bench" for row in r["rows"]])
-if py == py and cc == cc:
-    size = next(r["bytes"] for r in rows if r["label"] == "pushpull")
-    print("# push_pull of one %d-byte float32 tensor, 2 workers, 1 server: Python %.3f ms, zps bench p50 %.3f ms;"
-          " Python / bench = %.2f (goal <= 1.10)" % (size, py * 1e3, cc * 1e3, py / cc))
-EOF
+"$PYTHON" "$ROOT/tools/bench/torch_compare_table.py" "$RESULTS" "$BATCH" || failed=1
 exit $failed
