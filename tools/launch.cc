@@ -38,7 +38,7 @@ constexpr milliseconds kStopGrace{5000};
 // After a child fails, the others get this long to end on their own before SIGTERM: a worker whose
 // script raised ends the job through the scheduler, which tells every other node which worker
 // failed, and they need a moment to say so.
-constexpr milliseconds kFailureGrace{5000};
+constexpr milliseconds kFailureGrace{10000};
 // A child that never prints a newline must not grow launch's memory without bound.
 constexpr size_t kMaxLineBytes = 64 * 1024;
 // The scheduler's log line once it is bound (scheduler/scheduler.cc), and how long launch waits for it.
@@ -550,7 +550,7 @@ void Launcher::reapExited() {
     if (*code != 0 && !child.stopped && !first_failure_ && g_stop_signal == 0) {
       first_failure_ = i;
       say(child.label + " exited with code " + std::to_string(*code) +
-          (runningCount() > 0 ? "; stopping the others (5 s to end on their own first)" : ""));
+          (runningCount() > 0 ? "; stopping the others (10 s to end on their own first)" : ""));
     }
   }
 }
