@@ -10,7 +10,6 @@
 // --model resnet50|bert-base runs a training-shaped round instead: one push-pull per gradient tensor of
 // the model, issued in backward order, against one fused tensor of the same total bytes, alternating
 // so both see the same machine.
-#include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -23,18 +22,20 @@
 
 #include "ps/common/process_stats.h"
 #include "tools/bench/model_shapes.h"
+#include "tools/command_line.h"
 #include "tools/programs.h"
 #include "tools/worker_program.h"
 
-DECLARE_string(sizes);
-DECLARE_string(model);  // shared with zps train; bench reads it only when given
-
-DEFINE_string(mode, "pushpull", "bench: pushpull, push or pull");
-DEFINE_double(min_time, 0.5, "bench: seconds to measure each size for (at least --min_iters)");
-DEFINE_int32(min_iters, 5, "bench: fewest timed iterations per size");
-DEFINE_int32(max_iters, 2000, "bench: most timed iterations per size");
-DEFINE_int32(warmup_iters, 2, "bench: untimed iterations per size");
-DEFINE_string(json, "", "bench: also write the results as JSON to this file");
+ZPS_FLAG(bench, std::string, sizes, "4K,64K,1M,4M,16M",
+         "tensor sizes, e.g. 1,4K,1M+3 (K/M/G suffixes; +N adds bytes)");
+ZPS_FLAG(bench, std::string, model, "",
+         "push-pull the tensors of a model instead of --sizes: resnet50 or bert-base");
+ZPS_FLAG(bench, std::string, mode, "pushpull", "pushpull, push or pull");
+ZPS_FLAG(bench, double, min_time, 0.5, "seconds to measure each size for (at least --min_iters)");
+ZPS_FLAG(bench, int32_t, min_iters, 5, "fewest timed iterations per size");
+ZPS_FLAG(bench, int32_t, max_iters, 2000, "most timed iterations per size");
+ZPS_FLAG(bench, int32_t, warmup_iters, 2, "untimed iterations per size");
+ZPS_FLAG(bench, std::string, json, "", "also write the results as JSON to this file");
 
 namespace zps {
 namespace {
@@ -364,10 +365,8 @@ int benchMain() {
     std::cerr << "zps bench: need 1 <= --min_iters <= --max_iters" << std::endl;
     return 2;
   }
-  gflags::CommandLineFlagInfo model_flag;
-  std::string model;
-  if (gflags::GetCommandLineFlagInfo("model", &model_flag) && !model_flag.is_default) {
-    model = FLAGS_model;
+  const std::string model = FLAGS_model;
+  if (!model.empty()) {
     if (auto shapes = modelTensors(model); !shapes.ok()) {
       std::cerr << "zps bench: " << shapes.status().message() << std::endl;
       return 2;
@@ -377,7 +376,7 @@ int benchMain() {
       return 2;
     }
   }
-  auto sizes = parseSizeList("--sizes", FLAGS_sizes.empty() ? "4K,64K,1M,4M,16M" : FLAGS_sizes);
+  auto sizes = parseSizeList("--sizes", FLAGS_sizes);
   if (!sizes.ok()) {
     std::cerr << "zps bench: " << sizes.status().message() << std::endl;
     return 2;

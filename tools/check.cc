@@ -5,7 +5,6 @@
 // round by round. For them check tests what error feedback promises: after the N rounds it pushes
 // zeros for 2 x ceil(1 / ZPS_COMPRESS_RATIO) more rounds, by when every worker has sent all it held
 // back, and then the pulled sums added over all rounds must equal the pushed values added up, exactly.
-#include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -19,18 +18,19 @@
 
 #include "kernels/cuda_reducer.h"
 #include "ps/common/config.h"
+#include "tools/command_line.h"
 #include "tools/programs.h"
 #include "tools/worker_program.h"
 
-DECLARE_string(sizes);
-
-DEFINE_int32(rounds, 10, "check: rounds of push-pull per tensor");
-DEFINE_string(dtypes, "all", "check: dtypes to test (comma list or 'all')");
-DEFINE_int32(threads, 1,
-             "check: user threads that push-pull at the same time, each with its share of the tensors "
+ZPS_FLAG(check, std::string, sizes, "1,7,4K,1M+3,9M+5",
+         "tensor sizes, e.g. 1,4K,1M+3 (K/M/G suffixes; +N adds bytes)");
+ZPS_FLAG(check, int32_t, rounds, 10, "rounds of push-pull per tensor");
+ZPS_FLAG(check, std::string, dtypes, "all", "dtypes to test (comma list or 'all')");
+ZPS_FLAG(check, int32_t, threads, 1,
+             "user threads that push-pull at the same time, each with its share of the tensors "
              "(dealt round-robin); exercises the worker API's thread safety");
-DEFINE_bool(gpu_tensors, false,
-            "check: keep the tensors in GPU memory (GPU local rank mod devices), so that local "
+ZPS_FLAG(check, bool, gpu_tensors, false,
+            "keep the tensors in GPU memory (GPU local rank mod devices), so that local "
             "reduction goes through NCCL (or, with one local rank, pinned staging)");
 
 namespace zps {
@@ -69,7 +69,7 @@ int checkMain() {
     std::cerr << "zps check: --threads must be between 1 and 64" << std::endl;
     return 2;
   }
-  auto sizes = parseSizeList("--sizes", FLAGS_sizes.empty() ? "1,7,4K,1M+3,9M+5" : FLAGS_sizes);
+  auto sizes = parseSizeList("--sizes", FLAGS_sizes);
   auto dtypes = parseDTypeList("--dtypes", FLAGS_dtypes);
   for (const Status& s : {sizes.status(), dtypes.status()}) {
     if (!s.ok()) {
@@ -113,7 +113,7 @@ int checkMain() {
         tensors.push_back(std::move(c));
       }
     }
-    LOG(INFO) << "check: worker " << w.rank() << " declared " << tensors.size() << " tensors ("
+    LOG(INFO) << "worker " << w.rank() << " declared " << tensors.size() << " tensors ("
               << formatBytes(round_bytes) << " per round) over " << w.numServers() << " servers";
     // With local reduction every process of a node contributes its own data; the sums cover them all.
     const int contributor = w.rank() * w.localSize() + w.localRank();
@@ -122,7 +122,7 @@ int checkMain() {
     if (std::any_of(tensors.begin(), tensors.end(), [](const CheckTensor& c) { return c.sparse; })) {
       ZPS_ASSIGN_OR_RETURN(Config config, loadConfig(processEnv(), Role::kWorker));
       drain_rounds = 2 * static_cast<uint64_t>(std::ceil(1 / config.compress_ratio));
-      LOG(INFO) << "check: topk/randomk tensors are checked on their totals after " << drain_rounds
+      LOG(INFO) << "topk/randomk tensors are checked on their totals after " << drain_rounds
                 << " more rounds of zeros";
     }
     auto start = std::chrono::steady_clock::now();
@@ -132,7 +132,7 @@ int checkMain() {
       std::string first_wrong;
       void report(const std::string& what) {
         if (wrong++ < 5) {
-          LOG(ERROR) << "check: wrong value: " << what;
+          LOG(ERROR) << "wrong value: " << what;
           if (first_wrong.empty()) first_wrong = what;
         }
       }
@@ -189,7 +189,7 @@ int checkMain() {
             }
           }
         }
-        VLOG(1) << "check: round " << round << " done";
+        VLOG(1) << "round " << round << " done";
       }
       return Status::OK();
     };
@@ -229,7 +229,7 @@ int checkMain() {
     const uint64_t checked = tally.checked;
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const TrafficCounters traffic = w.traffic();
-    LOG(INFO) << "check: worker " << w.rank() << " pushed " << traffic.network_bytes_pushed << " network bytes for "
+    LOG(INFO) << "worker " << w.rank() << " pushed " << traffic.network_bytes_pushed << " network bytes for "
               << traffic.tensor_bytes_pushed << " tensor bytes";
     std::cout << "zps check: worker " << w.rank()
               << (w.localSize() > 1 ? " local rank " + std::to_string(w.localRank()) : "")

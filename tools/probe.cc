@@ -11,7 +11,6 @@
 // any role's environment and without DMLC_ROLE.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <gflags/gflags.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -26,11 +25,12 @@
 #include <sstream>
 #include <string>
 
+#include "tools/command_line.h"
 #include "tools/programs.h"
 
-DEFINE_string(host, "", "probe: host name or IP to connect to (default: DMLC_PS_ROOT_URI)");
-DEFINE_int32(port, 0, "probe: TCP port to connect to (default: DMLC_PS_ROOT_PORT)");
-DEFINE_double(probe_timeout, 2, "probe: seconds to wait for the connection (name lookup included)");
+ZPS_FLAG(probe, std::string, host, "", "host name or IP to connect to (default: DMLC_PS_ROOT_URI)");
+ZPS_FLAG(probe, int32_t, port, 0, "TCP port to connect to (default: DMLC_PS_ROOT_PORT)");
+ZPS_FLAG(probe, double, probe_timeout, 2, "seconds to wait for the connection (name lookup included)");
 
 namespace zps {
 namespace {

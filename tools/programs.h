@@ -1,5 +1,5 @@
-// Entry points of the zps subcommands that run as workers. Each reads its gflags (already parsed by
-// main) and returns the process exit code.
+// Entry points of the zps subcommands. Each reads its own flags (ZPS_FLAG, tools/command_line.h, already
+// parsed by main) and returns the process exit code.
 #pragma once
 
 namespace zps {

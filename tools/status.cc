@@ -5,7 +5,6 @@
 //
 //   zps status                              # DMLC_PS_ROOT_URI (or 127.0.0.1), ZPS_METRICS_PORT
 //   zps status --host sched --metrics_port 9100 --status_json
-#include <gflags/gflags.h>
 
 #include <chrono>
 #include <cmath>
@@ -17,11 +16,12 @@
 #include "ps/node/auth.h"
 #include "ps/node/http_server.h"
 #include "ps/node/observability.h"
+#include "tools/command_line.h"
 #include "tools/programs.h"
 
-DECLARE_string(host);           // tools/probe.cc
-DECLARE_double(probe_timeout);  // tools/probe.cc
-DEFINE_bool(status_json, false, "status: print the scheduler's JSON (/api/status) instead of the table");
+ZPS_FLAG(status, std::string, host, "", "the scheduler's host name or IP (default: DMLC_PS_ROOT_URI, else 127.0.0.1)");
+ZPS_FLAG(status, double, probe_timeout, 2, "seconds to wait for the scheduler's answer");
+ZPS_FLAG(status, bool, status_json, false, "print the scheduler's JSON (/api/status) instead of the table");
 
 namespace zps {
 

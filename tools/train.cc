@@ -1,6 +1,5 @@
 // `zps train`: the built-in training program. Its flags become a train::TrainingSetup (model, data,
 // settings), checked before the worker joins the job; worker/train/distributed_trainer.h runs it.
-#include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 
 #include "kernels/optimizer.h"
 #include "ps/common/config.h"
+#include "tools/command_line.h"
 #include "tools/programs.h"
 #include "tools/worker_program.h"
 #include "worker/train/dataset.h"
@@ -19,29 +19,29 @@
 #include "worker/train/model.h"
 #include "worker/train/split.h"
 
-DEFINE_string(model, "mlp", "train: linear (regression), logreg (multinomial logistic regression), mlp or ctr");
-DEFINE_string(data, "digits",
-              "train: digits, breast_cancer, diabetes, synthetic-regression, synthetic-ctr, csv:PATH, "
+ZPS_FLAG(train, std::string, model, "mlp", "linear (regression), logreg (multinomial logistic regression), mlp or ctr");
+ZPS_FLAG(train, std::string, data, "digits",
+              "digits, breast_cancer, diabetes, synthetic-regression, synthetic-ctr, csv:PATH, "
               "libsvm:PATH or criteo:PATH");
-DEFINE_string(data_dir, "", "train: folder of the named datasets (default $ZPS_DATA_DIR, else ./data)");
-DEFINE_int32(label_column, -1, "train: csv label column (negative counts from the end)");
-DEFINE_double(test_fraction, 0.2, "train: share of rows held out for the test metric");
-DEFINE_string(split, "auto", "train: how test rows are chosen: stratified (by class), random, or auto (stratified for classification)");
-DEFINE_string(libsvm_base, "auto", "train: libsvm feature indices start at 0, 1, or auto (0 when an index 0 appears)");
-DEFINE_uint64(synthetic_rows, 0, "train: rows of a synthetic dataset (0 = its default)");
-DEFINE_int32(epochs, zps::train::kDefaultEpochs, "train: passes over the training data");
-DEFINE_int32(batch_size, static_cast<int>(zps::train::kDefaultBatchSize),
-             "train: samples per worker per step (the global batch is workers x this)");
-DEFINE_double(lr, 0, "train: learning rate of the dense optimizer (0: its default: sgd 0.05, momentum 0.01, adam 0.003)");
-DEFINE_string(optimizer, "auto", "train: dense optimizer: sgd, momentum, adam, or auto (sgd for linear, adam otherwise)");
-DEFINE_uint64(seed, 1, "train: seed of the data split, epoch order and initial weights");
-DEFINE_string(hidden, "128", "train: hidden layer sizes of mlp/ctr, e.g. 128,64");
-DEFINE_int32(embedding_dim, 8, "train: ctr embedding row size");
-DEFINE_string(table_optimizer, "adagrad",
-              "train: ctr embedding optimizer on the servers: sgd, momentum, adagrad or adam");
-DEFINE_double(table_lr, 0, "train: learning rate of the embedding optimizer (0: its default, see docs/training.md)");
-DEFINE_string(device, "cpu", "train: where the dense model lives and runs: cpu (OpenBLAS), cuda (GPU memory, cuBLAS) or auto");
-DEFINE_string(weights_out, "", "train: write the final dense weights (raw float32) to this file");
+ZPS_FLAG(train, std::string, data_dir, "", "folder of the named datasets (default $ZPS_DATA_DIR, else ./data)");
+ZPS_FLAG(train, int32_t, label_column, -1, "csv label column (negative counts from the end)");
+ZPS_FLAG(train, double, test_fraction, 0.2, "share of rows held out for the test metric");
+ZPS_FLAG(train, std::string, split, "auto", "how test rows are chosen: stratified (by class), random, or auto (stratified for classification)");
+ZPS_FLAG(train, std::string, libsvm_base, "auto", "libsvm feature indices start at 0, 1, or auto (0 when an index 0 appears)");
+ZPS_FLAG(train, uint64_t, synthetic_rows, 0, "rows of a synthetic dataset (0 = its default)");
+ZPS_FLAG(train, int32_t, epochs, zps::train::kDefaultEpochs, "passes over the training data");
+ZPS_FLAG(train, int32_t, batch_size, static_cast<int>(zps::train::kDefaultBatchSize),
+             "samples per worker per step (the global batch is workers x this)");
+ZPS_FLAG(train, double, lr, 0, "learning rate of the dense optimizer (0: its default: sgd 0.05, momentum 0.01, adam 0.003)");
+ZPS_FLAG(train, std::string, optimizer, "auto", "dense optimizer: sgd, momentum, adam, or auto (sgd for linear, adam otherwise)");
+ZPS_FLAG(train, uint64_t, seed, 1, "seed of the data split, epoch order and initial weights");
+ZPS_FLAG(train, std::string, hidden, "128", "hidden layer sizes of mlp/ctr, e.g. 128,64");
+ZPS_FLAG(train, int32_t, embedding_dim, 8, "ctr embedding row size");
+ZPS_FLAG(train, std::string, table_optimizer, "adagrad",
+              "ctr embedding optimizer on the servers: sgd, momentum, adagrad or adam");
+ZPS_FLAG(train, double, table_lr, 0, "learning rate of the embedding optimizer (0: its default, see docs/training.md)");
+ZPS_FLAG(train, std::string, device, "cpu", "where the dense model lives and runs: cpu (OpenBLAS), cuda (GPU memory, cuBLAS) or auto");
+ZPS_FLAG(train, std::string, weights_out, "", "write the final dense weights (raw float32) to this file");
 
 namespace zps {
 namespace {

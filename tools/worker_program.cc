@@ -1,6 +1,5 @@
 #include "tools/worker_program.h"
 
-#include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <cstring>
@@ -10,10 +9,6 @@
 
 #include "kernels/reducer.h"
 #include "ps/node/signals.h"
-
-DEFINE_string(sizes, "",
-              "check/bench: tensor sizes, e.g. 1,4K,1M+3 (K/M/G suffixes; +N adds bytes); empty = the "
-              "program's default");
 
 namespace zps {
 

@@ -1,16 +1,16 @@
-// Config: every setting a zps process reads, from the DMLC environment (compatible with ps-lite, MXNet and
-// BytePS) and our own ZPS_* settings. Every ZPS_* setting is also a gflag of the same name in lower case
-// without the prefix (ZPS_RENDEZVOUS_TIMEOUT <-> --rendezvous_timeout); a flag given on the command line wins
-// over the environment. Values from the environment are hostile: each is validated and a bad one yields an
-// InvalidArgument whose message says what to change (the binary prints it and exits 2).
+// Config: the settings a zps node runs with, read from the table of settings (setting.h): the DMLC
+// environment (compatible with ps-lite, MXNet and BytePS) and our own ZPS_* settings. Most ZPS_* settings
+// are also a flag of the same name in lower case without the prefix (ZPS_RENDEZVOUS_TIMEOUT <->
+// --rendezvous_timeout); a flag given on the command line wins over the environment. Values are hostile:
+// each is validated and a bad one yields an InvalidArgument whose message says what to change (the
+// binary prints it and exits 2). `zps help env` and docs/configuration.md list them all.
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "ps/common/setting.h"
 #include "zps/compression.h"
 #include "zps/status.h"
 
@@ -18,9 +18,6 @@ namespace zps {
 
 enum class Role { kScheduler, kServer, kWorker };
 const char* roleName(Role role);
-
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-EnvLookup processEnv();  // getenv
 
 // ZPS_LOCAL_SIZE's upper bound (the local group's shared segment has a slot per rank); servers hold
 // the local sizes workers declare for their tables to it too.
@@ -98,17 +95,6 @@ uint64_t physicalMemoryBytes();
 // Reads and validates the configuration of a process with the given role (taken from DMLC_ROLE when
 // role is nullopt). Scheduler: needs root port and counts. Server/worker: also the root URI.
 StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role = std::nullopt);
-
-// True when the gflag `name` was given on the command line (so it wins over the environment).
-bool flagGiven(const char* name);
-
-// Strict parsers used by loadConfig, exposed for tests. `name` appears in the error message.
-StatusOr<long long> parseInteger(const std::string& name, const std::string& value, long long min,
-                                 long long max, const std::string& hint);
-StatusOr<std::chrono::milliseconds> parseSeconds(const std::string& name, const std::string& value,
-                                                 const std::string& hint);
-// A share in (0, 1], e.g. ZPS_COMPRESS_RATIO=0.01.
-StatusOr<double> parseFraction(const std::string& name, const std::string& value);
 
 // The worker rank the environment asks for, in this order: DMLC_WORKER_ID, JOB_COMPLETION_INDEX,
 // VC_TASK_INDEX, a trailing "-N" in the hostname; otherwise -1 (arrival order). Servers use ZPS_SERVER_ID,

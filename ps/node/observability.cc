@@ -2,7 +2,6 @@
 
 #include "ps/server/sum_store.h"
 
-#include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -11,26 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
-DEFINE_int32(metrics_port, 0,
-             "ZPS_METRICS_PORT: serve Prometheus /metrics (and on the scheduler the dashboard, /api/status) on "
-             "this TCP port; 0: off");
-DEFINE_string(metrics_host, "0.0.0.0",
-              "ZPS_METRICS_HOST: the address the /metrics endpoint listens on (127.0.0.1: this machine only)");
-DEFINE_bool(trace_on, false, "ZPS_TRACE_ON: write a Chrome trace-event timeline of push, sum and pull");
-DEFINE_int64(trace_start_step, 1, "ZPS_TRACE_START_STEP: first round (training step) in the timeline");
-DEFINE_int64(trace_end_step, 20, "ZPS_TRACE_END_STEP: last round (training step) in the timeline");
-DEFINE_string(trace_dir, "zps-trace", "ZPS_TRACE_DIR: folder for the timeline files (<role>-<rank>.json)");
-
 namespace zps {
 namespace {
-
-std::optional<std::string> nonEmpty(const EnvLookup& env, const char* name) {
-  auto v = env(name);
-  if (!v) return std::nullopt;
-  size_t b = v->find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return std::nullopt;
-  return v->substr(b, v->find_last_not_of(" \t\r\n") - b + 1);
-}
 
 std::mutex g_config_mu;
 std::optional<ObsConfig> g_config;
@@ -58,51 +39,19 @@ void registerNodeInfo(const std::string& role, int rank) {
 
 StatusOr<ObsConfig> loadObsConfig(const EnvLookup& env) {
   ObsConfig c;
-  c.metrics_port = FLAGS_metrics_port;
-  if (!flagGiven("metrics_port")) {
-    if (auto v = nonEmpty(env, "ZPS_METRICS_PORT")) {
-      ZPS_ASSIGN_OR_RETURN(long long p, parseInteger("ZPS_METRICS_PORT", *v, 0, 65535,
-                                                     "a free TCP port for /metrics, or 0 for none"));
-      c.metrics_port = static_cast<int>(p);
-    }
-  } else if (c.metrics_port < 0 || c.metrics_port > 65535) {
-    return InvalidArgument("--metrics_port=" + std::to_string(c.metrics_port) + " is out of range [0, 65535]");
-  }
-  c.metrics_host = FLAGS_metrics_host;
-  if (!flagGiven("metrics_host")) {
-    if (auto v = nonEmpty(env, "ZPS_METRICS_HOST")) c.metrics_host = *v;
-  }
+  ZPS_ASSIGN_OR_RETURN(long long port, readInteger(env, "metrics_port"));
+  c.metrics_port = static_cast<int>(port);
+  ZPS_ASSIGN_OR_RETURN(c.metrics_host, readText(env, "metrics_host"));
   if (c.metrics_host.empty()) return InvalidArgument("ZPS_METRICS_HOST is empty; set it to an address such as 0.0.0.0");
-  c.trace_on = FLAGS_trace_on;
-  if (!flagGiven("trace_on")) {
-    if (auto v = nonEmpty(env, "ZPS_TRACE_ON")) {
-      ZPS_ASSIGN_OR_RETURN(long long on, parseInteger("ZPS_TRACE_ON", *v, 0, 1, "0 or 1"));
-      c.trace_on = on == 1;
-    }
-  }
-  long long start = FLAGS_trace_start_step, end = FLAGS_trace_end_step;
-  const long long kMaxStep = int64_t{1} << 50;
-  if (!flagGiven("trace_start_step")) {
-    if (auto v = nonEmpty(env, "ZPS_TRACE_START_STEP")) {
-      ZPS_ASSIGN_OR_RETURN(start, parseInteger("ZPS_TRACE_START_STEP", *v, 1, kMaxStep, "a step from 1"));
-    }
-  }
-  if (!flagGiven("trace_end_step")) {
-    if (auto v = nonEmpty(env, "ZPS_TRACE_END_STEP")) {
-      ZPS_ASSIGN_OR_RETURN(end, parseInteger("ZPS_TRACE_END_STEP", *v, 1, kMaxStep, "a step from 1"));
-    }
-  }
-  if (start < 1 || end < 1)
-    return InvalidArgument("trace steps start at 1; set ZPS_TRACE_START_STEP and ZPS_TRACE_END_STEP >= 1");
+  ZPS_ASSIGN_OR_RETURN(c.trace_on, readSwitch(env, "trace_on"));
+  ZPS_ASSIGN_OR_RETURN(long long start, readInteger(env, "trace_start_step"));
+  ZPS_ASSIGN_OR_RETURN(long long end, readInteger(env, "trace_end_step"));
   if (end < start)
     return InvalidArgument("ZPS_TRACE_END_STEP (" + std::to_string(end) + ") is before ZPS_TRACE_START_STEP (" +
                            std::to_string(start) + "); set it to a later step");
   c.trace_start_step = static_cast<uint64_t>(start);
   c.trace_end_step = static_cast<uint64_t>(end);
-  c.trace_dir = FLAGS_trace_dir;
-  if (!flagGiven("trace_dir")) {
-    if (auto v = nonEmpty(env, "ZPS_TRACE_DIR")) c.trace_dir = *v;
-  }
+  ZPS_ASSIGN_OR_RETURN(c.trace_dir, readText(env, "trace_dir"));
   if (c.trace_dir.empty()) return InvalidArgument("ZPS_TRACE_DIR is empty; set it to a folder");
   return c;
 }

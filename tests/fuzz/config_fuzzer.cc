@@ -3,10 +3,8 @@
 // a manifest must give a clear error, never a crash or a nonsense Config.
 //
 // Input: lines. "NAME=VALUE" puts NAME in the environment that loadConfig sees (the last one wins;
-// a value may hold any byte but a newline). "--flag=value" sets one of zps's own flags, as if given
-// on the command line (flags win over the environment); flags are restored after each input.
-#include <gflags/gflags.h>
-
+// a value may hold any byte but a newline). "--flag=value" sets a setting's flag (settings_table.cc),
+// as if given on the command line (flags win over the environment); flags are restored after each input.
 #include <chrono>
 #include <climits>
 #include <cstddef>
@@ -21,20 +19,6 @@
 
 namespace zps::fuzz {
 namespace {
-
-// Only zps's own flags (ps/common/config.cc): glog's and gflags' own, such as --flagfile or
-// --log_dir, would read or write files and are not what we fuzz.
-bool isZpsFlag(std::string_view name) {
-  static constexpr std::string_view kFlags[] = {
-      "rendezvous_timeout",    "rendezvous_log_interval", "connect_timeout", "heartbeat_interval",
-      "heartbeat_timeout",     "request_timeout",         "shutdown_linger", "partition_bytes",
-      "server_engine_threads", "max_message_bytes",       "checkpoint_dir",  "checkpoint_every",
-      "enable_async",          "resend_timeout",          "server_id"};
-  for (std::string_view f : kFlags) {
-    if (f == name) return true;
-  }
-  return false;
-}
 
 bool validDuration(std::chrono::milliseconds d) {
   return d.count() >= 0 && d.count() <= 30LL * 24 * 3600 * 1000;
@@ -67,7 +51,7 @@ void checkConfig(const Config& c) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace zps;
   fuzz::quietLogging();
-  gflags::FlagSaver restore_flags_after_this_input;
+  FlagValuesSaver restore_flags_after_this_input;
 
   std::map<std::string, std::string> env;
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -79,10 +63,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (eq == std::string_view::npos) continue;
     std::string name(line.substr(0, eq)), value(line.substr(eq + 1));
     if (name.size() > 2 && name.compare(0, 2, "--") == 0) {
-      // A value gflags cannot parse leaves the flag as it was, as on a real command line (where
-      // gflags would exit): either way loadConfig sees a well-typed flag.
-      if (fuzz::isZpsFlag(std::string_view(name).substr(2)))
-        gflags::SetCommandLineOption(name.c_str() + 2, value.c_str());
+      // Any text, as on a real command line: loadConfig validates flags as it does the environment.
+      // A name that is not a setting's flag is refused, as the command-line parser refuses it.
+      (void)setFlagValue(name.substr(2), value);
       continue;
     }
     env[name] = value;

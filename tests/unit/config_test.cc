@@ -8,7 +8,6 @@
 #include <string>
 
 #include <catch2/catch.hpp>
-#include <gflags/gflags.h>
 
 #include "ps/common/config.h"
 #include "tests/unit/env_lookup.h"
@@ -314,11 +313,11 @@ TEST_CASE("config: server ranks ignore DMLC_WORKER_ID and the hostname", "[confi
 }
 
 TEST_CASE("config: --server_id on the command line wins over the environment's server rank", "[config]") {
-  gflags::FlagSaver restore_flags;
+  FlagValuesSaver restore_flags;
   int rank = 0;
   std::string source;
   Env env = {{"ZPS_SERVER_ID", "0"}, {"JOB_COMPLETION_INDEX", "2"}};
-  REQUIRE(gflags::SetCommandLineOption("server_id", "3") == "server_id set to 3\n");
+  REQUIRE(setFlagValue("server_id", "3").ok());
   REQUIRE(resolveRequestedRank(lookup(env), Role::kServer, 4, "job-server-1", &rank, &source).ok());
   CHECK(rank == 3);
   CHECK(source == "--server_id");
