@@ -67,7 +67,8 @@ def synthetic_rows(rows, seed):
 
 
 def read_criteo(path):
-    """Criteo's TSV as (labels, numeric values, categorical values hashed to int64)."""
+    """Criteo's TSV as (labels, numeric values with NaN for an empty field, categorical values hashed
+    to int64)."""
     labels, numeric, values = [], [], []
     with open(path) as f:
         for number, line in enumerate(f, 1):
@@ -77,7 +78,7 @@ def read_criteo(path):
             if len(fields) != 1 + NUMERIC + CATEGORICAL or fields[0].strip() not in ("0", "1"):
                 sys.exit(f"{path}:{number}: expected a 0/1 label and {NUMERIC + CATEGORICAL} tab-separated fields")
             labels.append(float(fields[0]))
-            numeric.append([float(x) if x.strip() else 0.0 for x in fields[1:1 + NUMERIC]])
+            numeric.append([float(x) if x.strip() else np.nan for x in fields[1:1 + NUMERIC]])
             values.append([zlib.crc32(x.strip().encode()) for x in fields[1 + NUMERIC:]])
     return np.array(labels, np.float32), np.array(numeric, np.float64), np.array(values, np.int64)
 
@@ -113,9 +114,11 @@ def load(args):
     # Counts span orders of magnitude: their signed log, standardised with the train split's statistics.
     numeric = np.sign(numeric) * np.log1p(np.abs(numeric))
     train, test = zps_split(len(labels), args.seed)
-    mean, std = numeric[train].mean(axis=0), numeric[train].std(axis=0)
-    std[std == 0] = 1
-    numeric = ((numeric - mean) / std).astype(np.float32)
+    mean, std = np.nanmean(numeric[train], axis=0), np.nanstd(numeric[train], axis=0)
+    std[~(std > 0)] = 1
+    mean[np.isnan(mean)] = 0
+    # A missing value becomes the train mean (0 once standardised), as in zps train.
+    numeric = np.nan_to_num((numeric - mean) / std, nan=0.0).astype(np.float32)
     # One table for all fields: the field's number in the high bits keeps equal values of two fields apart.
     ids = (np.arange(CATEGORICAL, dtype=np.int64) << 40) | (values & ((1 << 40) - 1))
 
