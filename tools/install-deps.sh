@@ -26,6 +26,9 @@ if [ "${ZPS_DEPS_BUILD_ONLY:-0}" != 1 ]; then
   # tools/gpu-kit.sh (and its test) rewrites the programs' loader and RPATH and reads ctest's JSON.
   command -v patchelf >/dev/null || PKGS+=(patchelf)
   command -v jq >/dev/null || PKGS+=(jq)
+  # tools/bench/cluster.sh: tc (iproute2) limits each emulated host's link; Open MPI is its all-reduce reference.
+  command -v tc >/dev/null || PKGS+=(iproute2)
+  command -v mpicc >/dev/null || PKGS+=(openmpi-bin libopenmpi-dev)
 fi
 
 missing=()

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# An emulated cluster on one machine: zps against MPI_Allreduce and torch.distributed (Gloo) on hosts
+# whose links are limited to a rate R, so the network, not the CPU, is the limit, as on a real cluster.
+#
+# Each host is a network namespace with one veth on a bridge (10.78.0.i/24), all inside
+# `unshare --net --mount`: only the addresses made here exist, nothing reaches another address. `tc`
+# limits every host's link to RATE in both directions (tbf on both ends of its veth), plus DELAY (netem)
+# when given. Per repetition, on the same hosts: zps bench (scheduler, SERVERS server hosts, WORKERS
+# worker hosts; or LAYOUT=colocated: a server on each worker host), Open MPI's MPI_Allreduce with the ring
+# algorithm forced and with its default choice, and Gloo all-reduce (when torch imports); with
+# HALF_RATE=1 also zps at RATE/2, which shows the link is the limit when its time doubles. Then a table of
+# medians, the bandwidth bounds, ratios and `goal:` lines. Exits 0 when it ran, met or not; 77 (with the
+# reason) when namespaces or tc are not permitted here; 1 when a run failed or a result is missing.
+#
+#   tools/bench/cluster.sh                              # 4 workers x 4 servers, RATE=200mbit, 4 MiB, 64 MiB
+#   WORKERS=2 SERVERS=2 SIZES=262144 REPEATS=1 tools/bench/cluster.sh   # the smoke test's size
+#   LAYOUT=colocated DELAY=1ms RATE=500mbit tools/bench/cluster.sh
+#
+# Settings (environment): BUILD_DIR (build), OUT_DIR ($BUILD_DIR/cluster), WORKERS (4), SERVERS (4),
+# LAYOUT (separate|colocated), RATE (tc rate, 200mbit), DELAY (netem delay, none), SIZES (bytes, comma
+# separated), REPEATS (3), MIN_TIME (seconds per size and run, 1), HALF_RATE (1), GLOO (1), MPI (1),
+# RUN_TIMEOUT (seconds for one run, 300), PARTITION (ZPS_PARTITION_BYTES for zps, 1048576: with zps's
+# default of 4 MiB a 4 MiB tensor is one key on one server, whose link then carries every worker's copy). Needs root, ip, tc, unshare; Open MPI (mpicxx, mpirun) and
+# python3-torch are references and shown as '-' when missing (tools/install-deps.sh installs them).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+OUT_DIR=${OUT_DIR:-$BUILD_DIR/cluster}
+WORKERS=${WORKERS:-4}
+SERVERS=${SERVERS:-4}
+LAYOUT=${LAYOUT:-separate}
+RATE=${RATE:-200mbit}
+DELAY=${DELAY:-}
+SIZES=${SIZES:-4194304,67108864}
+REPEATS=${REPEATS:-3}
+MIN_TIME=${MIN_TIME:-1}
+HALF_RATE=${HALF_RATE:-1}
+GLOO=${GLOO:-1}
+MPI=${MPI:-1}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+PARTITION=${PARTITION:-1048576}
+ZPS=$BUILD_DIR/bin/zps
+PY=/usr/bin/python3
+SELF=$ROOT/tools/bench/cluster.sh
+
+skip() { echo "cluster.sh: SKIPPED: $*"; exit 77; }
+fail() { echo "cluster.sh: $*" >&2; exit 1; }
+
+# ---- Outside: check, build the MPI reference, re-run inside `unshare --net --mount`. ----
+if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
+  [ -x "$ZPS" ] || fail "$ZPS not found; build first (tools/build.sh)"
+  [[ $WORKERS =~ ^[1-9][0-9]?$ && $SERVERS =~ ^[1-9][0-9]?$ ]] || fail "WORKERS and SERVERS must be 1..99"
+  [[ $LAYOUT == separate || $LAYOUT == colocated ]] || fail "LAYOUT must be separate or colocated"
+  [[ $LAYOUT == separate || $SERVERS == "$WORKERS" ]] || fail "LAYOUT=colocated needs SERVERS = WORKERS"
+  [[ $RATE =~ ^[0-9]+(kbit|mbit|gbit)$ ]] || fail "RATE must look like 200mbit (kbit, mbit or gbit)"
+  [[ -z $DELAY || $DELAY =~ ^[0-9.]+(us|ms)$ ]] || fail "DELAY must look like 1ms or 500us"
+  [[ $SIZES =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "SIZES must be bytes, comma separated"
+  [[ $PARTITION =~ ^[1-9][0-9]*$ ]] || fail "PARTITION must be bytes"
+  [ "$(id -u)" = 0 ] || skip "needs root for network namespaces, veth pairs, a bridge and tc (uid $(id -u))"
+  for cmd in ip tc unshare timeout; do command -v $cmd >/dev/null || skip "$cmd is not installed"; done
+  probe=$(unshare --net --mount --propagation private true 2>&1) || skip "unshare --net --mount does not work here: $probe"
+  mkdir -p "$OUT_DIR" || fail "cannot create $OUT_DIR"
+  rm -f "$OUT_DIR"/*.jsonl "$OUT_DIR"/*.log "$OUT_DIR"/*.json
+  if [ "$MPI" = 1 ] && command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
+    mpicxx -O2 -std=c++17 -o "$OUT_DIR/mpi_allreduce" "$ROOT/tools/bench/mpi_allreduce.cc" || MPI=0
+  else
+    MPI=0
+  fi
+  if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
+  export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
+  CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
+fi
+
+# ---- Inside: the hosts. ----
+RESULTS=$OUT_DIR/results.jsonl
+: >"$RESULTS"
+mkdir -p /run/netns && mount -t tmpfs cluster-netns /run/netns || fail "cannot mount a private /run/netns"
+ip link set lo up
+ip link add br0 type bridge && ip link set br0 up || fail "cannot create the bridge"
+
+if [ "$LAYOUT" = separate ]; then HOSTS=$((SERVERS + WORKERS)); else HOSTS=$WORKERS; fi
+server_host() { echo $(($1 + 1)); }                                                     # server i
+worker_host() { if [ "$LAYOUT" = separate ]; then echo $((SERVERS + $1 + 1)); else echo $(($1 + 1)); fi; }
+addr() { echo "10.78.0.$1"; }
+
+# shape DEV RATE [NETNS]: tbf at RATE on DEV's egress, netem DELAY below it when DELAY is set. The burst
+# is small against the sizes measured (128 KiB), and large enough for one segmentation-offload packet.
+shape() {
+  local dev=$1 rate=$2 ns=${3:-} pre=()
+  [ -z "$ns" ] || pre=(ip netns exec "$ns")
+  "${pre[@]}" tc qdisc replace dev "$dev" root handle 1: tbf rate "$rate" burst 128kb latency 200ms || return 1
+  [ -z "$DELAY" ] || "${pre[@]}" tc qdisc replace dev "$dev" parent 1:1 handle 10: netem delay "$DELAY" || return 1
+}
+shape_all() {
+  for h in $(seq 1 $HOSTS); do
+    shape "veth$h" "$1" && shape eth0 "$1" "h$h" || return 1
+  done
+}
+
+for h in $(seq 1 $HOSTS); do
+  ip netns add "h$h" &&
+    ip link add "veth$h" type veth peer name eth0 netns "h$h" &&
+    ip link set "veth$h" master br0 up &&
+    ip netns exec "h$h" ip link set lo up &&
+    ip netns exec "h$h" ip addr add "$(addr $h)/24" dev eth0 &&
+    ip netns exec "h$h" ip link set eth0 up || fail "cannot create host h$h"
+done
+shape_all "$RATE" || skip "tc cannot shape a veth here (tbf/netem qdiscs unavailable?)"
+
+PIDS=()
+stop_all() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; PIDS=(); }
+trap stop_all EXIT
+
+# in_host H CMD...: runs CMD in host H's namespace.
+in_host() { local h=$1; shift; ip netns exec "h$h" "$@"; }
+
+# wait_all NAME: waits for PIDS up to RUN_TIMEOUT, then ends what is left; 0 when all exited 0.
+wait_all() {
+  local name=$1 deadline=$((SECONDS + RUN_TIMEOUT)) rc=0
+  for p in "${PIDS[@]}"; do
+    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+  done
+  if [ $SECONDS -ge $deadline ]; then
+    echo "cluster.sh: $name did not end within ${RUN_TIMEOUT}s; stopping it" >&2
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    sleep 1
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  fi
+  for p in "${PIDS[@]}"; do wait "$p" || rc=1; done
+  PIDS=()
+  return $rc
+}
+
+# tag NAME < JSON lines: appends them to RESULTS with the repetition and the run's name.
+tag() { grep '^{' | sed "s/^{/{\"rep\":$rep,\"run\":\"$1\",/" >>"$RESULTS"; }
+
+run_zps() {
+  local name=$1 port=$((9000 + rep)) root; root=$(addr "$(server_host 0)")
+  local env=(env GLOG_logtostderr=1 DMLC_PS_ROOT_URI="$root" DMLC_PS_ROOT_PORT=$port DMLC_NUM_SERVER="$SERVERS"
+             DMLC_NUM_WORKER="$WORKERS" ZPS_PARTITION_BYTES="$PARTITION")
+  in_host "$(server_host 0)" "${env[@]}" DMLC_ROLE=scheduler DMLC_NODE_HOST="$root" "$ZPS" >"$OUT_DIR/$name.scheduler.log" 2>&1 &
+  PIDS+=($!)
+  for i in $(seq 0 $((SERVERS - 1))); do
+    local h; h=$(server_host "$i")
+    in_host "$h" "${env[@]}" DMLC_ROLE=server DMLC_NODE_HOST="$(addr $h)" "$ZPS" >"$OUT_DIR/$name.server$i.log" 2>&1 &
+    PIDS+=($!)
+  done
+  rm -f "$OUT_DIR/$name.json"
+  for i in $(seq 0 $((WORKERS - 1))); do
+    local h; h=$(worker_host "$i")
+    in_host "$h" "${env[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" "$ZPS" bench \
+      --sizes "$SIZES" --min_time "$MIN_TIME" --min_iters 3 --json "$OUT_DIR/$name.w$i.json" \
+      >"$OUT_DIR/$name.worker$i.log" 2>&1 &
+    PIDS+=($!)
+  done
+  wait_all "$name" || echo "cluster.sh: $name failed (see $OUT_DIR/$name.*.log)" >&2
+  [ -s "$OUT_DIR/$name.w0.json" ] && tag "$name" <"$OUT_DIR/$name.w0.json"
+}
+
+# The hosts MPI and Gloo run on: the worker hosts, one rank each.
+run_mpi() {
+  local name=$1 extra=("${@:2}") first; first=$(worker_host 0)
+  : >"$OUT_DIR/hostfile"
+  for i in $(seq 0 $((WORKERS - 1))); do echo "$(addr "$(worker_host "$i")") slots=1" >>"$OUT_DIR/hostfile"; done
+  # mpirun starts its remote daemons through this instead of ssh: host 10.78.0.H is namespace hH.
+  printf '#!/bin/sh\nhost=$1; shift\nexec ip netns exec "h${host##*.}" sh -c "$*"\n' >"$OUT_DIR/netns-agent"
+  chmod +x "$OUT_DIR/netns-agent"
+  in_host "$first" timeout --kill-after=10 "$RUN_TIMEOUT" mpirun --allow-run-as-root -np "$WORKERS" \
+    --hostfile "$OUT_DIR/hostfile" --map-by node --mca plm_rsh_agent "$OUT_DIR/netns-agent" \
+    --mca plm_rsh_no_tree_spawn 1 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
+    --mca oob_tcp_if_include eth0 "${extra[@]}" "$OUT_DIR/mpi_allreduce" "$SIZES" "$MIN_TIME" \
+    >"$OUT_DIR/$name.log" 2>&1 || echo "cluster.sh: $name failed (see $OUT_DIR/$name.log)" >&2
+  tag "$name" <"$OUT_DIR/$name.log"
+}
+
+run_gloo() {
+  local name=$1 master; master=$(addr "$(worker_host 0)")
+  for i in $(seq 0 $((WORKERS - 1))); do
+    in_host "$(worker_host "$i")" env GLOO_SOCKET_IFNAME=eth0 $PY "$ROOT/tools/bench/gloo_allreduce.py" \
+      "$i" "$WORKERS" "$master" $((29500 + rep)) "$SIZES" "$MIN_TIME" >"$OUT_DIR/$name.rank$i.log" 2>&1 &
+    PIDS+=($!)
+  done
+  wait_all "$name" || echo "cluster.sh: $name failed (see $OUT_DIR/$name.rank*.log)" >&2
+  tag "$name" <"$OUT_DIR/$name.rank0.log"
+}
+
+HALF=$(echo "$RATE" | sed -E 's/^([0-9]+)(.*)$/\1 \2/' | { read -r n u; echo "$((n / 2))$u"; })
+echo "cluster.sh: $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, sizes $SIZES, zps partition $PARTITION B, $REPEATS repetitions"
+for rep in $(seq 1 "$REPEATS"); do
+  echo "cluster.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  run_zps zps
+  if [ "$MPI" = 1 ]; then
+    run_mpi mpi_ring --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
+    run_mpi mpi_default
+  fi
+  [ "$GLOO" = 1 ] && run_gloo gloo
+  if [ "$HALF_RATE" = 1 ]; then
+    shape_all "$HALF" && run_zps zps_half
+    shape_all "$RATE"
+  fi
+done
+
+$PY "$ROOT/tools/bench/cluster_table.py" "$RESULTS" "$RATE" "$LAYOUT" "$WORKERS" "$SERVERS" "$SIZES" "$HALF_RATE" "$MPI" "$GLOO"
