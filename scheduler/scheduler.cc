@@ -20,7 +20,7 @@
 #include "ps/node/metrics.h"
 #include "ps/node/observability.h"
 #include "ps/node/signals.h"
-#include "ps/node/status_board.h"
+#include "scheduler/status_board.h"
 #include "ps/wire/codec.h"
 #include "scheduler/barrier_table.h"
 #include "scheduler/membership.h"

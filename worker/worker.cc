@@ -25,7 +25,7 @@
 #include "kernels/reducer.h"
 #include "ps/common/config.h"
 #include "ps/node/auth.h"
-#include "ps/node/observability.h"
+#include "worker/worker_observer.h"
 #include "ps/node/resolve.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/wire/codec.h"

@@ -20,7 +20,7 @@
 #include "ps/common/bounded_queue.h"
 #include "ps/node/auth.h"
 #include "ps/node/metrics.h"
-#include "ps/node/observability.h"
+#include "ps/server/server_observer.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
 #include "ps/server/param_store.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ps/node/status_board.h"
+#include "scheduler/status_board.h"
 
 namespace zps {
 namespace {

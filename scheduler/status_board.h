@@ -123,7 +123,7 @@ class SchedulerObserver {
   std::unique_ptr<HttpServer> http_;
 };
 
-// The dashboard page (tools/dashboard/index.html, embedded at build time).
+// The dashboard page (scheduler/dashboard/index.html, embedded at build time by scheduler/embed_dashboard.cmake).
 const std::string& dashboardHtml();
 
 }  // namespace zps

@@ -1,4 +1,4 @@
-#include "ps/node/status_board.h"
+#include "scheduler/status_board.h"
 
 #include <glog/logging.h>
 
