@@ -29,6 +29,8 @@ if [ "${ZPS_DEPS_BUILD_ONLY:-0}" != 1 ]; then
   # tools/bench/cluster.sh: tc (iproute2) limits each emulated host's link; Open MPI is its all-reduce reference.
   command -v tc >/dev/null || PKGS+=(iproute2)
   command -v mpicc >/dev/null || PKGS+=(openmpi-bin libopenmpi-dev)
+  # tools/format.sh and the format/check test.
+  command -v clang-format >/dev/null || PKGS+=(clang-format)
 fi
 
 missing=()
