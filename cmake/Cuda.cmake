@@ -7,9 +7,12 @@ if(NOT ZPS_WITH_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      # H100/H200 natively, plus PTX so newer chips can JIT.
-      set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
+    # The datacenter GPUs in use natively: 80 A100/A30, 86 A10/A40, 89 L4/L40S, 90 H100/H200, plus
+    # compute_90 PTX that newer chips JIT-compile. A GPU with none of these gets no kernels, and zps
+    # falls back to the CPU. -DCMAKE_CUDA_ARCHITECTURES=... (or the CUDAARCHS environment variable)
+    # overrides it, e.g. "90-real" alone for a faster build for H100s only (docs/gpus.md).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90-real;90-virtual")
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
