@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds zps into $BUILD_DIR (default: build). Used by run.sh and test.sh.
 # Extra arguments go to cmake's configure step, e.g. tools/build.sh -DZPS_WITH_CUDA=OFF
+# BUILD_TARGETS names the targets to build (default: all of them, tests included), e.g.
+# BUILD_TARGETS=zps tools/build.sh builds only the zps program, as tools/run.sh does.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
@@ -18,4 +20,6 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
 elif [ $# -gt 0 ]; then
   cmake "$BUILD_DIR" "$@"
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+TARGETS=()
+for t in ${BUILD_TARGETS:-}; do TARGETS+=(--target "$t"); done
+cmake --build "$BUILD_DIR" -j "$(nproc)" "${TARGETS[@]}"
