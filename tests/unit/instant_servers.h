@@ -1,0 +1,44 @@
+// InstantServers: a RequestTable (worker/request_table.h) whose requests are answered at once,
+// inside send, by fake servers: no network. For the unit tests of the worker's parts. Used by one
+// test's thread.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ps/wire/codec.h"
+#include "worker/request_table.h"
+
+namespace zps::testing {
+
+struct InstantServers {
+  // The floats a reply carries (default: none).
+  std::function<std::vector<float>(int server, const wire::DataMessage&)> payload;
+  bool silent = false;               // true: requests get no reply
+  std::vector<pb::DataHeader> seen;  // every request's header, in send order
+  RequestTable table{
+      RequestTable::Hooks{
+          [this](const RequestSpec& to, std::vector<Blob> frames) { return answer(to, frames); },
+          [](int server) { return "server " + std::to_string(server); }, nullptr, nullptr},
+      std::chrono::milliseconds(0)};
+
+  Status answer(const RequestSpec& to, const std::vector<Blob>& frames) {
+    auto decoded = wire::decode(frames, wire::Limits());
+    REQUIRE(decoded.ok());
+    const auto& msg = std::get<wire::DataMessage>(*decoded);
+    seen.push_back(msg.header);
+    if (silent) return Status::OK();
+    pb::DataHeader reply;
+    reply.set_command(pb::CMD_REPLY);
+    reply.set_request_id(msg.header.request_id());
+    const std::vector<float> data = payload ? payload(to.server, msg) : std::vector<float>();
+    table.deliver(to.server, reply, DType::kFloat32,
+                  Blob::copyOf(data.data(), data.size() * sizeof(float)), "fake");
+    return Status::OK();
+  }
+};
+
+}  // namespace zps::testing

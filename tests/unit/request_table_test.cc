@@ -1,0 +1,273 @@
+// Tests for RequestTable (worker/request_table.h): the fan-out-and-wait of every worker operation,
+// reply delivery, the missing-replies message, resends, and cancellation after a failed wait.
+#include "worker/request_table.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace zps {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A table whose sends are recorded instead of going anywhere.
+struct FakeServers {
+  std::vector<int> sent_to;
+  bool fail_sends = false;
+  RequestTable table{RequestTable::Hooks{[this](const RequestSpec& to, std::vector<Blob>) {
+                                           sent_to.push_back(to.server);
+                                           return fail_sends ? Unavailable("link down")
+                                                             : Status::OK();
+                                         },
+                                         [](int server) {
+                                           return "server " + std::to_string(server) +
+                                                  " (fake:" + std::to_string(9000 + server) + ")";
+                                         },
+                                         nullptr, nullptr},
+                     100ms};
+
+  // A pull of `parts` partitions of 4 floats each into `out`, partition i from server i.
+  FanOut pull(float* out, int parts, std::vector<uint64_t>* ids) {
+    FanOut fan("pull of 'w' round 1");
+    for (int i = 0; i < parts; ++i) {
+      pb::DataHeader h = table.header(pb::CMD_PULL, 100 + i);
+      OutgoingRequest o;
+      o.id = h.request_id();
+      o.request.server = i;
+      o.request.key = 100 + i;
+      o.request.dtype = DType::kFloat32;
+      o.request.out = reinterpret_cast<uint8_t*>(out + 4 * i);
+      o.request.bytes = 4 * sizeof(float);
+      o.frames.push_back(Blob::copyOf(&i, sizeof(i)));  // kept for resends
+      ids->push_back(o.id);
+      fan.requests.push_back(std::move(o));
+    }
+    return fan;
+  }
+
+  Delivery reply(uint64_t id, int server, float value) {
+    pb::DataHeader h;
+    h.set_command(pb::CMD_REPLY);
+    h.set_request_id(id);
+    std::vector<float> data(4, value);
+    return table.deliver(server, h, DType::kFloat32,
+                         Blob::copyOf(data.data(), data.size() * sizeof(float)),
+                         "server " + std::to_string(server));
+  }
+};
+
+TEST_CASE(
+    "request table: a fan-out ends when every partition's reply is in "
+    "its buffer",
+    "[request_table]") {
+  FakeServers f;
+  std::vector<float> out(8, 0.0f);
+  std::vector<uint64_t> ids;
+  auto handle = f.table.issue(f.pull(out.data(), 2, &ids));
+  REQUIRE(handle.ok());
+  CHECK(f.sent_to == std::vector<int>{0, 1});
+  CHECK(f.table.poll(*handle).value() == false);
+  CHECK(f.reply(ids[0], 0, 1.5f) == Delivery::kDelivered);
+  CHECK(f.table.poll(*handle).value() == false);
+  CHECK(f.reply(ids[1], 1, 2.5f) == Delivery::kDelivered);
+  CHECK(f.table.poll(*handle).value() == true);
+  CHECK(f.table.wait(*handle, 1s).ok());
+  CHECK(out == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f, 2.5f, 2.5f, 2.5f, 2.5f});
+  CHECK(f.table.pendingCount() == 0);
+  // The handle is released by wait().
+  CHECK(f.table.poll(*handle).status().code() == StatusCode::kInvalidArgument);
+  CHECK(f.table.wait(*handle, 1s).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("request table: an expired wait names the missing replies and cancels them",
+          "[request_table]") {
+  FakeServers f;
+  std::vector<float> out(12, 0.0f);
+  std::vector<uint64_t> ids;
+  FanOut fan = f.pull(out.data(), 3, &ids);
+  bool described = false;
+  fan.op->on_cancelled = [&](const Status& s) {
+    described = true;
+    return Status(s.code(), s.message() + "; retry it");
+  };
+  auto handle = f.table.issue(std::move(fan));
+  REQUIRE(handle.ok());
+  REQUIRE(f.reply(ids[1], 1, 7.0f) == Delivery::kDelivered);
+  Status s = f.table.wait(*handle, 50ms);
+  CHECK(s.code() == StatusCode::kDeadlineExceeded);
+  CHECK(s.message() ==
+        "pull of 'w' round 1: 2 replies missing after 0.05 s: "
+        "key 100 from server 0 (fake:9000), "
+        "key 102 from server 2 (fake:9002); retry it");
+  CHECK(described);
+  CHECK(f.table.pendingCount() == 0);
+  // The caller reuses the buffer; the late replies must not touch it.
+  std::fill(out.begin(), out.end(), -1.0f);
+  CHECK(f.reply(ids[0], 0, 3.0f) == Delivery::kCancelled);
+  CHECK(f.reply(ids[2], 2, 3.0f) == Delivery::kCancelled);
+  CHECK(out == std::vector<float>(12, -1.0f));
+  CHECK(f.table.droppedReplies() == 2);
+  // A reply nobody asked for is unknown, not cancelled.
+  CHECK(f.reply(ids[2] + 1000, 2, 3.0f) == Delivery::kUnknown);
+  CHECK(f.table.droppedReplies() == 2);
+}
+
+// Delivers the reply to the first request on another thread (the I/O thread's part) and holds it
+// just before its copy, where on_reply runs outside the table's lock, as a large copy would last.
+struct SlowDelivery {
+  std::atomic<bool> copying{false}, copied{false};
+  std::thread io;
+
+  void hold(FanOut* fan) {
+    fan->requests[0].request.on_reply = [this](const pb::DataHeader&) {
+      copying = true;
+      std::this_thread::sleep_for(200ms);
+      copied = true;
+      return Status::OK();
+    };
+  }
+  // Returns once the delivery is inside the copy.
+  void deliver(FakeServers* f, uint64_t id) {
+    io = std::thread([f, id] { f->reply(id, 0, 4.0f); });
+    while (!copying) std::this_thread::yield();
+  }
+  ~SlowDelivery() {
+    if (io.joinable()) io.join();
+  }
+};
+
+TEST_CASE("request table: wait does not return while a reply is being copied into the buffer",
+          "[request_table]") {
+  FakeServers f;
+  std::vector<float> out(4, 0.0f);
+  std::vector<uint64_t> ids;
+  FanOut fan = f.pull(out.data(), 1, &ids);
+  SlowDelivery slow;
+  slow.hold(&fan);
+  auto handle = f.table.issue(std::move(fan));
+  REQUIRE(handle.ok());
+  slow.deliver(&f, ids[0]);
+  // The deadline passes during the copy; wait returns only after it, with the complete result.
+  Status s = f.table.wait(*handle, 10ms);
+  CHECK(slow.copied);
+  CHECK(s.ok());
+  CHECK(out == std::vector<float>(4, 4.0f));
+}
+
+TEST_CASE("request table: cancel waits for a delivery in progress and drops the rest",
+          "[request_table]") {
+  FakeServers f;
+  std::vector<float> out(8, 0.0f);
+  std::vector<uint64_t> ids;
+  FanOut fan = f.pull(out.data(), 2, &ids);
+  SlowDelivery slow;
+  slow.hold(&fan);
+  auto op = f.table.send(std::move(fan));
+  REQUIRE(op.ok());
+  slow.deliver(&f, ids[0]);
+  CHECK(f.table.cancel(*op));
+  CHECK(slow.copied);
+  CHECK(f.reply(ids[1], 1, 5.0f) == Delivery::kCancelled);
+  CHECK(out == std::vector<float>{4, 4, 4, 4, 0, 0, 0, 0});
+  CHECK_FALSE(f.table.cancel(*op));
+}
+
+TEST_CASE("request table: error replies and malformed payloads fail the operation",
+          "[request_table]") {
+  FakeServers f;
+  std::vector<float> out(8, 0.0f);
+  std::vector<uint64_t> ids;
+  auto handle = f.table.issue(f.pull(out.data(), 2, &ids));
+  REQUIRE(handle.ok());
+  pb::DataHeader error;
+  error.set_command(pb::CMD_ERROR);
+  error.set_request_id(ids[0]);
+  error.set_error("no such key");
+  CHECK(f.table.deliver(0, error, DType::kFloat32, Blob(), "server 0") == Delivery::kDelivered);
+  // A reply from the wrong server does not count as the reply.
+  CHECK(f.reply(ids[1], 0, 1.0f) == Delivery::kUnknown);
+  pb::DataHeader shortReply;
+  shortReply.set_command(pb::CMD_REPLY);
+  shortReply.set_request_id(ids[1]);
+  float one = 1.0f;
+  CHECK(f.table.deliver(1, shortReply, DType::kFloat32, Blob::copyOf(&one, sizeof(one)),
+                        "server 1") == Delivery::kDelivered);
+  Status s = f.table.wait(*handle, 1s);
+  CHECK(s.code() == StatusCode::kInternal);
+  CHECK(s.message() == "pull of 'w' round 1: server 0 answered: no such key");
+  CHECK(out == std::vector<float>(8, 0.0f));
+}
+
+TEST_CASE("request table: refused and aborted operations", "[request_table]") {
+  FakeServers f;
+  std::vector<float> out(4, 0.0f);
+  std::vector<uint64_t> ids;
+  auto handle = f.table.issue(f.pull(out.data(), 1, &ids));
+  REQUIRE(handle.ok());
+  f.table.refuse(Unavailable("recovering: the scheduler lost server 0"));
+  Status s = f.table.wait(*handle, 1s);
+  CHECK(s.code() == StatusCode::kUnavailable);
+  CHECK(s.message() == "pull of 'w' round 1: recovering: the scheduler lost server 0");
+  auto refused = f.table.issue(f.pull(out.data(), 1, &ids));
+  CHECK(refused.status().code() == StatusCode::kUnavailable);
+  f.table.refuse(std::nullopt);
+  auto again = f.table.issue(f.pull(out.data(), 1, &ids));
+  REQUIRE(again.ok());
+  f.table.abort(Aborted("job ended by the scheduler: worker 1 failed"));
+  CHECK(f.table.poll(*again).value() == true);
+  s = f.table.wait(*again, 10s);
+  CHECK(s.code() == StatusCode::kAborted);
+  CHECK(s.message() == "pull of 'w' round 1: job ended by the scheduler: worker 1 failed");
+  CHECK(f.table.pendingCount() == 0);
+  CHECK(f.table.issue(f.pull(out.data(), 1, &ids)).status().code() == StatusCode::kAborted);
+}
+
+TEST_CASE(
+    "request table: a failed send fails the operation and leaves nothing "
+    "pending",
+    "[request_table]") {
+  FakeServers f;
+  f.fail_sends = true;
+  std::vector<float> out(8, 0.0f);
+  std::vector<uint64_t> ids;
+  auto handle = f.table.issue(f.pull(out.data(), 2, &ids));
+  CHECK(handle.status().code() == StatusCode::kUnavailable);
+  CHECK(f.table.pendingCount() == 0);
+}
+
+TEST_CASE("request table: overdue requests are resent, answered ones are not", "[request_table]") {
+  FakeServers f;  // resend timeout 100 ms
+  std::vector<float> out(8, 0.0f);
+  std::vector<uint64_t> ids;
+  const auto start = RequestTable::Clock::now();
+  auto handle = f.table.issue(f.pull(out.data(), 2, &ids));
+  REQUIRE(handle.ok());
+  CHECK(f.table.resendOverdue(start) == 0);
+  REQUIRE(f.reply(ids[0], 0, 1.0f) == Delivery::kDelivered);
+  const auto later = RequestTable::Clock::now() + 150ms;
+  CHECK(f.table.resendOverdue(later) == 1);
+  CHECK(f.sent_to == std::vector<int>{0, 1, 1});
+  CHECK(f.table.resendOverdue(later + 50ms) == 0);  // sent again at `later`: not yet due
+  CHECK(f.table.resendOverdue(later + 100ms) == 1);
+  CHECK(f.table.resent() == 2);
+  REQUIRE(f.reply(ids[1], 1, 2.0f) == Delivery::kDelivered);
+  CHECK(f.table.wait(*handle, 1s).ok());
+}
+
+TEST_CASE(
+    "request table: run() is send and wait; completed() handles carry "
+    "their status",
+    "[request_table]") {
+  FakeServers f;
+  FanOut none("nothing to send");
+  CHECK(f.table.run(std::move(none), 1s).ok());
+  Handle h = f.table.completed(InvalidArgument("bad buffer"));
+  CHECK(f.table.poll(h).value() == true);
+  CHECK(f.table.wait(h, 1s).message() == "bad buffer");
+}
+
+}  // namespace
+}  // namespace zps

@@ -1,0 +1,245 @@
+#include "worker/dense_tensors.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "ps/wire/codec.h"
+
+namespace zps {
+namespace {
+
+// Wraps a caller's buffer as a Blob without copying. The empty owner keeps nothing alive: the
+// caller promises the buffer outlives the operation, and a server only replies after it has
+// received every byte.
+Blob borrow(const void* data, size_t bytes) {
+  return Blob(std::shared_ptr<const void>(std::shared_ptr<const void>(), data), data, bytes);
+}
+
+const char* verbOf(pb::DataCommand command) {
+  return command == pb::CMD_PUSH ? "push" : command == pb::CMD_PULL ? "pull" : "push-pull";
+}
+
+}  // namespace
+
+DenseTensors::DenseTensors(const Config& config, int rank, RequestTable* requests)
+    : config_(config),
+      rank_(rank),
+      requests_(requests),
+      placement_(std::make_unique<Placement>(config.num_servers)) {}
+
+StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, DType dtype,
+                                         bool async, const DeclareOptions& options) {
+  size_t esize = dtypeSize(dtype);
+  if (esize == 0) return InvalidArgument("unknown dtype");
+  if (bytes == 0 || bytes % esize != 0)
+    return InvalidArgument("tensor '" + name + "' has " + std::to_string(bytes) +
+                           " bytes, not a positive multiple of " + std::to_string(esize) + " (" +
+                           std::string(dtypeName(dtype)) + ")");
+  if (name.size() > 1024) return InvalidArgument("tensor name longer than 1024 bytes");
+  TensorId id;
+  std::vector<PartitionInfo> parts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = static_cast<TensorId>(tensors_.size());
+    if (id >= (1 << 30)) return InvalidArgument("too many tensors");
+    Tensor t;
+    t.name = name;
+    t.bytes = bytes;
+    t.dtype = dtype;
+    t.parts = placeForNode(id, bytes, esize, &t.node_pieces);
+    if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
+      return InvalidArgument("tensor '" + name +
+                             "' needs too many partitions; raise ZPS_PARTITION_BYTES");
+    // randomk draws differ per worker and partition, and repeat from run to run.
+    const uint64_t seed =
+        (static_cast<uint64_t>(rank_) << 16 | static_cast<uint64_t>(config_.local_rank)) *
+        0x9E3779B97F4A7C15ull;
+    ZPS_ASSIGN_OR_RETURN(t.compression, TensorCompression::choose(config_, options, async, name,
+                                                                  bytes, dtype, t.parts, seed));
+    parts = t.parts;
+    tensors_.push_back(std::move(t));
+  }
+  FanOut fan("declaring '" + name + "'");
+  for (const auto& p : parts) {
+    pb::DataHeader h = requests_->header(pb::CMD_DECLARE, p.key);
+    h.set_dtype(static_cast<uint32_t>(dtype));
+    h.set_num_elements(p.bytes / esize);
+    h.set_mode(pb::MODE_SUM);
+    h.set_async(async);
+    h.set_name(name);
+    fan.requests.emplace_back(h, RequestSpec::to(p.server, p.key, dtype), wire::encodeData(h));
+  }
+  ZPS_RETURN_IF_ERROR(requests_->run(std::move(fan), config_.request_timeout));
+  return id;
+}
+
+std::vector<PartitionInfo> DenseTensors::placeForNode(
+    int id, size_t bytes, size_t esize, std::vector<kernels::LocalPiece>* node_pieces) {
+  // Pieces of 1/N partition: piece i belongs to local rank i % N, which pushes and pulls it. Every
+  // local rank places every piece, so the server loads stay identical on all ranks and nodes. With
+  // N = 1 the pieces are the partitions, all owned by this process.
+  const size_t n = static_cast<size_t>(config_.local_size);
+  const size_t piece = std::max(esize, config_.partition_bytes / n);
+  std::vector<PartitionInfo> all = placement_->place(id, bytes, esize, piece);
+  std::vector<PartitionInfo> mine;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const int owner = static_cast<int>(i % n);
+    node_pieces->push_back(kernels::LocalPiece{all[i].offset, all[i].bytes, owner});
+    if (owner == config_.local_rank) mine.push_back(all[i]);
+  }
+  return mine;
+}
+
+StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const void* in,
+                                     void* out) {
+  std::vector<PartitionInfo> parts;
+  uint64_t round, received_through, epoch;
+  DType dtype;
+  std::string name;
+  std::shared_ptr<TensorCompression> compression;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id < 0 || id >= static_cast<int>(tensors_.size()))
+      return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
+    Tensor& t = tensors_[id];
+    if (in == nullptr && command != pb::CMD_PULL)
+      return InvalidArgument("push of '" + t.name + "' with a null buffer");
+    if (out == nullptr && command != pb::CMD_PUSH)
+      return InvalidArgument("pull of '" + t.name + "' into a null buffer");
+    if (command == pb::CMD_PUSH) {
+      round = ++t.push_round;
+    } else if (command == pb::CMD_PULL) {
+      round = ++t.pull_round;
+    } else {
+      if (t.push_round != t.pull_round)
+        return FailedPrecondition("pushPull of '" + t.name +
+                                  "' after unmatched push or pull calls");
+      round = ++t.push_round;
+      ++t.pull_round;
+    }
+    // Lets the servers free the results of rounds this worker is done with (see received_rounds.h).
+    received_through = t.received.through();
+    parts = t.parts;
+    dtype = t.dtype;
+    name = t.name;
+    compression = t.compression;
+    epoch = epoch_;
+  }
+  // Compress outside any lock: the receiver thread needs the request table's.
+  std::vector<EncodedPush> pushes(parts.size());
+  for (size_t i = 0; in != nullptr && compression == nullptr && i < parts.size(); ++i)
+    pushes[i].payload = borrow(static_cast<const uint8_t*>(in) + parts[i].offset, parts[i].bytes);
+  if (in != nullptr && compression != nullptr) pushes = compression->encode(in);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& e : pushes) traffic_.network_bytes_pushed += e.payload.size();
+  }
+  FanOut fan(std::string(verbOf(command)) + " of '" + name + "' round " + std::to_string(round));
+  const bool push_side = command != pb::CMD_PULL, pull_side = command != pb::CMD_PUSH;
+  fan.op->on_done = [this, id, epoch, round, push_side, pull_side] {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (epoch == epoch_) tensors_[id].received.done(round, push_side, pull_side);
+  };
+  fan.op->on_cancelled = [this, id, epoch, command, round](const Status& failed) {
+    return cancelled(id, epoch, command, round, failed);
+  };
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const PartitionInfo& p = parts[i];
+    OutgoingRequest o;
+    o.request = RequestSpec::to(p.server, p.key, dtype);
+    o.request.out = out ? static_cast<uint8_t*>(out) + p.offset : nullptr;
+    o.request.bytes = p.bytes;
+    pb::DataHeader h = requests_->header(command, p.key);
+    o.id = h.request_id();
+    h.set_round(round);
+    h.set_received_through(received_through);
+    h.set_dtype(static_cast<uint32_t>(dtype));
+    h.set_num_elements(p.bytes / dtypeSize(dtype));
+    pushes[i].describe(&h);
+    const size_t sent = in != nullptr ? pushes[i].payload.size() : p.bytes;
+    VLOG(2) << "worker " << rank_ << ": " << pb::DataCommand_Name(command) << " key " << p.key
+            << " round " << round << " (" << sent << " B) to server " << p.server;
+    o.frames = wire::encodeData(h, std::move(pushes[i].payload));
+    o.trace = RequestTrace{command, round, sent, name, 0};
+    fan.requests.push_back(std::move(o));
+  }
+  StatusOr<Handle> handle = requests_->issue(std::move(fan));
+  if (!handle.ok()) (void)cancelled(id, epoch, command, round, handle.status());
+  return handle;
+}
+
+Status DenseTensors::cancelled(TensorId id, uint64_t epoch, pb::DataCommand command, uint64_t round,
+                               const Status& failed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (epoch != epoch_) return failed;  // recover() forgot the tensor
+  Tensor& t = tensors_[id];
+  const bool push_side = command != pb::CMD_PULL, pull_side = command != pb::CMD_PUSH;
+  const bool latest =
+      (!push_side || t.push_round == round) && (!pull_side || t.pull_round == round);
+  std::string note = "; the operation was cancelled: nothing more is written into its buffer";
+  if (latest) {
+    if (push_side) --t.push_round;
+    if (pull_side) --t.pull_round;
+    note += ", and the next " + std::string(verbOf(command)) + " of '" + t.name +
+            "' retries round " + std::to_string(round);
+    if (push_side) note += " (the servers sum one push per worker and round)";
+  } else {
+    note += "; round " + std::to_string(round) + " is not retried: later rounds were issued";
+  }
+  return Status(failed.code(), failed.message() + note);
+}
+
+StatusOr<DenseTensors::Shape> DenseTensors::account(TensorId id, pb::DataCommand command) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || id >= static_cast<int>(tensors_.size()))
+    return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
+  const Tensor& t = tensors_[id];
+  size_t network = 0;
+  for (const auto& p : t.parts) network += p.bytes;
+  // issue() counts the network bytes of pushes: compression makes them smaller than the partitions.
+  if (command != pb::CMD_PULL) traffic_.tensor_bytes_pushed += t.bytes;
+  if (command != pb::CMD_PUSH) {
+    traffic_.tensor_bytes_pulled += t.bytes;
+    traffic_.network_bytes_pulled += network;
+  }
+  return Shape{t.bytes, t.dtype};
+}
+
+std::vector<kernels::LocalPiece> DenseTensors::nodePieces(TensorId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || id >= static_cast<int>(tensors_.size())) return {};
+  return tensors_[id].node_pieces;
+}
+
+std::vector<PartitionInfo> DenseTensors::partitions(TensorId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || id >= static_cast<int>(tensors_.size())) return {};
+  return tensors_[id].parts;
+}
+
+Compressor DenseTensors::compressorOf(TensorId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || id >= static_cast<int>(tensors_.size())) return Compressor::kNone;
+  const auto& c = tensors_[id].compression;
+  return c ? c->kind() : Compressor::kNone;
+}
+
+TrafficCounters DenseTensors::traffic() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return traffic_;
+}
+
+int DenseTensors::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(tensors_.size());
+}
+
+void DenseTensors::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  tensors_.clear();
+  placement_ = std::make_unique<Placement>(config_.num_servers);
+  ++epoch_;
+}
+
+}  // namespace zps

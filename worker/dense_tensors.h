@@ -1,0 +1,91 @@
+// DenseTensors: the worker's declared tensors (server "sum" mode) and their push/pull requests.
+// Declares a tensor (placement of its partitions on the servers, its compressor, a DECLARE to every
+// server holding a partition), counts its rounds per side (push, pull), sends one request per
+// partition for a push, pull or push-pull, tells the servers which rounds it is done with
+// (received_through), and gives a round back when a failed wait cancelled it.
+//
+// Rounds after a cancelled operation: when a wait on round N of a tensor fails before every reply
+// came back, the operation is cancelled. If N is the latest round issued on its sides, the round is
+// given back: the next call of the same kind (push, pull or push-pull) sends round N again. That is
+// safe for pushes: the servers sum each worker's push of a round once, so a repeated push is only
+// acknowledged when the first one had arrived. If later rounds were issued already, N is not
+// retried.
+//
+// Owned by the Worker; emptied by recover(). Thread-safe (callers' threads; the I/O thread marks
+// rounds received through the operations' on_done).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/local_collectives.h"
+#include "ps/common/config.h"
+#include "worker/compression.h"
+#include "worker/placement.h"
+#include "worker/received_rounds.h"
+#include "worker/request_table.h"
+
+namespace zps {
+
+class DenseTensors {
+ public:
+  DenseTensors(const Config& config, int rank, RequestTable* requests);
+
+  StatusOr<TensorId> declare(const std::string& name, size_t bytes, DType dtype, bool async,
+                             const DeclareOptions& options);
+  // Sends one request per partition; `in` and `out` may be null. Returns the new handle.
+  StatusOr<Handle> issue(TensorId id, pb::DataCommand command, const void* in, void* out);
+
+  // What the local-rank path needs of a tensor, counted as one operation of `command` in traffic().
+  struct Shape {
+    size_t bytes = 0;
+    DType dtype = DType::kUInt8;
+  };
+  StatusOr<Shape> account(TensorId id, pb::DataCommand command);
+  // Every piece of the node with the local rank that owns it (a copy: a declare may move the
+  // tensors).
+  std::vector<kernels::LocalPiece> nodePieces(TensorId id) const;
+
+  std::vector<PartitionInfo> partitions(TensorId id) const;
+  Compressor compressorOf(TensorId id) const;
+  TrafficCounters traffic() const;
+  int count() const;
+  // recover(): every tensor is forgotten; the program declares them again, in the same order.
+  void clear();
+
+ private:
+  struct Tensor {
+    std::string name;
+    size_t bytes;
+    DType dtype;
+    std::vector<PartitionInfo> parts;  // the partitions this process pushes and pulls
+    // Every piece of the node with the local rank that owns it (local reduction's slice plan).
+    std::vector<kernels::LocalPiece> node_pieces;
+    uint64_t push_round = 0;
+    uint64_t pull_round = 0;
+    std::shared_ptr<TensorCompression> compression;  // null: dense pushes
+    ReceivedRounds received;                         // sent as received_through
+  };
+
+  std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize,
+                                          std::vector<kernels::LocalPiece>* node_pieces);
+  // The status of a failed wait on round `round` of tensor `id`, after its cancellation.
+  Status cancelled(TensorId id, uint64_t epoch, pb::DataCommand command, uint64_t round,
+                   const Status& failed);
+
+  const Config& config_;
+  const int rank_;
+  RequestTable* const requests_;
+
+  mutable std::mutex mu_;
+  std::vector<Tensor> tensors_;
+  std::unique_ptr<Placement> placement_;
+  uint64_t epoch_ = 0;  // counts clear(): an operation of a forgotten tensor
+                        // touches no new one
+  TrafficCounters traffic_;
+};
+
+}  // namespace zps

@@ -1,0 +1,234 @@
+#include "worker/local_path.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "kernels/local_collectives.h"
+
+namespace zps {
+
+using Clock = std::chrono::steady_clock;
+
+LocalPath::LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client,
+                     DenseTensors* tensors, RequestTable* requests, RecoveryState* recovery)
+    : config_(config),
+      rank_(rank),
+      group_(group),
+      client_(client),
+      tensors_(tensors),
+      requests_(requests),
+      recovery_(recovery) {}
+
+std::optional<Status> LocalPath::recoveryPending() {
+  if (group_) {
+    std::string why;
+    const uint64_t announced = group_->announcedGeneration(&why);
+    recovery_->notice(announced, Unavailable("recovering: " + why));
+  }
+  return recovery_->pending();
+}
+
+void LocalPath::abortUnlessRecovering(const Status& s) {
+  if (group_ && !recoveryPending().has_value()) group_->abort(s.message());
+}
+
+void LocalPath::resetReducers() {
+  shm_reducer_.reset();
+  device_reducer_.reset();
+}
+
+StatusOr<LocalReducer*> LocalPath::reducerFor(const void* in, const void* out) {
+  const bool on_device = kernels::isDevicePointer(in) || kernels::isDevicePointer(out);
+  if (on_device && config_.local_reduce == "shm")
+    return InvalidArgument(
+        "ZPS_LOCAL_REDUCE=shm takes host tensors only, and "
+        "this one is in GPU memory; "
+        "use auto or nccl");
+  if (!on_device && !(group_ && config_.local_reduce == "nccl")) {
+    // One process per node, host memory: straight to the servers.
+    if (!group_) return nullptr;
+    if (!shm_reducer_) shm_reducer_ = makeShmLocalReducer(group_, config_.request_timeout);
+    return shm_reducer_.get();
+  }
+  if (!device_reducer_) {
+    ZPS_ASSIGN_OR_RETURN(device_reducer_,
+                         joinNcclLocalReducer(group_, config_.local_rank, config_.local_size,
+                                              config_.rendezvous_timeout));
+    LOG(INFO) << "worker local rank " << config_.local_rank
+              << ": local reduction of GPU tensors with "
+              << (config_.local_size > 1 ? "NCCL" : "pinned staging (one local rank: no NCCL)");
+  }
+  return device_reducer_.get();
+}
+
+StatusOr<Handle> LocalPath::route(TensorId id, pb::DataCommand command, const void* in, void* out) {
+  ZPS_ASSIGN_OR_RETURN(DenseTensors::Shape shape, tensors_->account(id, command));
+  // A local step is needed with several processes per node, or for a tensor in GPU memory (the
+  // servers take host bytes).
+  if (!group_ && !kernels::isDevicePointer(in) && !kernels::isDevicePointer(out))
+    return tensors_->issue(id, command, in, out);
+  if (!group_) {
+    std::lock_guard<std::mutex> lock(device_mu_);
+    return reduceLocally(id, command, shape, in, out);
+  }
+  // Several local ranks: their shared-memory barriers and NCCL collectives must run in one order on
+  // every rank, whatever user threads issue them (an interleaving would sum the wrong slots or hang
+  // NCCL), so each operation waits for its turn in the order local rank 0 runs them.
+  if (auto pending = recoveryPending()) return *pending;  // no turn of the old generation starts
+  StatusOr<Handle> handle = InternalError("local operation did not run");
+  const uint64_t op = static_cast<uint64_t>(id) << 8 | static_cast<uint64_t>(command);
+  Status turn =
+      group_->inTurn(op, pb::DataCommand_Name(command) + " of tensor " + std::to_string(id),
+                     config_.request_timeout, [&] {
+                       handle = reduceLocally(id, command, shape, in, out);
+                       return Status::OK();
+                     });
+  if (!turn.ok()) {
+    abortUnlessRecovering(turn);
+    return turn;
+  }
+  return handle;
+}
+
+StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command,
+                                          const DenseTensors::Shape& shape, const void* in,
+                                          void* out) {
+  auto chosen = reducerFor(in, out);
+  if (!chosen.ok()) {
+    abortUnlessRecovering(chosen.status());
+    return chosen.status();
+  }
+  LocalReducer* reducer = *chosen;
+  if (reducer == nullptr) return tensors_->issue(id, command, in, out);
+  const char* bad_buffer = in == nullptr && command != pb::CMD_PULL    ? "push with a null buffer"
+                           : out == nullptr && command != pb::CMD_PUSH ? "pull into a null buffer"
+                                                                       : nullptr;
+  if (bad_buffer != nullptr) {
+    // The other local ranks are already in this collective and would wait for this one until their
+    // deadline: end the group so that they fail now, naming the cause. It is the caller's mistake,
+    // which a recovery would not mend, so the group ends even while the job recovers.
+    const Status refused =
+        InvalidArgument(std::string(bad_buffer) + " (" + pb::DataCommand_Name(command) +
+                        " of tensor " + std::to_string(id) + ")");
+    if (group_)
+      group_->abort("local rank " + std::to_string(config_.local_rank) + ": " + refused.message());
+    return refused;
+  }
+
+  // The collective runs to completion here; the handle carries its outcome. Every local rank runs
+  // the same operations in the same order (route's turns), so the barriers line up.
+  const bool pushing = command != pb::CMD_PULL;
+  const bool pulling = command != pb::CMD_PUSH;
+  auto fail = [this](Status s) {
+    abortUnlessRecovering(s);
+    return requests_->completed(std::move(s));
+  };
+  const std::vector<kernels::LocalPiece> pieces = tensors_->nodePieces(id);
+  const LocalTensor view{id, shape.bytes, shape.dtype, &pieces};
+  auto staging = reducer->staging(view);
+  if (!staging.ok()) return fail(staging.status());
+  if (pushing) {
+    Status s = reducer->reduceScatter(view, in, *staging);
+    if (!s.ok()) return fail(s);
+  }
+  auto handle =
+      tensors_->issue(id, command, pushing ? *staging : nullptr, pulling ? *staging : nullptr);
+  if (!handle.ok()) return fail(handle.status());
+  std::shared_ptr<PendingOp> op = requests_->take(*handle);
+  // Wait in short slices so that a dead peer or an aborted group ends the wait early.
+  const auto deadline = Clock::now() + config_.request_timeout;
+  Status waited;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    waited = requests_->waitFor(
+        op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
+    if (waited.code() != StatusCode::kDeadlineExceeded || Clock::now() >= deadline || !group_)
+      break;
+    Status health = group_->health();
+    if (!health.ok()) {
+      waited = health;
+      break;
+    }
+  }
+  if (!waited.ok()) {
+    requests_->cancel(op);  // the staging buffer is the reducer's again
+    return fail(waited);
+  }
+  Status s = reducer->allGather(view, *staging, pulling ? out : nullptr);
+  if (!s.ok()) return fail(s);
+  return requests_->completed(Status::OK());
+}
+
+Status LocalPath::barrier() {
+  if (!group_) return client_->barrier(pb::GROUP_WORKERS, config_.rendezvous_timeout);
+  // A local operation like a push-pull: in its turn, so that its barriers line up with the same
+  // barrier's on the other local ranks, not with a collective another thread runs meanwhile.
+  constexpr uint64_t kBarrierOp = ~uint64_t{0};
+  if (auto pending = recoveryPending()) return *pending;
+  Status turn = group_->inTurn(kBarrierOp, "barrier", config_.rendezvous_timeout,
+                               [&] { return barrierInTurn(); });
+  if (!turn.ok()) abortUnlessRecovering(turn);
+  return turn;
+}
+
+Status LocalPath::barrierInTurn() {
+  ZPS_RETURN_IF_ERROR(group_->barrier("worker barrier", config_.rendezvous_timeout));
+  if (group_->isRoot()) {
+    Status s = client_->barrier(pb::GROUP_WORKERS, config_.rendezvous_timeout);
+    // Unavailable: the scheduler announced a recovery, which the other local ranks hear of through
+    // the control segment (the client may still be about to tell this process).
+    if (!s.ok() && s.code() != StatusCode::kUnavailable) abortUnlessRecovering(s);
+    if (!s.ok()) return s;
+  }
+  return group_->barrier("worker barrier release", config_.rendezvous_timeout);
+}
+
+int LocalPath::finish(const Status& result) {
+  const TrafficCounters mine = tensors_->traffic();
+  const std::string me =
+      "worker " + std::to_string(rank_) + " local rank " + std::to_string(config_.local_rank);
+  if (!group_->isRoot()) {
+    std::string reason;
+    const int code = group_->waitExit(result, mine, &reason);
+    if (code != 0)
+      LOG(ERROR) << me << ": " << reason;
+    else
+      LOG(INFO) << me << ": " << reason;
+    return result.ok() ? code : 1;
+  }
+  if (config_.recovery && group_->peerDied()) {
+    // The node is lost, as a pod would be: leaving without a verdict (the client says goodbye) lets
+    // the scheduler hold this rank for a replacement node instead of failing the job.
+    LOG(ERROR) << me << ": " << result.message()
+               << "; leaving the job so that a replacement node takes rank " << rank_
+               << " (ZPS_RECOVERY)";
+    return 1;
+  }
+  TrafficCounters node;
+  Status gathered = group_->gatherResults(result, mine, config_.rendezvous_timeout, &node);
+  Status verdict = !result.ok() ? result : gathered;
+  if (verdict.ok()) {
+    // The property local reduction exists for: a node sends each tensor byte once.
+    LOG(INFO) << "worker " << rank_ << ": node traffic over " << config_.local_size
+              << " local ranks: tensor bytes " << mine.tensor_bytes_pushed << " pushed / "
+              << mine.tensor_bytes_pulled << " pulled per rank; network bytes "
+              << node.network_bytes_pushed << " pushed / " << node.network_bytes_pulled
+              << " pulled by the node";
+  }
+  if (!verdict.ok()) LOG(ERROR) << me << ": " << verdict.message();
+  auto shutdown = client_->finish(verdict.ok(), verdict.message(), config_.rendezvous_timeout);
+  if (!shutdown.ok()) {
+    group_->publishExit(1, shutdown.status().message());
+    LOG(ERROR) << me << ": " << shutdown.status().message();
+    return 1;
+  }
+  group_->publishExit(verdict.ok() ? shutdown->exit_code() : 1, shutdown->reason());
+  if (shutdown->exit_code() != 0)
+    LOG(ERROR) << me << ": " << shutdown->reason();
+  else
+    LOG(INFO) << me << ": " << shutdown->reason();
+  return verdict.ok() ? shutdown->exit_code() : 1;
+}
+
+}  // namespace zps

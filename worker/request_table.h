@@ -1,0 +1,218 @@
+// RequestTable: the worker's requests in flight, and the one fan-out-and-wait every operation uses.
+//
+// An operation (a push of one tensor round, a DECLARE to every server, a HELLO round, ...) sends
+// one request per partition or server and ends when every request has its reply. The table assigns
+// request ids, remembers what each request expects back (where a pulled payload goes), matches
+// replies to requests, completes operations, resends overdue requests (ZPS_RESEND_TIMEOUT), says
+// which replies are missing when a wait expires, and cancels the requests of an operation whose
+// wait failed.
+//
+// Buffers: a reply's payload is copied into the caller's buffer outside the table's lock (the
+// request is marked "delivering" meanwhile), so one large pull never stalls the other requests. A
+// wait never returns while such a copy is in progress, and once a wait has failed the operation is
+// cancelled: its remaining requests are forgotten, and a late reply for one is dropped (counted,
+// logged at PS_VERBOSE), so nothing is written into its buffers after wait() returned.
+//
+// Owned by the Worker for its whole life. Thread-safe: callers' threads send and wait, the
+// transport's I/O thread delivers replies, the resend thread resends. The hooks are called with the
+// table's lock held (except send), so they must not call back into the table.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "proto/zps.pb.h"
+#include "ps/common/blob.h"
+#include "ps/transport/transport.h"
+#include "zps/worker.h"
+
+namespace zps {
+
+// One operation: what it is (for messages), how many replies it still needs, and its outcome.
+struct PendingOp {
+  std::string what;  // "push-pull of 'grad' round 3"
+  // Called (with the table's lock held) when the last reply arrived, whatever its status; never for
+  // a cancelled operation. Dense tensors count the round as received here.
+  std::function<void()> on_done;
+  // Called (without the lock) after a failed wait cancelled the operation's outstanding requests;
+  // returns the status wait() reports (dense tensors add what the caller may retry).
+  std::function<Status(const Status&)> on_cancelled;
+
+  int remaining = 0;
+  int delivering = 0;  // replies being copied into the caller's buffers right now
+  bool cancelled = false;
+  Status status;
+  std::vector<uint64_t> requests;
+};
+
+// What one request expects back.
+struct RequestSpec {
+  int server = 0;
+  std::optional<PeerId> via;  // a connection other than the server's current one (moving to ipc)
+  uint64_t key = 0;
+  DType dtype = DType::kUInt8;
+  // A pull's destination (null: the reply carries no payload for us).
+  uint8_t* out = nullptr;
+  size_t bytes = 0;
+  // pullRows: the reply's i-th row goes to row positions[i] of `out` (rows of row_dim floats).
+  std::shared_ptr<const std::vector<uint32_t>> positions;
+  uint32_t row_dim = 0;
+  // Checks or records the reply header (HELLO's MAC, the ipc offer, STATS) before its payload is
+  // copied; a failed status fails the request. Called outside the table's lock.
+  std::function<Status(const pb::DataHeader&)> on_reply;
+
+  // A request to `server` about `key`; callers that receive data also set out/bytes (or positions).
+  static RequestSpec to(int server, uint64_t key = 0, DType dtype = DType::kUInt8) {
+    RequestSpec r;
+    r.server = server;
+    r.key = key;
+    r.dtype = dtype;
+    return r;
+  }
+};
+
+// For the observer's per-server metrics: what a request moves (absent for HELLO, DECLARE, ...).
+struct RequestTrace {
+  int command = 0;
+  uint64_t round = 0;
+  size_t bytes = 0;
+  std::string tensor;
+  size_t rows = 0;
+};
+
+// One request of a fan-out: its id (from RequestTable::header), what it expects and its frames.
+struct OutgoingRequest {
+  OutgoingRequest() = default;
+  OutgoingRequest(const pb::DataHeader& h, RequestSpec r, std::vector<Blob> f,
+                  std::optional<RequestTrace> t = std::nullopt)
+      : id(h.request_id()), request(std::move(r)), frames(std::move(f)), trace(std::move(t)) {}
+
+  uint64_t id = 0;
+  RequestSpec request;
+  std::vector<Blob> frames;
+  std::optional<RequestTrace> trace;
+};
+
+// An operation's requests, built by one thread and handed to RequestTable::send or run.
+struct FanOut {
+  std::shared_ptr<PendingOp> op = std::make_shared<PendingOp>();
+  std::vector<OutgoingRequest> requests;
+
+  explicit FanOut(std::string what) { op->what = std::move(what); }
+};
+
+// What became of a reply.
+enum class Delivery { kDelivered, kCancelled, kUnknown };
+
+class RequestTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Hooks {
+    // Sends a request's frames; called without the table's lock.
+    std::function<Status(const RequestSpec& to, std::vector<Blob> frames)> send;
+    std::function<std::string(int server)> describe_server;           // "server 1 (host:port)"
+    std::function<void(uint64_t id, const OutgoingRequest&)> issued;  // optional
+    std::function<void(uint64_t id, bool ok)> completed;              // optional
+  };
+
+  // resend_timeout 0: requests are not kept for resends.
+  RequestTable(Hooks hooks, std::chrono::milliseconds resend_timeout);
+
+  // A request header with the command, a fresh request id, the key and the current generation.
+  pb::DataHeader header(pb::DataCommand command, uint64_t key);
+  void setGeneration(uint64_t generation);
+
+  // Enters the fan-out's requests and sends them. Fails (and sends nothing) after abort() or while
+  // refused; a failed send cancels the whole operation.
+  StatusOr<std::shared_ptr<PendingOp>> send(FanOut fan);
+  // send, then a handle for wait()/poll().
+  StatusOr<Handle> issue(FanOut fan);
+  // send and wait; the operation is cancelled when the wait fails.
+  Status run(FanOut fan, std::chrono::milliseconds timeout);
+  // A handle whose operation has already ended with `status`.
+  Handle completed(Status status);
+
+  // Waits for the operation of a handle and releases the handle. When the wait fails (deadline,
+  // abort, a failed reply) the operation is cancelled.
+  Status wait(Handle handle, std::chrono::milliseconds timeout);
+  // True when the handle's operation has ended; the handle stays valid.
+  StatusOr<bool> poll(Handle handle) const;
+  // Releases a handle without waiting (for a caller that waits on the operation itself).
+  std::shared_ptr<PendingOp> take(Handle handle);
+  // Waits for an operation without cancelling it: OK, its failure, kAborted, or kDeadlineExceeded
+  // naming the missing replies ("2 replies missing after 1.5 s: key 7 from server 1 (host:port)").
+  // Never returns while a reply is being copied into the operation's buffers.
+  Status waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds timeout);
+  // Forgets the operation's requests: their replies are dropped from now on. Returns once no reply
+  // is being copied into its buffers any more. False (and nothing done) for an operation that had
+  // already ended.
+  bool cancel(const std::shared_ptr<PendingOp>& op);
+
+  // Called by the I/O thread for a reply from `server` (the transport's peer, checked); `from`
+  // names the server in messages. Copies a pulled payload into the request's buffer and completes
+  // it.
+  Delivery deliver(int server, const pb::DataHeader& h, DType dtype, const Blob& payload,
+                   const std::string& from);
+
+  // Resends the requests sent at least resend_timeout before `now`. Returns how many.
+  int resendOverdue(Clock::time_point now);
+
+  // The job ended: every wait returns `why` from now on, and so does every send.
+  void abort(const Status& why);
+  std::optional<Status> aborted() const;
+  // A node was lost: every pending request fails with `why`, and so does every new send until
+  // refuse(nullopt) (recover()).
+  void refuse(std::optional<Status> why);
+
+  uint64_t resent() const;
+  uint64_t droppedReplies() const;
+  size_t pendingCount() const;
+
+ private:
+  struct Entry {
+    RequestSpec request;
+    std::shared_ptr<PendingOp> op;
+    std::vector<Blob> frames;  // kept for resends only
+    Clock::time_point sent;
+    bool delivering = false;
+  };
+
+  // After a failed wait: cancels the operation and lets it describe the outcome.
+  Status cancelAfter(const std::shared_ptr<PendingOp>& op, const Status& failed);
+  // All called with mu_ held.
+  void complete(uint64_t id, const Status& status);
+  void forget(const std::shared_ptr<PendingOp>& op);
+  std::string missing(const PendingOp& op) const;
+  void rememberCancelled(uint64_t id);
+
+  const Hooks hooks_;
+  const std::chrono::milliseconds resend_timeout_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t next_request_ = 1;
+  uint64_t generation_ = 0;
+  Handle next_handle_ = 1;
+  std::unordered_map<uint64_t, Entry> pending_;
+  std::unordered_map<Handle, std::shared_ptr<PendingOp>> handles_;
+  // Ids of cancelled requests, so that their late replies are told apart from unknown ones;
+  // bounded.
+  std::unordered_set<uint64_t> cancelled_;
+  std::deque<uint64_t> cancelled_order_;
+  std::optional<Status> aborted_;
+  std::optional<Status> refused_;
+  uint64_t resent_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace zps

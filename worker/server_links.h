@@ -1,0 +1,75 @@
+// ServerLinks: the worker's connections to the servers. Connects to each server of an address book,
+// binds each connection to this worker with a HELLO (with ZPS_AUTH_TOKEN, a MAC both ways), moves
+// connections to servers on this host to their ipc socket, and reconnects to a replacement server
+// after a recovery. Maps a transport peer back to its server rank for incoming replies.
+//
+// Owned by the Worker for its whole life; the transport outlives it. Thread-safe: callers' threads
+// link and send, the transport's I/O thread maps peers and records HELLO replies. Its lock is a
+// leaf: it never calls the RequestTable while holding it.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ps/common/config.h"
+#include "ps/node/auth.h"
+#include "ps/transport/transport.h"
+#include "worker/request_table.h"
+
+namespace zps {
+
+class ServerLinks {
+ public:
+  ServerLinks(const Config& config, const Authenticator& auth, int rank, Transport* transport,
+              RequestTable* requests);
+
+  // Connects to every server of the address book whose address is new (all of them at the start; a
+  // replacement's after a recovery).
+  Status link(const pb::RegisterReply& book);
+  // HELLO to every server. After a lost node a server may not have heard of the new generation yet:
+  // it answers "recovering" until it has, so the HELLOs are repeated until the connect deadline,
+  // unless `stop_retrying` says another node was lost.
+  Status hello(const std::function<bool()>& stop_retrying);
+  // Servers on this host move to their ipc socket: about 1.3-2x the throughput of TCP loopback for
+  // large messages (tools/bench/loopback.cc). `unix_sockets` is /proc/net/unix, which lists this
+  // network namespace's sockets; a server's socket is reachable only when it shows there. When the
+  // move fails the TCP connection stays.
+  void moveToIpc(const std::string& unix_sockets);
+
+  Status send(const RequestSpec& to, std::vector<Blob> frames);
+  // The server rank of a transport peer; nullopt for a peer that is no (longer a) server link.
+  std::optional<int> serverOf(PeerId peer) const;
+  // "server 1 (127.0.0.1:9001)"
+  std::string describe(int server) const;
+
+ private:
+  struct Link {
+    PeerId peer = 0;
+    std::string address;
+    // From the server's HELLO reply: its ipc socket and this connection's token for moving there.
+    std::string ipc_name;
+    uint64_t upgrade_token = 0;
+    bool on_ipc = false;  // peer is the ipc connection
+  };
+
+  Status helloOnce(std::chrono::steady_clock::time_point deadline);
+  // A HELLO to `server` (via `peer`, or its link's), the reply checked for its MAC and ipc offer.
+  OutgoingRequest helloTo(int server, uint64_t upgrade_token,
+                          std::optional<PeerId> peer = std::nullopt);
+
+  const Config& config_;
+  const Authenticator& auth_;
+  const int rank_;
+  Transport* const transport_;
+  RequestTable* const requests_;
+
+  mutable std::mutex mu_;
+  std::vector<Link> links_;
+  std::unordered_map<PeerId, int> server_of_peer_;
+};
+
+}  // namespace zps

@@ -1,0 +1,179 @@
+#include "worker/tables.h"
+
+#include "kernels/optimizer.h"
+#include "ps/wire/codec.h"
+#include "worker/placement.h"
+
+namespace zps {
+namespace {
+
+// Row commands carry their keys as a frame of uint64.
+Blob keyFrame(const std::vector<uint64_t>& keys) {
+  return Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t));
+}
+
+}  // namespace
+
+Tables::Tables(const Config& config, RequestTable* requests, WorkerObserver* obs)
+    : config_(config), requests_(requests), obs_(obs) {}
+
+int Tables::serverOfRow(uint64_t key) const {
+  // Row keys are often small consecutive ids or hashes; mix them so rows spread evenly over
+  // servers.
+  uint64_t x = key * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  return static_cast<int>(x % static_cast<uint64_t>(config_.num_servers));
+}
+
+StatusOr<TableId> Tables::declare(const std::string& name, const TableOptions& options,
+                                  int tensors) {
+  ZPS_ASSIGN_OR_RETURN(kernels::OptimizerKind kind, kernels::optimizerFromName(options.optimizer));
+  if (options.dim == 0 || options.dim > 65536)
+    return InvalidArgument("table '" + name + "': dim must be 1..65536");
+  if (!(options.lr > 0)) return InvalidArgument("table '" + name + "': lr must be > 0");
+  TableId id;
+  Table t;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = static_cast<TableId>(tables_.size());
+    const int tensor_slot = tensors + (1 << 29) + id;
+    t.name = name;
+    t.key = static_cast<uint64_t>(tensor_slot) << kKeyPartitionBits;
+    t.options = options;
+    if (t.options.async < 0) t.options.async = config_.enable_async ? 1 : 0;
+    t.push_round = options.restore_step;
+    tables_.push_back(t);
+  }
+  FanOut fan("declaring table '" + name + "'");
+  for (int s = 0; s < config_.num_servers; ++s) {
+    pb::DataHeader h = requests_->header(pb::CMD_DECLARE, t.key);
+    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    h.set_mode(pb::MODE_PARAM);
+    h.set_name(name);
+    h.set_row_dim(options.dim);
+    h.set_async(t.options.async == 1);
+    h.set_restore_step(options.restore_step);
+    h.set_local_size(static_cast<uint32_t>(config_.local_size));
+    auto* o = h.mutable_optimizer();
+    o->set_kind(static_cast<uint32_t>(kind));
+    o->set_lr(options.lr);
+    o->set_momentum(options.momentum);
+    o->set_beta1(options.beta1);
+    o->set_beta2(options.beta2);
+    o->set_eps(options.eps);
+    o->set_initial_accumulator(options.initial_accumulator);
+    o->set_init_scale(options.init_scale);
+    o->set_init_seed(options.seed);
+    fan.requests.emplace_back(h, RequestSpec::to(s, t.key, DType::kFloat32), wire::encodeData(h));
+  }
+  ZPS_RETURN_IF_ERROR(requests_->run(std::move(fan), config_.request_timeout));
+  return id;
+}
+
+StatusOr<Handle> Tables::pullRows(TableId table, const uint64_t* keys, size_t n, float* out) {
+  Table t;
+  uint64_t round;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (table < 0 || table >= static_cast<int>(tables_.size()))
+      return InvalidArgument("unknown table id");
+    // Sync tables: wait until every worker's pushes up to this worker's latest round are applied.
+    round = tables_[table].push_round + 1;
+    t = tables_[table];
+  }
+  const int servers = config_.num_servers;
+  std::vector<std::vector<uint64_t>> by_server(servers);
+  std::vector<std::shared_ptr<std::vector<uint32_t>>> positions(servers);
+  for (int s = 0; s < servers; ++s) positions[s] = std::make_shared<std::vector<uint32_t>>();
+  for (size_t i = 0; i < n; ++i) {
+    int s = serverOfRow(keys[i]);
+    by_server[s].push_back(keys[i]);
+    positions[s]->push_back(static_cast<uint32_t>(i));
+  }
+  FanOut fan("pulling " + std::to_string(n) + " rows of '" + t.name + "' round " +
+             std::to_string(round));
+  for (int s = 0; s < servers; ++s) {
+    if (by_server[s].empty()) continue;
+    OutgoingRequest o;
+    o.request = RequestSpec::to(s, t.key, DType::kFloat32);
+    o.request.out = reinterpret_cast<uint8_t*>(out);
+    o.request.positions = positions[s];
+    o.request.row_dim = t.options.dim;
+    pb::DataHeader h = requests_->header(pb::CMD_PULL_ROWS, t.key);
+    o.id = h.request_id();
+    h.set_round(round);
+    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    h.set_num_elements(by_server[s].size());
+    h.set_row_dim(t.options.dim);
+    o.frames = wire::encodeRows(h, keyFrame(by_server[s]));
+    const size_t rows = by_server[s].size();
+    o.trace =
+        RequestTrace{pb::CMD_PULL_ROWS, round, rows * t.options.dim * sizeof(float), t.name, rows};
+    fan.requests.push_back(std::move(o));
+  }
+  return requests_->issue(std::move(fan));
+}
+
+StatusOr<Handle> Tables::pushRows(TableId table, const uint64_t* keys, size_t n,
+                                  const float* grads) {
+  Table t;
+  uint64_t round;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (table < 0 || table >= static_cast<int>(tables_.size()))
+      return InvalidArgument("unknown table id");
+    round = ++tables_[table].push_round;
+    t = tables_[table];
+  }
+  const int servers = config_.num_servers;
+  const uint32_t dim = t.options.dim;
+  std::vector<std::vector<uint64_t>> by_server(servers);
+  std::vector<std::vector<float>> rows(servers);
+  for (size_t i = 0; i < n; ++i) {
+    int s = serverOfRow(keys[i]);
+    by_server[s].push_back(keys[i]);
+    rows[s].insert(rows[s].end(), grads + i * dim, grads + (i + 1) * dim);
+  }
+  FanOut fan("pushing " + std::to_string(n) + " rows of '" + t.name + "' round " +
+             std::to_string(round));
+  // Every server gets a push every round, empty or not: in sync mode each server counts its rounds.
+  for (int s = 0; s < servers; ++s) {
+    pb::DataHeader h = requests_->header(pb::CMD_PUSH_ROWS, t.key);
+    h.set_round(round);
+    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    h.set_num_elements(by_server[s].size());
+    h.set_row_dim(dim);
+    const size_t bytes = rows[s].size() * sizeof(float);
+    fan.requests.emplace_back(
+        h, RequestSpec::to(s, t.key, DType::kFloat32),
+        wire::encodeRows(h, keyFrame(by_server[s]), Blob::copyOf(rows[s].data(), bytes)),
+        RequestTrace{pb::CMD_PUSH_ROWS, round, bytes, t.name, by_server[s].size()});
+  }
+  return requests_->issue(std::move(fan));
+}
+
+Status Tables::checkpoint(uint64_t step) {
+  std::vector<Table> tables;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tables = tables_;
+  }
+  FanOut fan("checkpointing tables at step " + std::to_string(step));
+  for (const auto& t : tables) {
+    for (int s = 0; s < config_.num_servers; ++s) {
+      pb::DataHeader h = requests_->header(pb::CMD_CHECKPOINT, t.key);
+      h.set_round(step);
+      fan.requests.emplace_back(h, RequestSpec::to(s, t.key, DType::kFloat32), wire::encodeData(h));
+    }
+  }
+  ZPS_RETURN_IF_ERROR(requests_->run(std::move(fan), config_.request_timeout));
+  if (obs_ != nullptr) obs_->checkpointed();
+  return Status::OK();
+}
+
+void Tables::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  tables_.clear();
+}
+
+}  // namespace zps
