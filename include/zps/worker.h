@@ -10,8 +10,15 @@
 // sum the pushes of all workers; a pull returns that round's sum. Rounds are counted per tensor: the n-th
 // push (or pushPull) of a tensor belongs to round n, and so does its n-th pull.
 //
-// Buffers passed to push/pull/pushPull must stay valid and unchanged until wait() on the handle returns.
-// A Worker is thread-safe; one instance per process.
+// Buffers passed to push/pull/pushPull (and pullRows/pushRows) must stay valid and unchanged until
+// wait() on the handle returns, and are the worker's no more once it has returned, whatever its
+// outcome: wait() never returns while a reply is being copied into a buffer, and when it returns an
+// error (deadline, aborted, unavailable) the operation is cancelled, so a reply that arrives later is
+// dropped and never written into the buffer. A cancelled push may or may not have been summed by the
+// servers; when it was the tensor's latest round, the next call of the same kind (push, pull or
+// pushPull) sends that round again (a repeated push is summed at most once), otherwise the next call
+// goes on with the next round. The error message says which. See docs/cpp-api.md, "Timeouts and
+// buffers". A Worker is thread-safe; one instance per process.
 #pragma once
 
 #include <chrono>
@@ -133,6 +140,8 @@ class Worker {
 
   // Waits for an operation. kDeadlineExceeded names the partitions and servers still outstanding;
   // kAborted means the scheduler ended the job (its reason is in the message). The handle is released.
+  // On an error the operation is cancelled (see the buffer rule at the top): its buffers are the
+  // caller's again, and the message says whether the next call retries the round.
   Status wait(Handle handle, std::chrono::milliseconds timeout);
   // Waits with the default deadline (ZPS_REQUEST_TIMEOUT).
   Status wait(Handle handle);
