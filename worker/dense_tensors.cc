@@ -23,13 +23,10 @@ const char* verbOf(pb::DataCommand command) {
 }  // namespace
 
 DenseTensors::DenseTensors(const Config& config, int rank, RequestTable* requests)
-    : config_(config),
-      rank_(rank),
-      requests_(requests),
-      placement_(std::make_unique<Placement>(config.num_servers)) {}
+    : config_(config), rank_(rank), requests_(requests), placement_(std::make_unique<Placement>(config.num_servers)) {}
 
-StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, DType dtype,
-                                         bool async, const DeclareOptions& options) {
+StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, DType dtype, bool async,
+                                         const DeclareOptions& options) {
   size_t esize = dtypeSize(dtype);
   if (esize == 0) return InvalidArgument("unknown dtype");
   if (bytes == 0 || bytes % esize != 0)
@@ -49,14 +46,12 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     t.dtype = dtype;
     t.parts = placeForNode(id, bytes, esize, &t.node_pieces);
     if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
-      return InvalidArgument("tensor '" + name +
-                             "' needs too many partitions; raise ZPS_PARTITION_BYTES");
+      return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
     // randomk draws differ per worker and partition, and repeat from run to run.
     const uint64_t seed =
-        (static_cast<uint64_t>(rank_) << 16 | static_cast<uint64_t>(config_.local_rank)) *
-        0x9E3779B97F4A7C15ull;
-    ZPS_ASSIGN_OR_RETURN(t.compression, TensorCompression::choose(config_, options, async, name,
-                                                                  bytes, dtype, t.parts, seed));
+        (static_cast<uint64_t>(rank_) << 16 | static_cast<uint64_t>(config_.local_rank)) * 0x9E3779B97F4A7C15ull;
+    ZPS_ASSIGN_OR_RETURN(t.compression,
+                         TensorCompression::choose(config_, options, async, name, bytes, dtype, t.parts, seed));
     parts = t.parts;
     tensors_.push_back(std::move(t));
   }
@@ -74,8 +69,8 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
   return id;
 }
 
-std::vector<PartitionInfo> DenseTensors::placeForNode(
-    int id, size_t bytes, size_t esize, std::vector<kernels::LocalPiece>* node_pieces) {
+std::vector<PartitionInfo> DenseTensors::placeForNode(int id, size_t bytes, size_t esize,
+                                                      std::vector<kernels::LocalPiece>* node_pieces) {
   // Pieces of 1/N partition: piece i belongs to local rank i % N, which pushes and pulls it. Every
   // local rank places every piece, so the server loads stay identical on all ranks and nodes. With
   // N = 1 the pieces are the partitions, all owned by this process.
@@ -91,8 +86,7 @@ std::vector<PartitionInfo> DenseTensors::placeForNode(
   return mine;
 }
 
-StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const void* in,
-                                     void* out) {
+StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const void* in, void* out) {
   std::vector<PartitionInfo> parts;
   uint64_t round, received_through, epoch;
   DType dtype;
@@ -103,8 +97,7 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
     if (id < 0 || id >= static_cast<int>(tensors_.size()))
       return InvalidArgument("tensor id " + std::to_string(id) + " was not declared");
     Tensor& t = tensors_[id];
-    if (in == nullptr && command != pb::CMD_PULL)
-      return InvalidArgument("push of '" + t.name + "' with a null buffer");
+    if (in == nullptr && command != pb::CMD_PULL) return InvalidArgument("push of '" + t.name + "' with a null buffer");
     if (out == nullptr && command != pb::CMD_PUSH)
       return InvalidArgument("pull of '" + t.name + "' into a null buffer");
     if (command == pb::CMD_PUSH) {
@@ -113,8 +106,7 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
       round = ++t.pull_round;
     } else {
       if (t.push_round != t.pull_round)
-        return FailedPrecondition("pushPull of '" + t.name +
-                                  "' after unmatched push or pull calls");
+        return FailedPrecondition("pushPull of '" + t.name + "' after unmatched push or pull calls");
       round = ++t.push_round;
       ++t.pull_round;
     }
@@ -158,8 +150,8 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
     h.set_num_elements(p.bytes / dtypeSize(dtype));
     pushes[i].describe(&h);
     const size_t sent = in != nullptr ? pushes[i].payload.size() : p.bytes;
-    VLOG(2) << "worker " << rank_ << ": " << pb::DataCommand_Name(command) << " key " << p.key
-            << " round " << round << " (" << sent << " B) to server " << p.server;
+    VLOG(2) << "worker " << rank_ << ": " << pb::DataCommand_Name(command) << " key " << p.key << " round " << round
+            << " (" << sent << " B) to server " << p.server;
     o.frames = wire::encodeData(h, std::move(pushes[i].payload));
     o.trace = RequestTrace{command, round, sent, name, 0};
     fan.requests.push_back(std::move(o));
@@ -175,14 +167,13 @@ Status DenseTensors::cancelled(TensorId id, uint64_t epoch, pb::DataCommand comm
   if (epoch != epoch_) return failed;  // recover() forgot the tensor
   Tensor& t = tensors_[id];
   const bool push_side = command != pb::CMD_PULL, pull_side = command != pb::CMD_PUSH;
-  const bool latest =
-      (!push_side || t.push_round == round) && (!pull_side || t.pull_round == round);
+  const bool latest = (!push_side || t.push_round == round) && (!pull_side || t.pull_round == round);
   std::string note = "; the operation was cancelled: nothing more is written into its buffer";
   if (latest) {
     if (push_side) --t.push_round;
     if (pull_side) --t.pull_round;
-    note += ", and the next " + std::string(verbOf(command)) + " of '" + t.name +
-            "' retries round " + std::to_string(round);
+    note += ", and the next " + std::string(verbOf(command)) + " of '" + t.name + "' retries round " +
+            std::to_string(round);
     if (push_side) note += " (the servers sum one push per worker and round)";
   } else {
     note += "; round " + std::to_string(round) + " is not retried: later rounds were issued";

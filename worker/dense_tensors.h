@@ -73,8 +73,7 @@ class DenseTensors {
   std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize,
                                           std::vector<kernels::LocalPiece>* node_pieces);
   // The status of a failed wait on round `round` of tensor `id`, after its cancellation.
-  Status cancelled(TensorId id, uint64_t epoch, pb::DataCommand command, uint64_t round,
-                   const Status& failed);
+  Status cancelled(TensorId id, uint64_t epoch, pb::DataCommand command, uint64_t round, const Status& failed);
 
   const Config& config_;
   const int rank_;

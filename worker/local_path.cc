@@ -10,8 +10,8 @@ namespace zps {
 
 using Clock = std::chrono::steady_clock;
 
-LocalPath::LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client,
-                     DenseTensors* tensors, RequestTable* requests, RecoveryState* recovery)
+LocalPath::LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client, DenseTensors* tensors,
+                     RequestTable* requests, RecoveryState* recovery)
     : config_(config),
       rank_(rank),
       group_(group),
@@ -52,11 +52,9 @@ StatusOr<LocalReducer*> LocalPath::reducerFor(const void* in, const void* out) {
     return shm_reducer_.get();
   }
   if (!device_reducer_) {
-    ZPS_ASSIGN_OR_RETURN(device_reducer_,
-                         joinNcclLocalReducer(group_, config_.local_rank, config_.local_size,
-                                              config_.rendezvous_timeout));
-    LOG(INFO) << "worker local rank " << config_.local_rank
-              << ": local reduction of GPU tensors with "
+    ZPS_ASSIGN_OR_RETURN(device_reducer_, joinNcclLocalReducer(group_, config_.local_rank, config_.local_size,
+                                                               config_.rendezvous_timeout));
+    LOG(INFO) << "worker local rank " << config_.local_rank << ": local reduction of GPU tensors with "
               << (config_.local_size > 1 ? "NCCL" : "pinned staging (one local rank: no NCCL)");
   }
   return device_reducer_.get();
@@ -78,12 +76,11 @@ StatusOr<Handle> LocalPath::route(TensorId id, pb::DataCommand command, const vo
   if (auto pending = recoveryPending()) return *pending;  // no turn of the old generation starts
   StatusOr<Handle> handle = InternalError("local operation did not run");
   const uint64_t op = static_cast<uint64_t>(id) << 8 | static_cast<uint64_t>(command);
-  Status turn =
-      group_->inTurn(op, pb::DataCommand_Name(command) + " of tensor " + std::to_string(id),
-                     config_.request_timeout, [&] {
-                       handle = reduceLocally(id, command, shape, in, out);
-                       return Status::OK();
-                     });
+  Status turn = group_->inTurn(op, pb::DataCommand_Name(command) + " of tensor " + std::to_string(id),
+                               config_.request_timeout, [&] {
+                                 handle = reduceLocally(id, command, shape, in, out);
+                                 return Status::OK();
+                               });
   if (!turn.ok()) {
     abortUnlessRecovering(turn);
     return turn;
@@ -91,9 +88,8 @@ StatusOr<Handle> LocalPath::route(TensorId id, pb::DataCommand command, const vo
   return handle;
 }
 
-StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command,
-                                          const DenseTensors::Shape& shape, const void* in,
-                                          void* out) {
+StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command, const DenseTensors::Shape& shape,
+                                          const void* in, void* out) {
   auto chosen = reducerFor(in, out);
   if (!chosen.ok()) {
     abortUnlessRecovering(chosen.status());
@@ -108,11 +104,9 @@ StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command,
     // The other local ranks are already in this collective and would wait for this one until their
     // deadline: end the group so that they fail now, naming the cause. It is the caller's mistake,
     // which a recovery would not mend, so the group ends even while the job recovers.
-    const Status refused =
-        InvalidArgument(std::string(bad_buffer) + " (" + pb::DataCommand_Name(command) +
-                        " of tensor " + std::to_string(id) + ")");
-    if (group_)
-      group_->abort("local rank " + std::to_string(config_.local_rank) + ": " + refused.message());
+    const Status refused = InvalidArgument(std::string(bad_buffer) + " (" + pb::DataCommand_Name(command) +
+                                           " of tensor " + std::to_string(id) + ")");
+    if (group_) group_->abort("local rank " + std::to_string(config_.local_rank) + ": " + refused.message());
     return refused;
   }
 
@@ -132,8 +126,7 @@ StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command,
     Status s = reducer->reduceScatter(view, in, *staging);
     if (!s.ok()) return fail(s);
   }
-  auto handle =
-      tensors_->issue(id, command, pushing ? *staging : nullptr, pulling ? *staging : nullptr);
+  auto handle = tensors_->issue(id, command, pushing ? *staging : nullptr, pulling ? *staging : nullptr);
   if (!handle.ok()) return fail(handle.status());
   std::shared_ptr<PendingOp> op = requests_->take(*handle);
   // Wait in short slices so that a dead peer or an aborted group ends the wait early.
@@ -141,10 +134,8 @@ StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command,
   Status waited;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    waited = requests_->waitFor(
-        op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
-    if (waited.code() != StatusCode::kDeadlineExceeded || Clock::now() >= deadline || !group_)
-      break;
+    waited = requests_->waitFor(op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
+    if (waited.code() != StatusCode::kDeadlineExceeded || Clock::now() >= deadline || !group_) break;
     Status health = group_->health();
     if (!health.ok()) {
       waited = health;
@@ -166,8 +157,7 @@ Status LocalPath::barrier() {
   // barrier's on the other local ranks, not with a collective another thread runs meanwhile.
   constexpr uint64_t kBarrierOp = ~uint64_t{0};
   if (auto pending = recoveryPending()) return *pending;
-  Status turn = group_->inTurn(kBarrierOp, "barrier", config_.rendezvous_timeout,
-                               [&] { return barrierInTurn(); });
+  Status turn = group_->inTurn(kBarrierOp, "barrier", config_.rendezvous_timeout, [&] { return barrierInTurn(); });
   if (!turn.ok()) abortUnlessRecovering(turn);
   return turn;
 }
@@ -186,8 +176,7 @@ Status LocalPath::barrierInTurn() {
 
 int LocalPath::finish(const Status& result) {
   const TrafficCounters mine = tensors_->traffic();
-  const std::string me =
-      "worker " + std::to_string(rank_) + " local rank " + std::to_string(config_.local_rank);
+  const std::string me = "worker " + std::to_string(rank_) + " local rank " + std::to_string(config_.local_rank);
   if (!group_->isRoot()) {
     std::string reason;
     const int code = group_->waitExit(result, mine, &reason);
@@ -200,8 +189,7 @@ int LocalPath::finish(const Status& result) {
   if (config_.recovery && group_->peerDied()) {
     // The node is lost, as a pod would be: leaving without a verdict (the client says goodbye) lets
     // the scheduler hold this rank for a replacement node instead of failing the job.
-    LOG(ERROR) << me << ": " << result.message()
-               << "; leaving the job so that a replacement node takes rank " << rank_
+    LOG(ERROR) << me << ": " << result.message() << "; leaving the job so that a replacement node takes rank " << rank_
                << " (ZPS_RECOVERY)";
     return 1;
   }
@@ -210,11 +198,10 @@ int LocalPath::finish(const Status& result) {
   Status verdict = !result.ok() ? result : gathered;
   if (verdict.ok()) {
     // The property local reduction exists for: a node sends each tensor byte once.
-    LOG(INFO) << "worker " << rank_ << ": node traffic over " << config_.local_size
-              << " local ranks: tensor bytes " << mine.tensor_bytes_pushed << " pushed / "
-              << mine.tensor_bytes_pulled << " pulled per rank; network bytes "
-              << node.network_bytes_pushed << " pushed / " << node.network_bytes_pulled
-              << " pulled by the node";
+    LOG(INFO) << "worker " << rank_ << ": node traffic over " << config_.local_size << " local ranks: tensor bytes "
+              << mine.tensor_bytes_pushed << " pushed / " << mine.tensor_bytes_pulled
+              << " pulled per rank; network bytes " << node.network_bytes_pushed << " pushed / "
+              << node.network_bytes_pulled << " pulled by the node";
   }
   if (!verdict.ok()) LOG(ERROR) << me << ": " << verdict.message();
   auto shutdown = client_->finish(verdict.ok(), verdict.message(), config_.rendezvous_timeout);

@@ -25,8 +25,8 @@ namespace zps {
 
 class LocalPath {
  public:
-  LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client,
-            DenseTensors* tensors, RequestTable* requests, RecoveryState* recovery);
+  LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client, DenseTensors* tensors,
+            RequestTable* requests, RecoveryState* recovery);
 
   // A push, pull or push-pull of a tensor: straight to the servers (one local rank, host memory) or
   // through the local reduction.
@@ -46,8 +46,8 @@ class LocalPath {
 
  private:
   StatusOr<LocalReducer*> reducerFor(const void* in, const void* out);
-  StatusOr<Handle> reduceLocally(TensorId id, pb::DataCommand command,
-                                 const DenseTensors::Shape& shape, const void* in, void* out);
+  StatusOr<Handle> reduceLocally(TensorId id, pb::DataCommand command, const DenseTensors::Shape& shape, const void* in,
+                                 void* out);
   Status barrierInTurn();
   // A failed local operation ends the node's group, unless it failed because the job is recovering:
   // then every local rank goes on to recover() instead.

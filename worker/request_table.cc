@@ -101,29 +101,26 @@ std::shared_ptr<PendingOp> RequestTable::take(Handle handle) {
 
 Status RequestTable::wait(Handle handle, std::chrono::milliseconds timeout) {
   std::shared_ptr<PendingOp> op = take(handle);
-  if (op == nullptr)
-    return InvalidArgument("unknown or already waited handle " + std::to_string(handle));
+  if (op == nullptr) return InvalidArgument("unknown or already waited handle " + std::to_string(handle));
   return cancelAfter(op, waitFor(op, timeout));
 }
 
 StatusOr<bool> RequestTable::poll(Handle handle) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = handles_.find(handle);
-  if (it == handles_.end())
-    return InvalidArgument("unknown or already waited handle " + std::to_string(handle));
+  if (it == handles_.end()) return InvalidArgument("unknown or already waited handle " + std::to_string(handle));
   return it->second->remaining == 0 || aborted_.has_value();
 }
 
-Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op,
-                             std::chrono::milliseconds timeout) {
+Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return op->remaining == 0 || aborted_.has_value(); });
   // A reply being copied finishes first: the caller may reuse or free the buffer once we return.
   cv_.wait(lock, [&] { return op->delivering == 0; });
   if (op->remaining == 0) return op->status;
   if (aborted_) return aborted_->withContext(op->what);
-  return DeadlineExceeded(op->what + ": " + std::to_string(op->remaining) +
-                          " replies missing after " + secondsText(timeout) + " s: " + missing(*op));
+  return DeadlineExceeded(op->what + ": " + std::to_string(op->remaining) + " replies missing after " +
+                          secondsText(timeout) + " s: " + missing(*op));
 }
 
 std::string RequestTable::missing(const PendingOp& op) const {
@@ -137,8 +134,8 @@ std::string RequestTable::missing(const PendingOp& op) const {
       break;
     }
     if (!text.empty()) text += ", ";
-    text += "key " + std::to_string(it->second.request.key) + " from " +
-            hooks_.describe_server(it->second.request.server);
+    text +=
+        "key " + std::to_string(it->second.request.key) + " from " + hooks_.describe_server(it->second.request.server);
   }
   return text;
 }
@@ -185,16 +182,15 @@ void RequestTable::complete(uint64_t id, const Status& status) {
   cv_.notify_all();
 }
 
-Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
-                               const Blob& payload, const std::string& from) {
+Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype, const Blob& payload,
+                               const std::string& from) {
   const uint64_t id = h.request_id();
   std::unique_lock<std::mutex> lock(mu_);
   auto it = pending_.find(id);
   if (it == pending_.end() || it->second.request.server != server || it->second.delivering) {
     if (cancelled_.erase(id) > 0) {
       ++dropped_;
-      VLOG(1) << "dropped the late reply to cancelled request " << id << " (key " << h.key()
-              << ") from " << from;
+      VLOG(1) << "dropped the late reply to cancelled request " << id << " (key " << h.key() << ") from " << from;
       return Delivery::kCancelled;
     }
     LOG_EVERY_N(WARNING, 20) << "reply for unknown request " << id << " from " << from;
@@ -202,8 +198,8 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
   }
   const RequestSpec& r = it->second.request;
   if (h.command() == pb::CMD_ERROR) {
-    complete(id, h.recovering() ? Unavailable(from + " is " + h.error())
-                                : InternalError(from + " answered: " + h.error()));
+    complete(id,
+             h.recovering() ? Unavailable(from + " is " + h.error()) : InternalError(from + " answered: " + h.error()));
     return Delivery::kDelivered;
   }
   if (h.command() != pb::CMD_REPLY) {
@@ -212,14 +208,14 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
   }
   const size_t row_bytes = size_t{r.row_dim} * sizeof(float);
   if (r.positions && payload.size() != r.positions->size() * row_bytes) {
-    complete(id, ProtocolError(from + " returned " + std::to_string(payload.size()) +
-                               " bytes for " + std::to_string(r.positions->size()) + " rows"));
+    complete(id, ProtocolError(from + " returned " + std::to_string(payload.size()) + " bytes for " +
+                               std::to_string(r.positions->size()) + " rows"));
     return Delivery::kDelivered;
   }
   if (!r.positions && r.out != nullptr && (payload.size() != r.bytes || dtype != r.dtype)) {
     complete(id, ProtocolError(from + " returned " + std::to_string(payload.size()) + " bytes of " +
-                               std::string(dtypeName(dtype)) + ", expected " +
-                               std::to_string(r.bytes) + " of " + std::string(dtypeName(r.dtype))));
+                               std::string(dtypeName(dtype)) + ", expected " + std::to_string(r.bytes) + " of " +
+                               std::string(dtypeName(r.dtype))));
     return Delivery::kDelivered;
   }
   // Copy outside the lock: other replies and new requests go on meanwhile. cancel() and waitFor()
@@ -232,8 +228,7 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
   Status status = request.on_reply ? request.on_reply(h) : Status::OK();
   if (status.ok() && request.positions) {
     for (size_t i = 0; i < request.positions->size(); ++i)
-      std::memcpy(request.out + (*request.positions)[i] * row_bytes, payload.data() + i * row_bytes,
-                  row_bytes);
+      std::memcpy(request.out + (*request.positions)[i] * row_bytes, payload.data() + i * row_bytes, row_bytes);
   } else if (status.ok() && request.out != nullptr) {
     std::memcpy(request.out, payload.data(), request.bytes);
   }

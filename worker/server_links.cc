@@ -11,8 +11,8 @@ namespace zps {
 
 using Clock = std::chrono::steady_clock;
 
-ServerLinks::ServerLinks(const Config& config, const Authenticator& auth, int rank,
-                         Transport* transport, RequestTable* requests)
+ServerLinks::ServerLinks(const Config& config, const Authenticator& auth, int rank, Transport* transport,
+                         RequestTable* requests)
     : config_(config),
       auth_(auth),
       rank_(rank),
@@ -31,9 +31,8 @@ Status ServerLinks::link(const pb::RegisterReply& book) {
       std::lock_guard<std::mutex> lock(mu_);
       if (links_[rank].address == address) continue;
     }
-    ZPS_ASSIGN_OR_RETURN(std::string ip,
-                         resolveWithRetry(n.host(), config_.connect_timeout,
-                                          "server " + std::to_string(rank) + " host"));
+    ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(n.host(), config_.connect_timeout,
+                                                          "server " + std::to_string(rank) + " host"));
     ZPS_ASSIGN_OR_RETURN(PeerId peer, transport_->connect(ip, static_cast<int>(n.port())));
     std::lock_guard<std::mutex> lock(mu_);
     // Replies from a lost server's old address are ignored.
@@ -50,14 +49,12 @@ Status ServerLinks::hello(const std::function<bool()>& stop_retrying) {
   const auto deadline = Clock::now() + config_.connect_timeout;
   for (;;) {
     Status hello = helloOnce(deadline);
-    if (hello.code() != StatusCode::kUnavailable || stop_retrying() || Clock::now() >= deadline)
-      return hello;
+    if (hello.code() != StatusCode::kUnavailable || stop_retrying() || Clock::now() >= deadline) return hello;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
-OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token,
-                                     std::optional<PeerId> peer) {
+OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::optional<PeerId> peer) {
   OutgoingRequest o;
   pb::DataHeader h = requests_->header(pb::CMD_HELLO, 0);
   h.set_magic(wire::kMagic);
@@ -93,10 +90,9 @@ OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token,
 Status ServerLinks::helloOnce(Clock::time_point deadline) {
   FanOut fan("connecting to the servers");
   for (int s = 0; s < config_.num_servers; ++s) fan.requests.push_back(helloTo(s, 0));
-  return requests_->run(
-      std::move(fan),
-      std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
-               std::chrono::milliseconds(1)));
+  return requests_->run(std::move(fan),
+                        std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                                 std::chrono::milliseconds(1)));
 }
 
 void ServerLinks::moveToIpc(const std::string& unix_sockets) {
@@ -124,9 +120,8 @@ void ServerLinks::moveToIpc(const std::string& unix_sockets) {
     moving.emplace_back(s, *peer);
   }
   if (moving.empty()) return;
-  Status moved = requests_->run(
-      std::move(fan),
-      std::min<std::chrono::milliseconds>(config_.connect_timeout, std::chrono::seconds(5)));
+  Status moved = requests_->run(std::move(fan),
+                                std::min<std::chrono::milliseconds>(config_.connect_timeout, std::chrono::seconds(5)));
   if (!moved.ok()) {
     LOG(WARNING) << "worker " << rank_ << ": staying on TCP: " << moved.message();
     return;

@@ -24,8 +24,7 @@ namespace zps {
 
 class ServerLinks {
  public:
-  ServerLinks(const Config& config, const Authenticator& auth, int rank, Transport* transport,
-              RequestTable* requests);
+  ServerLinks(const Config& config, const Authenticator& auth, int rank, Transport* transport, RequestTable* requests);
 
   // Connects to every server of the address book whose address is new (all of them at the start; a
   // replacement's after a recovery).
@@ -58,8 +57,7 @@ class ServerLinks {
 
   Status helloOnce(std::chrono::steady_clock::time_point deadline);
   // A HELLO to `server` (via `peer`, or its link's), the reply checked for its MAC and ipc offer.
-  OutgoingRequest helloTo(int server, uint64_t upgrade_token,
-                          std::optional<PeerId> peer = std::nullopt);
+  OutgoingRequest helloTo(int server, uint64_t upgrade_token, std::optional<PeerId> peer = std::nullopt);
 
   const Config& config_;
   const Authenticator& auth_;

@@ -8,9 +8,7 @@ namespace zps {
 namespace {
 
 // Row commands carry their keys as a frame of uint64.
-Blob keyFrame(const std::vector<uint64_t>& keys) {
-  return Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t));
-}
+Blob keyFrame(const std::vector<uint64_t>& keys) { return Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t)); }
 
 }  // namespace
 
@@ -25,11 +23,9 @@ int Tables::serverOfRow(uint64_t key) const {
   return static_cast<int>(x % static_cast<uint64_t>(config_.num_servers));
 }
 
-StatusOr<TableId> Tables::declare(const std::string& name, const TableOptions& options,
-                                  int tensors) {
+StatusOr<TableId> Tables::declare(const std::string& name, const TableOptions& options, int tensors) {
   ZPS_ASSIGN_OR_RETURN(kernels::OptimizerKind kind, kernels::optimizerFromName(options.optimizer));
-  if (options.dim == 0 || options.dim > 65536)
-    return InvalidArgument("table '" + name + "': dim must be 1..65536");
+  if (options.dim == 0 || options.dim > 65536) return InvalidArgument("table '" + name + "': dim must be 1..65536");
   if (!(options.lr > 0)) return InvalidArgument("table '" + name + "': lr must be > 0");
   TableId id;
   Table t;
@@ -75,8 +71,7 @@ StatusOr<Handle> Tables::pullRows(TableId table, const uint64_t* keys, size_t n,
   uint64_t round;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (table < 0 || table >= static_cast<int>(tables_.size()))
-      return InvalidArgument("unknown table id");
+    if (table < 0 || table >= static_cast<int>(tables_.size())) return InvalidArgument("unknown table id");
     // Sync tables: wait until every worker's pushes up to this worker's latest round are applied.
     round = tables_[table].push_round + 1;
     t = tables_[table];
@@ -90,8 +85,7 @@ StatusOr<Handle> Tables::pullRows(TableId table, const uint64_t* keys, size_t n,
     by_server[s].push_back(keys[i]);
     positions[s]->push_back(static_cast<uint32_t>(i));
   }
-  FanOut fan("pulling " + std::to_string(n) + " rows of '" + t.name + "' round " +
-             std::to_string(round));
+  FanOut fan("pulling " + std::to_string(n) + " rows of '" + t.name + "' round " + std::to_string(round));
   for (int s = 0; s < servers; ++s) {
     if (by_server[s].empty()) continue;
     OutgoingRequest o;
@@ -107,21 +101,18 @@ StatusOr<Handle> Tables::pullRows(TableId table, const uint64_t* keys, size_t n,
     h.set_row_dim(t.options.dim);
     o.frames = wire::encodeRows(h, keyFrame(by_server[s]));
     const size_t rows = by_server[s].size();
-    o.trace =
-        RequestTrace{pb::CMD_PULL_ROWS, round, rows * t.options.dim * sizeof(float), t.name, rows};
+    o.trace = RequestTrace{pb::CMD_PULL_ROWS, round, rows * t.options.dim * sizeof(float), t.name, rows};
     fan.requests.push_back(std::move(o));
   }
   return requests_->issue(std::move(fan));
 }
 
-StatusOr<Handle> Tables::pushRows(TableId table, const uint64_t* keys, size_t n,
-                                  const float* grads) {
+StatusOr<Handle> Tables::pushRows(TableId table, const uint64_t* keys, size_t n, const float* grads) {
   Table t;
   uint64_t round;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (table < 0 || table >= static_cast<int>(tables_.size()))
-      return InvalidArgument("unknown table id");
+    if (table < 0 || table >= static_cast<int>(tables_.size())) return InvalidArgument("unknown table id");
     round = ++tables_[table].push_round;
     t = tables_[table];
   }
@@ -134,8 +125,7 @@ StatusOr<Handle> Tables::pushRows(TableId table, const uint64_t* keys, size_t n,
     by_server[s].push_back(keys[i]);
     rows[s].insert(rows[s].end(), grads + i * dim, grads + (i + 1) * dim);
   }
-  FanOut fan("pushing " + std::to_string(n) + " rows of '" + t.name + "' round " +
-             std::to_string(round));
+  FanOut fan("pushing " + std::to_string(n) + " rows of '" + t.name + "' round " + std::to_string(round));
   // Every server gets a push every round, empty or not: in sync mode each server counts its rounds.
   for (int s = 0; s < servers; ++s) {
     pb::DataHeader h = requests_->header(pb::CMD_PUSH_ROWS, t.key);
@@ -144,10 +134,9 @@ StatusOr<Handle> Tables::pushRows(TableId table, const uint64_t* keys, size_t n,
     h.set_num_elements(by_server[s].size());
     h.set_row_dim(dim);
     const size_t bytes = rows[s].size() * sizeof(float);
-    fan.requests.emplace_back(
-        h, RequestSpec::to(s, t.key, DType::kFloat32),
-        wire::encodeRows(h, keyFrame(by_server[s]), Blob::copyOf(rows[s].data(), bytes)),
-        RequestTrace{pb::CMD_PUSH_ROWS, round, bytes, t.name, by_server[s].size()});
+    fan.requests.emplace_back(h, RequestSpec::to(s, t.key, DType::kFloat32),
+                              wire::encodeRows(h, keyFrame(by_server[s]), Blob::copyOf(rows[s].data(), bytes)),
+                              RequestTrace{pb::CMD_PUSH_ROWS, round, bytes, t.name, by_server[s].size()});
   }
   return requests_->issue(std::move(fan));
 }

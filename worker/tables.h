@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "ps/common/config.h"
-#include "worker/worker_observer.h"
 #include "worker/request_table.h"
+#include "worker/worker_observer.h"
 
 namespace zps {
 

@@ -15,8 +15,7 @@ StatusOr<std::unique_ptr<Worker>> Worker::create() {
   auto env = processEnv();
   auto role = env("DMLC_ROLE");
   if (role && !role->empty() && *role != "worker")
-    return InvalidArgument("this is a worker program but DMLC_ROLE=" + *role +
-                           "; set DMLC_ROLE=worker");
+    return InvalidArgument("this is a worker program but DMLC_ROLE=" + *role + "; set DMLC_ROLE=worker");
   ZPS_ASSIGN_OR_RETURN(Config config, loadConfig(env, Role::kWorker));
   ZPS_RETURN_IF_ERROR(initObservability(env));
   auto impl = std::make_unique<Impl>();
@@ -38,8 +37,7 @@ StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType 
   return impl_->tensors->declare(name, bytes, dtype, false, DeclareOptions());
 }
 
-StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType dtype,
-                                   const DeclareOptions& options) {
+StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType dtype, const DeclareOptions& options) {
   return impl_->tensors->declare(name, bytes, dtype, false, options);
 }
 
@@ -47,25 +45,19 @@ StatusOr<TensorId> Worker::declareAsync(const std::string& name, size_t bytes, D
   return impl_->tensors->declare(name, bytes, dtype, true, DeclareOptions());
 }
 
-Compressor Worker::compressorOf(TensorId tensor) const {
-  return impl_->tensors->compressorOf(tensor);
-}
+Compressor Worker::compressorOf(TensorId tensor) const { return impl_->tensors->compressorOf(tensor); }
 
 StatusOr<Handle> Worker::push(TensorId t, const void* data) {
   return impl_->local_path->route(t, pb::CMD_PUSH, data, nullptr);
 }
 
-StatusOr<Handle> Worker::pull(TensorId t, void* out) {
-  return impl_->local_path->route(t, pb::CMD_PULL, nullptr, out);
-}
+StatusOr<Handle> Worker::pull(TensorId t, void* out) { return impl_->local_path->route(t, pb::CMD_PULL, nullptr, out); }
 
 StatusOr<Handle> Worker::pushPull(TensorId t, const void* data, void* out) {
   return impl_->local_path->route(t, pb::CMD_PUSH_PULL, data, out);
 }
 
-Status Worker::wait(Handle handle, std::chrono::milliseconds timeout) {
-  return impl_->requests->wait(handle, timeout);
-}
+Status Worker::wait(Handle handle, std::chrono::milliseconds timeout) { return impl_->requests->wait(handle, timeout); }
 
 Status Worker::wait(Handle handle) { return wait(handle, impl_->config.request_timeout); }
 
@@ -78,8 +70,7 @@ int Worker::finish(const Status& result) {
   if (const uint64_t resent = impl_->requests->resent(); resent > 0)
     LOG(INFO) << impl_->me() << ": resent " << resent << " requests";
   if (impl_->local) return impl_->local_path->finish(result);
-  auto shutdown =
-      impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
+  auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
   if (!shutdown.ok()) {
     LOG(ERROR) << "worker " << impl_->rank << ": " << shutdown.status().message();
     return 1;
@@ -102,15 +93,14 @@ StatusOr<Handle> Worker::pullRows(TableId table, const uint64_t* keys, size_t n,
   return impl_->tables->pullRows(table, keys, n, out);
 }
 
-StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n,
-                                  const float* grads) {
+StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n, const float* grads) {
   return impl_->tables->pushRows(table, keys, n, grads);
 }
 
 Status Worker::checkpointTables(uint64_t step) { return impl_->tables->checkpoint(step); }
 
-void Worker::reportTrainingProgress(uint64_t step, double loss, double samples_per_sec,
-                                    uint64_t epoch, uint64_t epochs) {
+void Worker::reportTrainingProgress(uint64_t step, double loss, double samples_per_sec, uint64_t epoch,
+                                    uint64_t epochs) {
   impl_->obs->progress(step, loss, samples_per_sec, epoch, epochs);
 }
 
@@ -122,8 +112,8 @@ StatusOr<std::vector<ServerStats>> Worker::serverStats() {
     OutgoingRequest o(h, RequestSpec::to(s), wire::encodeData(h));
     // Runs before the wait below returns, or never (a reply after a failed wait is dropped).
     o.request.on_reply = [&stats, s](const pb::DataHeader& r) {
-      stats[s] = ServerStats{r.stats_cpu_ns(), r.stats_peak_rss_bytes(), r.stats_pushed_bytes(),
-                             r.stats_summed_bytes(), r.stats_sum_ns()};
+      stats[s] = ServerStats{r.stats_cpu_ns(), r.stats_peak_rss_bytes(), r.stats_pushed_bytes(), r.stats_summed_bytes(),
+                             r.stats_sum_ns()};
       return Status::OK();
     };
     fan.requests.push_back(std::move(o));
@@ -132,9 +122,7 @@ StatusOr<std::vector<ServerStats>> Worker::serverStats() {
   return stats;
 }
 
-std::vector<PartitionInfo> Worker::partitions(TensorId t) const {
-  return impl_->tensors->partitions(t);
-}
+std::vector<PartitionInfo> Worker::partitions(TensorId t) const { return impl_->tensors->partitions(t); }
 
 bool Worker::recovering() const { return impl_->recovery->recovering(); }
 

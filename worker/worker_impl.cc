@@ -17,8 +17,7 @@ Worker::Impl::~Impl() {
 }
 
 std::string Worker::Impl::me() const {
-  return "worker " + std::to_string(rank) +
-         (local ? " local rank " + std::to_string(config.local_rank) : "");
+  return "worker " + std::to_string(rank) + (local ? " local rank " + std::to_string(config.local_rank) : "");
 }
 
 Status Worker::Impl::start() {
@@ -26,14 +25,12 @@ Status Worker::Impl::start() {
   // once).
   ZPS_ASSIGN_OR_RETURN(auth, Authenticator::fromConfig(config));
   RequestTable::Hooks hooks;
-  hooks.send = [this](const RequestSpec& to, std::vector<Blob> frames) {
-    return links->send(to, std::move(frames));
-  };
+  hooks.send = [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); };
   hooks.describe_server = [this](int server) { return links->describe(server); };
   hooks.issued = [this](uint64_t id, const OutgoingRequest& o) {
     if (o.trace)
-      obs->issued(id, o.trace->command, o.request.server, o.request.key, o.trace->round,
-                  o.trace->bytes, o.trace->tensor, o.trace->rows);
+      obs->issued(id, o.trace->command, o.request.server, o.request.key, o.trace->round, o.trace->bytes,
+                  o.trace->tensor, o.trace->rows);
   };
   hooks.completed = [this](uint64_t id, bool ok) { obs->completed(id, ok); };
   requests = std::make_unique<RequestTable>(std::move(hooks), config.resend_timeout);
@@ -48,8 +45,7 @@ Status Worker::Impl::start() {
     ZPS_ASSIGN_OR_RETURN(options.faults, parseFaultInjection(config.test_faults));
     options.faults.seed += static_cast<uint64_t>(rank) * 7919;
     if (config.resend_timeout.count() == 0)
-      LOG(WARNING)
-          << "ZPS_TEST_FAULTS without ZPS_RESEND_TIMEOUT: dropped messages will not be resent";
+      LOG(WARNING) << "ZPS_TEST_FAULTS without ZPS_RESEND_TIMEOUT: dropped messages will not be resent";
   }
   options.max_frame_bytes = config.max_message_bytes;
   options.linger = config.shutdown_linger;
@@ -61,13 +57,13 @@ Status Worker::Impl::start() {
   ZPS_RETURN_IF_ERROR(links->link(book));
   tensors = std::make_unique<DenseTensors>(config, rank, requests.get());
   tables = std::make_unique<Tables>(config, requests.get(), obs.get());
-  local_path = std::make_unique<LocalPath>(config, rank, local.get(), client.get(), tensors.get(),
-                                           requests.get(), recovery.get());
+  local_path = std::make_unique<LocalPath>(config, rank, local.get(), client.get(), tensors.get(), requests.get(),
+                                           recovery.get());
   transport->onMessage([this](TransportMessage msg) { handleReply(msg); });
   if (config.resend_timeout.count() > 0) {
     resender = std::thread([this] {
-      const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200),
-                                                              config.resend_timeout / 2);
+      const auto period =
+          std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), config.resend_timeout / 2);
       while (!stop) {
         std::this_thread::sleep_for(std::max(period, std::chrono::milliseconds(1)));
         requests->resendOverdue(Clock::now());
@@ -92,15 +88,13 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
   if (config.local_size > 1) {
     // Every local rank of a node must find the same group: the node's worker id when it has one
     // (zps launch sets it), else the host name (one node per host).
-    std::string node_key = config.requested_rank >= 0
-                               ? "rank-" + std::to_string(config.requested_rank)
-                               : "host-" + config.hostname;
+    std::string node_key =
+        config.requested_rank >= 0 ? "rank-" + std::to_string(config.requested_rank) : "host-" + config.hostname;
     ZPS_ASSIGN_OR_RETURN(local, LocalGroup::join(config, node_key));
     if (!local->isRoot()) {
       ZPS_ASSIGN_OR_RETURN(std::string bytes, local->waitBook(config.rendezvous_timeout));
       pb::RegisterReply book;
-      if (!book.ParseFromString(bytes))
-        return InternalError("local rank 0 published an unreadable address book");
+      if (!book.ParseFromString(bytes)) return InternalError("local rank 0 published an unreadable address book");
       return book;
     }
   }
@@ -112,9 +106,7 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
     if (local && s.exit_code() != 0) local->abort("job ended by the scheduler: " + s.reason());
   });
   client->onRecovery([this](const pb::Recovery& r) {
-    if (!recovery->notice(r.generation(),
-                          Unavailable("recovering: the scheduler lost " + r.lost())))
-      return;
+    if (!recovery->notice(r.generation(), Unavailable("recovering: the scheduler lost " + r.lost()))) return;
     if (local) local->announceRecovery(r.generation(), "the scheduler lost " + r.lost());
   });
   auto book = client->start();
@@ -133,22 +125,20 @@ void Worker::Impl::handleReply(const TransportMessage& msg) {
   if (!server) return;
   auto decoded = wire::decode(msg.frames, limits);
   if (!decoded.ok()) {
-    LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": malformed reply from server " << *server
-                             << ": " << decoded.status().message();
+    LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": malformed reply from server " << *server << ": "
+                             << decoded.status().message();
     return;
   }
   const auto* data = std::get_if<wire::DataMessage>(&decoded.value());
   if (data == nullptr) return;
   const pb::DataHeader& h = data->header;
   const std::string from = links->describe(*server);
-  if (requests->deliver(*server, h, data->dtype, data->payload, from) != Delivery::kDelivered)
-    return;
+  if (requests->deliver(*server, h, data->dtype, data->payload, from) != Delivery::kDelivered) return;
   if (h.command() == pb::CMD_ERROR && h.recovering()) {
     // A server ahead of us has heard of a lost node: so will we, from the scheduler (local rank 0)
     // or from this announcement (the node's other local ranks).
     const Status why = Unavailable(from + " is " + h.error());
-    if (recovery->notice(h.generation(), why) && local)
-      local->announceRecovery(h.generation(), why.message());
+    if (recovery->notice(h.generation(), why) && local) local->announceRecovery(h.generation(), why.message());
   }
 }
 
@@ -160,16 +150,13 @@ void Worker::Impl::moveToIpc() {
 }
 
 Status Worker::Impl::recover() {
-  if (!local_path->recoveryPending())
-    return FailedPrecondition("recover() called, but no node was lost");
+  if (!local_path->recoveryPending()) return FailedPrecondition("recover() called, but no node was lost");
   // The scheduler fails the job after ZPS_RECOVERY_TIMEOUT; its Shutdown ends this wait earlier.
-  const auto deadline =
-      Clock::now() + config.recovery_timeout + config.heartbeat_timeout + std::chrono::seconds(10);
+  const auto deadline = Clock::now() + config.recovery_timeout + config.heartbeat_timeout + std::chrono::seconds(10);
   for (;;) {
     const uint64_t mine = recovery->generation();
-    const auto left =
-        std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
-                 std::chrono::milliseconds(1));
+    const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                               std::chrono::milliseconds(1));
     pb::RegisterReply book;
     if (client) {
       ZPS_ASSIGN_OR_RETURN(book, client->waitBook(mine, left));
@@ -177,8 +164,7 @@ Status Worker::Impl::recover() {
     if (local) {
       // The node's local ranks move together: local rank 0 hands the new book to the others once
       // none of them is inside a local operation, and the turns, barriers and staging start afresh.
-      ZPS_ASSIGN_OR_RETURN(std::string bytes,
-                           local->restart(local->isRoot() ? book.SerializeAsString() : "", left));
+      ZPS_ASSIGN_OR_RETURN(std::string bytes, local->restart(local->isRoot() ? book.SerializeAsString() : "", left));
       if (!local->isRoot() && !book.ParseFromString(bytes))
         return InternalError("local rank 0 published an unreadable address book");
       local->setGeneration(book.generation());
@@ -190,12 +176,10 @@ Status Worker::Impl::recover() {
     tables->clear();
     ZPS_RETURN_IF_ERROR(links->link(book));
     Status hello = links->hello([this] { return recovery->recovering(); });
-    if (recovery->recovering() && Clock::now() < deadline)
-      continue;  // another node was lost meanwhile
+    if (recovery->recovering() && Clock::now() < deadline) continue;  // another node was lost meanwhile
     ZPS_RETURN_IF_ERROR(hello);
     moveToIpc();  // a replacement server on this host
-    LOG(INFO) << me() << ": reconnected to " << config.num_servers << " servers in generation "
-              << book.generation();
+    LOG(INFO) << me() << ": reconnected to " << config.num_servers << " servers in generation " << book.generation();
     return Status::OK();
   }
 }

@@ -26,7 +26,6 @@
 
 #include "ps/common/config.h"
 #include "ps/node/auth.h"
-#include "worker/worker_observer.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/wire/codec.h"
 #include "worker/dense_tensors.h"
@@ -36,6 +35,7 @@
 #include "worker/request_table.h"
 #include "worker/server_links.h"
 #include "worker/tables.h"
+#include "worker/worker_observer.h"
 #include "zps/worker.h"
 
 namespace zps {

@@ -17,9 +17,8 @@ TEST_CASE("cancellation: a timed-out pull never writes into the buffer, and the 
   c.startScheduler();
   const int server = c.startServer();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe");
-  const int worker =
-      c.start("worker0", {self, "--late-reply-worker", std::to_string(c.pid(server))},
-              {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", "0"}});
+  const int worker = c.start("worker0", {self, "--late-reply-worker", std::to_string(c.pid(server))},
+                             {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", "0"}});
   REQUIRE(c.waitForLog(worker, "late-reply-worker: server resumed", 60s));
   INFO(c.logTail(worker));
   CHECK(contains(c.log(worker),

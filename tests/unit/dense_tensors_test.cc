@@ -32,11 +32,9 @@ struct OneTensor {
     f.payload = [](int, const wire::DataMessage& m) {
       const auto command = m.header.command();
       const bool pull = command == pb::CMD_PULL || command == pb::CMD_PUSH_PULL;
-      return std::vector<float>(pull ? m.header.num_elements() : 0,
-                                static_cast<float>(m.header.round()));
+      return std::vector<float>(pull ? m.header.num_elements() : 0, static_cast<float>(m.header.round()));
     };
-    auto declared =
-        tensors.declare("w", 8 * sizeof(float), DType::kFloat32, false, DeclareOptions());
+    auto declared = tensors.declare("w", 8 * sizeof(float), DType::kFloat32, false, DeclareOptions());
     REQUIRE(declared.ok());
     id = *declared;
   }
@@ -60,14 +58,11 @@ TEST_CASE("dense tensors: a tensor's partitions each get a request per round", "
     // Every earlier round was answered on both sides: the servers may free it.
     CHECK(f.seen[0].received_through() == round - 1);
   }
-  CHECK(tensors.issue(id, pb::CMD_PUSH, nullptr, nullptr).status().code() ==
-        StatusCode::kInvalidArgument);
-  CHECK(tensors.issue(7, pb::CMD_PULL, nullptr, out.data()).status().message() ==
-        "tensor id 7 was not declared");
+  CHECK(tensors.issue(id, pb::CMD_PUSH, nullptr, nullptr).status().code() == StatusCode::kInvalidArgument);
+  CHECK(tensors.issue(7, pb::CMD_PULL, nullptr, out.data()).status().message() == "tensor id 7 was not declared");
 }
 
-TEST_CASE("dense tensors: a cancelled latest round is retried by the next call",
-          "[dense_tensors]") {
+TEST_CASE("dense tensors: a cancelled latest round is retried by the next call", "[dense_tensors]") {
   OneTensor t;
   auto& [f, config, tensors, id] = t;
   std::vector<float> in(8, 1.0f), out(8, 0.0f);
@@ -91,8 +86,7 @@ TEST_CASE("dense tensors: a cancelled latest round is retried by the next call",
   CHECK(out == std::vector<float>(8, 1.0f));
 }
 
-TEST_CASE("dense tensors: a cancelled round with later rounds issued is not retried",
-          "[dense_tensors]") {
+TEST_CASE("dense tensors: a cancelled round with later rounds issued is not retried", "[dense_tensors]") {
   OneTensor t;
   auto& [f, config, tensors, id] = t;
   std::vector<float> in(8, 1.0f);
@@ -127,8 +121,7 @@ TEST_CASE("dense tensors: traffic, unmatched push-pull, and clear()", "[dense_te
   CHECK(f.table.wait(*h, 1s).ok());
   CHECK(tensors.traffic().tensor_bytes_pushed == 32);
   CHECK(tensors.traffic().network_bytes_pushed == 32);
-  CHECK(tensors.issue(id, pb::CMD_PUSH_PULL, in.data(), out.data()).status().code() ==
-        StatusCode::kFailedPrecondition);
+  CHECK(tensors.issue(id, pb::CMD_PUSH_PULL, in.data(), out.data()).status().code() == StatusCode::kFailedPrecondition);
   tensors.clear();
   CHECK(tensors.count() == 0);
   CHECK(tensors.partitions(id).empty());

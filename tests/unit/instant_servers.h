@@ -20,9 +20,8 @@ struct InstantServers {
   bool silent = false;               // true: requests get no reply
   std::vector<pb::DataHeader> seen;  // every request's header, in send order
   RequestTable table{
-      RequestTable::Hooks{
-          [this](const RequestSpec& to, std::vector<Blob> frames) { return answer(to, frames); },
-          [](int server) { return "server " + std::to_string(server); }, nullptr, nullptr},
+      RequestTable::Hooks{[this](const RequestSpec& to, std::vector<Blob> frames) { return answer(to, frames); },
+                          [](int server) { return "server " + std::to_string(server); }, nullptr, nullptr},
       std::chrono::milliseconds(0)};
 
   Status answer(const RequestSpec& to, const std::vector<Blob>& frames) {
@@ -35,8 +34,7 @@ struct InstantServers {
     reply.set_command(pb::CMD_REPLY);
     reply.set_request_id(msg.header.request_id());
     const std::vector<float> data = payload ? payload(to.server, msg) : std::vector<float>();
-    table.deliver(to.server, reply, DType::kFloat32,
-                  Blob::copyOf(data.data(), data.size() * sizeof(float)), "fake");
+    table.deliver(to.server, reply, DType::kFloat32, Blob::copyOf(data.data(), data.size() * sizeof(float)), "fake");
     return Status::OK();
   }
 };

@@ -16,8 +16,7 @@ struct Fixture {
                             ++sends;
                             return Status::OK();
                           },
-                          [](int server) { return "server " + std::to_string(server); }, nullptr,
-                          nullptr},
+                          [](int server) { return "server " + std::to_string(server); }, nullptr, nullptr},
       0ms};
   RecoveryState recovery{&table};
 

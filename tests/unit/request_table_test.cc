@@ -19,8 +19,7 @@ struct FakeServers {
   bool fail_sends = false;
   RequestTable table{RequestTable::Hooks{[this](const RequestSpec& to, std::vector<Blob>) {
                                            sent_to.push_back(to.server);
-                                           return fail_sends ? Unavailable("link down")
-                                                             : Status::OK();
+                                           return fail_sends ? Unavailable("link down") : Status::OK();
                                          },
                                          [](int server) {
                                            return "server " + std::to_string(server) +
@@ -53,8 +52,7 @@ struct FakeServers {
     h.set_command(pb::CMD_REPLY);
     h.set_request_id(id);
     std::vector<float> data(4, value);
-    return table.deliver(server, h, DType::kFloat32,
-                         Blob::copyOf(data.data(), data.size() * sizeof(float)),
+    return table.deliver(server, h, DType::kFloat32, Blob::copyOf(data.data(), data.size() * sizeof(float)),
                          "server " + std::to_string(server));
   }
 };
@@ -82,8 +80,7 @@ TEST_CASE(
   CHECK(f.table.wait(*handle, 1s).code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("request table: an expired wait names the missing replies and cancels them",
-          "[request_table]") {
+TEST_CASE("request table: an expired wait names the missing replies and cancels them", "[request_table]") {
   FakeServers f;
   std::vector<float> out(12, 0.0f);
   std::vector<uint64_t> ids;
@@ -139,8 +136,7 @@ struct SlowDelivery {
   }
 };
 
-TEST_CASE("request table: wait does not return while a reply is being copied into the buffer",
-          "[request_table]") {
+TEST_CASE("request table: wait does not return while a reply is being copied into the buffer", "[request_table]") {
   FakeServers f;
   std::vector<float> out(4, 0.0f);
   std::vector<uint64_t> ids;
@@ -157,8 +153,7 @@ TEST_CASE("request table: wait does not return while a reply is being copied int
   CHECK(out == std::vector<float>(4, 4.0f));
 }
 
-TEST_CASE("request table: cancel waits for a delivery in progress and drops the rest",
-          "[request_table]") {
+TEST_CASE("request table: cancel waits for a delivery in progress and drops the rest", "[request_table]") {
   FakeServers f;
   std::vector<float> out(8, 0.0f);
   std::vector<uint64_t> ids;
@@ -175,8 +170,7 @@ TEST_CASE("request table: cancel waits for a delivery in progress and drops the 
   CHECK_FALSE(f.table.cancel(*op));
 }
 
-TEST_CASE("request table: error replies and malformed payloads fail the operation",
-          "[request_table]") {
+TEST_CASE("request table: error replies and malformed payloads fail the operation", "[request_table]") {
   FakeServers f;
   std::vector<float> out(8, 0.0f);
   std::vector<uint64_t> ids;
@@ -193,8 +187,8 @@ TEST_CASE("request table: error replies and malformed payloads fail the operatio
   shortReply.set_command(pb::CMD_REPLY);
   shortReply.set_request_id(ids[1]);
   float one = 1.0f;
-  CHECK(f.table.deliver(1, shortReply, DType::kFloat32, Blob::copyOf(&one, sizeof(one)),
-                        "server 1") == Delivery::kDelivered);
+  CHECK(f.table.deliver(1, shortReply, DType::kFloat32, Blob::copyOf(&one, sizeof(one)), "server 1") ==
+        Delivery::kDelivered);
   Status s = f.table.wait(*handle, 1s);
   CHECK(s.code() == StatusCode::kInternal);
   CHECK(s.message() == "pull of 'w' round 1: server 0 answered: no such key");

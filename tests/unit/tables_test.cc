@@ -28,8 +28,7 @@ struct ThreeServers {
       if (!keys.empty()) std::memcpy(keys.data(), m.keys.data(), m.keys.size());
       keys_at[server].insert(keys_at[server].end(), keys.begin(), keys.end());
       for (uint64_t k : keys) {
-        if (m.header.command() == pb::CMD_PULL_ROWS)
-          rows.insert(rows.end(), m.header.row_dim(), static_cast<float>(k));
+        if (m.header.command() == pb::CMD_PULL_ROWS) rows.insert(rows.end(), m.header.row_dim(), static_cast<float>(k));
       }
       return rows;
     };
