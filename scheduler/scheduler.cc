@@ -51,9 +51,9 @@ class Scheduler {
   }
 
   int run() {
-    // Bind every interface, never the DMLC_PS_ROOT_URI name: in a pod that name is a Service, which the
-    // pod cannot bind (what DMLC_USE_KUBERNETES=1 asks of ps-lite, always on here).
-    auto port = transport_->listen("0.0.0.0", config_.root_port);
+    // Never the DMLC_PS_ROOT_URI name: in a pod that name is a Service, which the pod cannot bind (what
+    // DMLC_USE_KUBERNETES=1 asks of ps-lite, always on here); every interface unless told otherwise.
+    auto port = transport_->listen(config_.bind_host, config_.root_port);
     if (!port.ok()) {
       LOG(ERROR) << "scheduler: " << port.status().message() << "; pick a free DMLC_PS_ROOT_PORT";
       return 2;
@@ -65,7 +65,7 @@ class Scheduler {
       return 2;
     }
     start_ = Clock::now();
-    LOG(INFO) << "scheduler listening on 0.0.0.0:" << *port << ", waiting for " << config_.num_servers
+    LOG(INFO) << "scheduler listening on " << config_.bind_host << ":" << *port << ", waiting for " << config_.num_servers
               << " servers and " << config_.num_workers << " workers (rendezvous timeout "
               << config_.rendezvous_timeout.count() / 1000.0 << " s)";
     auto next_report = start_ + config_.rendezvous_log_interval;

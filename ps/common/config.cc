@@ -115,6 +115,20 @@ Status readInto(Int* out, Read read) {
   return Status::OK();
 }
 
+}  // namespace
+
+StatusOr<std::string> bindHostFrom(const EnvLookup& env) {
+  ZPS_ASSIGN_OR_RETURN(std::string bind, readText(env, "bind_host"));
+  if (!bind.empty()) return bind;
+  ZPS_ASSIGN_OR_RETURN(std::string host, readText(env, "node_host"));
+  in_addr v4;
+  in6_addr v6;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1) return host;
+  return std::string("0.0.0.0");
+}
+
+namespace {
+
 // The address this node advertises: DMLC_NODE_HOST, else DMLC_INTERFACE's address, else detected.
 StatusOr<std::string> nodeHost(const EnvLookup& env) {
   ZPS_ASSIGN_OR_RETURN(std::string host, readText(env, "node_host"));
@@ -141,6 +155,7 @@ Status loadCluster(const EnvLookup& env, std::optional<Role> role, Config& c) {
   ZPS_RETURN_IF_ERROR(readInto(&c.verbose, readInteger(env, "verbose")));
   ZPS_RETURN_IF_ERROR(readInto(&c.node_port, readInteger(env, "node_port")));
   ZPS_ASSIGN_OR_RETURN(c.node_host, nodeHost(env));
+  ZPS_ASSIGN_OR_RETURN(c.bind_host, bindHostFrom(env));
 
   char hostbuf[256] = {0};
   if (auto h = env("HOSTNAME"); h && !h->empty()) c.hostname = *h;

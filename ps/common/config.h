@@ -30,6 +30,7 @@ struct Config {
   int num_servers = 0;       // DMLC_NUM_SERVER
   int num_workers = 0;       // DMLC_NUM_WORKER
   std::string node_host;     // the address this node advertises (DMLC_NODE_HOST, DMLC_INTERFACE, detected)
+  std::string bind_host = "0.0.0.0";  // the address the scheduler's and a server's sockets bind (bindHostFrom)
   int node_port = 0;         // PORT / DMLC_PORT; 0 = any free port
   int verbose = 0;           // PS_VERBOSE
 
@@ -88,6 +89,11 @@ struct Config {
   double compress_ratio = kDefaultCompressRatio;  // ZPS_COMPRESS_RATIO, in (0, 1]
   size_t min_compress_bytes = 16384;          // ZPS_MIN_COMPRESS_BYTES
 };
+
+// The address to listen on: ZPS_BIND_HOST, else DMLC_NODE_HOST when it is an IP address (a node binds
+// the address it was told to advertise), else 0.0.0.0 (every interface: the scheduler behind a
+// Kubernetes Service, whose name no pod can bind).
+StatusOr<std::string> bindHostFrom(const EnvLookup& env);
 
 // This machine's memory, or the container's limit (cgroup v2 memory.max) when that is lower.
 uint64_t physicalMemoryBytes();

@@ -47,6 +47,10 @@ std::vector<Setting> makeTable() {
        .help = "the address this node advertises to its peers (default: DMLC_INTERFACE's address, else "
                "the first non-loopback IPv4 address that is up, else 127.0.0.1)",
        .group = cluster},
+      {.name = "bind_host", .env = {"ZPS_BIND_HOST"}, .type = T::kText,
+       .help = "the address the scheduler's and a server's sockets listen on (default: DMLC_NODE_HOST when "
+               "it is an IP address, else 0.0.0.0: every interface)",
+       .group = cluster},
       {.name = "interface", .flag = false, .env = {"DMLC_INTERFACE"}, .type = T::kText,
        .help = "a network interface whose IPv4 address this node advertises (when DMLC_NODE_HOST is not set)",
        .group = cluster},
@@ -184,8 +188,9 @@ std::vector<Setting> makeTable() {
        .help = "serve Prometheus /metrics (and on the scheduler the dashboard and /api/status) on this "
                "TCP port; 0: off",
        .group = observability},
-      {.name = "metrics_host", .env = {"ZPS_METRICS_HOST"}, .type = T::kText, .default_text = "0.0.0.0",
-       .help = "the address the /metrics endpoint listens on (127.0.0.1: this machine only)",
+      {.name = "metrics_host", .env = {"ZPS_METRICS_HOST"}, .type = T::kText,
+       .help = "the address the /metrics endpoint listens on (default: as ZPS_BIND_HOST; 127.0.0.1: this "
+               "machine only)",
        .group = observability},
       {.name = "trace_on", .env = {"ZPS_TRACE_ON"}, .type = T::kSwitch, .default_text = "0",
        .help = "write a Chrome trace-event timeline of push, sum and pull", .group = observability},

@@ -26,7 +26,9 @@ StatusOr<ObsConfig> loadObsConfig(const EnvLookup& env) {
   ZPS_ASSIGN_OR_RETURN(long long port, readInteger(env, "metrics_port"));
   c.metrics_port = static_cast<int>(port);
   ZPS_ASSIGN_OR_RETURN(c.metrics_host, readText(env, "metrics_host"));
-  if (c.metrics_host.empty()) return InvalidArgument("ZPS_METRICS_HOST is empty; set it to an address such as 0.0.0.0");
+  if (c.metrics_host.empty()) {  // the node's listening address
+    ZPS_ASSIGN_OR_RETURN(c.metrics_host, bindHostFrom(env));
+  }
   ZPS_ASSIGN_OR_RETURN(c.trace_on, readSwitch(env, "trace_on"));
   ZPS_ASSIGN_OR_RETURN(long long start, readInteger(env, "trace_start_step"));
   ZPS_ASSIGN_OR_RETURN(long long end, readInteger(env, "trace_end_step"));

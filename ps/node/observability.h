@@ -25,7 +25,7 @@ namespace zps {
 
 struct ObsConfig {
   int metrics_port = 0;           // ZPS_METRICS_PORT; 0 = no HTTP endpoint
-  std::string metrics_host = "0.0.0.0";  // ZPS_METRICS_HOST: the address the endpoint listens on
+  std::string metrics_host;  // ZPS_METRICS_HOST: the address the endpoint listens on (default: bindHostFrom)
   bool trace_on = false;          // ZPS_TRACE_ON
   uint64_t trace_start_step = 1;  // ZPS_TRACE_START_STEP: first round (= training step) traced
   uint64_t trace_end_step = 20;   // ZPS_TRACE_END_STEP: last round traced

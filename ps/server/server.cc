@@ -200,7 +200,7 @@ class Server {
       LOG(ERROR) << "server: " << made.message();
       return 1;
     }
-    auto port = transport_->listen("0.0.0.0", config_.node_port);
+    auto port = transport_->listen(config_.bind_host, config_.node_port);
     if (!port.ok()) {
       LOG(ERROR) << "server: " << port.status().message() << "; set PORT/DMLC_PORT to a free port or 0";
       return 2;
