@@ -40,7 +40,7 @@ Status Worker::Impl::start() {
   ZPS_RETURN_IF_ERROR(obs->start(rank));
   TransportOptions options;
   options.name = "worker-data";
-  applyCurve(config, auth, &options);
+  applyTransportSecurity(config, auth, &options);
   if (!config.test_faults.empty()) {
     ZPS_ASSIGN_OR_RETURN(options.faults, parseFaultInjection(config.test_faults));
     options.faults.seed += static_cast<uint64_t>(rank) * 7919;

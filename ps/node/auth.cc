@@ -186,9 +186,3 @@ void applyTransportSecurity(const Config& config, const Authenticator& auth, Tra
 }
 
 }  // namespace zps
-
-namespace zps {
-void applyCurve(const Config& config, const Authenticator& auth, TransportOptions* options) {
-  applyTransportSecurity(config, auth, options);
-}
-}  // namespace zps

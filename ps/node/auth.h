@@ -96,6 +96,4 @@ struct TransportOptions;
 // With a token, peers must prove it at the ZeroMQ handshake, before any of their messages is read:
 // CurveZMQ keys when ZPS_CURVE=1, otherwise a PLAIN password derived from the token.
 void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options);
-// The former name of applyTransportSecurity, still used by worker/worker.cc.
-void applyCurve(const Config& config, const Authenticator& auth, TransportOptions* options);
 }  // namespace zps
