@@ -100,6 +100,7 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
     if (in == nullptr && command != pb::CMD_PULL) return InvalidArgument("push of '" + t.name + "' with a null buffer");
     if (out == nullptr && command != pb::CMD_PUSH)
       return InvalidArgument("pull of '" + t.name + "' into a null buffer");
+    if (command != pb::CMD_PULL && !t.push_refused.empty()) return FailedPrecondition(t.push_refused);
     if (command == pb::CMD_PUSH) {
       round = ++t.push_round;
     } else if (command == pb::CMD_PULL) {
@@ -169,12 +170,20 @@ Status DenseTensors::cancelled(TensorId id, uint64_t epoch, pb::DataCommand comm
   const bool push_side = command != pb::CMD_PULL, pull_side = command != pb::CMD_PUSH;
   const bool latest = (!push_side || t.push_round == round) && (!pull_side || t.pull_round == round);
   std::string note = "; the operation was cancelled: nothing more is written into its buffer";
-  if (latest) {
-    if (push_side) --t.push_round;
-    if (pull_side) --t.pull_round;
+  if (push_side) {
+    // The transport sends pushes from the caller's buffer without a copy, and may still be reading
+    // it (a stopped or slow server leaves bytes queued): the servers may sum whatever it holds by
+    // then, so this round's sum cannot be trusted, and a repeat of the round would be ignored as a
+    // duplicate of what arrived. The tensor is refused from now on instead of retried.
+    t.push_refused = std::string(verbOf(command)) + " of '" + t.name + "' round " + std::to_string(round) +
+                     " was cancelled after its wait failed, and the servers may have summed part of it: '" +
+                     t.name + "' cannot be pushed again in this job";
+    note += "; '" + t.name + "' cannot be pushed again in this job (the servers may have summed part of round " +
+            std::to_string(round) + ", and its buffer may still be read until the connection sends or drops it)";
+  } else if (latest) {
+    --t.pull_round;
     note += ", and the next " + std::string(verbOf(command)) + " of '" + t.name + "' retries round " +
             std::to_string(round);
-    if (push_side) note += " (the servers sum one push per worker and round)";
   } else {
     note += "; round " + std::to_string(round) + " is not retried: later rounds were issued";
   }

@@ -68,6 +68,8 @@ class DenseTensors {
     uint64_t pull_round = 0;
     std::shared_ptr<TensorCompression> compression;  // null: dense pushes
     ReceivedRounds received;                         // sent as received_through
+    // Set when a push of this tensor was cancelled: why its pushes are refused from then on.
+    std::string push_refused;
   };
 
   std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize,

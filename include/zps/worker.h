@@ -11,14 +11,14 @@
 // push (or pushPull) of a tensor belongs to round n, and so does its n-th pull.
 //
 // Buffers passed to push/pull/pushPull (and pullRows/pushRows) must stay valid and unchanged until
-// wait() on the handle returns, and are the worker's no more once it has returned, whatever its
-// outcome: wait() never returns while a reply is being copied into a buffer, and when it returns an
-// error (deadline, aborted, unavailable) the operation is cancelled, so a reply that arrives later is
-// dropped and never written into the buffer. A cancelled push may or may not have been summed by the
-// servers; when it was the tensor's latest round, the next call of the same kind (push, pull or
-// pushPull) sends that round again (a repeated push is summed at most once), otherwise the next call
-// goes on with the next round. The error message says which. See docs/cpp-api.md, "Timeouts and
-// buffers". A Worker is thread-safe; one instance per process.
+// wait() on the handle returns. wait() never returns while a reply is being copied into a buffer, and
+// when it returns an error (deadline, aborted, unavailable) the operation is cancelled, so a reply that
+// arrives later is dropped and never written into the buffer: a pull's buffer is the caller's again.
+// A push is sent from the caller's buffer without a copy, so after a cancelled push the transport may
+// still read that buffer until the connection sends or drops it (keep it alive), and the servers may
+// have summed part of it: the tensor's later pushes are refused with a message that says so. A
+// cancelled pull that was the tensor's latest is retried by the next pull. See docs/cpp-api.md,
+// "Timeouts and buffers". A Worker is thread-safe; one instance per process.
 #pragma once
 
 #include <chrono>

@@ -18,7 +18,8 @@ Sum = "Sum"
 _handles = {}
 _handles_lock = threading.Lock()
 _next_handle = itertools.count(1)
-# Tensors of operations whose wait failed: the library may still write into them, so they are kept alive.
+# Tensors of operations whose wait failed: a push is sent from its tensor without a copy, and the transport
+# may still read it after the cancellation, so they are kept alive for the rest of the process.
 _abandoned = []
 
 
