@@ -240,7 +240,7 @@ size_t countLines(const std::string& log, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("memory attack: peers without the token are refused at the handshake; RSS stays bounded") {
+TEST_CASE("memory attack: peers without the token are refused at the handshake, and RSS stays bounded") {
   Cluster c(1, 1);
   c.setEnv("ZPS_AUTH_TOKEN", kToken);
   int sched = c.startScheduler();
