@@ -251,10 +251,7 @@ TEST_CASE("request table: overdue requests are resent, answered ones are not", "
   CHECK(f.table.wait(*handle, 1s).ok());
 }
 
-TEST_CASE(
-    "request table: run() is send and wait; completed() handles carry "
-    "their status",
-    "[request_table]") {
+TEST_CASE("request table: run() is send and wait, and completed() handles carry their status", "[request_table]") {
   FakeServers f;
   FanOut none("nothing to send");
   CHECK(f.table.run(std::move(none), 1s).ok());
