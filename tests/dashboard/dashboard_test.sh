@@ -22,7 +22,9 @@ trap cleanup EXIT
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
        echo $((20000 + RANDOM % 20000)))
-# zps launch gives the scheduler this port and the others port+1.. (port+3).
+# zps launch gives the scheduler this port and the others port+1.. (port+3). The job's token is set here
+# (launch would make a random one) so that the page and zps status can present it.
+export ZPS_AUTH_TOKEN=dashboard-test-token
 ZPS_METRICS_PORT=$port ZPS_HEARTBEAT_INTERVAL=0.5 ZPS_DATA_DIR="$DATA_DIR" \
   "$ZPS_BIN" launch --servers 1 --workers 2 --timeout 120 -- train --data digits --epochs 3000 \
   >"$work/launch.log" 2>&1 &
@@ -38,7 +40,7 @@ sleep 4
 browse() {
   timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$work/profile-$1" \
-    --window-size=1280,1000 --virtual-time-budget=5000 "${@:2}" "http://127.0.0.1:$port/" 2>"$work/chromium-$1.log"
+    --window-size=1280,1000 --virtual-time-budget=5000 "${@:2}" "http://127.0.0.1:$port/?token=$ZPS_AUTH_TOKEN" 2>"$work/chromium-$1.log"
 }
 browse dom --dump-dom >"$work/dom.html"
 browse shot --screenshot="$OUT_DIR/dashboard.png" >/dev/null || true
