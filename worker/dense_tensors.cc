@@ -167,20 +167,18 @@ Status DenseTensors::cancelled(TensorId id, uint64_t epoch, pb::DataCommand comm
   std::lock_guard<std::mutex> lock(mu_);
   if (epoch != epoch_) return failed;  // recover() forgot the tensor
   Tensor& t = tensors_[id];
-  const bool push_side = command != pb::CMD_PULL, pull_side = command != pb::CMD_PUSH;
-  const bool latest = (!push_side || t.push_round == round) && (!pull_side || t.pull_round == round);
   std::string note = "; the operation was cancelled: nothing more is written into its buffer";
-  if (push_side) {
+  if (command != pb::CMD_PULL) {
     // The transport sends pushes from the caller's buffer without a copy, and may still be reading
     // it (a stopped or slow server leaves bytes queued): the servers may sum whatever it holds by
     // then, so this round's sum cannot be trusted, and a repeat of the round would be ignored as a
     // duplicate of what arrived. The tensor is refused from now on instead of retried.
+    const std::string refused = "'" + t.name + "' cannot be pushed again in this job";
     t.push_refused = std::string(verbOf(command)) + " of '" + t.name + "' round " + std::to_string(round) +
-                     " was cancelled after its wait failed, and the servers may have summed part of it: '" +
-                     t.name + "' cannot be pushed again in this job";
-    note += "; '" + t.name + "' cannot be pushed again in this job (the servers may have summed part of round " +
-            std::to_string(round) + ", and its buffer may still be read until the connection sends or drops it)";
-  } else if (latest) {
+                     " was cancelled after its wait failed, and the servers may have summed part of it: " + refused;
+    note += "; " + refused + " (the servers may have summed part of round " + std::to_string(round) +
+            ", and its buffer may still be read until the connection sends or drops it)";
+  } else if (t.pull_round == round) {  // the tensor's latest pull: give its round back
     --t.pull_round;
     note += ", and the next " + std::string(verbOf(command)) + " of '" + t.name + "' retries round " +
             std::to_string(round);
