@@ -134,8 +134,10 @@ size_t GradientCompressor::compress(const void* grad, uint8_t* out, size_t* sent
   }
   // Error feedback: compress the gradient plus everything earlier rounds held back.
   for (size_t i = 0; i < n_; ++i) residual_[i] += loadFloat(in + i * sizeof(float));
-  if (kind_ == Compressor::kTopK) chooseTopK();
-  else chooseRandomK();
+  if (kind_ == Compressor::kTopK)
+    chooseTopK();
+  else
+    chooseRandomK();
   const size_t count = kind_ == Compressor::kTopK ? k_ : chosen_.size();
   uint8_t* values = out + count * sizeof(uint32_t);
   for (size_t i = 0; i < count; ++i) {

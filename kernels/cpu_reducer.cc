@@ -48,8 +48,8 @@ inline void store(Byte* p, T v) {
 // overflow wraps instead of being undefined). __restrict lets the vectoriser skip its runtime
 // overlap check: dst and src never partially overlap (dst is the reducer's own buffer).
 template <typename T, typename Add>
-inline __attribute__((always_inline)) void sumLoop(Byte* __restrict dst, const Byte* __restrict src,
-                                                   size_t count, Add add) {
+inline __attribute__((always_inline)) void sumLoop(Byte* __restrict dst, const Byte* __restrict src, size_t count,
+                                                   Add add) {
   for (size_t i = 0; i < count; ++i) {
     const size_t offset = i * sizeof(T);
     store<T>(dst + offset, add(load<T>(dst + offset), load<T>(src + offset)));
@@ -68,18 +68,15 @@ ZPS_KERNEL_CLONES void sumFloat64(Byte* __restrict dst, const Byte* __restrict s
 // float32 carries at least 2p+2 significand bits for p = 11 (half) and p = 8 (bfloat16), so the
 // double rounding cannot change the result. Every path below (and the CUDA kernel) computes
 // exactly that, so all of them agree bit for bit on non-NaN data.
-ZPS_KERNEL_CLONES void sumFloat16Portable(Byte* __restrict dst, const Byte* __restrict src,
-                                          size_t count) {
+ZPS_KERNEL_CLONES void sumFloat16Portable(Byte* __restrict dst, const Byte* __restrict src, size_t count) {
   sumLoop<uint16_t>(dst, src, count, [](uint16_t a, uint16_t b) {
     return detail::floatToHalfBits(detail::halfBitsToFloat(a) + detail::halfBitsToFloat(b));
   });
 }
 
-ZPS_KERNEL_CLONES void sumBFloat16Portable(Byte* __restrict dst, const Byte* __restrict src,
-                                           size_t count) {
+ZPS_KERNEL_CLONES void sumBFloat16Portable(Byte* __restrict dst, const Byte* __restrict src, size_t count) {
   sumLoop<uint16_t>(dst, src, count, [](uint16_t a, uint16_t b) {
-    return detail::floatToBfloat16Bits(detail::bfloat16BitsToFloat(a) +
-                                       detail::bfloat16BitsToFloat(b));
+    return detail::floatToBfloat16Bits(detail::bfloat16BitsToFloat(a) + detail::bfloat16BitsToFloat(b));
   });
 }
 
@@ -92,8 +89,7 @@ __attribute__((target("avx2,f16c"))) void sumFloat16Avx2(Byte* dst, const Byte* 
   for (; i + 8 <= count; i += 8) {
     auto* d = reinterpret_cast<__m128i*>(dst + 2 * i);
     const auto* s = reinterpret_cast<const __m128i*>(src + 2 * i);
-    const __m256 sum =
-        _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(d)), _mm256_cvtph_ps(_mm_loadu_si128(s)));
+    const __m256 sum = _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(d)), _mm256_cvtph_ps(_mm_loadu_si128(s)));
     _mm_storeu_si128(d, _mm256_cvtps_ph(sum, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   sumFloat16Portable(dst + 2 * i, src + 2 * i, count - i);
@@ -106,8 +102,7 @@ __attribute__((target("avx2,f16c"))) void sumFloat16Avx2(Byte* dst, const Byte* 
 __attribute__((target("avx2"))) inline __m256i roundToBfloat16(__m256 x) {
   const __m256i bits = _mm256_castps_si256(x);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-  return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), lsb),
-                           16);
+  return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), lsb), 16);
 }
 
 // Interleaving zeros below each bfloat16 is the exact widening to float32. The unpacks and the
@@ -170,8 +165,7 @@ ZPS_KERNEL_CLONES void sumUInt64(Byte* __restrict dst, const Byte* __restrict sr
 }
 
 ZPS_KERNEL_CLONES void sumUInt8(Byte* __restrict dst, const Byte* __restrict src, size_t count) {
-  sumLoop<uint8_t>(dst, src, count,
-                   [](uint8_t a, uint8_t b) { return static_cast<uint8_t>(a + b); });
+  sumLoop<uint8_t>(dst, src, count, [](uint8_t a, uint8_t b) { return static_cast<uint8_t>(a + b); });
 }
 
 // Returns false only for a dtype value outside the enum (a caller bug; the codec range-checks
@@ -180,28 +174,14 @@ bool sumAny(void* dst, const void* src, size_t count, DType dtype, bool portable
   auto* d = static_cast<Byte*>(dst);
   const auto* s = static_cast<const Byte*>(src);
   switch (dtype) {
-    case DType::kFloat32:
-      sumFloat32(d, s, count);
-      return true;
-    case DType::kFloat16:
-      portable ? sumFloat16Portable(d, s, count) : sumFloat16(d, s, count);
-      return true;
-    case DType::kBFloat16:
-      portable ? sumBFloat16Portable(d, s, count) : sumBFloat16(d, s, count);
-      return true;
-    case DType::kFloat64:
-      sumFloat64(d, s, count);
-      return true;
+    case DType::kFloat32: sumFloat32(d, s, count); return true;
+    case DType::kFloat16: portable ? sumFloat16Portable(d, s, count) : sumFloat16(d, s, count); return true;
+    case DType::kBFloat16: portable ? sumBFloat16Portable(d, s, count) : sumBFloat16(d, s, count); return true;
+    case DType::kFloat64: sumFloat64(d, s, count); return true;
     // Two's complement: the unsigned sum has the same bits as the wrapped signed sum.
-    case DType::kInt32:
-      sumUInt32(d, s, count);
-      return true;
-    case DType::kInt64:
-      sumUInt64(d, s, count);
-      return true;
-    case DType::kUInt8:
-      sumUInt8(d, s, count);
-      return true;
+    case DType::kInt32: sumUInt32(d, s, count); return true;
+    case DType::kInt64: sumUInt64(d, s, count); return true;
+    case DType::kUInt8: sumUInt8(d, s, count); return true;
   }
   return false;
 }
@@ -214,8 +194,7 @@ class CpuReducer final : public Reducer {
 
   Status sum(void* dst, const void* src, size_t count, DType dtype) override {
     if (!sumAny(dst, src, count, dtype, /*portable=*/false)) {
-      return InvalidArgument("cpu reducer: unknown dtype value " +
-                             std::to_string(static_cast<int>(dtype)));
+      return InvalidArgument("cpu reducer: unknown dtype value " + std::to_string(static_cast<int>(dtype)));
     }
     return Status::OK();
   }
@@ -233,7 +212,7 @@ Status Reducer::start(void* dst, const void* src, size_t count, DType dtype) {
 }
 
 Status Reducer::applyRows(const OptimizerConfig& config, uint32_t dim, size_t rows, const uint32_t* slots,
-                         const uint64_t* steps, const float* grads, float* values, float* state) {
+                          const uint64_t* steps, const float* grads, float* values, float* state) {
   applyOptimizerRows(config, dim, rows, slots, steps, grads, values, state);
   return Status::OK();
 }

@@ -15,9 +15,8 @@ class GpuGemm {
  public:
   virtual ~GpuGemm() = default;
   // Device pointers of this GpuGemm's device; enqueued on stream() without waiting.
-  virtual Status gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
-                            const float* a, size_t lda, const float* b, size_t ldb, float beta,
-                            float* c, size_t ldc) = 0;
+  virtual Status gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
+                      const float* b, size_t ldb, float beta, float* c, size_t ldc) = 0;
   // The stream the products run on (a cudaStream_t), for work that must run in order with them.
   virtual void* stream() const = 0;
 };

@@ -19,15 +19,14 @@ namespace zps::kernels {
 // Enqueues applyOptimizer(config, params, state, grad, n, step) on `stream` (a cudaStream_t;
 // nullptr is the legacy default stream). All pointers are device memory of the current device;
 // state may be null when optimizerStateFloats(config.kind) == 0. Returns without waiting.
-Status cudaApplyOptimizer(const OptimizerConfig& config, float* params, float* state,
-                          const float* grad, size_t n, uint64_t step, void* stream);
+Status cudaApplyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad, size_t n,
+                          uint64_t step, void* stream);
 
 // The same rules for `rows` table rows of `dim` parameters at once (server param mode): params and
 // grad are [rows][dim], state is [rows][slot][dim] (each row's state as applyOptimizer lays it out
 // for n = dim), and Adam's factors come per row (adamCorrections of that row's step), because rows
 // have their own update counts. Device pointers; enqueued on `stream`, returns without waiting.
-Status cudaApplyOptimizerRows(const OptimizerConfig& config, float* params, float* state,
-                              const float* grad, size_t rows, size_t dim, const float* inv_bc1,
-                              const float* inv_bc2, void* stream);
+Status cudaApplyOptimizerRows(const OptimizerConfig& config, float* params, float* state, const float* grad,
+                              size_t rows, size_t dim, const float* inv_bc1, const float* inv_bc2, void* stream);
 
 }  // namespace zps::kernels

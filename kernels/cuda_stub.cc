@@ -13,8 +13,7 @@
 namespace zps::kernels {
 namespace {
 
-constexpr const char* kNoCuda =
-    "this zps build has no CUDA (configure with nvcc present or -DZPS_WITH_CUDA=ON)";
+constexpr const char* kNoCuda = "this zps build has no CUDA (configure with nvcc present or -DZPS_WITH_CUDA=ON)";
 
 }  // namespace
 
@@ -37,8 +36,7 @@ Status copyBytes(void* /*dst*/, const void* /*src*/, size_t /*bytes*/) { return 
 
 StatusOr<std::unique_ptr<Reducer>> makeCudaReducer(int /*device*/) { return Unavailable(kNoCuda); }
 
-Status cudaSumDevice(void* /*dst*/, const void* /*src*/, size_t /*count*/, DType /*dtype*/,
-                     void* /*stream*/) {
+Status cudaSumDevice(void* /*dst*/, const void* /*src*/, size_t /*count*/, DType /*dtype*/, void* /*stream*/) {
   return Unavailable(kNoCuda);
 }
 
@@ -46,14 +44,14 @@ StatusOr<std::unique_ptr<GpuGemm>> makeCublasGemm(int /*device*/) { return Unava
 
 StatusOr<std::unique_ptr<TrainOps>> makeCudaTrainOps(int /*device*/) { return Unavailable(kNoCuda); }
 
-Status cudaApplyOptimizer(const OptimizerConfig& /*config*/, float* /*params*/, float* /*state*/,
-                          const float* /*grad*/, size_t /*n*/, uint64_t /*step*/, void* /*stream*/) {
+Status cudaApplyOptimizer(const OptimizerConfig& /*config*/, float* /*params*/, float* /*state*/, const float* /*grad*/,
+                          size_t /*n*/, uint64_t /*step*/, void* /*stream*/) {
   return Unavailable(kNoCuda);
 }
 
 Status cudaApplyOptimizerRows(const OptimizerConfig& /*config*/, float* /*params*/, float* /*state*/,
-                              const float* /*grad*/, size_t /*rows*/, size_t /*dim*/,
-                              const float* /*inv_bc1*/, const float* /*inv_bc2*/, void* /*stream*/) {
+                              const float* /*grad*/, size_t /*rows*/, size_t /*dim*/, const float* /*inv_bc1*/,
+                              const float* /*inv_bc2*/, void* /*stream*/) {
   return Unavailable(kNoCuda);
 }
 

@@ -28,10 +28,8 @@ inline float halfBitsToFloat(uint16_t h) {
   const uint32_t inf_nan = (magnitude << 13) | 0x7f800000u;
   // Subnormals (and zero) are mantissa * 2^-24; the int -> float conversion and the power-of-two
   // scale are both exact, so this needs no normalisation loop.
-  const uint32_t subnormal =
-      std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f);
-  const uint32_t bits =
-      selectBits(magnitude >= 0x7c00u, inf_nan, selectBits(magnitude < 0x0400u, subnormal, normal));
+  const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f);
+  const uint32_t bits = selectBits(magnitude >= 0x7c00u, inf_nan, selectBits(magnitude < 0x0400u, subnormal, normal));
   return std::bit_cast<float>(bits | sign);
 }
 
@@ -53,14 +51,11 @@ inline uint16_t floatToHalfBits(float f) {
   const float small = std::bit_cast<float>(ax) + 0.5f;
   const uint32_t subnormal = std::bit_cast<uint32_t>(small) - 0x3f000000u;
   const uint32_t bits = selectBits(
-      ax > 0x7f800000u, nan,
-      selectBits(ax >= 0x47800000u, 0x7c00u, selectBits(ax < 0x38800000u, subnormal, normal)));
+      ax > 0x7f800000u, nan, selectBits(ax >= 0x47800000u, 0x7c00u, selectBits(ax < 0x38800000u, subnormal, normal)));
   return static_cast<uint16_t>(bits | sign);
 }
 
-inline float bfloat16BitsToFloat(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
+inline float bfloat16BitsToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 inline uint16_t floatToBfloat16Bits(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);

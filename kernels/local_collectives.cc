@@ -11,8 +11,7 @@ std::vector<CollectiveStep> planLocalCollectives(const std::vector<LocalPiece>& 
     bool whole = i + ranks <= n;
     for (size_t j = 0; whole && j < ranks; ++j) {
       const LocalPiece& p = pieces[i + j];
-      whole = p.owner == static_cast<int>(j) && p.bytes == first.bytes &&
-              p.offset == first.offset + j * first.bytes;
+      whole = p.owner == static_cast<int>(j) && p.bytes == first.bytes && p.offset == first.offset + j * first.bytes;
     }
     if (whole) {
       steps.push_back(CollectiveStep{true, first.offset, first.bytes, 0});

@@ -58,13 +58,13 @@ class DeviceLocalReducer {
 
   // `in` (device or host memory, `bytes` long) is this rank's contribution. Afterwards every piece
   // this rank owns holds, in `staging`, the sum of all local ranks' contributions.
-  virtual Status reduceScatter(const void* in, size_t bytes, DType dtype,
-                               const std::vector<LocalPiece>& pieces, uint8_t* staging) = 0;
+  virtual Status reduceScatter(const void* in, size_t bytes, DType dtype, const std::vector<LocalPiece>& pieces,
+                               uint8_t* staging) = 0;
 
   // `staging` holds the servers' sums in the pieces this rank owns. Afterwards `out` (device or
   // host memory) holds the whole tensor on every local rank.
-  virtual Status allGather(const uint8_t* staging, size_t bytes, DType dtype,
-                           const std::vector<LocalPiece>& pieces, void* out) = 0;
+  virtual Status allGather(const uint8_t* staging, size_t bytes, DType dtype, const std::vector<LocalPiece>& pieces,
+                           void* out) = 0;
 };
 
 // A fresh NCCL unique id (the node's local rank 0 makes it and hands the bytes to its peers).
@@ -74,9 +74,8 @@ StatusOr<std::string> ncclNewUniqueId();
 // same id). With size 1 there is no communicator: only copies between the device and staging. Every
 // wait (initialisation included) gives up after `timeout` or when `keep_waiting` fails, and then
 // aborts the communicator, so a dead peer never hangs the survivors.
-StatusOr<std::unique_ptr<DeviceLocalReducer>> makeNcclLocalReducer(const std::string& unique_id,
-                                                                   int rank, int size, int device,
-                                                                   std::chrono::milliseconds timeout,
+StatusOr<std::unique_ptr<DeviceLocalReducer>> makeNcclLocalReducer(const std::string& unique_id, int rank, int size,
+                                                                   int device, std::chrono::milliseconds timeout,
                                                                    KeepWaiting keep_waiting);
 
 // Whether `p` points into CUDA device (or managed) memory. False without CUDA or a device.

@@ -24,8 +24,7 @@ StatusOr<OptimizerKind> optimizerFromName(std::string_view name) {
   if (name == "momentum") return OptimizerKind::kMomentum;
   if (name == "adam") return OptimizerKind::kAdam;
   if (name == "adagrad") return OptimizerKind::kAdagrad;
-  return InvalidArgument("unknown optimizer '" + std::string(name) + "' (valid: " + kValidNames +
-                         ")");
+  return InvalidArgument("unknown optimizer '" + std::string(name) + "' (valid: " + kValidNames + ")");
 }
 
 const char* optimizerName(OptimizerKind kind) {
@@ -45,17 +44,15 @@ Status validateOptimizerConfig(const OptimizerConfig& c) {
   if (!finite(c.momentum) || c.momentum < 0 || c.momentum >= 1) {
     return InvalidArgument("momentum must be in [0, 1), got " + std::to_string(c.momentum));
   }
-  if (!finite(c.beta1) || c.beta1 < 0 || c.beta1 >= 1 || !finite(c.beta2) || c.beta2 < 0 ||
-      c.beta2 >= 1) {
-    return InvalidArgument("adam betas must be in [0, 1), got " + std::to_string(c.beta1) +
-                           " and " + std::to_string(c.beta2));
+  if (!finite(c.beta1) || c.beta1 < 0 || c.beta1 >= 1 || !finite(c.beta2) || c.beta2 < 0 || c.beta2 >= 1) {
+    return InvalidArgument("adam betas must be in [0, 1), got " + std::to_string(c.beta1) + " and " +
+                           std::to_string(c.beta2));
   }
   if (!finite(c.eps) || c.eps <= 0) {
     return InvalidArgument("eps must be positive, got " + std::to_string(c.eps));
   }
   if (!finite(c.initial_accumulator) || c.initial_accumulator < 0) {
-    return InvalidArgument("adagrad initial accumulator must be >= 0, got " +
-                           std::to_string(c.initial_accumulator));
+    return InvalidArgument("adagrad initial accumulator must be >= 0, got " + std::to_string(c.initial_accumulator));
   }
   return Status::OK();
 }
@@ -80,8 +77,8 @@ void applyOptimizerRows(const OptimizerConfig& config, uint32_t dim, size_t rows
                         const uint64_t* steps, const float* grads, float* values, float* state) {
   const size_t state_floats = optimizerStateFloats(config.kind) * dim;
   for (size_t i = 0; i < rows; ++i) {
-    applyOptimizer(config, values + size_t{slots[i]} * dim, state + size_t{slots[i]} * state_floats,
-                   grads + i * dim, dim, steps[i]);
+    applyOptimizer(config, values + size_t{slots[i]} * dim, state + size_t{slots[i]} * state_floats, grads + i * dim,
+                   dim, steps[i]);
   }
 }
 
@@ -91,8 +88,8 @@ void adamCorrections(const OptimizerConfig& config, uint64_t step, float* inv_bc
   *inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(config.beta2), t)));
 }
 
-void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad,
-                    size_t n, uint64_t step) {
+void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad, size_t n,
+                    uint64_t step) {
   const float lr = config.lr;
   switch (config.kind) {
     case OptimizerKind::kSgd:

@@ -57,8 +57,8 @@ void initOptimizerState(const OptimizerConfig& config, float* state, size_t n);
 // params[i] -= update(grad[i]) for i in [0, n), updating `state` (layout as above). `step` is the
 // 1-based count of updates these parameters have received, this one included; only Adam reads it
 // (bias correction). A server keeps one count per embedding row, a worker one for its dense vector.
-void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad,
-                    size_t n, uint64_t step);
+void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad, size_t n,
+                    uint64_t step);
 
 // applyOptimizer for `rows` rows of a table: row i is slot slots[i] (values + slot * dim, state +
 // slot * optimizerStateFloats * dim), with gradient grads + i * dim and update count steps[i].

@@ -43,9 +43,8 @@ class Reducer {
   // slot * optimizerStateFloats * dim, its gradient at grads + i * dim, and steps[i] is its update
   // count including this one. The CPU reducer runs applyOptimizer row by row; the CUDA engine
   // updates every row in one kernel. On failure no row has changed.
-  virtual Status applyRows(const OptimizerConfig& config, uint32_t dim, size_t rows,
-                           const uint32_t* slots, const uint64_t* steps, const float* grads,
-                           float* values, float* state);
+  virtual Status applyRows(const OptimizerConfig& config, uint32_t dim, size_t rows, const uint32_t* slots,
+                           const uint64_t* steps, const float* grads, float* values, float* state);
 };
 
 // The vectorised CPU reducer. Never fails for a valid dtype.

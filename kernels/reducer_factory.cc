@@ -8,8 +8,7 @@ StatusOr<ReducerChoice> chooseReducer(const std::string& engine) {
   ReducerChoice choice;
   if (engine == "cpu") return choice;
   if (engine != "auto" && engine != "cuda") {
-    return InvalidArgument("ZPS_SERVER_ENGINE='" + engine +
-                           "' is not an engine; set it to auto, cpu or cuda");
+    return InvalidArgument("ZPS_SERVER_ENGINE='" + engine + "' is not an engine; set it to auto, cpu or cuda");
   }
   std::string why;
   if (cudaDeviceAvailable(&why)) {

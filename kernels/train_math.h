@@ -41,8 +41,7 @@ ZPS_HOST_DEVICE inline double shiftedExpSum(const float* z, size_t c, double* ma
 }
 
 // The loss of one row's c logits against its label, and (if grad is not null) d(loss)/d(logits).
-ZPS_HOST_DEVICE inline double headLoss(LossHead head, const float* z, size_t c, float label,
-                                       float* grad) {
+ZPS_HOST_DEVICE inline double headLoss(LossHead head, const float* z, size_t c, float label, float* grad) {
   switch (head) {
     case LossHead::kSquared: {
       const double d = static_cast<double>(z[0]) - label;

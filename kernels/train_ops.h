@@ -52,9 +52,8 @@ class TrainOps {
   virtual void synchronize() = 0;
 
   // Row-major C = alpha * op(A) * op(B) + beta * C (worker/train/blas.h's gemm) on backend memory.
-  virtual void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
-                    const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
-                    size_t ldc) = 0;
+  virtual void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
+                    const float* b, size_t ldb, float beta, float* c, size_t ldc) = 0;
   // Each of the `rows` rows of out (row stride `width`) becomes a copy of `row`: a layer's biases
   // before the product adds the weights' part.
   virtual void fillRows(float* out, const float* row, size_t rows, size_t width) = 0;
@@ -70,11 +69,11 @@ class TrainOps {
   virtual void subtract(float* out, const float* a, const float* b, size_t n) = 0;
   // The head over `rows` rows of `width` logits: writes d(loss)/d(logits) into delta (same shape)
   // and returns the summed loss, added in row order in double. Labels are backend memory. Waits.
-  virtual double headLossGrad(LossHead head, const float* logits, const float* labels, size_t rows,
-                              size_t width, float* delta) = 0;
+  virtual double headLossGrad(LossHead head, const float* logits, const float* labels, size_t rows, size_t width,
+                              float* delta) = 0;
   // applyOptimizer (kernels/optimizer.h) on backend memory.
-  virtual void applyOptimizer(const OptimizerConfig& config, float* params, float* state,
-                              const float* grad, size_t n, uint64_t step) = 0;
+  virtual void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad, size_t n,
+                              uint64_t step) = 0;
   // The index of the first NaN or infinity in x[0..n), or n when every value is finite: how a
   // training step notices divergence. Waits. This default downloads x; a backend may scan in place.
   virtual size_t firstNonFinite(const float* x, size_t n) {
@@ -94,8 +93,7 @@ class TrainBuffer {
   explicit TrainBuffer(TrainOps& ops, Kind kind = kBackend) : ops_(&ops), kind_(kind) {}
   ~TrainBuffer() { free(); }
   TrainBuffer(TrainBuffer&& o) noexcept
-      : ops_(o.ops_), kind_(o.kind_), data_(std::exchange(o.data_, nullptr)),
-        size_(std::exchange(o.size_, 0)) {}
+      : ops_(o.ops_), kind_(o.kind_), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   TrainBuffer& operator=(TrainBuffer&& o) noexcept {
     std::swap(ops_, o.ops_);
     std::swap(kind_, o.kind_);
@@ -110,8 +108,8 @@ class TrainBuffer {
   float* reserve(size_t floats) {
     if (floats <= size_ && data_ != nullptr) return data_;
     free();
-    data_ = kind_ == kStaging ? ops_->allocateStaging(floats == 0 ? 1 : floats)
-                              : ops_->allocate(floats == 0 ? 1 : floats);
+    data_ =
+        kind_ == kStaging ? ops_->allocateStaging(floats == 0 ? 1 : floats) : ops_->allocate(floats == 0 ? 1 : floats);
     size_ = data_ ? floats : 0;
     return data_;
   }
@@ -120,8 +118,10 @@ class TrainBuffer {
  private:
   void free() {
     if (data_ == nullptr) return;
-    if (kind_ == kStaging) ops_->releaseStaging(data_);
-    else ops_->release(data_);
+    if (kind_ == kStaging)
+      ops_->releaseStaging(data_);
+    else
+      ops_->release(data_);
     data_ = nullptr;
     size_ = 0;
   }

@@ -2,8 +2,7 @@
 
 namespace zps {
 
-BarrierTable::Result BarrierTable::arrive(pb::BarrierGroup group, PeerId sender, uint64_t sequence,
-                                          size_t group_size) {
+BarrierTable::Result BarrierTable::arrive(pb::BarrierGroup group, PeerId sender, uint64_t sequence, size_t group_size) {
   GroupState& g = state_[index(group)];
   if (sequence <= g.generation) return Result::kStale;     // a replay of a barrier already released
   if (sequence > g.generation + 1) return Result::kAhead;  // a node cannot be two barriers ahead

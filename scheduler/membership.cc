@@ -18,7 +18,8 @@ std::string Member::describe() const {
 Membership::Membership(int num_servers, int num_workers) : num_servers_(num_servers), num_workers_(num_workers) {}
 
 int Membership::registered(pb::Role role) const {
-  return static_cast<int>(std::count_if(members_.begin(), members_.end(), [&](const Member& m) { return m.role == role; }));
+  return static_cast<int>(
+      std::count_if(members_.begin(), members_.end(), [&](const Member& m) { return m.role == role; }));
 }
 
 Status Membership::add(PeerId peer, const pb::Register& reg) {
@@ -28,8 +29,8 @@ Status Membership::add(PeerId peer, const pb::Register& reg) {
   int rank = reg.requested_rank();
   if (rank >= limit) {
     return FailedPrecondition(std::string(role) + " rank " + std::to_string(rank) + " (from " + reg.rank_source() +
-                              ") is out of range: the job has " + std::to_string(limit) + " " + role +
-                              "s, ranks 0.." + std::to_string(limit - 1));
+                              ") is out of range: the job has " + std::to_string(limit) + " " + role + "s, ranks 0.." +
+                              std::to_string(limit - 1));
   }
   if (rank >= 0) {
     if (const Member* m = holder(reg.role(), rank)) {
@@ -38,8 +39,8 @@ Status Membership::add(PeerId peer, const pb::Register& reg) {
     }
   }
   if (registered(reg.role()) >= limit) {
-    return FailedPrecondition("all " + std::to_string(limit) + " " + role +
-                              " slots are taken; check DMLC_NUM_" + (reg.role() == pb::SERVER ? "SERVER" : "WORKER"));
+    return FailedPrecondition("all " + std::to_string(limit) + " " + role + " slots are taken; check DMLC_NUM_" +
+                              (reg.role() == pb::SERVER ? "SERVER" : "WORKER"));
   }
   // An arrival-order node must leave room for the ranks that ranked nodes already hold: that is implied
   // by the slot count check above, since each registered node holds exactly one slot.
@@ -105,8 +106,10 @@ std::string Membership::report() const {
     int unranked = 0;
     for (const auto& m : members_) {
       if (m.role != role) continue;
-      if (m.requested_rank >= 0) taken.insert(m.requested_rank);
-      else ++unranked;
+      if (m.requested_rank >= 0)
+        taken.insert(m.requested_rank);
+      else
+        ++unranked;
     }
     // Ranks nobody asked for could still go to an arrival-order node; the first `unranked` free ranks are
     // the ones those nodes will get, so the rest are the missing ones.

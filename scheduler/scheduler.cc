@@ -20,10 +20,10 @@
 #include "ps/node/metrics.h"
 #include "ps/node/observability.h"
 #include "ps/node/signals.h"
-#include "scheduler/status_board.h"
 #include "ps/wire/codec.h"
 #include "scheduler/barrier_table.h"
 #include "scheduler/membership.h"
+#include "scheduler/status_board.h"
 
 namespace zps {
 namespace {
@@ -35,7 +35,9 @@ double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 class Scheduler {
  public:
   Scheduler(const Config& config, Authenticator auth)
-      : config_(config), auth_(std::move(auth)), membership_(config.num_servers, config.num_workers),
+      : config_(config),
+        auth_(std::move(auth)),
+        membership_(config.num_servers, config.num_workers),
         obs_(config.num_servers, config.num_workers, config.heartbeat_interval, config.heartbeat_timeout, &malformed_) {
     TransportOptions options;
     applyTransportSecurity(config, auth_, &options);
@@ -46,8 +48,8 @@ class Scheduler {
     options.linger = config.shutdown_linger;
     transport_ = makeZmqTransport(options);
     refused_metric_ = std::make_unique<metrics::ScopedCallback>(
-        "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)",
-        true, [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });
+        "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)", true,
+        [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });
   }
 
   int run() {
@@ -65,8 +67,8 @@ class Scheduler {
       return 2;
     }
     start_ = Clock::now();
-    LOG(INFO) << "scheduler listening on " << config_.bind_host << ":" << *port << ", waiting for " << config_.num_servers
-              << " servers and " << config_.num_workers << " workers (rendezvous timeout "
+    LOG(INFO) << "scheduler listening on " << config_.bind_host << ":" << *port << ", waiting for "
+              << config_.num_servers << " servers and " << config_.num_workers << " workers (rendezvous timeout "
               << config_.rendezvous_timeout.count() / 1000.0 << " s)";
     auto next_report = start_ + config_.rendezvous_log_interval;
     for (;;) {
@@ -89,8 +91,7 @@ class Scheduler {
       if (int code = checkLiveness(now); code >= 0) return code;
       if (recovering_ && now >= recovery_deadline_) {
         return endJob(1, "node dead: " + lost_ + "; no replacement registered within " +
-                             secondsText(config_.recovery_timeout) +
-                             " s (ZPS_RECOVERY_TIMEOUT)");
+                             secondsText(config_.recovery_timeout) + " s (ZPS_RECOVERY_TIMEOUT)");
       }
       publishStatus(false);
       if (exit_code_ >= 0) return exit_code_;
@@ -213,8 +214,8 @@ class Scheduler {
   void startJob() {
     sendBook();
     running_ = true;
-    LOG(INFO) << "scheduler: all " << membership_.members().size() << " nodes registered in "
-              << secondsSince(start_) << " s; address book sent";
+    LOG(INFO) << "scheduler: all " << membership_.members().size() << " nodes registered in " << secondsSince(start_)
+              << " s; address book sent";
   }
 
   void sendBook() {
@@ -249,7 +250,8 @@ class Scheduler {
     obs_.nodeDead(peer);
     if (!config_.recovery) return endJob(1, "node dead: " + why);
     if (!finished_.empty())
-      return endJob(1, "node dead: " + why + ", after a worker finished: a finished job cannot be redone (ZPS_RECOVERY)");
+      return endJob(1,
+                    "node dead: " + why + ", after a worker finished: a finished job cannot be redone (ZPS_RECOVERY)");
     membership_.remove(peer);
     last_seen_.erase(peer);
     ++generation_;
@@ -281,7 +283,8 @@ class Scheduler {
   }
 
   static bool inGroup(pb::BarrierGroup g, pb::Role r) {
-    return g == pb::GROUP_ALL || (g == pb::GROUP_WORKERS && r == pb::WORKER) || (g == pb::GROUP_SERVERS && r == pb::SERVER);
+    return g == pb::GROUP_ALL || (g == pb::GROUP_WORKERS && r == pb::WORKER) ||
+           (g == pb::GROUP_SERVERS && r == pb::SERVER);
   }
 
   void handleBarrier(const Member& m, const pb::Barrier& b) {
@@ -325,7 +328,8 @@ class Scheduler {
       return;
     }
     finished_.insert(m.peer);
-    LOG(INFO) << "scheduler: " << m.describe() << " finished (" << finished_.size() << "/" << config_.num_workers << ")";
+    LOG(INFO) << "scheduler: " << m.describe() << " finished (" << finished_.size() << "/" << config_.num_workers
+              << ")";
     if (static_cast<int>(finished_.size()) == config_.num_workers) endJob(0, "job complete: all workers finished");
   }
 
@@ -366,9 +370,7 @@ class Scheduler {
           lose(peer, m->describe() + " left: " + c.goodbye().reason());
         }
         break;
-      default:
-        ++malformed_;
-        LOG_EVERY_N(WARNING, 20) << "scheduler: unexpected message from " << m->describe();
+      default: ++malformed_; LOG_EVERY_N(WARNING, 20) << "scheduler: unexpected message from " << m->describe();
     }
   }
 
@@ -413,8 +415,10 @@ class Scheduler {
 
   int endJob(int code, const std::string& reason) {
     if (malformed_ > 0) LOG(WARNING) << "scheduler: " << malformed_ << " malformed or unexpected messages were dropped";
-    if (code == 0) LOG(INFO) << "scheduler: " << reason << "; shutting down all nodes";
-    else LOG(ERROR) << "scheduler: " << reason;
+    if (code == 0)
+      LOG(INFO) << "scheduler: " << reason << "; shutting down all nodes";
+    else
+      LOG(ERROR) << "scheduler: " << reason;
     obs_.jobEnded(code, reason);
     publishStatus(true);  // zps status and the dashboard show the end while the shutdowns flush
     pb::Control c;
@@ -431,8 +435,8 @@ class Scheduler {
     std::vector<StatusBoard::Member> rows;
     for (const auto& m : membership_.members())
       rows.push_back(StatusBoard::Member{m.peer, m.role, m.rank >= 0 ? m.rank : m.requested_rank, m.host, m.hostname,
-                                         static_cast<uint32_t>(m.pid),
-                                         last_seen_[m.peer], finished_.count(m.peer) != 0});
+                                         static_cast<uint32_t>(m.pid), last_seen_[m.peer],
+                                         finished_.count(m.peer) != 0});
     obs_.publish(std::move(rows), running_, force);
   }
 
@@ -462,7 +466,7 @@ class Scheduler {
   bool running_ = false;
   int exit_code_ = -1;
   std::atomic<uint64_t> malformed_{0};  // read by the metrics endpoint's thread
-  SchedulerObserver obs_;                // last: its HTTP threads stop before the rest goes away
+  SchedulerObserver obs_;               // last: its HTTP threads stop before the rest goes away
 };
 
 }  // namespace
@@ -473,7 +477,8 @@ int runScheduler(const Config& config) {
     LOG(ERROR) << "scheduler: " << auth.status().message();
     return 2;
   }
-  if (auth->enabled()) LOG(INFO) << "scheduler: nodes must prove ZPS_AUTH_TOKEN" << (config.curve ? "; CurveZMQ on" : "");
+  if (auth->enabled())
+    LOG(INFO) << "scheduler: nodes must prove ZPS_AUTH_TOKEN" << (config.curve ? "; CurveZMQ on" : "");
   Scheduler scheduler(config, *auth);
   return scheduler.run();
 }

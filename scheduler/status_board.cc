@@ -33,7 +33,9 @@ std::string fixed(double v, int decimals) {
 
 StatusBoard::StatusBoard(int num_servers, int num_workers, std::chrono::milliseconds heartbeat_interval,
                          std::chrono::milliseconds heartbeat_timeout)
-    : num_servers_(num_servers), num_workers_(num_workers), interval_(heartbeat_interval),
+    : num_servers_(num_servers),
+      num_workers_(num_workers),
+      interval_(heartbeat_interval),
       timeout_(heartbeat_timeout) {}
 
 void StatusBoard::heartbeat(uint64_t peer, const pb::Heartbeat& hb) {
@@ -116,10 +118,14 @@ std::vector<StatusBoard::Row> StatusBoard::rowsLocked() const {
     r.pid = m.pid;
     r.heartbeat_age_s = std::chrono::duration<double>(now - m.last_seen).count();
     auto d = dead_.find(m.peer);
-    if (m.finished) r.state = "finished";
-    else if (d != dead_.end()) r.state = "dead";
-    else if (r.heartbeat_age_s * 1000 > 2.0 * static_cast<double>(interval_.count())) r.state = "late";
-    else r.state = running_ ? "alive" : "registered";
+    if (m.finished)
+      r.state = "finished";
+    else if (d != dead_.end())
+      r.state = "dead";
+    else if (r.heartbeat_age_s * 1000 > 2.0 * static_cast<double>(interval_.count()))
+      r.state = "late";
+    else
+      r.state = running_ ? "alive" : "registered";
     auto p = progress_.find(m.peer);
     r.progress = p == progress_.end() ? nullptr : &p->second;
     rows.push_back(r);
@@ -135,9 +141,8 @@ std::vector<StatusBoard::Row> StatusBoard::rowsLocked() const {
       --missing;
     }
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return a.role != b.role ? a.role < b.role : a.rank < b.rank;
-  });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.role != b.role ? a.role < b.role : a.rank < b.rank; });
   return rows;
 }
 
@@ -164,27 +169,25 @@ std::string StatusBoard::json() const {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = rowsLocked();
   std::string out = "{\"job\":{\"state\":\"" + job_state_ + "\",\"reason\":\"" + jsonEscape(job_reason_) +
-                    "\",\"servers\":" + std::to_string(num_servers_) + ",\"workers\":" +
-                    std::to_string(num_workers_) + ",\"uptime_s\":" +
-                    num(std::chrono::duration<double>(Clock::now() - start_).count()) +
+                    "\",\"servers\":" + std::to_string(num_servers_) + ",\"workers\":" + std::to_string(num_workers_) +
+                    ",\"uptime_s\":" + num(std::chrono::duration<double>(Clock::now() - start_).count()) +
                     ",\"heartbeat_interval_s\":" + num(interval_.count() / 1000.0) +
-                    ",\"heartbeat_timeout_s\":" + num(timeout_.count() / 1000.0) + ",\"now_unix_ms\":" +
-                    std::to_string(unixMicros() / 1000) + "},\"healthy\":" +
-                    (healthyLocked(rows) ? "true" : "false") + ",\"nodes\":[";
+                    ",\"heartbeat_timeout_s\":" + num(timeout_.count() / 1000.0) +
+                    ",\"now_unix_ms\":" + std::to_string(unixMicros() / 1000) +
+                    "},\"healthy\":" + (healthyLocked(rows) ? "true" : "false") + ",\"nodes\":[";
   bool first = true;
   for (const auto& r : rows) {
     if (!first) out += ",";
     first = false;
     out += "{\"role\":\"" + r.role + "\",\"rank\":" + std::to_string(r.rank) + ",\"host\":\"" + jsonEscape(r.host) +
-           "\",\"hostname\":\"" + jsonEscape(r.hostname) + "\",\"pid\":" + std::to_string(r.pid) +
-           ",\"state\":\"" + r.state + "\",\"heartbeat_age_s\":" + (r.heartbeat_age_s < 0 ? "null" : num(r.heartbeat_age_s));
+           "\",\"hostname\":\"" + jsonEscape(r.hostname) + "\",\"pid\":" + std::to_string(r.pid) + ",\"state\":\"" +
+           r.state + "\",\"heartbeat_age_s\":" + (r.heartbeat_age_s < 0 ? "null" : num(r.heartbeat_age_s));
     if (const Progress* p = r.progress) {
       out += ",\"round\":" + std::to_string(p->round) + ",\"bytes_pushed\":" + std::to_string(p->bytes_pushed) +
              ",\"bytes_pulled\":" + std::to_string(p->bytes_pulled) + ",\"push_bytes_per_s\":" + num(p->push_rate) +
              ",\"pull_bytes_per_s\":" + num(p->pull_rate);
       if (p->has_progress) {
-        if (p->epochs > 0)
-          out += ",\"epoch\":" + std::to_string(p->epoch) + ",\"epochs\":" + std::to_string(p->epochs);
+        if (p->epochs > 0) out += ",\"epoch\":" + std::to_string(p->epoch) + ",\"epochs\":" + std::to_string(p->epochs);
         out += ",\"step\":" + std::to_string(p->step) + ",\"loss\":" + num(p->loss) +
                ",\"samples_per_s\":" + num(p->samples_per_sec) + ",\"loss_history\":[";
         for (size_t i = 0; i < p->loss_history.size(); ++i) {
@@ -210,8 +213,8 @@ std::string StatusBoard::text(bool* healthy) const {
                     (ok ? "healthy" : "NOT healthy") + "\n";
   if (!job_reason_.empty()) out += "reason: " + job_reason_ + "\n";
   char line[512];
-  std::snprintf(line, sizeof(line), "%-7s %4s  %-22s %8s  %-8s %10s %8s %9s %8s %10s %10s %10s %10s\n", "ROLE",
-                "RANK", "HOST", "PID", "STATE", "HEARTBEAT", "ROUND", "EPOCH", "STEP", "LOSS", "SAMPLES/S", "PUSH MB/s",
+  std::snprintf(line, sizeof(line), "%-7s %4s  %-22s %8s  %-8s %10s %8s %9s %8s %10s %10s %10s %10s\n", "ROLE", "RANK",
+                "HOST", "PID", "STATE", "HEARTBEAT", "ROUND", "EPOCH", "STEP", "LOSS", "SAMPLES/S", "PUSH MB/s",
                 "PULL MB/s");
   out += line;
   for (const auto& r : rows) {
@@ -235,8 +238,8 @@ std::string StatusBoard::text(bool* healthy) const {
   }
   for (const auto& r : rows) {
     if (r.state == "missing") out += r.role + " " + std::to_string(r.rank) + " is missing (not registered)\n";
-    if (r.state == "dead") out += r.role + " " + std::to_string(r.rank) + " (" + r.host + ", pid " +
-                                  std::to_string(r.pid) + ") is dead\n";
+    if (r.state == "dead")
+      out += r.role + " " + std::to_string(r.rank) + " (" + r.host + ", pid " + std::to_string(r.pid) + ") is dead\n";
     if (r.state == "late")
       out += r.role + " " + std::to_string(r.rank) + " (" + r.host + ", pid " + std::to_string(r.pid) +
              ") sent no heartbeat for " + fixed(r.heartbeat_age_s, 1) + " s; it is declared dead after " +
@@ -259,8 +262,9 @@ std::string StatusBoard::summary() const {
     const Progress* p = r.progress;
     const std::string epoch = epochOf(p);
     std::string s = p == nullptr ? (r.state == "missing" ? "missing" : "-")
-                    : p->has_progress ? (epoch.empty() ? "" : "epoch " + epoch + " ") + "step " + std::to_string(p->step)
-                                      : "round " + std::to_string(p->round);
+                    : p->has_progress
+                        ? (epoch.empty() ? "" : "epoch " + epoch + " ") + "step " + std::to_string(p->step)
+                        : "round " + std::to_string(p->round);
     if (p != nullptr && (r.state == "dead" || r.state == "late")) s = r.state + " " + s;
     steps.push_back("w" + std::to_string(r.rank) + " " + s);
     // A finished or dead worker's last rates are stale: they no longer count towards the job's.
@@ -312,29 +316,30 @@ SchedulerObserver::~SchedulerObserver() {
 }
 
 Status SchedulerObserver::start(std::function<bool(const std::string&)> token_check) {
-  ZPS_ASSIGN_OR_RETURN(http_, startMetricsEndpoint("scheduler", 0, [this, &token_check](HttpServer& http) {
-    // Scrapers and probes need no secret; the node table (hosts, pids) and the dashboard do.
-    if (token_check) http.requireToken(std::move(token_check), {"/metrics", "/healthz"});
-    http.get("/api/status", [this](const HttpServer::Query&) {
-      return HttpServer::Response{200, "application/json", board_.json()};
-    });
-    http.get("/api/summary", [this](const HttpServer::Query&) {
-      return HttpServer::Response{200, "text/plain; charset=utf-8", board_.summary()};
-    });
-    // Probe-friendly: 200 when healthy, 503 otherwise, with the table as the body.
-    http.get("/status", [this](const HttpServer::Query&) {
-      bool ok = false;
-      std::string body = board_.text(&ok);
-      return HttpServer::Response{ok ? 200 : 503, "text/plain; charset=utf-8", body};
-    });
-    http.get("/healthz", [this](const HttpServer::Query&) {
-      bool ok = board_.healthy();
-      return HttpServer::Response{ok ? 200 : 503, "text/plain; charset=utf-8", ok ? "ok\n" : "not healthy\n"};
-    });
-    http.get("/", [](const HttpServer::Query&) {
-      return HttpServer::Response{200, "text/html; charset=utf-8", dashboardHtml()};
-    });
-  }));
+  ZPS_ASSIGN_OR_RETURN(
+      http_, startMetricsEndpoint("scheduler", 0, [this, &token_check](HttpServer& http) {
+        // Scrapers and probes need no secret; the node table (hosts, pids) and the dashboard do.
+        if (token_check) http.requireToken(std::move(token_check), {"/metrics", "/healthz"});
+        http.get("/api/status", [this](const HttpServer::Query&) {
+          return HttpServer::Response{200, "application/json", board_.json()};
+        });
+        http.get("/api/summary", [this](const HttpServer::Query&) {
+          return HttpServer::Response{200, "text/plain; charset=utf-8", board_.summary()};
+        });
+        // Probe-friendly: 200 when healthy, 503 otherwise, with the table as the body.
+        http.get("/status", [this](const HttpServer::Query&) {
+          bool ok = false;
+          std::string body = board_.text(&ok);
+          return HttpServer::Response{ok ? 200 : 503, "text/plain; charset=utf-8", body};
+        });
+        http.get("/healthz", [this](const HttpServer::Query&) {
+          bool ok = board_.healthy();
+          return HttpServer::Response{ok ? 200 : 503, "text/plain; charset=utf-8", ok ? "ok\n" : "not healthy\n"};
+        });
+        http.get("/", [](const HttpServer::Query&) {
+          return HttpServer::Response{200, "text/html; charset=utf-8", dashboardHtml()};
+        });
+      }));
   return Status::OK();
 }
 

@@ -7,9 +7,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>

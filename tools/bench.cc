@@ -26,10 +26,8 @@
 #include "tools/programs.h"
 #include "tools/worker_program.h"
 
-ZPS_FLAG(bench, std::string, sizes, "4K,64K,1M,4M,16M",
-         "tensor sizes, e.g. 1,4K,1M+3 (K/M/G suffixes; +N adds bytes)");
-ZPS_FLAG(bench, std::string, model, "",
-         "push-pull the tensors of a model instead of --sizes: resnet50 or bert-base");
+ZPS_FLAG(bench, std::string, sizes, "4K,64K,1M,4M,16M", "tensor sizes, e.g. 1,4K,1M+3 (K/M/G suffixes; +N adds bytes)");
+ZPS_FLAG(bench, std::string, model, "", "push-pull the tensors of a model instead of --sizes: resnet50 or bert-base");
 ZPS_FLAG(bench, std::string, mode, "pushpull", "pushpull, push or pull");
 ZPS_FLAG(bench, double, min_time, 0.5, "seconds to measure each size for (at least --min_iters)");
 ZPS_FLAG(bench, int32_t, min_iters, 5, "fewest timed iterations per size");
@@ -92,8 +90,8 @@ void fillServerColumns(const ServerTotals& before, const ServerTotals& after, Ro
 StatusOr<int64_t> agreeIterations(Worker& w, TensorId control, double seconds_per_iter) {
   int64_t mine = 0;
   if (w.rank() == 0)
-    mine = std::clamp<int64_t>(static_cast<int64_t>(FLAGS_min_time / std::max(seconds_per_iter, 1e-6)),
-                               FLAGS_min_iters, FLAGS_max_iters);
+    mine = std::clamp<int64_t>(static_cast<int64_t>(FLAGS_min_time / std::max(seconds_per_iter, 1e-6)), FLAGS_min_iters,
+                               FLAGS_max_iters);
   int64_t iters = 0;
   ZPS_ASSIGN_OR_RETURN(Handle h, w.pushPull(control, &mine, &iters));
   ZPS_RETURN_IF_ERROR(w.wait(h));
@@ -101,7 +99,9 @@ StatusOr<int64_t> agreeIterations(Worker& w, TensorId control, double seconds_pe
 }
 
 // Every worker contributes rank+1 plus a round-dependent offset: the sum is exact in float32.
-float contribution(const Worker& w, uint64_t round) { return static_cast<float>(w.rank() + 1 + static_cast<int>(round % 4)); }
+float contribution(const Worker& w, uint64_t round) {
+  return static_cast<float>(w.rank() + 1 + static_cast<int>(round % 4));
+}
 double expectedSum(const Worker& w, uint64_t round) {
   return w.numWorkers() * (w.numWorkers() + 1) / 2.0 + w.numWorkers() * static_cast<double>(round % 4);
 }
@@ -180,7 +180,8 @@ Status benchSizes(Worker& w, TensorId control, const std::vector<size_t>& sizes,
     };
     auto warm_start = Clock::now();
     for (int i = 0; i < std::max(1, FLAGS_warmup_iters); ++i) ZPS_RETURN_IF_ERROR(iterate(false));
-    ZPS_ASSIGN_OR_RETURN(int64_t iters, agreeIterations(w, control, secondsSince(warm_start) / std::max(1, FLAGS_warmup_iters)));
+    ZPS_ASSIGN_OR_RETURN(int64_t iters,
+                         agreeIterations(w, control, secondsSince(warm_start) / std::max(1, FLAGS_warmup_iters)));
     wrong = 0;  // warm-up values were checked too, but only timed iterations are reported
     ZPS_ASSIGN_OR_RETURN(ServerTotals before, serverTotals(w));
     for (int64_t i = 0; i < iters; ++i) ZPS_RETURN_IF_ERROR(iterate(true));
@@ -244,7 +245,8 @@ Status benchModel(Worker& w, TensorId control, const std::string& model, std::ve
   };
   auto warm_start = Clock::now();
   for (int i = 0; i < std::max(1, FLAGS_warmup_iters); ++i) ZPS_RETURN_IF_ERROR(iterate(false));
-  ZPS_ASSIGN_OR_RETURN(int64_t iters, agreeIterations(w, control, secondsSince(warm_start) / std::max(1, FLAGS_warmup_iters)));
+  ZPS_ASSIGN_OR_RETURN(int64_t iters,
+                       agreeIterations(w, control, secondsSince(warm_start) / std::max(1, FLAGS_warmup_iters)));
   wrong_model = wrong_fused = 0;
   ZPS_ASSIGN_OR_RETURN(ServerTotals before, serverTotals(w));
   for (int64_t i = 0; i < iters; ++i) ZPS_RETURN_IF_ERROR(iterate(true));
@@ -285,28 +287,31 @@ Status report(Worker& w, const std::vector<Row>& rows, uint64_t declared_bytes, 
   }
   const bool pass = total_wrong == 0;
   std::printf("# zps bench: mode %s, %d workers, %d servers, float32, partition %zu B\n",
-              model.empty() ? FLAGS_mode.c_str() : ("pushpull, model " + model).c_str(), w.numWorkers(),
-              w.numServers(), w.partitionBytes());
+              model.empty() ? FLAGS_mode.c_str() : ("pushpull, model " + model).c_str(), w.numWorkers(), w.numServers(),
+              w.partitionBytes());
   std::printf("# goodput = size / p50 latency per worker (GB = 1e9 bytes); srv ns/B = server CPU time per byte\n");
   std::printf("# pushed to it; sum GB/s = server additions (dst += src), '-' when there were none (1 worker)\n#\n");
   std::printf("# %12s %8s %7s %11s %11s %14s %9s %8s %7s\n", "size(B)", "messages", "iters", "p50(us)", "p99(us)",
               "goodput(GB/s)", "srv ns/B", "sum GB/s", "#wrong");
   for (const auto& r : rows) {
-    std::printf("  %12zu %8zu %7d %11.1f %11.1f %14.3f %9s %8s %7s", r.bytes, r.messages, r.iters, r.p50_us,
-                r.p99_us, r.goodput_gbs, number(r.server_ns_per_byte, "%.3f").c_str(), number(r.sum_gbs, "%.2f").c_str(),
+    std::printf("  %12zu %8zu %7d %11.1f %11.1f %14.3f %9s %8s %7s", r.bytes, r.messages, r.iters, r.p50_us, r.p99_us,
+                r.goodput_gbs, number(r.server_ns_per_byte, "%.3f").c_str(), number(r.sum_gbs, "%.2f").c_str(),
                 r.checked ? std::to_string(r.wrong).c_str() : "-");
     std::printf(r.label.empty() ? "\n" : "  %s\n", r.label.c_str());
   }
   if (!model.empty() && rows.size() >= 2)
     std::printf("# %s round / fused round (p50): %.2f\n", model.c_str(), rows[0].p50_us / rows[1].p50_us);
-  std::printf("# peak RSS: servers %.1f MiB (largest; %.1f MiB before the first size; it holds %.1f MiB of keys), workers",
-              server_rss / 1048576.0, server_start_rss / 1048576.0, declared_bytes / 1048576.0);
+  std::printf(
+      "# peak RSS: servers %.1f MiB (largest; %.1f MiB before the first size; it holds %.1f MiB of keys), workers",
+      server_rss / 1048576.0, server_start_rss / 1048576.0, declared_bytes / 1048576.0);
   for (int64_t b : worker_rss) std::printf(" %.1f", b / 1048576.0);
   std::printf(" MiB\n");
   if (unchecked > 0)
-    std::printf("# #wrong '-': %zu rows not checked, their tensors use lossy compression (topk/randomk, ZPS_COMPRESSOR)\n",
-                unchecked);
-  std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong), pass ? "OK" : "FAILED");
+    std::printf(
+        "# #wrong '-': %zu rows not checked, their tensors use lossy compression (topk/randomk, ZPS_COMPRESSOR)\n",
+        unchecked);
+  std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong),
+              pass ? "OK" : "FAILED");
   std::printf("# zps bench: %s\n", pass ? "PASS" : "FAIL");
   std::fflush(stdout);
   if (FLAGS_json.empty()) return Status::OK();
@@ -315,8 +320,7 @@ Status report(Worker& w, const std::vector<Row>& rows, uint64_t declared_bytes, 
   f << "{\"mode\":\"" << FLAGS_mode << "\",\"model\":\"" << model << "\",\"workers\":" << w.numWorkers()
     << ",\"servers\":" << w.numServers() << ",\"dtype\":\"float32\",\"partition_bytes\":" << w.partitionBytes()
     << ",\"server_peak_rss_bytes\":" << server_rss << ",\"server_start_rss_bytes\":" << server_start_rss
-    << ",\"declared_bytes\":" << declared_bytes
-    << ",\"worker_peak_rss_bytes\":[";
+    << ",\"declared_bytes\":" << declared_bytes << ",\"worker_peak_rss_bytes\":[";
   for (size_t i = 0; i < worker_rss.size(); ++i) f << (i ? "," : "") << worker_rss[i];
   f << "],\"rows\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -324,7 +328,8 @@ Status report(Worker& w, const std::vector<Row>& rows, uint64_t declared_bytes, 
     f << (i ? "," : "") << "{\"label\":\"" << r.label << "\",\"bytes\":" << r.bytes << ",\"messages\":" << r.messages
       << ",\"iters\":" << r.iters << ",\"p50_us\":" << r.p50_us << ",\"p99_us\":" << r.p99_us
       << ",\"goodput_gbs\":" << r.goodput_gbs << ",\"server_ns_per_byte\":" << r.server_ns_per_byte
-      << ",\"sum_gbs\":" << r.sum_gbs << ",\"wrong\":" << r.wrong << ",\"checked\":" << (r.checked ? "true" : "false") << "}";
+      << ",\"sum_gbs\":" << r.sum_gbs << ",\"wrong\":" << r.wrong << ",\"checked\":" << (r.checked ? "true" : "false")
+      << "}";
   }
   f << "],\"pass\":" << (pass ? "true" : "false") << "}\n";
   return Status::OK();
@@ -350,7 +355,8 @@ Status runBench(Worker& w, const std::vector<size_t>& sizes, const std::string& 
   ZPS_ASSIGN_OR_RETURN(ServerTotals servers, serverTotals(w));
   for (const auto& r : rows)
     if (r.wrong > 0) *all_correct = false;
-  if (w.rank() == 0) ZPS_RETURN_IF_ERROR(report(w, rows, declared, at_start.peak_rss, servers.peak_rss, worker_rss, model));
+  if (w.rank() == 0)
+    ZPS_RETURN_IF_ERROR(report(w, rows, declared, at_start.peak_rss, servers.peak_rss, worker_rss, model));
   return Status::OK();
 }
 

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -22,16 +22,15 @@
 #include "tools/programs.h"
 #include "tools/worker_program.h"
 
-ZPS_FLAG(check, std::string, sizes, "1,7,4K,1M+3,9M+5",
-         "tensor sizes, e.g. 1,4K,1M+3 (K/M/G suffixes; +N adds bytes)");
+ZPS_FLAG(check, std::string, sizes, "1,7,4K,1M+3,9M+5", "tensor sizes, e.g. 1,4K,1M+3 (K/M/G suffixes; +N adds bytes)");
 ZPS_FLAG(check, int32_t, rounds, 10, "rounds of push-pull per tensor");
 ZPS_FLAG(check, std::string, dtypes, "all", "dtypes to test (comma list or 'all')");
 ZPS_FLAG(check, int32_t, threads, 1,
-             "user threads that push-pull at the same time, each with its share of the tensors "
-             "(dealt round-robin); exercises the worker API's thread safety");
+         "user threads that push-pull at the same time, each with its share of the tensors "
+         "(dealt round-robin); exercises the worker API's thread safety");
 ZPS_FLAG(check, bool, gpu_tensors, false,
-            "keep the tensors in GPU memory (GPU local rank mod devices), so that local "
-            "reduction goes through NCCL (or, with one local rank, pinned staging)");
+         "keep the tensors in GPU memory (GPU local rank mod devices), so that local "
+         "reduction goes through NCCL (or, with one local rank, pinned staging)");
 
 namespace zps {
 namespace {
@@ -52,8 +51,8 @@ struct CheckTensor {
   size_t count;
   TensorId id;
   std::vector<uint8_t> in, out;
-  bool sparse = false;                // topk/randomk: checked on the totals over all rounds
-  int64_t expected_total[8] = {};     // exactValue repeats every 8 elements
+  bool sparse = false;             // topk/randomk: checked on the totals over all rounds
+  int64_t expected_total[8] = {};  // exactValue repeats every 8 elements
   std::vector<double> pulled_total;
   DeviceBytes device_in, device_out;  // --gpu_tensors: what is pushed and pulled
 };
@@ -113,8 +112,8 @@ int checkMain() {
         tensors.push_back(std::move(c));
       }
     }
-    LOG(INFO) << "worker " << w.rank() << " declared " << tensors.size() << " tensors ("
-              << formatBytes(round_bytes) << " per round) over " << w.numServers() << " servers";
+    LOG(INFO) << "worker " << w.rank() << " declared " << tensors.size() << " tensors (" << formatBytes(round_bytes)
+              << " per round) over " << w.numServers() << " servers";
     // With local reduction every process of a node contributes its own data; the sums cover them all.
     const int contributor = w.rank() * w.localSize() + w.localRank();
     const int contributors = w.numWorkers() * w.localSize();
@@ -122,8 +121,7 @@ int checkMain() {
     if (std::any_of(tensors.begin(), tensors.end(), [](const CheckTensor& c) { return c.sparse; })) {
       ZPS_ASSIGN_OR_RETURN(Config config, loadConfig(processEnv(), Role::kWorker));
       drain_rounds = 2 * static_cast<uint64_t>(std::ceil(1 / config.compress_ratio));
-      LOG(INFO) << "topk/randomk tensors are checked on their totals after " << drain_rounds
-                << " more rounds of zeros";
+      LOG(INFO) << "topk/randomk tensors are checked on their totals after " << drain_rounds << " more rounds of zeros";
     }
     auto start = std::chrono::steady_clock::now();
     // What one thread found; merged after all have finished.
@@ -146,16 +144,17 @@ int checkMain() {
         for (CheckTensor* tensor : mine) {
           CheckTensor& c = *tensor;
           if (draining && !c.sparse) continue;
-          if (draining) std::memset(c.in.data(), 0, c.in.size());
-          else fillExact(c.in.data(), c.count, c.dtype, contributor, round);
+          if (draining)
+            std::memset(c.in.data(), 0, c.in.size());
+          else
+            fillExact(c.in.data(), c.count, c.dtype, contributor, round);
           std::memset(c.out.data(), 0xAB, c.out.size());
           if (FLAGS_gpu_tensors) {
             ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.device_in.ptr, c.in.data(), c.in.size()));
             ZPS_RETURN_IF_ERROR(kernels::copyBytes(c.device_out.ptr, c.out.data(), c.out.size()));
           }
-          ZPS_ASSIGN_OR_RETURN(Handle h, FLAGS_gpu_tensors
-                                             ? w.pushPull(c.id, c.device_in.ptr, c.device_out.ptr)
-                                             : w.pushPull(c.id, c.in.data(), c.out.data()));
+          ZPS_ASSIGN_OR_RETURN(Handle h, FLAGS_gpu_tensors ? w.pushPull(c.id, c.device_in.ptr, c.device_out.ptr)
+                                                           : w.pushPull(c.id, c.in.data(), c.out.data()));
           handles.push_back(h);
         }
         for (Handle h : handles) ZPS_RETURN_IF_ERROR(w.wait(h));
@@ -202,8 +201,7 @@ int checkMain() {
     std::vector<Status> results(threads);
     {
       std::vector<std::thread> pool;
-      for (size_t t = 1; t < threads; ++t)
-        pool.emplace_back([&, t] { results[t] = runRounds(shares[t], tallies[t]); });
+      for (size_t t = 1; t < threads; ++t) pool.emplace_back([&, t] { results[t] = runRounds(shares[t], tallies[t]); });
       results[0] = runRounds(shares[0], tallies[0]);
       for (auto& thread : pool) thread.join();
     }
@@ -235,11 +233,9 @@ int checkMain() {
               << (w.localSize() > 1 ? " local rank " + std::to_string(w.localRank()) : "")
               << (FLAGS_gpu_tensors ? " (tensors in GPU memory)" : "")
               << (threads > 1 ? " (" + std::to_string(threads) + " threads)" : "") << ": " << FLAGS_rounds
-              << " rounds x " << tensors.size()
-              << " tensors (" << formatBytes(round_bytes) << " per round), " << checked << " values checked, "
-              << wrong << " wrong, " << secs << " s" << std::endl;
-    if (wrong > 0)
-      return InternalError(std::to_string(wrong) + " wrong values; first: " + tally.first_wrong);
+              << " rounds x " << tensors.size() << " tensors (" << formatBytes(round_bytes) << " per round), "
+              << checked << " values checked, " << wrong << " wrong, " << secs << " s" << std::endl;
+    if (wrong > 0) return InternalError(std::to_string(wrong) + " wrong values; first: " + tally.first_wrong);
     return Status::OK();
   });
 }

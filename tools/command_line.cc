@@ -41,24 +41,19 @@ CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name
                                            const char* help) {
   add(command, name, FlagType::kString, value, *value, help);
 }
-CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, int32_t* value,
-                                           const char* help) {
+CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, int32_t* value, const char* help) {
   add(command, name, FlagType::kInt32, value, std::to_string(*value), help);
 }
-CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, int64_t* value,
-                                           const char* help) {
+CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, int64_t* value, const char* help) {
   add(command, name, FlagType::kInt64, value, std::to_string(*value), help);
 }
-CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, uint64_t* value,
-                                           const char* help) {
+CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, uint64_t* value, const char* help) {
   add(command, name, FlagType::kUInt64, value, std::to_string(*value), help);
 }
-CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, double* value,
-                                           const char* help) {
+CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, double* value, const char* help) {
   add(command, name, FlagType::kDouble, value, doubleText(*value), help);
 }
-CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, bool* value,
-                                           const char* help) {
+CommandFlagRegistrar::CommandFlagRegistrar(const char* command, const char* name, bool* value, const char* help) {
   add(command, name, FlagType::kBool, value, *value ? "true" : "false", help);
 }
 
@@ -73,9 +68,7 @@ std::vector<const CommandFlag*> commandFlags(std::string_view command) {
 Status setCommandFlag(const CommandFlag& flag, const std::string& text) {
   const std::string name = "--" + flag.name;
   switch (flag.type) {
-    case FlagType::kString:
-      *static_cast<std::string*>(flag.value) = text;
-      return Status::OK();
+    case FlagType::kString: *static_cast<std::string*>(flag.value) = text; return Status::OK();
     case FlagType::kInt32: {
       ZPS_ASSIGN_OR_RETURN(long long n, parseInteger(name, text, INT32_MIN, INT32_MAX, "a whole number"));
       *static_cast<int32_t*>(flag.value) = static_cast<int32_t>(n);
@@ -118,26 +111,46 @@ Status setCommandFlag(const CommandFlag& flag, const std::string& text) {
 
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> list = {
-      {"", "DMLC_ROLE=scheduler zps [FLAGS]\nDMLC_ROLE=server zps [FLAGS]",
-       "run the scheduler or a server, as DMLC_ROLE says", {"*"}},
-      {"check", "DMLC_ROLE=worker zps check [FLAGS]",
-       "push and pull exact-arithmetic tensors for N rounds and check every sum", {"*"}},
-      {"bench", "DMLC_ROLE=worker zps bench [FLAGS]",
-       "push-pull latency and goodput table, per tensor size or for a model's tensors", {"*"}},
-      {"train", "DMLC_ROLE=worker zps train [FLAGS]",
-       "train a model (linear, mlp, ctr) on a dataset across the job's workers", {"*"}},
-      {"launch", "zps launch --servers S --workers W [--local-size N] [FLAGS] -- CMD ARGS...",
-       "run a whole job (scheduler, servers, workers) on this machine", {}, true},
-      {"probe", "zps probe [--host H] [--port P]",
-       "exit 0 if the scheduler accepts connections (for readiness probes)", {"root_uri", "root_port"}},
-      {"status", "zps status [--host H] [--metrics_port P] [--status_json]",
+      {"",
+       "DMLC_ROLE=scheduler zps [FLAGS]\nDMLC_ROLE=server zps [FLAGS]",
+       "run the scheduler or a server, as DMLC_ROLE says",
+       {"*"}},
+      {"check",
+       "DMLC_ROLE=worker zps check [FLAGS]",
+       "push and pull exact-arithmetic tensors for N rounds and check every sum",
+       {"*"}},
+      {"bench",
+       "DMLC_ROLE=worker zps bench [FLAGS]",
+       "push-pull latency and goodput table, per tensor size or for a model's tensors",
+       {"*"}},
+      {"train",
+       "DMLC_ROLE=worker zps train [FLAGS]",
+       "train a model (linear, mlp, ctr) on a dataset across the job's workers",
+       {"*"}},
+      {"launch",
+       "zps launch --servers S --workers W [--local-size N] [FLAGS] -- CMD ARGS...",
+       "run a whole job (scheduler, servers, workers) on this machine",
+       {},
+       true},
+      {"probe",
+       "zps probe [--host H] [--port P]",
+       "exit 0 if the scheduler accepts connections (for readiness probes)",
+       {"root_uri", "root_port"}},
+      {"status",
+       "zps status [--host H] [--metrics_port P] [--status_json]",
        "the scheduler's table of nodes; exit 1 if one is missing or dead",
        {"metrics_port", "root_uri", "auth_token", "auth_token_file"}},
-      {"trace", "zps trace merge OUT.json IN.json [IN.json...]",
-       "merge ZPS_TRACE_ON timeline files into one trace", {}, true},
+      {"trace",
+       "zps trace merge OUT.json IN.json [IN.json...]",
+       "merge ZPS_TRACE_ON timeline files into one trace",
+       {},
+       true},
       {"version", "zps version [--gpu]", "the version; --gpu: the build's CUDA, the driver and each GPU", {}},
-      {"help", "zps help [COMMAND | env [--markdown]]",
-       "this overview, a command's flags and environment, or every setting", {}, true},
+      {"help",
+       "zps help [COMMAND | env [--markdown]]",
+       "this overview, a command's flags and environment, or every setting",
+       {},
+       true},
   };
   return list;
 }
@@ -149,9 +162,7 @@ const CommandInfo* findCommand(std::string_view name) {
   return nullptr;
 }
 
-std::string commandName(const CommandInfo& command) {
-  return command.name.empty() ? "zps" : "zps " + command.name;
-}
+std::string commandName(const CommandInfo& command) { return command.name.empty() ? "zps" : "zps " + command.name; }
 
 bool takesSetting(const CommandInfo& command, std::string_view setting) {
   for (const std::string& s : command.settings) {
@@ -178,8 +189,7 @@ StatusOr<CommandLine> parseCommandLine(const CommandInfo& command, const std::ve
       out.positional.push_back(arg);
       continue;
     }
-    if (!arg.starts_with("--"))
-      return InvalidArgument("unknown flag " + arg + " (flags start with --)" + see);
+    if (!arg.starts_with("--")) return InvalidArgument("unknown flag " + arg + " (flags start with --)" + see);
     const size_t eq = arg.find('=');
     std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     std::optional<std::string> value;
@@ -204,8 +214,7 @@ StatusOr<CommandLine> parseCommandLine(const CommandInfo& command, const std::ve
         value = "0";
       }
     }
-    if (flag == nullptr && setting == nullptr)
-      return InvalidArgument("unknown flag --" + name + see);
+    if (flag == nullptr && setting == nullptr) return InvalidArgument("unknown flag --" + name + see);
     if (!value) {
       if (boolean) {
         value = "1";

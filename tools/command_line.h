@@ -25,8 +25,8 @@ namespace zps {
 enum class FlagType { kString, kInt32, kInt64, kUInt64, kDouble, kBool };
 
 struct CommandFlag {
-  std::string command;       // "train"
-  std::string name;          // "epochs" (the flag is --epochs)
+  std::string command;  // "train"
+  std::string name;     // "epochs" (the flag is --epochs)
   FlagType type;
   void* value;               // the FLAGS_ variable, of `type`
   std::string default_text;  // the value at registration, as users write it

@@ -115,15 +115,14 @@ StatusOr<LaunchConfig> parseArgs(int argc, char** argv) {
     } else if (arg.starts_with("-")) {
       return InvalidArgument("unknown option '" + std::string(arg) + "'");
     } else {
-      return InvalidArgument("unexpected '" + std::string(arg) +
-                             "': the worker command goes after '--'");
+      return InvalidArgument("unexpected '" + std::string(arg) + "': the worker command goes after '--'");
     }
     const std::string quoted = "'" + std::string(value) + "'";
     if (name == "--servers" || name == "--workers") {
       auto n = parseInt(value);
       if (!n || *n < 1 || *n > kMaxRoleCount) {
-        return InvalidArgument(std::string(name) + " must be an integer from 1 to " +
-                               std::to_string(kMaxRoleCount) + ", got " + quoted);
+        return InvalidArgument(std::string(name) + " must be an integer from 1 to " + std::to_string(kMaxRoleCount) +
+                               ", got " + quoted);
       }
       (name == "--servers" ? config.servers : config.workers) = static_cast<int>(*n);
       (name == "--servers" ? have_servers : have_workers) = true;
@@ -377,8 +376,7 @@ Status Launcher::startAll() {
   ZPS_RETURN_IF_ERROR(checkRoleSettings(common));
 
   auto start = [&](std::string label, std::vector<std::string> argv,
-                   std::vector<std::pair<std::string, std::string>> env,
-                   std::vector<std::string> unset) -> Status {
+                   std::vector<std::pair<std::string, std::string>> env, std::vector<std::string> unset) -> Status {
     proc::SpawnOptions options;
     options.argv = std::move(argv);
     options.env = common;
@@ -426,8 +424,8 @@ Status Launcher::startAll() {
   for (int i = 0; i < config_.workers; ++i) {
     for (int l = 0; l < local; ++l) {
       // Local rank 0 keeps the plain label and metrics port; the others follow all workers.
-      const int metrics = l == 0 ? 1 + config_.servers + i
-                                 : 1 + config_.servers + config_.workers + i * (local - 1) + l - 1;
+      const int metrics =
+          l == 0 ? 1 + config_.servers + i : 1 + config_.servers + config_.workers + i * (local - 1) + l - 1;
       std::vector<std::pair<std::string, std::string>> env = {
           {"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", std::to_string(i)}, metricsEnv(metrics)};
       std::vector<std::string> unset = {"ZPS_SERVER_ID"};
@@ -638,9 +636,9 @@ int Launcher::run() {
     say("cannot find a free TCP port on 127.0.0.1; pass --port");
     return 1;
   }
-  say("scheduler " + config_.host + ":" + std::to_string(port_) + ", " +
-      std::to_string(config_.servers) + (config_.servers == 1 ? " server, " : " servers, ") +
-      std::to_string(config_.workers) + (config_.workers == 1 ? " worker" : " workers"));
+  say("scheduler " + config_.host + ":" + std::to_string(port_) + ", " + std::to_string(config_.servers) +
+      (config_.servers == 1 ? " server, " : " servers, ") + std::to_string(config_.workers) +
+      (config_.workers == 1 ? " worker" : " workers"));
 
   s = startAll();
   if (!s.ok()) {
@@ -651,8 +649,8 @@ int Launcher::run() {
 
   std::optional<Clock::time_point> deadline;
   if (config_.timeout_s > 0) {
-    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(config_.timeout_s));
+    deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.timeout_s));
   }
   Reason reason = Reason::kAllExited;
   int stop_signal = 0;
@@ -697,15 +695,9 @@ int Launcher::run() {
 
   int exit_code = 0;
   switch (reason) {
-    case Reason::kAllExited:
-      exit_code = 0;
-      break;
-    case Reason::kSignal:
-      exit_code = 128 + stop_signal;
-      break;
-    case Reason::kTimeout:
-      exit_code = 124;
-      break;
+    case Reason::kAllExited: exit_code = 0; break;
+    case Reason::kSignal: exit_code = 128 + stop_signal; break;
+    case Reason::kTimeout: exit_code = 124; break;
     case Reason::kChildFailed: {
       int code = *children_[*first_failure_].exit_code;
       exit_code = code > 0 ? code : 1;
@@ -719,9 +711,7 @@ int Launcher::run() {
   if (exit_code != 0) {
     for (size_t i = 0; i < children_.size(); ++i) {
       const Child& child = children_[i];
-      std::string note = first_failure_ == i ? " (first failure)"
-                         : child.stopped     ? " (stopped by launch)"
-                                             : "";
+      std::string note = first_failure_ == i ? " (first failure)" : child.stopped ? " (stopped by launch)" : "";
       say(child.label + " (pid " + std::to_string(child.process->pid()) + ") exit code " +
           std::to_string(*child.exit_code) + note);
     }

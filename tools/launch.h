@@ -12,8 +12,8 @@ namespace zps {
 // once the scheduler listens on its port.
 // Returns the process exit code: 0 when every child exits 0; 2 for a user error (bad arguments or
 // settings, or any child that exited 2); else the first non-zero child exit code; 124 on --timeout;
-// 130/143 on SIGINT/SIGTERM; 127 when a child cannot be started. Installs its own SIGINT/SIGTERM/SIGCHLD/SIGPIPE handlers while it runs and restores
-// the previous ones before returning. Call it from the main thread, once.
+// 130/143 on SIGINT/SIGTERM; 127 when a child cannot be started. Installs its own SIGINT/SIGTERM/SIGCHLD/SIGPIPE
+// handlers while it runs and restores the previous ones before returning. Call it from the main thread, once.
 int launchMain(int argc, char** argv);
 
 }  // namespace zps

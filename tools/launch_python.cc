@@ -22,8 +22,7 @@ namespace fs = std::filesystem;
 // Debian installs python3-torch for this interpreter only.
 constexpr char kDebianPython[] = "/usr/bin/python3";
 // Importing torch takes seconds; finding it does not.
-constexpr char kFindTorch[] =
-    "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)";
+constexpr char kFindTorch[] = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)";
 constexpr std::chrono::milliseconds kProbeDeadline{20000};
 
 bool isFile(const fs::path& path) {
@@ -120,7 +119,8 @@ PythonLaunch preparePythonLaunch(std::vector<std::string> command, const std::st
     const bool is_debian = !found.empty() && realPath(found) == realPath(kDebianPython);
     if (!is_debian && !findsTorch(found.empty() ? command[0] : found) && isFile(kDebianPython) &&
         findsTorch(kDebianPython)) {
-      out.notes.push_back(command[0] + (found.empty() ? " is not on PATH" : " on PATH (" + found + ") cannot import torch") +
+      out.notes.push_back(command[0] +
+                          (found.empty() ? " is not on PATH" : " on PATH (" + found + ") cannot import torch") +
                           "; workers run " + kDebianPython + " (Debian's, with python3-torch) instead");
       command[0] = kDebianPython;
     }

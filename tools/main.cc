@@ -43,7 +43,8 @@ int runRole(const char* argv0, const std::string& program) {
       if (!program.empty()) break;
       return zps::runServer(*config);
     case zps::Role::kWorker:
-      std::cerr << "zps: DMLC_ROLE=worker needs a worker program: zps check, zps bench, zps train (zps help lists them)" << std::endl;
+      std::cerr << "zps: DMLC_ROLE=worker needs a worker program: zps check, zps bench, zps train (zps help lists them)"
+                << std::endl;
       return 2;
   }
   std::cerr << "zps: '" << program << "' is a worker program but DMLC_ROLE=" << zps::roleName(config->role)
@@ -64,7 +65,8 @@ void raiseOpenFileLimit() {
 
 }  // namespace
 
-ZPS_FLAG(version, bool, gpu, false, "also report the build's CUDA, the driver, each GPU, cuBLAS and NCCL "
+ZPS_FLAG(version, bool, gpu, false,
+         "also report the build's CUDA, the driver, each GPU, cuBLAS and NCCL "
          "(exit 1 when no GPU can run zps's kernels)");
 
 int versionMain() {
@@ -102,8 +104,8 @@ int main(int argc, char** argv) {
   }
   if (sub == "trace") return zps::traceMain(argc - 1, argv + 1);
   if (!line->positional.empty()) {
-    std::cerr << zps::commandName(*command) << ": unexpected argument '" << line->positional[0]
-              << "'; zps help " << sub << " shows the usage" << std::endl;
+    std::cerr << zps::commandName(*command) << ": unexpected argument '" << line->positional[0] << "'; zps help " << sub
+              << " shows the usage" << std::endl;
     return 2;
   }
   if (sub == "version") return versionMain();

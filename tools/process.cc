@@ -43,16 +43,11 @@ enum ChildStage : int { kStageDeathSignal, kStageStdin, kStageOutput, kStageCwd,
 
 const char* stageName(int stage) {
   switch (stage) {
-    case kStageDeathSignal:
-      return "prctl(PR_SET_PDEATHSIG)";
-    case kStageStdin:
-      return "redirecting stdin";
-    case kStageOutput:
-      return "redirecting output";
-    case kStageCwd:
-      return "chdir";
-    case kStageExec:
-      return "exec";
+    case kStageDeathSignal: return "prctl(PR_SET_PDEATHSIG)";
+    case kStageStdin: return "redirecting stdin";
+    case kStageOutput: return "redirecting output";
+    case kStageCwd: return "chdir";
+    case kStageExec: return "exec";
   }
   return "setup";
 }
@@ -83,8 +78,7 @@ struct ChildPlan {
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) != 0) continue;
-    bool caught = (old.sa_flags & SA_SIGINFO) != 0 ||
-                  (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN);
+    bool caught = (old.sa_flags & SA_SIGINFO) != 0 || (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN);
     // SIGPIPE is reset too: launch ignores it for its own stdout, children expect the default.
     if (caught || sig == SIGPIPE) {
       struct sigaction dfl {};
@@ -161,15 +155,14 @@ StatusOr<std::vector<std::string>> buildEnvironment(const SpawnOptions& options)
   // the first match.
   for (size_t i = 0; i < options.env.size(); ++i) {
     const auto& [key, value] = options.env[i];
-    bool overridden = std::any_of(options.env.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                                  options.env.end(), [&](const auto& e) { return e.first == key; });
+    bool overridden = std::any_of(options.env.begin() + static_cast<std::ptrdiff_t>(i) + 1, options.env.end(),
+                                  [&](const auto& e) { return e.first == key; });
     if (!overridden) result.push_back(key + "=" + value);
   }
   return result;
 }
 
-std::optional<std::string> findInPath(const std::string& name,
-                                      const std::vector<std::string>& child_env) {
+std::optional<std::string> findInPath(const std::string& name, const std::vector<std::string>& child_env) {
   std::string path_value = "/usr/local/bin:/usr/bin:/bin";
   for (const auto& entry : child_env) {
     if (entry.starts_with("PATH=")) path_value = entry.substr(5);
@@ -181,8 +174,7 @@ std::optional<std::string> findInPath(const std::string& name,
     std::string dir = path_value.substr(begin, end - begin);
     std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
     struct stat st {};
-    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        access(candidate.c_str(), X_OK) == 0) {
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0) {
       return candidate;
     }
     begin = end + 1;
@@ -268,11 +260,10 @@ StatusOr<std::unique_ptr<Subprocess>> Subprocess::spawn(const SpawnOptions& opti
     if (!s.ok()) return context(s);
   }
 
-  ChildPlan plan{path.c_str(),      argv_ptrs.data(),
-                 env_ptrs.data(),   options.cwd.empty() ? nullptr : options.cwd.c_str(),
-                 stdin_fd.get(),    output_write.get(),
-                 error_write.get(), options.die_with_parent,
-                 getpid()};
+  ChildPlan plan{
+      path.c_str(),   argv_ptrs.data(),   env_ptrs.data(),   options.cwd.empty() ? nullptr : options.cwd.c_str(),
+      stdin_fd.get(), output_write.get(), error_write.get(), options.die_with_parent,
+      getpid()};
 
   sigset_t all, saved;
   sigfillset(&all);
@@ -289,8 +280,7 @@ StatusOr<std::unique_ptr<Subprocess>> Subprocess::spawn(const SpawnOptions& opti
   ChildError child_error{};
   size_t got = 0;
   while (got < sizeof(child_error)) {
-    ssize_t n = read(error_read.get(), reinterpret_cast<char*>(&child_error) + got,
-                     sizeof(child_error) - got);
+    ssize_t n = read(error_read.get(), reinterpret_cast<char*>(&child_error) + got, sizeof(child_error) - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<size_t>(n);
@@ -337,8 +327,8 @@ StatusOr<int> Subprocess::waitFor(milliseconds timeout) {
     if (auto code = poll()) return *code;
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     if (left <= milliseconds(0)) {
-      return DeadlineExceeded("pid " + std::to_string(pid_) + " (" + name_ +
-                              ") still running after " + std::to_string(timeout.count()) + " ms");
+      return DeadlineExceeded("pid " + std::to_string(pid_) + " (" + name_ + ") still running after " +
+                              std::to_string(timeout.count()) + " ms");
     }
     if (pidfd.get() >= 0) {
       struct pollfd p {
@@ -382,8 +372,8 @@ StatusOr<std::string> readUntilEof(int fd, milliseconds timeout) {
   while (true) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     if (left <= milliseconds(0)) {
-      return DeadlineExceeded("no EOF on fd " + std::to_string(fd) + " after " +
-                              std::to_string(timeout.count()) + " ms; read so far: " + out);
+      return DeadlineExceeded("no EOF on fd " + std::to_string(fd) + " after " + std::to_string(timeout.count()) +
+                              " ms; read so far: " + out);
     }
     struct pollfd p {
       fd, POLLIN, 0

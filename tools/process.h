@@ -68,8 +68,7 @@ class Subprocess {
   int terminate(std::chrono::milliseconds grace = kDefaultGrace);
 
  private:
-  Subprocess(pid_t pid, int output_fd, std::string name)
-      : pid_(pid), output_fd_(output_fd), name_(std::move(name)) {}
+  Subprocess(pid_t pid, int output_fd, std::string name) : pid_(pid), output_fd_(output_fd), name_(std::move(name)) {}
 
   pid_t pid_;
   int output_fd_;

@@ -8,7 +8,8 @@ int checkMain();
 int benchMain();
 int trainMain();
 int probeMain();
-int statusMain();                     // `zps status` (tools/status.cc)
-int traceMain(int argc, char** argv);  // `zps trace merge` (tools/trace_merge.cc)  // `zps probe`: is the scheduler's port accepting connections? (tools/probe.cc)
+int statusMain();                      // `zps status` (tools/status.cc)
+int traceMain(int argc, char** argv);  // `zps trace merge` (tools/trace_merge.cc)  // `zps probe`: is the scheduler's
+                                       // port accepting connections? (tools/probe.cc)
 
 }  // namespace zps

@@ -64,7 +64,8 @@ int statusMain() {
   }
   if (code == 200) return 0;
   if (code == 401) {
-    std::cerr << "zps status: the scheduler needs the job's token: set ZPS_AUTH_TOKEN or ZPS_AUTH_TOKEN_FILE" << std::endl;
+    std::cerr << "zps status: the scheduler needs the job's token: set ZPS_AUTH_TOKEN or ZPS_AUTH_TOKEN_FILE"
+              << std::endl;
     return 2;
   }
   if (code != 503) std::cerr << "zps status: unexpected HTTP status " << code << std::endl;

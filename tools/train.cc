@@ -21,26 +21,31 @@
 
 ZPS_FLAG(train, std::string, model, "mlp", "linear (regression), logreg (multinomial logistic regression), mlp or ctr");
 ZPS_FLAG(train, std::string, data, "digits",
-              "digits, breast_cancer, diabetes, synthetic-regression, synthetic-ctr, csv:PATH, "
-              "libsvm:PATH or criteo:PATH");
+         "digits, breast_cancer, diabetes, synthetic-regression, synthetic-ctr, csv:PATH, "
+         "libsvm:PATH or criteo:PATH");
 ZPS_FLAG(train, std::string, data_dir, "", "folder of the named datasets (default $ZPS_DATA_DIR, else ./data)");
 ZPS_FLAG(train, int32_t, label_column, -1, "csv label column (negative counts from the end)");
 ZPS_FLAG(train, double, test_fraction, 0.2, "share of rows held out for the test metric");
-ZPS_FLAG(train, std::string, split, "auto", "how test rows are chosen: stratified (by class), random, or auto (stratified for classification)");
-ZPS_FLAG(train, std::string, libsvm_base, "auto", "libsvm feature indices start at 0, 1, or auto (0 when an index 0 appears)");
+ZPS_FLAG(train, std::string, split, "auto",
+         "how test rows are chosen: stratified (by class), random, or auto (stratified for classification)");
+ZPS_FLAG(train, std::string, libsvm_base, "auto",
+         "libsvm feature indices start at 0, 1, or auto (0 when an index 0 appears)");
 ZPS_FLAG(train, uint64_t, synthetic_rows, 0, "rows of a synthetic dataset (0 = its default)");
 ZPS_FLAG(train, int32_t, epochs, zps::train::kDefaultEpochs, "passes over the training data");
 ZPS_FLAG(train, int32_t, batch_size, static_cast<int>(zps::train::kDefaultBatchSize),
-             "samples per worker per step (the global batch is workers x this)");
-ZPS_FLAG(train, double, lr, 0, "learning rate of the dense optimizer (0: its default: sgd 0.05, momentum 0.01, adam 0.003)");
-ZPS_FLAG(train, std::string, optimizer, "auto", "dense optimizer: sgd, momentum, adam, or auto (sgd for linear, adam otherwise)");
+         "samples per worker per step (the global batch is workers x this)");
+ZPS_FLAG(train, double, lr, 0,
+         "learning rate of the dense optimizer (0: its default: sgd 0.05, momentum 0.01, adam 0.003)");
+ZPS_FLAG(train, std::string, optimizer, "auto",
+         "dense optimizer: sgd, momentum, adam, or auto (sgd for linear, adam otherwise)");
 ZPS_FLAG(train, uint64_t, seed, 1, "seed of the data split, epoch order and initial weights");
 ZPS_FLAG(train, std::string, hidden, "128", "hidden layer sizes of mlp/ctr, e.g. 128,64");
 ZPS_FLAG(train, int32_t, embedding_dim, 8, "ctr embedding row size");
 ZPS_FLAG(train, std::string, table_optimizer, "adagrad",
-              "ctr embedding optimizer on the servers: sgd, momentum, adagrad or adam");
+         "ctr embedding optimizer on the servers: sgd, momentum, adagrad or adam");
 ZPS_FLAG(train, double, table_lr, 0, "learning rate of the embedding optimizer (0: its default, see docs/training.md)");
-ZPS_FLAG(train, std::string, device, "cpu", "where the dense model lives and runs: cpu (OpenBLAS), cuda (GPU memory, cuBLAS) or auto");
+ZPS_FLAG(train, std::string, device, "cpu",
+         "where the dense model lives and runs: cpu (OpenBLAS), cuda (GPU memory, cuBLAS) or auto");
 ZPS_FLAG(train, std::string, weights_out, "", "write the final dense weights (raw float32) to this file");
 
 namespace zps {
@@ -102,8 +107,8 @@ StatusOr<train::TrainingSetup> prepare(kernels::TrainOps* ops) {
     return InvalidArgument("--libsvm_base is 0, 1 or auto, not '" + FLAGS_libsvm_base + "'");
   }
   ZPS_ASSIGN_OR_RETURN(p.split, train::loadDataset(FLAGS_data, lo));
-  ZPS_ASSIGN_OR_RETURN(p.model, train::makeModel(FLAGS_model, p.split.train, hidden,
-                                                 static_cast<size_t>(FLAGS_embedding_dim), ops));
+  ZPS_ASSIGN_OR_RETURN(
+      p.model, train::makeModel(FLAGS_model, p.split.train, hidden, static_cast<size_t>(FLAGS_embedding_dim), ops));
   ZPS_RETURN_IF_ERROR(p.model->checkData(p.split.train));
   ZPS_RETURN_IF_ERROR(p.model->checkData(p.split.test));
   return p;

@@ -2,9 +2,9 @@
 
 #include <glog/logging.h>
 
-#include <cstring>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "kernels/reducer.h"
@@ -39,11 +39,31 @@ void fillExact(void* out, size_t count, DType dtype, int worker, uint64_t round)
   for (size_t i = 0; i < count; ++i) {
     int64_t v = exactValue(worker, round, i, dtype);
     switch (dtype) {
-      case DType::kFloat32: { float f = static_cast<float>(v); std::memcpy(bytes + i * 4, &f, 4); break; }
-      case DType::kFloat64: { double d = static_cast<double>(v); std::memcpy(bytes + i * 8, &d, 8); break; }
-      case DType::kFloat16: { uint16_t h = kernels::floatToHalf(static_cast<float>(v)); std::memcpy(bytes + i * 2, &h, 2); break; }
-      case DType::kBFloat16: { uint16_t b = kernels::floatToBfloat16(static_cast<float>(v)); std::memcpy(bytes + i * 2, &b, 2); break; }
-      case DType::kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(bytes + i * 4, &x, 4); break; }
+      case DType::kFloat32: {
+        float f = static_cast<float>(v);
+        std::memcpy(bytes + i * 4, &f, 4);
+        break;
+      }
+      case DType::kFloat64: {
+        double d = static_cast<double>(v);
+        std::memcpy(bytes + i * 8, &d, 8);
+        break;
+      }
+      case DType::kFloat16: {
+        uint16_t h = kernels::floatToHalf(static_cast<float>(v));
+        std::memcpy(bytes + i * 2, &h, 2);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t b = kernels::floatToBfloat16(static_cast<float>(v));
+        std::memcpy(bytes + i * 2, &b, 2);
+        break;
+      }
+      case DType::kInt32: {
+        int32_t x = static_cast<int32_t>(v);
+        std::memcpy(bytes + i * 4, &x, 4);
+        break;
+      }
       case DType::kInt64: std::memcpy(bytes + i * 8, &v, 8); break;
       case DType::kUInt8: bytes[i] = static_cast<uint8_t>(v); break;
     }
@@ -53,12 +73,36 @@ void fillExact(void* out, size_t count, DType dtype, int worker, uint64_t round)
 double readElement(const void* data, size_t i, DType dtype) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   switch (dtype) {
-    case DType::kFloat32: { float f; std::memcpy(&f, bytes + i * 4, 4); return f; }
-    case DType::kFloat64: { double d; std::memcpy(&d, bytes + i * 8, 8); return d; }
-    case DType::kFloat16: { uint16_t h; std::memcpy(&h, bytes + i * 2, 2); return kernels::halfToFloat(h); }
-    case DType::kBFloat16: { uint16_t b; std::memcpy(&b, bytes + i * 2, 2); return kernels::bfloat16ToFloat(b); }
-    case DType::kInt32: { int32_t x; std::memcpy(&x, bytes + i * 4, 4); return x; }
-    case DType::kInt64: { int64_t x; std::memcpy(&x, bytes + i * 8, 8); return static_cast<double>(x); }
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, bytes + i * 4, 4);
+      return f;
+    }
+    case DType::kFloat64: {
+      double d;
+      std::memcpy(&d, bytes + i * 8, 8);
+      return d;
+    }
+    case DType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, bytes + i * 2, 2);
+      return kernels::halfToFloat(h);
+    }
+    case DType::kBFloat16: {
+      uint16_t b;
+      std::memcpy(&b, bytes + i * 2, 2);
+      return kernels::bfloat16ToFloat(b);
+    }
+    case DType::kInt32: {
+      int32_t x;
+      std::memcpy(&x, bytes + i * 4, 4);
+      return x;
+    }
+    case DType::kInt64: {
+      int64_t x;
+      std::memcpy(&x, bytes + i * 8, 8);
+      return static_cast<double>(x);
+    }
     case DType::kUInt8: return bytes[i];
   }
   return 0;
@@ -121,7 +165,9 @@ StatusOr<std::vector<DType>> parseDTypeList(const std::string& flag, const std::
   }
   for (const std::string& item : splitList(text)) {
     auto t = dtypeFromName(item);
-    if (!t) return InvalidArgument(flag + ": '" + item + "' is not a dtype (float32, float16, bfloat16, float64, int32, int64, uint8 or all)");
+    if (!t)
+      return InvalidArgument(flag + ": '" + item +
+                             "' is not a dtype (float32, float16, bfloat16, float64, int32, int64, uint8 or all)");
     out.push_back(*t);
   }
   if (out.empty()) return InvalidArgument(flag + " is empty");

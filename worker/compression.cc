@@ -3,8 +3,8 @@
 namespace zps {
 
 StatusOr<std::shared_ptr<TensorCompression>> TensorCompression::choose(
-    const Config& config, const DeclareOptions& options, bool async, const std::string& name, size_t bytes,
-    DType dtype, const std::vector<PartitionInfo>& parts, uint64_t seed) {
+    const Config& config, const DeclareOptions& options, bool async, const std::string& name, size_t bytes, DType dtype,
+    const std::vector<PartitionInfo>& parts, uint64_t seed) {
   double ratio = options.compress_ratio == 0 ? config.compress_ratio : options.compress_ratio;
   if (!(ratio > 0 && ratio <= 1))
     return InvalidArgument("tensor '" + name + "': compress_ratio " + std::to_string(ratio) + " is not in (0, 1]");
@@ -26,7 +26,8 @@ TensorCompression::TensorCompression(Compressor kind, double ratio, const std::v
     : kind_(kind) {
   parts_.reserve(parts.size());
   for (const auto& p : parts)
-    parts_.push_back(Part{p.offset, kernels::GradientCompressor(kind, ratio, p.bytes / sizeof(float), seed ^ p.key), {}});
+    parts_.push_back(
+        Part{p.offset, kernels::GradientCompressor(kind, ratio, p.bytes / sizeof(float), seed ^ p.key), {}});
 }
 
 std::vector<EncodedPush> TensorCompression::encode(const void* data) {

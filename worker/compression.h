@@ -34,9 +34,9 @@ class TensorCompression {
   // for float32 tensors of at least ZPS_MIN_COMPRESS_BYTES. Async tensors take only an explicit option:
   // their pushes hold weights, which a default should not thin out. Null means dense pushes.
   static StatusOr<std::shared_ptr<TensorCompression>> choose(const Config& config, const DeclareOptions& options,
-                                                            bool async, const std::string& name, size_t bytes,
-                                                            DType dtype, const std::vector<PartitionInfo>& parts,
-                                                            uint64_t seed);
+                                                             bool async, const std::string& name, size_t bytes,
+                                                             DType dtype, const std::vector<PartitionInfo>& parts,
+                                                             uint64_t seed);
 
   TensorCompression(Compressor kind, double ratio, const std::vector<PartitionInfo>& parts, uint64_t seed);
   Compressor kind() const { return kind_; }

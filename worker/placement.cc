@@ -4,8 +4,7 @@
 
 namespace zps {
 
-std::vector<PartitionInfo> Placement::place(int tensor_id, size_t bytes, size_t element_size,
-                                            size_t partition_bytes) {
+std::vector<PartitionInfo> Placement::place(int tensor_id, size_t bytes, size_t element_size, size_t partition_bytes) {
   size_t step = std::max(element_size, partition_bytes / element_size * element_size);
   std::vector<PartitionInfo> parts;
   uint64_t index = 0;

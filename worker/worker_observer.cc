@@ -41,8 +41,8 @@ WorkerObserver::WorkerObserver(const Config& config) : config_(config) {
              [this] { return static_cast<double>(max_round_.load()); });
   m.callback("zps_training_step", "Training step last reported by the program", false, {},
              [this] { return static_cast<double>(step_.load()); });
-  m.callback("zps_training_epoch", "Training epoch in progress (1-based; 0 when the program has no epochs)", false,
-             {}, [this] { return static_cast<double>(epoch_.load()); });
+  m.callback("zps_training_epoch", "Training epoch in progress (1-based; 0 when the program has no epochs)", false, {},
+             [this] { return static_cast<double>(epoch_.load()); });
   m.callback("zps_training_loss", "Training loss last reported by the program", false, {},
              [this] { return has_progress_ ? loss_.load() : std::nan(""); });
   m.callback("zps_training_samples_per_second", "Training throughput last reported by the program", false, {},
@@ -51,8 +51,9 @@ WorkerObserver::WorkerObserver(const Config& config) : config_(config) {
 
 WorkerObserver::~WorkerObserver() {
   if (http_) http_->stop();
-  for (const char* name : {"zps_worker_inflight_requests", "zps_worker_round", "zps_training_step", "zps_training_epoch",
-                           "zps_training_loss", "zps_training_samples_per_second", "zps_checkpoint_age_seconds"})
+  for (const char* name :
+       {"zps_worker_inflight_requests", "zps_worker_round", "zps_training_step", "zps_training_epoch",
+        "zps_training_loss", "zps_training_samples_per_second", "zps_checkpoint_age_seconds"})
     metrics::metrics().removeCallbacks(name);
   Status s = Tracer::get().flush();
   if (!s.ok()) LOG(WARNING) << "worker " << rank_ << ": " << s.message();
@@ -81,8 +82,8 @@ void WorkerObserver::issued(uint64_t request_id, int command, int server, uint64
   while (round > seen && !max_round_.compare_exchange_weak(seen, round)) {
   }
   std::lock_guard<std::mutex> lock(mu_);
-  inflight_[request_id] = InFlight{command, server, key, round, bytes, rows, unixMicros(),
-                                   Tracer::get().enabled(round) ? tensor : std::string()};
+  inflight_[request_id] = InFlight{
+      command, server, key, round, bytes, rows, unixMicros(), Tracer::get().enabled(round) ? tensor : std::string()};
 }
 
 void WorkerObserver::completed(uint64_t request_id, bool ok) {

@@ -32,14 +32,14 @@ extern "C" {
 /* Status codes: the values of zps::StatusCode, which never change. */
 enum {
   ZPS_OK = 0,
-  ZPS_E_INVALID_ARGUMENT = 1,   /* the caller gave a bad value (null handle, unknown tensor, wrong size) */
-  ZPS_E_DEADLINE_EXCEEDED = 2,  /* a wait expired; the message says what it waited for */
-  ZPS_E_UNAVAILABLE = 3,        /* a peer cannot be reached or went away */
+  ZPS_E_INVALID_ARGUMENT = 1,  /* the caller gave a bad value (null handle, unknown tensor, wrong size) */
+  ZPS_E_DEADLINE_EXCEEDED = 2, /* a wait expired; the message says what it waited for */
+  ZPS_E_UNAVAILABLE = 3,       /* a peer cannot be reached or went away */
   ZPS_E_PROTOCOL = 4,
   ZPS_E_NOT_FOUND = 5,
   ZPS_E_ALREADY_EXISTS = 6,
   ZPS_E_FAILED_PRECONDITION = 7,
-  ZPS_E_ABORTED = 8,            /* the job was ended (by the scheduler: another worker failed, or a signal) */
+  ZPS_E_ABORTED = 8, /* the job was ended (by the scheduler: another worker failed, or a signal) */
   ZPS_E_INTERNAL = 9
 };
 
@@ -141,7 +141,7 @@ int zps_report_progress(zps_worker* w, uint64_t step, double loss, double sample
                         uint64_t epochs);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* ZPS_C_API_H_ */

@@ -8,19 +8,18 @@
 #include <utility>
 #include <variant>
 
-
 namespace zps {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // the caller (user, env, flag) gave a bad value
-  kDeadlineExceeded,   // a wait expired; the message says what it waited for
-  kUnavailable,        // a peer cannot be reached or went away
-  kProtocol,           // a peer sent bytes that do not decode or break the protocol
+  kInvalidArgument,   // the caller (user, env, flag) gave a bad value
+  kDeadlineExceeded,  // a wait expired; the message says what it waited for
+  kUnavailable,       // a peer cannot be reached or went away
+  kProtocol,          // a peer sent bytes that do not decode or break the protocol
   kNotFound,
   kAlreadyExists,
-  kFailedPrecondition, // the call is not valid in the current state
-  kAborted,            // the job was shut down (by the scheduler or a signal)
+  kFailedPrecondition,  // the call is not valid in the current state
+  kAborted,             // the job was shut down (by the scheduler or a signal)
   kInternal,
 };
 
@@ -79,9 +78,9 @@ class [[nodiscard]] StatusOr {
 #define ZPS_CONCAT_INNER(a, b) a##b
 #define ZPS_CONCAT(a, b) ZPS_CONCAT_INNER(a, b)
 
-#define ZPS_RETURN_IF_ERROR(expr)          \
-  do {                                     \
-    ::zps::Status zps_status_ = (expr);    \
+#define ZPS_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::zps::Status zps_status_ = (expr);        \
     if (!zps_status_.ok()) return zps_status_; \
   } while (0)
 
@@ -90,5 +89,4 @@ class [[nodiscard]] StatusOr {
   if (!tmp.ok()) return tmp.status();             \
   lhs = std::move(tmp).value()
 
-#define ZPS_ASSIGN_OR_RETURN(lhs, expr) \
-  ZPS_ASSIGN_OR_RETURN_IMPL(ZPS_CONCAT(zps_statusor_, __LINE__), lhs, expr)
+#define ZPS_ASSIGN_OR_RETURN(lhs, expr) ZPS_ASSIGN_OR_RETURN_IMPL(ZPS_CONCAT(zps_statusor_, __LINE__), lhs, expr)

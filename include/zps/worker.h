@@ -66,8 +66,8 @@ struct DeclareOptions {
 // Where one partition of a tensor lives.
 struct PartitionInfo {
   uint64_t key = 0;
-  int server = 0;      // server rank
-  size_t offset = 0;   // byte offset in the tensor
+  int server = 0;     // server rank
+  size_t offset = 0;  // byte offset in the tensor
   size_t bytes = 0;
 };
 

@@ -19,8 +19,8 @@ namespace {
 const cuda::CublasLibrary& cublas() { return *cuda::cublasLibrary().value(); }
 
 Status cublasToStatus(cublasStatus_t status, const char* what, const char* file, int line) {
-  return InternalError(std::string(what) + " failed at " + file + ":" + std::to_string(line) +
-                       ": " + cublas().cublasGetStatusName(status) + ": " + cublas().cublasGetStatusString(status));
+  return InternalError(std::string(what) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                       cublas().cublasGetStatusName(status) + ": " + cublas().cublasGetStatusString(status));
 }
 
 #define ZPS_CUBLAS_RETURN_IF_ERROR(call)                                    \
@@ -39,14 +39,14 @@ class CublasGemm final : public GpuGemm {
     cublas().cublasDestroy(handle_);
   }
 
-  Status gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
-              size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) override {
+  Status gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
+              const float* b, size_t ldb, float beta, float* c, size_t ldc) override {
     if (m == 0 || n == 0) return Status::OK();
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    ZPS_CUBLAS_RETURN_IF_ERROR(cublas().cublasSgemm(
-        handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
-        static_cast<int>(ldb), a, static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
+    ZPS_CUBLAS_RETURN_IF_ERROR(
+        cublas().cublasSgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                             static_cast<int>(ldb), a, static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
     return Status::OK();
   }
 
@@ -69,13 +69,11 @@ StatusOr<std::unique_ptr<GpuGemm>> makeCublasGemm(int device) {
   ZPS_CUBLAS_RETURN_IF_ERROR(cublas().cublasCreate(&handle));
   // Deterministic products: no tensor-core TF32 shortcuts, so workers that see the same inputs
   // compute the same gradients (the synchronous-training promise of zps train).
-  if (const cublasStatus_t st = cublas().cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH);
-      st != CUBLAS_STATUS_SUCCESS) {
+  if (const cublasStatus_t st = cublas().cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH); st != CUBLAS_STATUS_SUCCESS) {
     cublas().cublasDestroy(handle);
     return cublasToStatus(st, "cublasSetMathMode", __FILE__, __LINE__);
   }
-  if (const cublasStatus_t st = cublas().cublasSetStream(handle, stream.get());
-      st != CUBLAS_STATUS_SUCCESS) {
+  if (const cublasStatus_t st = cublas().cublasSetStream(handle, stream.get()); st != CUBLAS_STATUS_SUCCESS) {
     cublas().cublasDestroy(handle);
     return cublasToStatus(st, "cublasSetStream", __FILE__, __LINE__);
   }

@@ -26,12 +26,10 @@ constexpr size_t kMaxStagingBytes = size_t{64} << 20;
 Status checkSumArguments(size_t count, DType dtype, const char* who) {
   const size_t size = dtypeSize(dtype);
   if (size == 0) {
-    return InvalidArgument(std::string(who) + ": unknown dtype value " +
-                           std::to_string(static_cast<int>(dtype)));
+    return InvalidArgument(std::string(who) + ": unknown dtype value " + std::to_string(static_cast<int>(dtype)));
   }
   if (count > std::numeric_limits<size_t>::max() / size) {
-    return InvalidArgument(std::string(who) + ": " + std::to_string(count) +
-                           " elements overflow size_t bytes");
+    return InvalidArgument(std::string(who) + ": " + std::to_string(count) + " elements overflow size_t bytes");
   }
   return Status::OK();
 }
@@ -41,8 +39,8 @@ Status useDevice(int device) {
   int count = 0;
   ZPS_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {
-    return InvalidArgument("CUDA device " + std::to_string(device) + " requested but " +
-                           std::to_string(count) + " device(s) are present");
+    return InvalidArgument("CUDA device " + std::to_string(device) + " requested but " + std::to_string(count) +
+                           " device(s) are present");
   }
   ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   ZPS_CUDA_RETURN_IF_ERROR(cuda::probeSumKernel());
@@ -64,8 +62,11 @@ constexpr int kStreams = 4;
 class CudaReducer final : public Reducer {
  public:
   CudaReducer(int device, std::vector<cuda::Stream> streams, std::vector<cuda::Event> events)
-      : device_(device), streams_(std::move(streams)), events_(std::move(events)),
-        pinned_(streams_.size()), incoming_(streams_.size()) {}
+      : device_(device),
+        streams_(std::move(streams)),
+        events_(std::move(events)),
+        pinned_(streams_.size()),
+        incoming_(streams_.size()) {}
 
   // The members free their streams and buffers as they go; make their device current first. The
   // error is ignored: a destructor cannot report it, and the frees log their own failures.
@@ -77,8 +78,8 @@ class CudaReducer final : public Reducer {
     ZPS_RETURN_IF_ERROR(checkSumArguments(count, dtype, "cuda reducer"));
     if (count == 0) return Status::OK();
     ZPS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    const Status enqueued = enqueue(static_cast<char*>(dst), static_cast<const char*>(src), count,
-                                    dtypeSize(dtype), dtype);
+    const Status enqueued =
+        enqueue(static_cast<char*>(dst), static_cast<const char*>(src), count, dtypeSize(dtype), dtype);
     // Always drain the stream, even after an error, so no copy can touch the caller's buffers
     // after we return.
     const cudaError_t drained = cudaStreamSynchronize(streams_[0].get());
@@ -144,7 +145,8 @@ class CudaReducer final : public Reducer {
     // the next round of any key of that size starts).
     pool_.emplace(round.bytes, std::move(round.sum));
     rounds_.erase(it);
-    if (copied != cudaSuccess) return cuda::cudaErrorToStatus(copied, "cudaMemcpyAsync (device to host)", __FILE__, __LINE__);
+    if (copied != cudaSuccess)
+      return cuda::cudaErrorToStatus(copied, "cudaMemcpyAsync (device to host)", __FILE__, __LINE__);
     if (drained != cudaSuccess) return cuda::cudaErrorToStatus(drained, "cudaStreamSynchronize", __FILE__, __LINE__);
     return Status::OK();
   }
@@ -177,8 +179,8 @@ class CudaReducer final : public Reducer {
     }
     std::memcpy(host_grads, grads, rows * dim * sizeof(float));
     cudaStream_t stream = streams_[0].get();
-    const Status enqueued = enqueueRows(config, rows, dim, values_floats, updated_floats,
-                                        total_floats, corrections, stream);
+    const Status enqueued =
+        enqueueRows(config, rows, dim, values_floats, updated_floats, total_floats, corrections, stream);
     // Drain even after an error: the next call rewrites rows_host_, which a copy may still read.
     const cudaError_t drained = cudaStreamSynchronize(stream);
     ZPS_RETURN_IF_ERROR(enqueued);
@@ -215,19 +217,17 @@ class CudaReducer final : public Reducer {
 
   // applyRows' device half: the gathered rows up, one kernel, the updated rows down, on `stream`.
   Status enqueueRows(const OptimizerConfig& config, size_t rows, size_t dim, size_t values_floats,
-                     size_t updated_floats, size_t total_floats, size_t corrections,
-                     cudaStream_t stream) {
+                     size_t updated_floats, size_t total_floats, size_t corrections, cudaStream_t stream) {
     auto* host = static_cast<float*>(rows_host_.data());
     auto* device = static_cast<float*>(rows_device_.data());
-    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, total_floats * sizeof(float),
-                                             cudaMemcpyHostToDevice, stream));
+    ZPS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(device, host, total_floats * sizeof(float), cudaMemcpyHostToDevice, stream));
     float* device_bc1 = device + updated_floats + rows * dim;
-    ZPS_RETURN_IF_ERROR(cudaApplyOptimizerRows(
-        config, device, device + values_floats, device + updated_floats, rows, dim,
-        corrections > 0 ? device_bc1 : nullptr, corrections > 0 ? device_bc1 + corrections : nullptr,
-        stream));
-    ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, updated_floats * sizeof(float),
-                                             cudaMemcpyDeviceToHost, stream));
+    ZPS_RETURN_IF_ERROR(cudaApplyOptimizerRows(config, device, device + values_floats, device + updated_floats, rows,
+                                               dim, corrections > 0 ? device_bc1 : nullptr,
+                                               corrections > 0 ? device_bc1 + corrections : nullptr, stream));
+    ZPS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host, device, updated_floats * sizeof(float), cudaMemcpyDeviceToHost, stream));
     return Status::OK();
   }
 
@@ -247,8 +247,7 @@ class CudaReducer final : public Reducer {
   Status enqueue(char* dst, const char* src, size_t count, size_t size, DType dtype) {
     const size_t total_bytes = count * size;
     const size_t chunk_elements = kMaxStagingBytes / size;
-    const size_t staging_bytes =
-        total_bytes < kMaxStagingBytes ? total_bytes : chunk_elements * size;
+    const size_t staging_bytes = total_bytes < kMaxStagingBytes ? total_bytes : chunk_elements * size;
     ZPS_RETURN_IF_ERROR(dst_staging_.reserve(staging_bytes));
     ZPS_RETURN_IF_ERROR(src_staging_.reserve(staging_bytes));
     cudaStream_t stream = streams_[0].get();
@@ -256,29 +255,28 @@ class CudaReducer final : public Reducer {
       const size_t n = count - first < chunk_elements ? count - first : chunk_elements;
       const size_t offset = first * size;
       const size_t bytes = n * size;
-      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst_staging_.data(), dst + offset, bytes,
-                                               cudaMemcpyHostToDevice, stream));
-      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(src_staging_.data(), src + offset, bytes,
-                                               cudaMemcpyHostToDevice, stream));
       ZPS_CUDA_RETURN_IF_ERROR(
-          cuda::launchSum(dst_staging_.data(), src_staging_.data(), n, dtype, stream));
-      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + offset, dst_staging_.data(), bytes,
-                                               cudaMemcpyDeviceToHost, stream));
+          cudaMemcpyAsync(dst_staging_.data(), dst + offset, bytes, cudaMemcpyHostToDevice, stream));
+      ZPS_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(src_staging_.data(), src + offset, bytes, cudaMemcpyHostToDevice, stream));
+      ZPS_CUDA_RETURN_IF_ERROR(cuda::launchSum(dst_staging_.data(), src_staging_.data(), n, dtype, stream));
+      ZPS_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(dst + offset, dst_staging_.data(), bytes, cudaMemcpyDeviceToHost, stream));
     }
     return Status::OK();
   }
 
   const int device_;
   std::vector<cuda::Stream> streams_;
-  std::vector<cuda::Event> events_;            // per stream: its pinned buffer's last copy is done
-  std::vector<cuda::PinnedBuffer> pinned_;     // per stream: pushes staged for the device
-  std::vector<cuda::DeviceBuffer> incoming_;   // per stream: a push on the device, before its sum
-  std::unordered_map<void*, Round> rounds_;    // by the host buffer the round will be collected into
+  std::vector<cuda::Event> events_;           // per stream: its pinned buffer's last copy is done
+  std::vector<cuda::PinnedBuffer> pinned_;    // per stream: pushes staged for the device
+  std::vector<cuda::DeviceBuffer> incoming_;  // per stream: a push on the device, before its sum
+  std::unordered_map<void*, Round> rounds_;   // by the host buffer the round will be collected into
   std::unordered_multimap<size_t, cuda::DeviceBuffer> pool_;
   int next_stream_ = 0;
   cuda::DeviceBuffer dst_staging_;
   cuda::DeviceBuffer src_staging_;
-  cuda::PinnedBuffer rows_host_;     // param mode: a round's rows, gathered
+  cuda::PinnedBuffer rows_host_;  // param mode: a round's rows, gathered
   cuda::DeviceBuffer rows_device_;
 };
 
@@ -289,8 +287,8 @@ bool cudaDeviceAvailable(std::string* why, int device) {
   const cudaError_t error = cudaGetDeviceCount(&count);
   std::string reason;
   if (error != cudaSuccess) {
-    reason = std::string("no usable CUDA device: cudaGetDeviceCount: ") + cudaGetErrorName(error) +
-             ": " + cudaGetErrorString(error);
+    reason = std::string("no usable CUDA device: cudaGetDeviceCount: ") + cudaGetErrorName(error) + ": " +
+             cudaGetErrorString(error);
     // The runtime says "insufficient" also when there is no driver at all, the common case.
     if (error == cudaErrorInsufficientDriver) {
       reason += " (no NVIDIA driver is loaded, or it is older than this CUDA runtime)";
@@ -298,15 +296,14 @@ bool cudaDeviceAvailable(std::string* why, int device) {
   } else if (count == 0) {
     reason = "no CUDA device found";
   } else if (device >= count) {
-    reason = "CUDA device " + std::to_string(device) + " requested but " + std::to_string(count) +
-             " device(s) are present";
+    reason =
+        "CUDA device " + std::to_string(device) + " requested but " + std::to_string(count) + " device(s) are present";
   } else {
     cudaError_t probed = device < 0 ? cudaGetDevice(&device) : cudaSetDevice(device);
     if (probed == cudaSuccess) probed = cuda::probeSumKernel();
     if (probed != cudaSuccess) {
       reason = "CUDA device " + std::to_string(device) +
-               " cannot run this build's kernels: " + cudaGetErrorName(probed) + ": " +
-               cudaGetErrorString(probed);
+               " cannot run this build's kernels: " + cudaGetErrorName(probed) + ": " + cudaGetErrorString(probed);
     }
   }
   if (reason.empty()) return true;
@@ -328,20 +325,17 @@ StatusOr<std::unique_ptr<Reducer>> makeCudaReducer(int device) {
     ZPS_RETURN_IF_ERROR(streams[i].create());
     ZPS_RETURN_IF_ERROR(events[i].create());
   }
-  return std::unique_ptr<Reducer>(
-      std::make_unique<CudaReducer>(device, std::move(streams), std::move(events)));
+  return std::unique_ptr<Reducer>(std::make_unique<CudaReducer>(device, std::move(streams), std::move(events)));
 }
 
 Status cudaSumDevice(void* dst, const void* src, size_t count, DType dtype, void* stream) {
   ZPS_RETURN_IF_ERROR(checkSumArguments(count, dtype, "cudaSumDevice"));
   const size_t size = dtypeSize(dtype);
-  if (reinterpret_cast<uintptr_t>(dst) % size != 0 ||
-      reinterpret_cast<uintptr_t>(src) % size != 0) {
-    return InvalidArgument("cudaSumDevice: " + std::string(dtypeName(dtype)) +
-                           " pointers must be aligned to " + std::to_string(size) + " bytes");
+  if (reinterpret_cast<uintptr_t>(dst) % size != 0 || reinterpret_cast<uintptr_t>(src) % size != 0) {
+    return InvalidArgument("cudaSumDevice: " + std::string(dtypeName(dtype)) + " pointers must be aligned to " +
+                           std::to_string(size) + " bytes");
   }
-  ZPS_CUDA_RETURN_IF_ERROR(
-      cuda::launchSum(dst, src, count, dtype, static_cast<cudaStream_t>(stream)));
+  ZPS_CUDA_RETURN_IF_ERROR(cuda::launchSum(dst, src, count, dtype, static_cast<cudaStream_t>(stream)));
   return Status::OK();
 }
 

@@ -11,8 +11,8 @@
 namespace zps::kernels::cuda {
 
 Status cudaErrorToStatus(cudaError_t error, const char* what, const char* file, int line) {
-  std::string message = std::string(what) + " failed at " + file + ":" + std::to_string(line) +
-                        ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+  std::string message = std::string(what) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                        cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
   switch (error) {
     // No device, no driver, or no kernel image for this device: the GPU is not there for us,
     // which callers treat as "fall back to the CPU", not as a bug.
@@ -20,10 +20,8 @@ Status cudaErrorToStatus(cudaError_t error, const char* what, const char* file, 
     case cudaErrorInsufficientDriver:
     case cudaErrorNoKernelImageForDevice:
     case cudaErrorDevicesUnavailable:
-    case cudaErrorInvalidDevice:
-      return Unavailable(std::move(message));
-    default:
-      return InternalError(std::move(message));
+    case cudaErrorInvalidDevice: return Unavailable(std::move(message));
+    default: return InternalError(std::move(message));
   }
 }
 
@@ -77,8 +75,7 @@ Status Stream::create() {
 void Stream::release() {
   if (stream_ == nullptr) return;
   const cudaError_t error = cudaStreamDestroy(stream_);
-  LOG_IF(WARNING, error != cudaSuccess)
-      << "cudaStreamDestroy failed: " << cudaGetErrorString(error);
+  LOG_IF(WARNING, error != cudaSuccess) << "cudaStreamDestroy failed: " << cudaGetErrorString(error);
   stream_ = nullptr;
 }
 

@@ -28,7 +28,8 @@ std::string fileOf(const void* function) {
 GpuReport gpuReport() {
   GpuReport report;
   std::ostringstream out;
-  out << "build: CUDA runtime " << cudaVersionText(CUDART_VERSION) << " (static), GPU code for " << ZPS_CUDA_ARCHITECTURES
+  out << "build: CUDA runtime " << cudaVersionText(CUDART_VERSION) << " (static), GPU code for "
+      << ZPS_CUDA_ARCHITECTURES
 #ifdef ZPS_HAVE_NCCL
       << ", NCCL " << NCCL_MAJOR << "." << NCCL_MINOR << "." << NCCL_PATCH << " headers";
 #else

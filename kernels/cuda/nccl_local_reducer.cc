@@ -28,15 +28,13 @@ const cuda::NcclLibrary& nccl() { return *cuda::ncclLibrary().value(); }
 // How often waits ask KeepWaiting (a few syscalls for the shared-memory liveness locks).
 constexpr auto kHealthInterval = std::chrono::milliseconds(20);
 
-Status ncclErrorToStatus(ncclResult_t result, const char* what, const char* file, int line,
-                         ncclComm_t comm) {
-  std::string message = std::string(what) + " failed at " + file + ":" + std::to_string(line) +
-                        ": " + nccl().ncclGetErrorString(result);
+Status ncclErrorToStatus(ncclResult_t result, const char* what, const char* file, int line, ncclComm_t comm) {
+  std::string message =
+      std::string(what) + " failed at " + file + ":" + std::to_string(line) + ": " + nccl().ncclGetErrorString(result);
   const char* last = nccl().ncclGetLastError(comm);
   if (last != nullptr && *last != '\0') message += " (" + std::string(last) + ")";
   // Invalid usage (for instance two local ranks on one GPU) is the caller's setup, not a bug.
-  if (result == ncclInvalidUsage || result == ncclInvalidArgument)
-    return FailedPrecondition(std::move(message));
+  if (result == ncclInvalidUsage || result == ncclInvalidArgument) return FailedPrecondition(std::move(message));
   return InternalError(std::move(message));
 }
 
@@ -50,8 +48,7 @@ StatusOr<ncclDataType_t> ncclType(DType dtype) {
     case DType::kInt64: return ncclInt64;
     case DType::kUInt8: return ncclUint8;
   }
-  return InvalidArgument("NCCL local reducer: unknown dtype " +
-                         std::to_string(static_cast<int>(dtype)));
+  return InvalidArgument("NCCL local reducer: unknown dtype " + std::to_string(static_cast<int>(dtype)));
 }
 
 // Owns one communicator. Destruction aborts it: every operation we issued has completed or failed
@@ -85,10 +82,8 @@ class Communicator {
 
 class NcclLocalReducer final : public DeviceLocalReducer {
  public:
-  NcclLocalReducer(int rank, int size, int device, std::chrono::milliseconds timeout,
-                   KeepWaiting keep_waiting)
-      : rank_(rank), size_(size), device_(device), timeout_(timeout),
-        keep_waiting_(std::move(keep_waiting)) {}
+  NcclLocalReducer(int rank, int size, int device, std::chrono::milliseconds timeout, KeepWaiting keep_waiting)
+      : rank_(rank), size_(size), device_(device), timeout_(timeout), keep_waiting_(std::move(keep_waiting)) {}
   ~NcclLocalReducer() override { static_cast<void>(cudaSetDevice(device_)); }
 
   Status init(const std::string& unique_id) {
@@ -98,8 +93,8 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     if (size_ == 1) return Status::OK();
     ncclUniqueId id;
     if (unique_id.size() != sizeof(id.internal)) {
-      return InvalidArgument("NCCL unique id of " + std::to_string(unique_id.size()) +
-                             " bytes; expected " + std::to_string(sizeof(id.internal)));
+      return InvalidArgument("NCCL unique id of " + std::to_string(unique_id.size()) + " bytes; expected " +
+                             std::to_string(sizeof(id.internal)));
     }
     std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -115,8 +110,8 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     return staging_[tensor_id].bytePtr();
   }
 
-  Status reduceScatter(const void* in, size_t bytes, DType dtype,
-                       const std::vector<LocalPiece>& pieces, uint8_t* staging) override {
+  Status reduceScatter(const void* in, size_t bytes, DType dtype, const std::vector<LocalPiece>& pieces,
+                       uint8_t* staging) override {
     if (bytes == 0) return usable();  // every rank has the same tensor: none calls NCCL
     ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, begin(bytes, dtype));
     const size_t esize = dtypeSize(dtype);
@@ -130,8 +125,7 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     const uint8_t* src = static_cast<const uint8_t*>(in);
     if (!isDevicePointer(in)) {
       ZPS_RETURN_IF_ERROR(input_.reserve(bytes));
-      ZPS_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(input_.data(), in, bytes, cudaMemcpyHostToDevice, s));
+      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(input_.data(), in, bytes, cudaMemcpyHostToDevice, s));
       src = input_.bytePtr();
     }
     uint8_t* result = result_.bytePtr();
@@ -139,13 +133,13 @@ class NcclLocalReducer final : public DeviceLocalReducer {
       for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
         const size_t count = step.piece_bytes / esize;
         if (step.whole_partition) {
-          ZPS_RETURN_IF_ERROR(queued(
-              nccl().ncclReduceScatter(src + step.offset, result + step.offset + step.piece_bytes * rank_,
-                                       count, type, ncclSum, comm_.get(), s),
-              "ncclReduceScatter", __FILE__, __LINE__));
+          ZPS_RETURN_IF_ERROR(
+              queued(nccl().ncclReduceScatter(src + step.offset, result + step.offset + step.piece_bytes * rank_, count,
+                                              type, ncclSum, comm_.get(), s),
+                     "ncclReduceScatter", __FILE__, __LINE__));
         } else {
-          ZPS_RETURN_IF_ERROR(queued(nccl().ncclReduce(src + step.offset, result + step.offset, count, type,
-                                                       ncclSum, step.owner, comm_.get(), s),
+          ZPS_RETURN_IF_ERROR(queued(nccl().ncclReduce(src + step.offset, result + step.offset, count, type, ncclSum,
+                                                       step.owner, comm_.get(), s),
                                      "ncclReduce", __FILE__, __LINE__));
         }
       }
@@ -153,14 +147,14 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     }));
     for (const LocalPiece& p : pieces) {
       if (p.owner != rank_) continue;
-      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging + p.offset, result + p.offset, p.bytes,
-                                               cudaMemcpyDeviceToHost, s));
+      ZPS_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(staging + p.offset, result + p.offset, p.bytes, cudaMemcpyDeviceToHost, s));
     }
     return drain("NCCL reduce-scatter");
   }
 
-  Status allGather(const uint8_t* staging, size_t bytes, DType dtype,
-                   const std::vector<LocalPiece>& pieces, void* out) override {
+  Status allGather(const uint8_t* staging, size_t bytes, DType dtype, const std::vector<LocalPiece>& pieces,
+                   void* out) override {
     if (bytes == 0) return usable();
     ZPS_ASSIGN_OR_RETURN(ncclDataType_t type, begin(bytes, dtype));
     const size_t esize = dtypeSize(dtype);
@@ -173,22 +167,21 @@ class NcclLocalReducer final : public DeviceLocalReducer {
     uint8_t* result = result_.bytePtr();
     for (const LocalPiece& p : pieces) {
       if (p.owner != rank_) continue;
-      ZPS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(result + p.offset, staging + p.offset, p.bytes,
-                                               cudaMemcpyHostToDevice, s));
+      ZPS_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(result + p.offset, staging + p.offset, p.bytes, cudaMemcpyHostToDevice, s));
     }
     ZPS_RETURN_IF_ERROR(group([&]() -> Status {
       for (const CollectiveStep& step : planLocalCollectives(pieces, size_)) {
         const size_t count = step.piece_bytes / esize;
         if (step.whole_partition) {
           // In place: our piece already sits at its slot of the partition.
-          ZPS_RETURN_IF_ERROR(queued(
-              nccl().ncclAllGather(result + step.offset + step.piece_bytes * rank_, result + step.offset,
-                                   count, type, comm_.get(), s),
-              "ncclAllGather", __FILE__, __LINE__));
+          ZPS_RETURN_IF_ERROR(queued(nccl().ncclAllGather(result + step.offset + step.piece_bytes * rank_,
+                                                          result + step.offset, count, type, comm_.get(), s),
+                                     "ncclAllGather", __FILE__, __LINE__));
         } else {
-          ZPS_RETURN_IF_ERROR(queued(nccl().ncclBroadcast(result + step.offset, result + step.offset, count,
-                                                          type, step.owner, comm_.get(), s),
-                                     "ncclBroadcast", __FILE__, __LINE__));
+          ZPS_RETURN_IF_ERROR(queued(
+              nccl().ncclBroadcast(result + step.offset, result + step.offset, count, type, step.owner, comm_.get(), s),
+              "ncclBroadcast", __FILE__, __LINE__));
         }
       }
       return Status::OK();
@@ -298,14 +291,15 @@ class NcclLocalReducer final : public DeviceLocalReducer {
         next_health = now + kHealthInterval;
       }
       if (now - start > timeout_) {
-        return fail(DeadlineExceeded(std::string(what) + ": local rank " + std::to_string(rank_) +
-                                     " of " + std::to_string(size_) + " not done after " +
-                                     std::to_string(std::chrono::duration<double>(timeout_).count()) +
-                                     " s"));
+        return fail(DeadlineExceeded(std::string(what) + ": local rank " + std::to_string(rank_) + " of " +
+                                     std::to_string(size_) + " not done after " +
+                                     std::to_string(std::chrono::duration<double>(timeout_).count()) + " s"));
       }
       // Spin briefly (small tensors finish in microseconds), then sleep.
-      if (spins < 1000) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (spins < 1000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
@@ -329,14 +323,12 @@ StatusOr<std::string> ncclNewUniqueId() {
   ZPS_RETURN_IF_ERROR(cuda::ncclLibrary().status());
   ncclUniqueId id;
   const ncclResult_t result = nccl().ncclGetUniqueId(&id);
-  if (result != ncclSuccess)
-    return ncclErrorToStatus(result, "ncclGetUniqueId", __FILE__, __LINE__, nullptr);
+  if (result != ncclSuccess) return ncclErrorToStatus(result, "ncclGetUniqueId", __FILE__, __LINE__, nullptr);
   return std::string(id.internal, sizeof(id.internal));
 }
 
-StatusOr<std::unique_ptr<DeviceLocalReducer>> makeNcclLocalReducer(const std::string& unique_id,
-                                                                   int rank, int size, int device,
-                                                                   std::chrono::milliseconds timeout,
+StatusOr<std::unique_ptr<DeviceLocalReducer>> makeNcclLocalReducer(const std::string& unique_id, int rank, int size,
+                                                                   int device, std::chrono::milliseconds timeout,
                                                                    KeepWaiting keep_waiting) {
   if (size < 1 || rank < 0 || rank >= size)
     return InvalidArgument("NCCL local reducer: rank " + std::to_string(rank) + " of " + std::to_string(size));

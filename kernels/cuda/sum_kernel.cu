@@ -28,16 +28,12 @@ struct AddFloat64 {
 
 struct AddFloat16 {
   using T = __half;
-  __device__ T operator()(T a, T b) const {
-    return __float2half_rn(__half2float(a) + __half2float(b));
-  }
+  __device__ T operator()(T a, T b) const { return __float2half_rn(__half2float(a) + __half2float(b)); }
 };
 
 struct AddBFloat16 {
   using T = __nv_bfloat16;
-  __device__ T operator()(T a, T b) const {
-    return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b));
-  }
+  __device__ T operator()(T a, T b) const { return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b)); }
 };
 
 // Integers are added as unsigned so that overflow wraps (two's complement) by definition.
@@ -66,8 +62,7 @@ struct alignas(kSumPackBytes) Pack {
 // aligned, and the elements done one by one before and after them.
 template <typename Add>
 __global__ void __launch_bounds__(kSumThreadsPerBlock)
-    sumKernel(typename Add::T* __restrict__ dst, const typename Add::T* __restrict__ src,
-              SumPlan plan) {
+    sumKernel(typename Add::T* __restrict__ dst, const typename Add::T* __restrict__ src, SumPlan plan) {
   using T = typename Add::T;
   using P = Pack<T>;
   const Add add{};
@@ -96,10 +91,9 @@ __global__ void __launch_bounds__(kSumThreadsPerBlock)
 template <typename Add>
 cudaError_t launch(void* dst, const void* src, size_t count, cudaStream_t stream) {
   using T = typename Add::T;
-  const SumPlan plan = planSum(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src),
-                               count, sizeof(T));
-  sumKernel<Add><<<plan.blocks, kSumThreadsPerBlock, 0, stream>>>(
-      static_cast<T*>(dst), static_cast<const T*>(src), plan);
+  const SumPlan plan = planSum(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), count, sizeof(T));
+  sumKernel<Add>
+      <<<plan.blocks, kSumThreadsPerBlock, 0, stream>>>(static_cast<T*>(dst), static_cast<const T*>(src), plan);
   return cudaGetLastError();
 }
 
@@ -108,20 +102,13 @@ cudaError_t launch(void* dst, const void* src, size_t count, cudaStream_t stream
 cudaError_t launchSum(void* dst, const void* src, size_t count, DType dtype, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;  // a launch of 0 blocks would fail (invalid configuration)
   switch (dtype) {
-    case DType::kFloat32:
-      return launch<AddFloat32>(dst, src, count, stream);
-    case DType::kFloat16:
-      return launch<AddFloat16>(dst, src, count, stream);
-    case DType::kBFloat16:
-      return launch<AddBFloat16>(dst, src, count, stream);
-    case DType::kFloat64:
-      return launch<AddFloat64>(dst, src, count, stream);
-    case DType::kInt32:
-      return launch<AddUInt32>(dst, src, count, stream);
-    case DType::kInt64:
-      return launch<AddUInt64>(dst, src, count, stream);
-    case DType::kUInt8:
-      return launch<AddUInt8>(dst, src, count, stream);
+    case DType::kFloat32: return launch<AddFloat32>(dst, src, count, stream);
+    case DType::kFloat16: return launch<AddFloat16>(dst, src, count, stream);
+    case DType::kBFloat16: return launch<AddBFloat16>(dst, src, count, stream);
+    case DType::kFloat64: return launch<AddFloat64>(dst, src, count, stream);
+    case DType::kInt32: return launch<AddUInt32>(dst, src, count, stream);
+    case DType::kInt64: return launch<AddUInt64>(dst, src, count, stream);
+    case DType::kUInt8: return launch<AddUInt8>(dst, src, count, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -32,9 +32,7 @@ struct SumPlan {
   // Elements done one by one: the head, then the tail after the packs.
   ZPS_SUM_PLAN_HOST_DEVICE size_t singles() const { return count - packs * lanes; }
   // The element of the j-th single, j < singles().
-  ZPS_SUM_PLAN_HOST_DEVICE size_t single(size_t j) const {
-    return j < head ? j : head + packs * lanes + (j - head);
-  }
+  ZPS_SUM_PLAN_HOST_DEVICE size_t single(size_t j) const { return j < head ? j : head + packs * lanes + (j - head); }
 };
 
 // The plan for `count` elements of `element_size` bytes at addresses dst and src, both aligned to

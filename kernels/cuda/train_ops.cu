@@ -29,12 +29,10 @@ unsigned gridFor(size_t n) {
   return static_cast<unsigned>(blocks);
 }
 
-#define ZPS_TRAIN_GRID_STRIDE(i, n)                                       \
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < (n); \
-       i += size_t{gridDim.x} * blockDim.x)
+#define ZPS_TRAIN_GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < (n); i += size_t{gridDim.x} * blockDim.x)
 
-__global__ void fillRowsKernel(float* __restrict__ out, const float* __restrict__ row, size_t rows,
-                               size_t width) {
+__global__ void fillRowsKernel(float* __restrict__ out, const float* __restrict__ row, size_t rows, size_t width) {
   ZPS_TRAIN_GRID_STRIDE(i, rows * width) out[i] = row[i % width];
 }
 
@@ -45,8 +43,7 @@ __global__ void reluBackwardKernel(float* __restrict__ delta, const float* __res
 }
 
 // One thread per column, adding the rows in order: the CPU's order, hence its exact sums.
-__global__ void columnSumsKernel(const float* __restrict__ x, size_t rows, size_t width,
-                                 float* __restrict__ out) {
+__global__ void columnSumsKernel(const float* __restrict__ x, size_t rows, size_t width, float* __restrict__ out) {
   ZPS_TRAIN_GRID_STRIDE(o, width) {
     float s = 0.0f;
     for (size_t r = 0; r < rows; ++r) s = __fadd_rn(s, x[r * width + o]);
@@ -63,9 +60,8 @@ __global__ void subtractKernel(float* out, const float* a, const float* b, size_
 }
 
 // One thread per row: its loss (into row_loss) and its logits' gradient.
-__global__ void headKernel(LossHead head, const float* __restrict__ logits,
-                           const float* __restrict__ labels, size_t rows, size_t width,
-                           float* __restrict__ delta, double* __restrict__ row_loss) {
+__global__ void headKernel(LossHead head, const float* __restrict__ logits, const float* __restrict__ labels,
+                           size_t rows, size_t width, float* __restrict__ delta, double* __restrict__ row_loss) {
   ZPS_TRAIN_GRID_STRIDE(i, rows) {
     row_loss[i] = math::headLoss(head, logits + i * width, width, labels[i], delta + i * width);
   }
@@ -84,19 +80,15 @@ __global__ void sumInOrderKernel(const double* __restrict__ x, size_t n, double*
 class CudaTrainOps final : public TrainOps {
  public:
   CudaTrainOps(int device, std::unique_ptr<GpuGemm> gemm)
-      : device_(device), gemm_(std::move(gemm)),
-        stream_(static_cast<cudaStream_t>(gemm_->stream())) {}
+      : device_(device), gemm_(std::move(gemm)), stream_(static_cast<cudaStream_t>(gemm_->stream())) {}
   ~CudaTrainOps() override { static_cast<void>(cudaSetDevice(device_)); }
 
-  std::string describe() const override {
-    return "cuda (cuBLAS on GPU " + std::to_string(device_) + ")";
-  }
+  std::string describe() const override { return "cuda (cuBLAS on GPU " + std::to_string(device_) + ")"; }
   Status status() const override { return error_; }
 
   float* allocate(size_t floats) override {
     void* p = nullptr;
-    if (!ready() || !ok(cudaMalloc(&p, floats * sizeof(float)), "cudaMalloc", __FILE__, __LINE__))
-      return nullptr;
+    if (!ready() || !ok(cudaMalloc(&p, floats * sizeof(float)), "cudaMalloc", __FILE__, __LINE__)) return nullptr;
     return static_cast<float*>(p);
   }
   // Buffers are released when they grow, possibly while queued ops still read them: cudaFree
@@ -110,8 +102,7 @@ class CudaTrainOps final : public TrainOps {
   float* allocateStaging(size_t floats) override {
     void* p = nullptr;
     if (!ready() ||
-        !ok(cudaHostAlloc(&p, floats * sizeof(float), cudaHostAllocDefault), "cudaHostAlloc",
-            __FILE__, __LINE__))
+        !ok(cudaHostAlloc(&p, floats * sizeof(float), cudaHostAllocDefault), "cudaHostAlloc", __FILE__, __LINE__))
       return nullptr;
     return static_cast<float*>(p);
   }
@@ -135,8 +126,8 @@ class CudaTrainOps final : public TrainOps {
     if (ready()) ZPS_TRAIN_OPS_CUDA(cudaStreamSynchronize(stream_));
   }
 
-  void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
-            size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) override {
+  void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
+            const float* b, size_t ldb, float beta, float* c, size_t ldc) override {
     if (ready()) keep(gemm_->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
   }
   void fillRows(float* out, const float* row, size_t rows, size_t width) override {
@@ -176,34 +167,30 @@ class CudaTrainOps final : public TrainOps {
     subtractKernel<<<gridFor(n), kThreads, 0, stream_>>>(out, a, b, n);
     ZPS_TRAIN_OPS_CUDA(cudaGetLastError());
   }
-  double headLossGrad(LossHead head, const float* logits, const float* labels, size_t rows,
-                      size_t width, float* delta) override {
+  double headLossGrad(LossHead head, const float* logits, const float* labels, size_t rows, size_t width,
+                      float* delta) override {
     if (!ready() || rows == 0) return 0.0;
     if (!keep(row_loss_.reserve(rows * sizeof(double))) || !keep(loss_.reserve(sizeof(double))) ||
         !keep(host_loss_.reserve(sizeof(double))))
       return 0.0;
     auto* row_loss = static_cast<double*>(row_loss_.data());
     auto* loss = static_cast<double*>(loss_.data());
-    headKernel<<<gridFor(rows), kThreads, 0, stream_>>>(head, logits, labels, rows, width, delta,
-                                                        row_loss);
+    headKernel<<<gridFor(rows), kThreads, 0, stream_>>>(head, logits, labels, rows, width, delta, row_loss);
     ZPS_TRAIN_OPS_CUDA(cudaGetLastError());
     sumInOrderKernel<<<1, 1, 0, stream_>>>(row_loss, rows, loss);
     ZPS_TRAIN_OPS_CUDA(cudaGetLastError());
-    ZPS_TRAIN_OPS_CUDA(
-        cudaMemcpyAsync(host_loss_.data(), loss, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    ZPS_TRAIN_OPS_CUDA(cudaMemcpyAsync(host_loss_.data(), loss, sizeof(double), cudaMemcpyDeviceToHost, stream_));
     synchronize();
     return error_.ok() ? *static_cast<const double*>(host_loss_.data()) : 0.0;
   }
-  void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad,
-                      size_t n, uint64_t step) override {
+  void applyOptimizer(const OptimizerConfig& config, float* params, float* state, const float* grad, size_t n,
+                      uint64_t step) override {
     if (ready()) keep(cudaApplyOptimizer(config, params, state, grad, n, step, stream_));
   }
 
  private:
   // True while no op has failed, with this backend's GPU current for the calling thread.
-  bool ready() {
-    return error_.ok() && ok(cudaSetDevice(device_), "cudaSetDevice", __FILE__, __LINE__);
-  }
+  bool ready() { return error_.ok() && ok(cudaSetDevice(device_), "cudaSetDevice", __FILE__, __LINE__); }
   bool ok(cudaError_t e, const char* what, const char* file, int line) {
     if (e == cudaSuccess) return true;
     if (error_.ok()) static_cast<void>(error_ = cuda::cudaErrorToStatus(e, what, file, line));

@@ -18,8 +18,7 @@ class BoundedQueue {
   // Blocks while full, up to the deadline. Returns false on timeout or when closed.
   bool push(T item, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!not_full_.wait_until(lock, deadline, [&] { return closed_ || items_.size() < capacity_; }))
-      return false;
+    if (!not_full_.wait_until(lock, deadline, [&] { return closed_ || items_.size() < capacity_; })) return false;
     if (closed_) return false;
     items_.push_back(std::move(item));
     not_empty_.notify_one();
@@ -38,8 +37,7 @@ class BoundedQueue {
   // Waits for an item up to the deadline; nullopt on timeout or when closed and drained.
   std::optional<T> pop(std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!not_empty_.wait_until(lock, deadline, [&] { return closed_ || !items_.empty(); }))
-      return std::nullopt;
+    if (!not_empty_.wait_until(lock, deadline, [&] { return closed_ || !items_.empty(); })) return std::nullopt;
     if (items_.empty()) return std::nullopt;
     T item = std::move(items_.front());
     items_.pop_front();

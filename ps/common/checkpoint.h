@@ -38,7 +38,9 @@ Status writeFileAtomically(const std::string& path, const std::string& contents)
 class PayloadWriter {
  public:
   template <typename T>
-  void put(const T& v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(T)); }
+  void put(const T& v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
   void putBytes(const void* p, size_t n) {
     if (n > 0) out_.append(static_cast<const char*>(p), n);  // p may be null when n is 0
   }
@@ -52,7 +54,9 @@ class PayloadReader {
  public:
   explicit PayloadReader(const std::string& in) : in_(in) {}
   template <typename T>
-  bool get(T* v) { return getBytes(v, sizeof(T)); }
+  bool get(T* v) {
+    return getBytes(v, sizeof(T));
+  }
   bool getBytes(void* p, size_t n);
   size_t remaining() const { return in_.size() - pos_; }
 

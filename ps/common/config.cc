@@ -9,9 +9,9 @@
 
 #include <cerrno>
 #include <cmath>
-#include <sstream>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <thread>
 
 namespace zps {
@@ -25,15 +25,15 @@ const char* roleName(Role role) {
   return "unknown";
 }
 
-Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, const std::string& hostname,
-                            int* rank, std::string* source) {
+Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, const std::string& hostname, int* rank,
+                            std::string* source) {
   *rank = -1;
   *source = "arrival order";
   if (role == Role::kScheduler) return Status::OK();
   // As for every other setting, a flag given on the command line wins over the environment.
   if (auto flag = role == Role::kServer ? flagValue("server_id") : std::nullopt) {
-    ZPS_ASSIGN_OR_RETURN(long long n, parseInteger("--server_id", *flag, -1, 1 << 20,
-                                                   "a rank from 0, or -1 for arrival order"));
+    ZPS_ASSIGN_OR_RETURN(long long n,
+                         parseInteger("--server_id", *flag, -1, 1 << 20, "a rank from 0, or -1 for arrival order"));
     if (n >= 0) {
       *rank = static_cast<int>(n);
       *source = "--server_id";
@@ -158,8 +158,10 @@ Status loadCluster(const EnvLookup& env, std::optional<Role> role, Config& c) {
   ZPS_ASSIGN_OR_RETURN(c.bind_host, bindHostFrom(env));
 
   char hostbuf[256] = {0};
-  if (auto h = env("HOSTNAME"); h && !h->empty()) c.hostname = *h;
-  else if (gethostname(hostbuf, sizeof(hostbuf) - 1) == 0) c.hostname = hostbuf;
+  if (auto h = env("HOSTNAME"); h && !h->empty())
+    c.hostname = *h;
+  else if (gethostname(hostbuf, sizeof(hostbuf) - 1) == 0)
+    c.hostname = hostbuf;
   int n = c.role == Role::kWorker ? c.num_workers : c.num_servers;
   return resolveRequestedRank(env, c.role, n, c.hostname, &c.requested_rank, &c.rank_source);
 }
@@ -255,7 +257,8 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
 uint64_t physicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page = sysconf(_SC_PAGESIZE);
-  uint64_t bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t{1} << 32;
+  uint64_t bytes =
+      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t{1} << 32;
   if (FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
     unsigned long long limit = 0;
     if (std::fscanf(f, "%llu", &limit) == 1 && limit > 0 && limit < bytes) bytes = limit;  // "max": no limit

@@ -25,14 +25,14 @@ constexpr int kMaxLocalSize = 1024;
 
 struct Config {
   Role role = Role::kWorker;
-  std::string root_uri;      // DMLC_PS_ROOT_URI: scheduler host name or IP
-  int root_port = 0;         // DMLC_PS_ROOT_PORT
-  int num_servers = 0;       // DMLC_NUM_SERVER
-  int num_workers = 0;       // DMLC_NUM_WORKER
-  std::string node_host;     // the address this node advertises (DMLC_NODE_HOST, DMLC_INTERFACE, detected)
+  std::string root_uri;               // DMLC_PS_ROOT_URI: scheduler host name or IP
+  int root_port = 0;                  // DMLC_PS_ROOT_PORT
+  int num_servers = 0;                // DMLC_NUM_SERVER
+  int num_workers = 0;                // DMLC_NUM_WORKER
+  std::string node_host;              // the address this node advertises (DMLC_NODE_HOST, DMLC_INTERFACE, detected)
   std::string bind_host = "0.0.0.0";  // the address the scheduler's and a server's sockets bind (bindHostFrom)
-  int node_port = 0;         // PORT / DMLC_PORT; 0 = any free port
-  int verbose = 0;           // PS_VERBOSE
+  int node_port = 0;                  // PORT / DMLC_PORT; 0 = any free port
+  int verbose = 0;                    // PS_VERBOSE
 
   // Requested rank: -1 = assigned by arrival order. rank_source names where it came from.
   int requested_rank = -1;
@@ -50,14 +50,14 @@ struct Config {
   int server_engine_threads = 2;
   size_t max_message_bytes = size_t{1} << 30;
 
-  std::string checkpoint_dir;     // ZPS_CHECKPOINT_DIR; empty = no checkpoints
-  int64_t checkpoint_every = 0;   // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end
-  bool enable_async = false;      // ZPS_ENABLE_ASYNC (or BYTEPS_ENABLE_ASYNC)
+  std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
+  int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end
+  bool enable_async = false;     // ZPS_ENABLE_ASYNC (or BYTEPS_ENABLE_ASYNC)
 
   // A worker resends a request with no reply after this long (0 = never). ZPS_RESEND_TIMEOUT seconds,
   // or ps-lite's PS_RESEND=1 with PS_RESEND_TIMEOUT milliseconds.
   std::chrono::milliseconds resend_timeout{0};
-  std::string test_faults;        // ZPS_TEST_FAULTS, validated by parseFaultInjection (transport.h)
+  std::string test_faults;  // ZPS_TEST_FAULTS, validated by parseFaultInjection (transport.h)
 
   // ZPS_SERVER_ENGINE: "auto" (CUDA when a usable GPU is present, else CPU), "cpu" or "cuda".
   std::string server_engine = "auto";
@@ -71,9 +71,9 @@ struct Config {
   // NCCL for every tensor (host tensors are copied to the GPU first).
   std::string local_reduce = "auto";
 
-  std::string auth_token;         // ZPS_AUTH_TOKEN (never logged)
-  std::string auth_token_file;    // ZPS_AUTH_TOKEN_FILE (wins over ZPS_AUTH_TOKEN)
-  bool curve = false;             // ZPS_CURVE=1: encrypt every connection (CurveZMQ)
+  std::string auth_token;       // ZPS_AUTH_TOKEN (never logged)
+  std::string auth_token_file;  // ZPS_AUTH_TOKEN_FILE (wins over ZPS_AUTH_TOKEN)
+  bool curve = false;           // ZPS_CURVE=1: encrypt every connection (CurveZMQ)
 
   // ZPS_RECOVERY=1: a lost node's rank is held open for a replacement for ZPS_RECOVERY_TIMEOUT seconds
   // and the job rolls back to its latest checkpoint instead of failing (scheduler/scheduler.cc).
@@ -85,9 +85,9 @@ struct Config {
 
   // Gradient compression (include/zps/compression.h): the compressor of float32 tensors declared without
   // one, the share of elements topk/randomk send, and the smallest tensor ZPS_COMPRESSOR compresses.
-  Compressor compressor = Compressor::kNone;  // ZPS_COMPRESSOR
+  Compressor compressor = Compressor::kNone;      // ZPS_COMPRESSOR
   double compress_ratio = kDefaultCompressRatio;  // ZPS_COMPRESS_RATIO, in (0, 1]
-  size_t min_compress_bytes = 16384;          // ZPS_MIN_COMPRESS_BYTES
+  size_t min_compress_bytes = 16384;              // ZPS_MIN_COMPRESS_BYTES
 };
 
 // The address to listen on: ZPS_BIND_HOST, else DMLC_NODE_HOST when it is an IP address (a node binds
@@ -106,8 +106,8 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role = std
 // VC_TASK_INDEX, a trailing "-N" in the hostname; otherwise -1 (arrival order). Servers use ZPS_SERVER_ID,
 // JOB_COMPLETION_INDEX, VC_TASK_INDEX. A hostname-derived rank >= num_nodes is ignored (it is a guess);
 // an explicit one is kept and the scheduler refuses it.
-Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, const std::string& hostname,
-                            int* rank, std::string* source);
+Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, const std::string& hostname, int* rank,
+                            std::string* source);
 
 // The IPv4 address of a network interface, or an error naming the interfaces that exist.
 StatusOr<std::string> interfaceAddress(const std::string& interface);

@@ -162,8 +162,7 @@ StatusOr<std::string> readText(const EnvLookup& env, std::string_view name) {
   const Setting& s = expectSetting(name, {SettingType::kText, SettingType::kChoice});
   ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
   std::string text = trimSpace(t.text);
-  if (s.type == SettingType::kChoice &&
-      std::find(s.choices.begin(), s.choices.end(), text) == s.choices.end()) {
+  if (s.type == SettingType::kChoice && std::find(s.choices.begin(), s.choices.end(), text) == s.choices.end()) {
     return InvalidArgument(t.source + "='" + text + "' is not " + s.noun + "; set it to " + hintFor(s, t.source));
   }
   return text;
@@ -176,8 +175,8 @@ std::string trimSpace(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-StatusOr<long long> parseInteger(const std::string& name, const std::string& value, long long min,
-                                 long long max, const std::string& hint) {
+StatusOr<long long> parseInteger(const std::string& name, const std::string& value, long long min, long long max,
+                                 const std::string& hint) {
   std::string v = trimSpace(value);
   std::string fix = hint.empty() ? "" : "; set it to " + hint;
   if (v.empty()) return InvalidArgument(name + " is empty" + fix);
@@ -187,8 +186,8 @@ StatusOr<long long> parseInteger(const std::string& name, const std::string& val
   if (errno == ERANGE || end == v.c_str() || *end != '\0')
     return InvalidArgument(name + "='" + value + "' is not a whole number" + fix);
   if (n < min || n > max)
-    return InvalidArgument(name + "=" + v + " is out of range [" + std::to_string(min) + ", " +
-                           std::to_string(max) + "]" + fix);
+    return InvalidArgument(name + "=" + v + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) +
+                           "]" + fix);
   return n;
 }
 

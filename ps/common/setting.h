@@ -41,15 +41,15 @@ struct Setting {
   bool flag = true;              // false: environment only
   std::vector<std::string> env;  // environment variables; the first one set wins
   SettingType type = SettingType::kText;
-  std::string default_text;      // as users write it; parsed like any value
-  long long min = 0, max = 0;    // kInteger's range
+  std::string default_text;          // as users write it; parsed like any value
+  long long min = 0, max = 0;        // kInteger's range
   std::vector<std::string> choices;  // kChoice's words
-  std::string noun;              // kChoice, for messages: "'gpu' is not <an engine>"
-  std::string hint;              // what to set it to, for messages; empty: from the type and range
+  std::string noun;                  // kChoice, for messages: "'gpu' is not <an engine>"
+  std::string hint;                  // what to set it to, for messages; empty: from the type and range
   std::string help;
-  std::string group;             // the heading it appears under in help and docs
-  bool blank_is_unset = true;    // an empty (or blank) variable counts as not set, not as an error
-  bool required = false;         // no default: a process that needs it fails without it
+  std::string group;           // the heading it appears under in help and docs
+  bool blank_is_unset = true;  // an empty (or blank) variable counts as not set, not as an error
+  bool required = false;       // no default: a process that needs it fails without it
 };
 
 // Every setting, grouped in the order help and docs print them.
@@ -90,8 +90,8 @@ StatusOr<double> readFraction(const EnvLookup& env, std::string_view name);
 StatusOr<std::string> readText(const EnvLookup& env, std::string_view name);  // kText and kChoice
 
 // Strict parsers behind the reads. `name` appears in the error message; a hint adds "; set it to <hint>".
-StatusOr<long long> parseInteger(const std::string& name, const std::string& value, long long min,
-                                 long long max, const std::string& hint);
+StatusOr<long long> parseInteger(const std::string& name, const std::string& value, long long min, long long max,
+                                 const std::string& hint);
 StatusOr<std::chrono::milliseconds> parseSeconds(const std::string& name, const std::string& value,
                                                  const std::string& hint);
 // A share in (0, 1], e.g. ZPS_COMPRESS_RATIO=0.01.

@@ -21,7 +21,8 @@ std::string deriveSeed(const std::string& token, std::string_view label) {
   ensureSodium();
   std::string input = std::string(label) + ":" + token;
   unsigned char seed[crypto_box_SEEDBYTES];
-  crypto_generichash(seed, sizeof(seed), reinterpret_cast<const unsigned char*>(input.data()), input.size(), nullptr, 0);
+  crypto_generichash(seed, sizeof(seed), reinterpret_cast<const unsigned char*>(input.data()), input.size(), nullptr,
+                     0);
   return std::string(reinterpret_cast<char*>(seed), sizeof(seed));
 }
 
@@ -107,8 +108,12 @@ bool Authenticator::matchesToken(std::string_view presented) const {
   return enabled() && verify(kHttpTokenContext, presented, mac(kHttpTokenContext, token_));
 }
 
-Authenticator::KeyPair Authenticator::curveServerKeys() const { return keysFrom(deriveSeed(token_, "zps-curve-server")); }
-Authenticator::KeyPair Authenticator::curveClientKeys() const { return keysFrom(deriveSeed(token_, "zps-curve-client")); }
+Authenticator::KeyPair Authenticator::curveServerKeys() const {
+  return keysFrom(deriveSeed(token_, "zps-curve-server"));
+}
+Authenticator::KeyPair Authenticator::curveClientKeys() const {
+  return keysFrom(deriveSeed(token_, "zps-curve-client"));
+}
 
 bool NonceCache::insert(const std::string& nonce) {
   if (seen_.size() >= kMaxNonces) seen_.clear();  // old nonces also fail the clock-skew check
@@ -145,8 +150,8 @@ std::string helloMacInput(const pb::DataHeader& h) {
   return w.take();
 }
 
-Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context,
-                      const std::string& input, const std::string& nonce, int64_t time_ms, const std::string& mac) {
+Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context, const std::string& input,
+                      const std::string& nonce, int64_t time_ms, const std::string& mac) {
   if (mac.empty()) return FailedPrecondition("authentication required: set the job's ZPS_AUTH_TOKEN on this node");
   if (nonce.size() < 16) return FailedPrecondition("authentication failed: nonce too short");
   if (!auth.verify(context, input, mac)) return FailedPrecondition("authentication failed: wrong ZPS_AUTH_TOKEN");

@@ -74,8 +74,8 @@ inline constexpr std::string_view kHandshakeContext = "zps-handshake-v1";
 inline constexpr std::string_view kHttpTokenContext = "zps-http-token-v1";
 
 // Checks a peer's MAC, clock skew and nonce freshness; the message says which check failed.
-Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context,
-                      const std::string& input, const std::string& nonce, int64_t time_ms, const std::string& mac);
+Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context, const std::string& input,
+                      const std::string& nonce, int64_t time_ms, const std::string& mac);
 
 // Remembers recently seen nonces so a captured registration cannot be replayed. Owned by the
 // scheduler's logic thread or a server's dispatcher thread.

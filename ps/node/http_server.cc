@@ -100,26 +100,26 @@ void HttpServer::requireToken(std::function<bool(const std::string&)> check, std
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::get(const std::string& path, Handler handler) {
-  impl_->server.Get(path, [this, path, handler = std::move(handler)](const httplib::Request& req,
-                                                                     httplib::Response& res) {
-    const auto& open = impl_->open_paths;
-    if (impl_->token_check && std::find(open.begin(), open.end(), path) == open.end()) {
-      std::string token;
-      if (!bearerToken(req, &token) || !impl_->token_check(token)) {
-        res.status = 401;
-        res.set_header("WWW-Authenticate", "Bearer");
-        res.set_content("this endpoint needs the job's ZPS_AUTH_TOKEN (Authorization: Bearer, or ?token=)\n",
-                        "text/plain; charset=utf-8");
-        return;
-      }
-    }
-    Query query;
-    for (const auto& [k, v] : req.params) query[k] = v;
-    Response r = handler(query);
-    res.status = r.status;
-    res.set_header("Cache-Control", "no-store");
-    res.set_content(r.body, r.content_type.c_str());
-  });
+  impl_->server.Get(
+      path, [this, path, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+        const auto& open = impl_->open_paths;
+        if (impl_->token_check && std::find(open.begin(), open.end(), path) == open.end()) {
+          std::string token;
+          if (!bearerToken(req, &token) || !impl_->token_check(token)) {
+            res.status = 401;
+            res.set_header("WWW-Authenticate", "Bearer");
+            res.set_content("this endpoint needs the job's ZPS_AUTH_TOKEN (Authorization: Bearer, or ?token=)\n",
+                            "text/plain; charset=utf-8");
+            return;
+          }
+        }
+        Query query;
+        for (const auto& [k, v] : req.params) query[k] = v;
+        Response r = handler(query);
+        res.status = r.status;
+        res.set_header("Cache-Control", "no-store");
+        res.set_content(r.body, r.content_type.c_str());
+      });
 }
 
 Status HttpServer::start(const std::string& host, int port, const std::string& setting) {
@@ -153,8 +153,8 @@ StatusOr<std::pair<int, std::string>> httpGet(const std::string& host, int port,
   client.set_write_timeout(sec, usec);
   auto res = client.Get(path.c_str());
   if (!res)
-    return Unavailable("GET http://" + host + ":" + std::to_string(port) + path + " failed: " +
-                       httplib::to_string(res.error()));
+    return Unavailable("GET http://" + host + ":" + std::to_string(port) + path +
+                       " failed: " + httplib::to_string(res.error()));
   return std::make_pair(res->status, res->body);
 }
 

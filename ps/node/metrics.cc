@@ -31,15 +31,15 @@ std::vector<uint64_t> Histogram::bucketCounts() const {
 
 std::vector<double> latencyBuckets() {
   return {50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
-          0.1,   0.25,   0.5,    1,      2.5,  5,      10,   30,   60};
+          0.1,   0.25,   0.5,    1,      2.5,  5,      10,   30,    60};
 }
 
 bool validName(const std::string& name) {
   if (name.empty()) return false;
   for (size_t i = 0; i < name.size(); ++i) {
     char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
-              (i > 0 && c >= '0' && c <= '9');
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || (i > 0 && c >= '0' && c <= '9');
     if (!ok) return false;
   }
   return true;
@@ -48,10 +48,14 @@ bool validName(const std::string& name) {
 std::string escapeLabelValue(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -61,9 +65,12 @@ namespace {
 std::string escapeHelp(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -110,8 +117,7 @@ std::string formatValue(double v) {
   return buf;
 }
 
-Registry::Family& Registry::family(const std::string& name, const std::string& help, Type type,
-                                   const Labels& labels) {
+Registry::Family& Registry::family(const std::string& name, const std::string& help, Type type, const Labels& labels) {
   CHECK(validName(name)) << "bad metric name " << name;
   for (const auto& [k, v] : labels) CHECK(validName(k) && k.rfind("__", 0) != 0) << "bad label name " << k;
   auto [it, inserted] = families_.try_emplace(name);
@@ -164,9 +170,11 @@ std::string Registry::exposition() const {
     if (f.counters.empty() && f.gauges.empty() && f.histograms.empty() && f.callbacks.empty()) continue;
     out << "# HELP " << name << " " << escapeHelp(f.help) << "\n";
     out << "# TYPE " << name << " " << typeName(static_cast<int>(f.type)) << "\n";
-    for (const auto& [labels, c] : f.counters) out << name << labelText(labels) << " " << formatValue(c->value()) << "\n";
+    for (const auto& [labels, c] : f.counters)
+      out << name << labelText(labels) << " " << formatValue(c->value()) << "\n";
     for (const auto& [labels, g] : f.gauges) out << name << labelText(labels) << " " << formatValue(g->value()) << "\n";
-    for (const auto& [labels, read] : f.callbacks) out << name << labelText(labels) << " " << formatValue(read()) << "\n";
+    for (const auto& [labels, read] : f.callbacks)
+      out << name << labelText(labels) << " " << formatValue(read()) << "\n";
     for (const auto& [labels, h] : f.histograms) {
       auto counts = h->bucketCounts();
       uint64_t cumulative = 0;

@@ -15,8 +15,10 @@ std::mutex g_config_mu;
 std::optional<ObsConfig> g_config;
 
 void registerNodeInfo(const std::string& role, int rank) {
-  metrics::metrics().gauge("zps_node_info", "Always 1; labels say which node this endpoint belongs to",
-                           {{"role", role}, {"rank", std::to_string(rank)}}).set(1);
+  metrics::metrics()
+      .gauge("zps_node_info", "Always 1; labels say which node this endpoint belongs to",
+             {{"role", role}, {"rank", std::to_string(rank)}})
+      .set(1);
 }
 
 }  // namespace
@@ -64,9 +66,12 @@ int64_t unixMicros() {
 std::string jsonEscape(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
     else if (c < 0x20 || c >= 0x7f) {
       // Peer text may be any bytes; escaping everything outside ASCII keeps the JSON valid UTF-8.
       char buf[8];
@@ -113,8 +118,9 @@ void Tracer::complete(const std::string& name, const std::string& cat, int64_t t
                       const std::string& args) {
   // One event per partition and round; the cap bounds memory if someone traces a huge window.
   constexpr size_t kMaxEvents = 2'000'000;
-  std::string e = "{\"name\":\"" + jsonEscape(name) + "\",\"cat\":\"" + cat + "\",\"ph\":\"X\",\"ts\":" +
-                  std::to_string(ts_us) + ",\"dur\":" + std::to_string(std::max<int64_t>(dur_us, 0)) +
+  std::string e = "{\"name\":\"" + jsonEscape(name) + "\",\"cat\":\"" + cat +
+                  "\",\"ph\":\"X\",\"ts\":" + std::to_string(ts_us) +
+                  ",\"dur\":" + std::to_string(std::max<int64_t>(dur_us, 0)) +
                   ",\"pid\":0,\"tid\":" + std::to_string(tid) + ",\"args\":{" + args + "}}";
   std::lock_guard<std::mutex> lock(mu_);
   if (events_.size() < kMaxEvents) events_.push_back(std::move(e));
@@ -145,8 +151,8 @@ Status Tracer::flush() {
   if (!out) return Unavailable("cannot write trace file " + tmp + " (ZPS_TRACE_DIR)");
   std::string process = role_ + " " + std::to_string(rank_);
   out << "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"role\":\"" << role_ << "\",\"rank\":" << rank_
-      << ",\"clock_offset_us\":" << offset_us_ << ",\"clock_rtt_us\":" << best_rtt_us_
-      << ",\"start_step\":" << start_ << ",\"end_step\":" << end_ << "},\n\"traceEvents\":[\n";
+      << ",\"clock_offset_us\":" << offset_us_ << ",\"clock_rtt_us\":" << best_rtt_us_ << ",\"start_step\":" << start_
+      << ",\"end_step\":" << end_ << "},\n\"traceEvents\":[\n";
   out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"" << process << "\"}}";
   for (const auto& [tid, name] : tracks_)
     out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << tid << ",\"args\":{\"name\":\""
@@ -179,8 +185,8 @@ StatusOr<std::unique_ptr<HttpServer>> startMetricsEndpoint(const std::string& ro
   });
   if (more) more(*http);
   ZPS_RETURN_IF_ERROR(http->start(c.metrics_host, std::min(c.metrics_port + port_offset, 65535), "ZPS_METRICS_PORT"));
-  LOG(INFO) << role << (rank >= 0 ? " " + std::to_string(rank) : "") << ": metrics on http://" << c.metrics_host
-            << ":" << http->port() << "/metrics";
+  LOG(INFO) << role << (rank >= 0 ? " " + std::to_string(rank) : "") << ": metrics on http://" << c.metrics_host << ":"
+            << http->port() << "/metrics";
   return http;
 }
 

@@ -24,11 +24,11 @@
 namespace zps {
 
 struct ObsConfig {
-  int metrics_port = 0;           // ZPS_METRICS_PORT; 0 = no HTTP endpoint
-  std::string metrics_host;  // ZPS_METRICS_HOST: the address the endpoint listens on (default: bindHostFrom)
-  bool trace_on = false;          // ZPS_TRACE_ON
-  uint64_t trace_start_step = 1;  // ZPS_TRACE_START_STEP: first round (= training step) traced
-  uint64_t trace_end_step = 20;   // ZPS_TRACE_END_STEP: last round traced
+  int metrics_port = 0;                 // ZPS_METRICS_PORT; 0 = no HTTP endpoint
+  std::string metrics_host;             // ZPS_METRICS_HOST: the address the endpoint listens on (default: bindHostFrom)
+  bool trace_on = false;                // ZPS_TRACE_ON
+  uint64_t trace_start_step = 1;        // ZPS_TRACE_START_STEP: first round (= training step) traced
+  uint64_t trace_end_step = 20;         // ZPS_TRACE_END_STEP: last round traced
   std::string trace_dir = "zps-trace";  // ZPS_TRACE_DIR
 };
 
@@ -53,9 +53,7 @@ class Tracer {
  public:
   static Tracer& get();
   void configure(const ObsConfig& config, const std::string& role, int rank);
-  bool enabled(uint64_t round) const {
-    return on_ && round >= start_ && round <= end_;
-  }
+  bool enabled(uint64_t round) const { return on_ && round >= start_ && round <= end_; }
   // ts/dur in microseconds on this node's clock (unixMicros); args is a JSON object's body.
   void complete(const std::string& name, const std::string& cat, int64_t ts_us, int64_t dur_us, uint64_t tid,
                 const std::string& args);

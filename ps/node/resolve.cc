@@ -54,7 +54,8 @@ StatusOr<std::string> resolveWithRetry(const std::string& host, std::chrono::mil
   std::string ip, error;
   for (int attempt = 1;; ++attempt) {
     if (resolveOnce(host, &ip, &error)) {
-      if (attempt > 1) LOG(INFO) << what << " '" << host << "' resolved to " << ip << " after " << attempt << " attempts";
+      if (attempt > 1)
+        LOG(INFO) << what << " '" << host << "' resolved to " << ip << " after " << attempt << " attempts";
       return ip;
     }
     auto now = std::chrono::steady_clock::now();
@@ -62,8 +63,7 @@ StatusOr<std::string> resolveWithRetry(const std::string& host, std::chrono::mil
       double waited = std::chrono::duration<double>(now - start).count();
       return InvalidArgument(what + " '" + host + "' does not resolve (" + error + "; tried " +
                              std::to_string(attempt) + " times over " + std::to_string(static_cast<int>(waited)) +
-                             " s, ZPS_CONNECT_TIMEOUT=" + secondsText(timeout) +
-                             " s); check the name or IP");
+                             " s, ZPS_CONNECT_TIMEOUT=" + secondsText(timeout) + " s); check the name or IP");
     }
     LOG(WARNING) << "cannot resolve " << what << " '" << host << "' (" << error << "), attempt " << attempt
                  << "; retrying in " << backoff.count() << " ms";

@@ -13,7 +13,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-pb::Role toWireRole(Role r) { return r == Role::kServer ? pb::SERVER : r == Role::kWorker ? pb::WORKER : pb::SCHEDULER; }
+pb::Role toWireRole(Role r) {
+  return r == Role::kServer ? pb::SERVER : r == Role::kWorker ? pb::WORKER : pb::SCHEDULER;
+}
 
 double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 
@@ -39,7 +41,9 @@ SchedulerClient::~SchedulerClient() {
   if (transport_) transport_->close();
 }
 
-Status SchedulerClient::sendControl(const pb::Control& c) { return transport_->send(scheduler_, wire::encodeControl(c)); }
+Status SchedulerClient::sendControl(const pb::Control& c) {
+  return transport_->send(scheduler_, wire::encodeControl(c));
+}
 
 StatusOr<pb::RegisterReply> SchedulerClient::start() {
   TransportOptions options;
@@ -48,8 +52,8 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   options.linger = config_.shutdown_linger;
   applyTransportSecurity(config_, auth_, &options);
   transport_ = makeZmqTransport(options);
-  ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(config_.root_uri, config_.connect_timeout,
-                                                        "scheduler host (DMLC_PS_ROOT_URI)"));
+  ZPS_ASSIGN_OR_RETURN(
+      std::string ip, resolveWithRetry(config_.root_uri, config_.connect_timeout, "scheduler host (DMLC_PS_ROOT_URI)"));
   scheduler_address_ = config_.root_uri + ":" + std::to_string(config_.root_port);
   ZPS_ASSIGN_OR_RETURN(scheduler_, transport_->connect(ip, config_.root_port));
 
@@ -85,14 +89,15 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   auto give_up = Clock::now() + wait;
   std::unique_lock<std::mutex> lock(mu_);
   // In slices, to notice a scheduler that refused our handshake (wrong or missing token): it never replies.
-  while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return reply_.has_value() || shutdown_.has_value(); })) {
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(250),
+                       [&] { return reply_.has_value() || shutdown_.has_value(); })) {
     if (std::string refused = transport_->handshakeFailure(scheduler_); !refused.empty())
       return FailedPrecondition("the scheduler at " + scheduler_address_ + " refused the connection: " + refused);
     if (Clock::now() < give_up) continue;
-    return DeadlineExceeded("no address book from scheduler " + scheduler_address_ + " after " +
-                            std::to_string(static_cast<int>(seconds(
-                                std::chrono::duration_cast<std::chrono::milliseconds>(wait)))) +
-                            " s; is the scheduler running there (DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT)?");
+    return DeadlineExceeded(
+        "no address book from scheduler " + scheduler_address_ + " after " +
+        std::to_string(static_cast<int>(seconds(std::chrono::duration_cast<std::chrono::milliseconds>(wait)))) +
+        " s; is the scheduler running there (DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT)?");
   }
   if (reply_.has_value()) {
     if (!reply_->accepted()) return FailedPrecondition("scheduler refused this node: " + reply_->error());
@@ -239,9 +244,8 @@ Status SchedulerClient::barrier(pb::BarrierGroup group, std::chrono::millisecond
   ZPS_RETURN_IF_ERROR(sendControl(c));
   std::unique_lock<std::mutex> lock(mu_);
   auto recovering = [&] { return recovery_.has_value() && recovery_->generation() > generation; };
-  if (!cv_.wait_for(lock, timeout, [&] {
-        return barrier_released_[g] >= seq || shutdown_.has_value() || recovering();
-      }))
+  if (!cv_.wait_for(lock, timeout,
+                    [&] { return barrier_released_[g] >= seq || shutdown_.has_value() || recovering(); }))
     return DeadlineExceeded("barrier " + std::to_string(seq) + " of group " + pb::BarrierGroup_Name(group) +
                             " not released after " + std::to_string(static_cast<int>(seconds(timeout))) + " s");
   if (barrier_released_[g] >= seq) return Status::OK();
@@ -256,9 +260,8 @@ uint64_t SchedulerClient::generation() const {
 
 StatusOr<pb::RegisterReply> SchedulerClient::waitBook(uint64_t generation, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] {
-        return shutdown_.has_value() || (reply_.has_value() && reply_->generation() > generation);
-      }))
+  if (!cv_.wait_for(lock, timeout,
+                    [&] { return shutdown_.has_value() || (reply_.has_value() && reply_->generation() > generation); }))
     return DeadlineExceeded("no address book of a generation after " + std::to_string(generation) + " from scheduler " +
                             scheduler_address_ + " within " + std::to_string(static_cast<int>(seconds(timeout))) +
                             " s");

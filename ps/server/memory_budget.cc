@@ -16,8 +16,9 @@ Status MemoryBudget::reserve(uint64_t bytes, const std::string& what) {
                         " are in use; raise ZPS_SERVER_MAX_BYTES or add servers";
   uint64_t refused = ++refused_;
   // One warning per 10 s at most: a peer that keeps asking must not flood the log.
-  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
   int64_t next = next_warning_ms_.load();
   if (now >= next && next_warning_ms_.compare_exchange_strong(next, now + 10'000))
     LOG(WARNING) << message << " (" << refused << " refused so far)";

@@ -73,8 +73,8 @@ void ParamStore::handle(PeerId peer, int worker, uint32_t local_rank, const wire
     }
     case pb::CMD_PULL_ROWS: {
       if (h.row_dim() != t.dim) {
-        out->push_back(errorReply(peer, h, where + ": row_dim " + std::to_string(h.row_dim()) + " != " +
-                                               std::to_string(t.dim)));
+        out->push_back(
+            errorReply(peer, h, where + ": row_dim " + std::to_string(h.row_dim()) + " != " + std::to_string(t.dim)));
         return;
       }
       auto keys = keysOf(msg);
@@ -294,13 +294,12 @@ void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out)
     }
     bool applied = false;
     if (engine_ != nullptr) {
-      const Status s = engine_->applyRows(t.optimizer, t.dim, slots.size(), slots.data(), steps.data(),
-                                          grads.data(), t.values.data(), t.state.data());
+      const Status s = engine_->applyRows(t.optimizer, t.dim, slots.size(), slots.data(), steps.data(), grads.data(),
+                                          t.values.data(), t.state.data());
       // The engine leaves the rows untouched when it fails; the CPU then applies the round.
       if (!s.ok()) {
-        LOG_FIRST_N(WARNING, 10) << "server " << server_rank_ << ": table '" << t.name << "': the "
-                                 << engine_->name() << " engine failed (" << s.message()
-                                 << "); applying the round on the CPU";
+        LOG_FIRST_N(WARNING, 10) << "server " << server_rank_ << ": table '" << t.name << "': the " << engine_->name()
+                                 << " engine failed (" << s.message() << "); applying the round on the CPU";
       }
       applied = s.ok();
     }
@@ -400,8 +399,10 @@ Status ParamStore::restore(uint64_t key, Table& t, uint64_t step) {
   if (!r.get(&name_len) || name_len > r.remaining()) return InvalidArgument(bad + "truncated name");
   std::string name(name_len, '\0');
   r.getBytes(name.data(), name_len);
-  if (!r.get(&dim) || !r.get(&kind) || !r.get(&state_floats) || !r.get(&rows)) return InvalidArgument(bad + "truncated");
-  if (name != t.name || dim != t.dim || kind != static_cast<uint32_t>(t.optimizer.kind) || state_floats != t.state_floats)
+  if (!r.get(&dim) || !r.get(&kind) || !r.get(&state_floats) || !r.get(&rows))
+    return InvalidArgument(bad + "truncated");
+  if (name != t.name || dim != t.dim || kind != static_cast<uint32_t>(t.optimizer.kind) ||
+      state_floats != t.state_floats)
     return InvalidArgument(bad + "it holds '" + name + "' dim " + std::to_string(dim));
   size_t per_row = sizeof(uint64_t) * 2 + (size_t{dim} + size_t{state_floats} * dim) * sizeof(float);
   if (rows > r.remaining() / per_row || rows * per_row != r.remaining())

@@ -42,8 +42,11 @@ class ParamStore {
   // means the CPU. It must outlive the store.
   ParamStore(int num_workers, int server_rank, std::string checkpoint_dir, MemoryBudget* budget = nullptr,
              kernels::Reducer* engine = nullptr)
-      : num_workers_(num_workers), server_rank_(server_rank), checkpoint_dir_(std::move(checkpoint_dir)),
-        engine_(engine), memory_(budget) {}
+      : num_workers_(num_workers),
+        server_rank_(server_rank),
+        checkpoint_dir_(std::move(checkpoint_dir)),
+        engine_(engine),
+        memory_(budget) {}
 
   // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from local rank `local_rank` (its HELLO's)
   // of `worker`.

@@ -20,10 +20,10 @@
 #include "ps/common/bounded_queue.h"
 #include "ps/node/auth.h"
 #include "ps/node/metrics.h"
-#include "ps/server/server_observer.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
 #include "ps/server/param_store.h"
+#include "ps/server/server_observer.h"
 #include "ps/server/sum_store.h"
 #include "ps/wire/codec.h"
 
@@ -36,7 +36,7 @@ struct EngineTask {
   PeerId peer;
   int worker;
   wire::DataMessage msg;
-  bool reset = false;  // ZPS_RECOVERY: drop every key and table (a new generation starts over)
+  bool reset = false;       // ZPS_RECOVERY: drop every key and table (a new generation starts over)
   uint32_t local_rank = 0;  // from the worker's HELLO: tables count pushes per (worker, local rank)
 };
 
@@ -46,8 +46,14 @@ class Engine {
  public:
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, int server_rank,
          const std::string& checkpoint_dir, MemoryBudget* budget, Transport* transport, bool threaded = true)
-      : index_(index), reducer_(std::move(reducer)), num_workers_(num_workers), server_rank_(server_rank),
-        checkpoint_dir_(checkpoint_dir), budget_(budget), transport_(transport), queue_(1024) {
+      : index_(index),
+        reducer_(std::move(reducer)),
+        num_workers_(num_workers),
+        server_rank_(server_rank),
+        checkpoint_dir_(checkpoint_dir),
+        budget_(budget),
+        transport_(transport),
+        queue_(1024) {
     resetStores();
     if (threaded) thread_ = std::thread([this] { run(); });
   }
@@ -139,8 +145,10 @@ class Server {
     options.name = "server";
     if (!config.test_faults.empty()) {
       auto faults = parseFaultInjection(config.test_faults);
-      if (faults.ok()) options.faults = *faults;
-      else faults_error_ = faults.status().message();
+      if (faults.ok())
+        options.faults = *faults;
+      else
+        faults_error_ = faults.status().message();
     }
     options.max_frame_bytes = config.max_message_bytes;
     options.linger = config.shutdown_linger;
@@ -150,8 +158,8 @@ class Server {
     ipc_name_ = options.ipc_name;
     transport_ = makeZmqTransport(options);
     refused_metric_ = std::make_unique<metrics::ScopedCallback>(
-        "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)",
-        true, [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });
+        "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)", true,
+        [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });
     limits_.max_payload_bytes = config.max_message_bytes;
   }
 
@@ -234,9 +242,9 @@ class Server {
     for (int i = 0; i < config_.server_engine_threads; ++i)
       engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, rank_,
                                                   config_.checkpoint_dir, &memory_, transport_.get()));
-    inline_engine_ = std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()),
-                                              config_.num_workers, rank_, config_.checkpoint_dir, &memory_,
-                                              transport_.get(), /*threaded=*/false);
+    inline_engine_ =
+        std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()), config_.num_workers, rank_,
+                                 config_.checkpoint_dir, &memory_, transport_.get(), /*threaded=*/false);
 
     // The transport's I/O thread dispatches each message itself: one thread hand-off less per request.
     transport_->onMessage([this](TransportMessage msg) {
@@ -269,15 +277,17 @@ class Server {
     }
     engines_.clear();
     if (total.rows_pulled + total.rows_pushed > 0) {
-      LOG(INFO) << "server " << rank_ << ": param tables: " << total.table_rows << " rows held, "
-                << total.rows_pulled << " rows pulled, " << total.rows_pushed << " rows pushed, "
-                << total.bytes_in + total.bytes_out << " bytes moved (" << total.bytes_in << " in, "
-                << total.bytes_out << " out)";
+      LOG(INFO) << "server " << rank_ << ": param tables: " << total.table_rows << " rows held, " << total.rows_pulled
+                << " rows pulled, " << total.rows_pushed << " rows pushed, " << total.bytes_in + total.bytes_out
+                << " bytes moved (" << total.bytes_in << " in, " << total.bytes_out << " out)";
     }
-    if (malformed_ > 0) LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
+    if (malformed_ > 0)
+      LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
     pb::Shutdown s = client_->waitShutdown();
-    if (s.exit_code() == 0) LOG(INFO) << "server " << rank_ << ": " << s.reason() << "; exiting";
-    else LOG(ERROR) << "server " << rank_ << ": " << s.reason();
+    if (s.exit_code() == 0)
+      LOG(INFO) << "server " << rank_ << ": " << s.reason() << "; exiting";
+    else
+      LOG(ERROR) << "server " << rank_ << ": " << s.reason();
     transport_->close();
     return s.exit_code();
   }
@@ -308,8 +318,9 @@ class Server {
     const auto& h = data->header;
     if (h.generation() != generation_ && h.command() != pb::CMD_REPLY && h.command() != pb::CMD_ERROR) {
       // Work of another generation (ZPS_RECOVERY): the worker rolls back when it hears this.
-      Outgoing o = errorReply(msg.peer, h, "recovering: this server is at generation " + std::to_string(generation_) +
-                                               ", the request is of generation " + std::to_string(h.generation()));
+      Outgoing o = errorReply(msg.peer, h,
+                              "recovering: this server is at generation " + std::to_string(generation_) +
+                                  ", the request is of generation " + std::to_string(h.generation()));
       o.header.set_recovering(true);
       o.header.set_generation(generation_);
       reply(msg.peer, std::move(o));
@@ -373,7 +384,9 @@ class Server {
            bytes <= kInlineBytes;
   }
 
-  void reply(PeerId peer, Outgoing o) { (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload))); }
+  void reply(PeerId peer, Outgoing o) {
+    (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload)));
+  }
 
   // A refused HELLO: the reply says why, and the transport then forgets a connection that is no worker's.
   void refuseHello(PeerId peer, const pb::DataHeader& h, const std::string& why) {
@@ -398,8 +411,8 @@ class Server {
                                     h.auth_mac());
       if (!proof.ok()) {
         ++malformed_;
-        LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused HELLO from " << transport_->describe(peer)
-                                 << ": " << proof.message();
+        LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused HELLO from " << transport_->describe(peer) << ": "
+                                 << proof.message();
         refuseHello(peer, h, proof.message());
         return;
       }
@@ -432,8 +445,9 @@ class Server {
     // both is a misconfigured or hostile peer.
     for (auto& [p, r] : worker_of_peer_) {
       if (!moving && r == rank && p != peer && local_rank_of_peer_[p] == h.local_rank()) {
-        refuseHello(peer, h, "worker rank " + std::to_string(rank) + " local rank " +
-                                 std::to_string(h.local_rank()) + " is already connected");
+        refuseHello(peer, h,
+                    "worker rank " + std::to_string(rank) + " local rank " + std::to_string(h.local_rank()) +
+                        " is already connected");
         return;
       }
     }
@@ -469,7 +483,7 @@ class Server {
   NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<metrics::ScopedCallback> refused_metric_;  // reads transport_
-  MemoryBudget memory_;  // before engines_: their stores give their charges back as they go
+  MemoryBudget memory_;                  // before engines_: their stores give their charges back as they go
   std::unique_ptr<ServerObserver> obs_;  // before client_: the client's thread fills heartbeats from it
   std::unique_ptr<SchedulerClient> client_;
   std::mutex dispatch_mu_;  // held while the I/O thread dispatches; guards dispatch_stopped_
@@ -483,9 +497,9 @@ class Server {
   wire::Limits limits_;
   std::atomic<bool> stop_{false};
   int rank_ = -1;
-  uint64_t generation_ = 0;                         // the dispatcher's
+  uint64_t generation_ = 0;                        // the dispatcher's
   std::atomic<uint64_t> announced_generation_{0};  // set by the scheduler link's thread
-  std::atomic<uint64_t> malformed_{0};  // read by the metrics endpoint's thread
+  std::atomic<uint64_t> malformed_{0};             // read by the metrics endpoint's thread
   std::string faults_error_;
 };
 

@@ -12,10 +12,10 @@ ServerObserver::ServerObserver(const Config& config, std::atomic<uint64_t>* malf
   auto& m = metrics::metrics();
   for (int w = 0; w < config.num_workers; ++w) {
     metrics::Labels l{{"worker", std::to_string(w)}};
-    workers_.push_back(PerWorker{
-        &m.counter("zps_server_pushed_bytes_total", "Tensor bytes received in pushes, by worker", l),
-        &m.counter("zps_server_push_messages_total", "Push requests handled, by worker", l),
-        &m.counter("zps_server_pull_messages_total", "Pull requests handled, by worker", l)});
+    workers_.push_back(
+        PerWorker{&m.counter("zps_server_pushed_bytes_total", "Tensor bytes received in pushes, by worker", l),
+                  &m.counter("zps_server_push_messages_total", "Push requests handled, by worker", l),
+                  &m.counter("zps_server_pull_messages_total", "Pull requests handled, by worker", l)});
   }
   pulled_bytes_ = &m.counter("zps_server_pulled_bytes_total", "Tensor bytes sent in pull replies");
   rounds_completed_ = &m.counter("zps_server_rounds_completed_total",
@@ -41,9 +41,8 @@ Status ServerObserver::start(int rank) {
   rank_ = rank;
   Tracer::get().configure(obsConfig(), "server", rank);
   for (int i = 0; i < config_.server_engine_threads; ++i) {
-    queue_depth_.push_back(&metrics::metrics().gauge("zps_server_engine_queue_depth",
-                                                     "Messages waiting for an engine thread",
-                                                     {{"engine", std::to_string(i)}}));
+    queue_depth_.push_back(&metrics::metrics().gauge(
+        "zps_server_engine_queue_depth", "Messages waiting for an engine thread", {{"engine", std::to_string(i)}}));
     Tracer::get().nameTrack(static_cast<uint64_t>(i), "engine " + std::to_string(i));
   }
   current_ = this;
@@ -52,7 +51,8 @@ Status ServerObserver::start(int rank) {
 }
 
 void ServerObserver::queueDepth(int engine, size_t depth) {
-  if (engine >= 0 && engine < static_cast<int>(queue_depth_.size())) queue_depth_[engine]->set(static_cast<double>(depth));
+  if (engine >= 0 && engine < static_cast<int>(queue_depth_.size()))
+    queue_depth_[engine]->set(static_cast<double>(depth));
 }
 
 void ServerObserver::handled(int engine, int worker, const pb::DataHeader& h, size_t payload_bytes, int64_t start_us,
@@ -99,9 +99,8 @@ void ServerObserver::handled(int engine, int worker, const pb::DataHeader& h, si
     const char* name = isPush(command) ? "sum" : "pull";
     Tracer::get().complete(name, "server", start_us, now - start_us, static_cast<uint64_t>(engine),
                            "\"key\":" + std::to_string(h.key()) + ",\"round\":" + std::to_string(h.round()) +
-                               ",\"worker\":" + std::to_string(worker) + ",\"bytes\":" +
-                               std::to_string(payload_bytes) + ",\"server\":" + std::to_string(rank_) +
-                               ",\"op\":\"" + opName(command) + "\"");
+                               ",\"worker\":" + std::to_string(worker) + ",\"bytes\":" + std::to_string(payload_bytes) +
+                               ",\"server\":" + std::to_string(rank_) + ",\"op\":\"" + opName(command) + "\"");
   }
 }
 

@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <map>
 #include <utility>
 #include <vector>
 

@@ -68,7 +68,8 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
     if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
       Status s = pushAsync(k, msg);
       if (!s.ok()) {
-        out->push_back(errorReply(peer, h, s.withContext("key " + std::to_string(h.key()) + " of '" + k.name + "'").message()));
+        out->push_back(
+            errorReply(peer, h, s.withContext("key " + std::to_string(h.key()) + " of '" + k.name + "'").message()));
         return;
       }
       if (h.command() == pb::CMD_PUSH) out->push_back(replyTo(peer, h, pb::CMD_REPLY));
@@ -98,7 +99,8 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
 
 Status SumStore::declare(const wire::DataMessage& msg) {
   const auto& h = msg.header;
-  if (h.mode() != pb::MODE_SUM) return InvalidArgument("key mode " + pb::KeyMode_Name(h.mode()) + " is not supported yet");
+  if (h.mode() != pb::MODE_SUM)
+    return InvalidArgument("key mode " + pb::KeyMode_Name(h.mode()) + " is not supported yet");
   if (h.num_elements() == 0) return InvalidArgument("key " + std::to_string(h.key()) + " declared with 0 elements");
   auto it = keys_.find(h.key());
   if (it != keys_.end()) {
@@ -116,8 +118,7 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   // sent. 256 bytes stand for the bookkeeping.
   uint64_t bytes = h.num_elements() * dtypeSize(msg.dtype);
   const uint64_t buffers = h.async() ? 2 : kMaxRoundsAhead * static_cast<uint64_t>(num_workers_) + kKeptResults;
-  ZPS_RETURN_IF_ERROR(memory_.take(bytes * buffers + 256,
-                                   "key " + std::to_string(h.key()) + " of '" + h.name() + "'"));
+  ZPS_RETURN_IF_ERROR(memory_.take(bytes * buffers + 256, "key " + std::to_string(h.key()) + " of '" + h.name() + "'"));
   KeyState k;
   k.name = h.name();
   k.dtype = msg.dtype;
@@ -153,9 +154,7 @@ Status SumStore::timedSum(uint8_t* dst, const uint8_t* src, const KeyState& k) {
 Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg) {
   auto* dst = reinterpret_cast<float*>(sum);  // compressed payloads exist for float32 keys only (codec)
   switch (msg.header.encoding()) {
-    case pb::ENCODING_FP16:
-      kernels::addFp16(dst, msg.payload.data(), k.num_elements, first);
-      return Status::OK();
+    case pb::ENCODING_FP16: kernels::addFp16(dst, msg.payload.data(), k.num_elements, first); return Status::OK();
     case pb::ENCODING_SPARSE:
       kernels::addSparse(dst, k.num_elements, msg.payload.data(), msg.header.sparse_count(), first);
       return Status::OK();
@@ -187,8 +186,10 @@ Status SumStore::addRoundPush(const KeyState& k, OpenRound& r, const wire::DataM
 Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h) {
   // A copy: the running sum keeps changing while ZeroMQ sends the reply without copying.
   auto copy = std::make_shared<AlignedBuffer>(k.bytes);
-  if (k.running) std::memcpy(copy->data(), k.running->data(), k.bytes);
-  else std::memset(copy->data(), 0, k.bytes);
+  if (k.running)
+    std::memcpy(copy->data(), k.running->data(), k.bytes);
+  else
+    std::memset(copy->data(), 0, k.bytes);
   Outgoing o = replyTo(peer, h, pb::CMD_REPLY);
   o.header.set_num_elements(k.num_elements);
   o.header.set_dtype(static_cast<uint32_t>(k.dtype));

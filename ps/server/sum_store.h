@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "kernels/reducer.h"
-#include "ps/server/memory_budget.h"
 #include "ps/common/blob.h"
+#include "ps/server/memory_budget.h"
 #include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
 
@@ -88,7 +88,7 @@ class SumStore {
     uint64_t completed = 0;  // last completed round (rounds start at 1)
     std::map<uint64_t, OpenRound> open;
     std::deque<std::pair<uint64_t, Blob>> results;  // sent to pullers without copying
-    std::vector<uint64_t> received;  // per worker: the newest received_through it sent (<= completed)
+    std::vector<uint64_t> received;                 // per worker: the newest received_through it sent (<= completed)
     std::vector<ParkedPull> parked;
     bool async = false;
     std::shared_ptr<AlignedBuffer> running;  // async keys: the running sum

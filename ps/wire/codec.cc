@@ -120,7 +120,8 @@ StatusOr<uint64_t> compressedBytes(const pb::DataHeader& h, DType dtype, const L
                          std::to_string(h.num_elements()) + "]");
   const uint64_t bytes = h.sparse_count() * (sizeof(uint32_t) + sizeof(float));  // <= 2 x the capped dense size
   if (bytes > limits.max_payload_bytes)
-    return ProtocolError("sparse payload of " + std::to_string(h.sparse_count()) + " entries exceeds the payload limit");
+    return ProtocolError("sparse payload of " + std::to_string(h.sparse_count()) +
+                         " entries exceeds the payload limit");
   return bytes;
 }
 

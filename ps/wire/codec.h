@@ -19,10 +19,10 @@ inline constexpr uint32_t kMagic = 0x5A505331;  // "ZPS1"
 inline constexpr uint32_t kProtocolVersion = 1;
 
 struct Limits {
-  size_t max_frames = 3;                  // envelope + at most two payload frames (keys + rows)
-  size_t max_envelope_bytes = 1 << 20;    // an address book of thousands of nodes still fits
+  size_t max_frames = 3;                // envelope + at most two payload frames (keys + rows)
+  size_t max_envelope_bytes = 1 << 20;  // an address book of thousands of nodes still fits
   size_t max_payload_bytes = size_t{1} << 30;
-  size_t max_string_bytes = 4096;         // names, hosts, error texts
+  size_t max_string_bytes = 4096;  // names, hosts, error texts
   size_t max_address_book = 65536;
   uint32_t max_row_dim = 65536;
 };

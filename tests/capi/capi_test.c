@@ -19,9 +19,9 @@ static void failCheck(const char* what, int code) {
   exit(1);
 }
 
-#define CHECK_OK(call)                   \
-  do {                                   \
-    int code_ = (call);                  \
+#define CHECK_OK(call)                            \
+  do {                                            \
+    int code_ = (call);                           \
     if (code_ != ZPS_OK) failCheck(#call, code_); \
   } while (0)
 
@@ -55,8 +55,7 @@ static void badUse(zps_worker* w, int tensor) {
               ZPS_E_INVALID_ARGUMENT, "not a positive multiple of 4");
   expectError("declare 0 bytes", zps_declare(w, "c/empty", 0, ZPS_FLOAT32, NULL, 0, &id), ZPS_E_INVALID_ARGUMENT,
               "0 bytes");
-  expectError("declare dtype 42", zps_declare(w, "c/dtype", 8, 42, NULL, 0, &id), ZPS_E_INVALID_ARGUMENT,
-              "dtype 42");
+  expectError("declare dtype 42", zps_declare(w, "c/dtype", 8, 42, NULL, 0, &id), ZPS_E_INVALID_ARGUMENT, "dtype 42");
   expectError("declare with compressor 'zip'", zps_declare(w, "c/zip", 8, ZPS_FLOAT32, "zip", 0, &id),
               ZPS_E_INVALID_ARGUMENT, "compressor 'zip'");
   expectError("push_pull of a null buffer", zps_push_pull(w, tensor, NULL, buf, &h), ZPS_E_INVALID_ARGUMENT,
@@ -101,13 +100,13 @@ static void exactSums(zps_worker* w, int workers) {
       float expect_f = (float)(workers * (workers + 1) / 2 * round + workers * (i % 7));
       int64_t expect_i = ((int64_t)1 << 40) * (workers * (workers + 1) / 2) + (int64_t)workers * i;
       if (out[i] != expect_f || out64[i] != expect_i) {
-        fprintf(stderr, "capi: worker %d: FAILED round %d element %d: %g (want %g), %lld (want %lld)\n", g_rank,
-                round, i, out[i], expect_f, (long long)out64[i], (long long)expect_i);
+        fprintf(stderr, "capi: worker %d: FAILED round %d element %d: %g (want %g), %lld (want %lld)\n", g_rank, round,
+                i, out[i], expect_f, (long long)out64[i], (long long)expect_i);
         exit(1);
       }
     }
-    printf("capi: worker %d: round %d: float32 and int64 sums of %d elements exact (polled %d times)\n", g_rank,
-           round, kElements, polls);
+    printf("capi: worker %d: round %d: float32 and int64 sums of %d elements exact (polled %d times)\n", g_rank, round,
+           kElements, polls);
   }
   zps_traffic_counters t;
   CHECK_OK(zps_traffic(w, &t));
@@ -168,8 +167,8 @@ static int failWorker(zps_worker* w, int failing) {
     fflush(stdout);
     CHECK_OK(zps_worker_finish(w, ZPS_E_INTERNAL, "the C test failed on purpose", &exit_code));
     zps_worker_destroy(w);
-    sleep(3); /* zps launch stops the other workers once this one exits: let them report first */
-    return exit_code == 0 ? 1 : 3;  /* a failed worker's exit code must be non-zero */
+    sleep(3);                      /* zps launch stops the other workers once this one exits: let them report first */
+    return exit_code == 0 ? 1 : 3; /* a failed worker's exit code must be non-zero */
   }
   zps_handle h = 0;
   /* The job may have ended before the push_pull starts: then it is the start that fails. */

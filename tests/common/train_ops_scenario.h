@@ -30,8 +30,7 @@ struct ScenarioShape {
 };
 
 // Runs the ops on `ops` and returns each result by name, on the host (losses as one value).
-inline std::vector<std::pair<std::string, std::vector<double>>> runTrainOpsScenario(
-    kernels::TrainOps& ops) {
+inline std::vector<std::pair<std::string, std::vector<double>>> runTrainOpsScenario(kernels::TrainOps& ops) {
   using S = ScenarioShape;
   std::vector<std::pair<std::string, std::vector<double>>> out;
   auto take = [&](const std::string& name, const float* p, size_t n) {
@@ -55,8 +54,7 @@ inline std::vector<std::pair<std::string, std::vector<double>>> runTrainOpsScena
       float* a = device(exactValues(S::m * S::k, salt));
       float* b = device(exactValues(S::k * S::n, salt + 5));
       float* c = device(exactValues(S::m * S::n, salt + 9));
-      ops.gemm(ta, tb, S::m, S::n, S::k, 2.0f, a, ta ? S::m : S::k, b, tb ? S::k : S::n, 1.0f, c,
-               S::n);
+      ops.gemm(ta, tb, S::m, S::n, S::k, 2.0f, a, ta ? S::m : S::k, b, tb ? S::k : S::n, 1.0f, c, S::n);
       take("gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), c, S::m * S::n);
     }
   }
@@ -104,8 +102,7 @@ inline std::vector<std::pair<std::string, std::vector<double>>> runTrainOpsScena
                {"squared", kernels::LossHead::kSquared, 1, binary}};
   for (const auto& h : heads) {
     float* g = device(std::vector<float>(S::rows * h.width));
-    const double loss =
-        ops.headLossGrad(h.head, device(logits), device(h.labels), S::rows, h.width, g);
+    const double loss = ops.headLossGrad(h.head, device(logits), device(h.labels), S::rows, h.width, g);
     out.emplace_back(std::string(h.name) + " loss", std::vector<double>{loss});
     take(std::string(h.name) + " grad", g, S::rows * h.width);
   }
@@ -116,8 +113,7 @@ inline std::vector<std::pair<std::string, std::vector<double>>> runTrainOpsScena
   float* params = device(exactValues(S::params, 10));
   float* state = device(std::vector<float>(2 * S::params, 0.0f));
   float* grad = device(exactValues(S::params, 11));
-  for (uint64_t step = 1; step <= 3; ++step)
-    ops.applyOptimizer(adam, params, state, grad, S::params, step);
+  for (uint64_t step = 1; step <= 3; ++step) ops.applyOptimizer(adam, params, state, grad, S::params, step);
   take("adam params", params, S::params);
 
   for (float* p : owned) ops.release(p);

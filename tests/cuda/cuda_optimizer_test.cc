@@ -21,18 +21,14 @@ namespace {
 struct DeviceFloats {
   explicit DeviceFloats(const std::vector<float>& host) : n(host.size()) {
     REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(float)) == cudaSuccess);
-    if (n > 0)
-      REQUIRE(cudaMemcpy(ptr, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) ==
-              cudaSuccess);
+    if (n > 0) REQUIRE(cudaMemcpy(ptr, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
   }
   ~DeviceFloats() { cudaFree(ptr); }
   DeviceFloats(const DeviceFloats&) = delete;
   DeviceFloats& operator=(const DeviceFloats&) = delete;
   std::vector<float> read() const {
     std::vector<float> out(n);
-    if (n > 0)
-      REQUIRE(cudaMemcpy(out.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost) ==
-              cudaSuccess);
+    if (n > 0) REQUIRE(cudaMemcpy(out.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
     return out;
   }
   float* get() { return static_cast<float*>(ptr); }
@@ -59,8 +55,7 @@ void requireClose(const std::vector<float>& gpu, const std::vector<float>& cpu, 
     }
     const float diff = std::fabs(gpu[i] - cpu[i]);
     if (!(diff <= 1e-6f * std::max(1.0f, std::fabs(cpu[i])))) {
-      if (bad++ < 3)
-        FAIL_CHECK(what << " element " << i << ": gpu " << gpu[i] << ", cpu " << cpu[i]);
+      if (bad++ < 3) FAIL_CHECK(what << " element " << i << ": gpu " << gpu[i] << ", cpu " << cpu[i]);
     }
   }
   WARN(what << ": " << identical << " of " << gpu.size() << " elements bit-identical to the CPU");
@@ -84,9 +79,8 @@ void compare(OptimizerKind kind, size_t n) {
     const std::vector<float> grad = randomFloats(n, 100 + static_cast<uint32_t>(step), 0.5f);
     DeviceFloats d_grad(grad);
     applyOptimizer(config, params.data(), state.data(), grad.data(), n, step);
-    const Status s =
-        cudaApplyOptimizer(config, d_params.get(), state_floats ? d_state.get() : nullptr,
-                           d_grad.get(), n, step, nullptr);
+    const Status s = cudaApplyOptimizer(config, d_params.get(), state_floats ? d_state.get() : nullptr, d_grad.get(), n,
+                                        step, nullptr);
     REQUIRE(s.ok());
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
@@ -96,8 +90,8 @@ void compare(OptimizerKind kind, size_t n) {
 
 TEST_CASE("CUDA optimizers match the CPU optimizers", "[cuda]") {
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
-  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum,
-                                   OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
+  for (const OptimizerKind kind :
+       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
     for (const size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{1} << 20}) compare(kind, n);
   }
 }
@@ -110,8 +104,8 @@ TEST_CASE("CUDA engine applies param-mode row batches like the CPU", "[cuda]") {
   Reducer& engine = **made;
   constexpr uint32_t kDim = 33;
   constexpr size_t kRows = 50;
-  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum,
-                                   OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
+  for (const OptimizerKind kind :
+       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
     OptimizerConfig config;
     config.kind = kind;
     config.lr = 0.05f;
@@ -131,10 +125,12 @@ TEST_CASE("CUDA engine applies param-mode row batches like the CPU", "[cuda]") {
         batch_steps.push_back(++steps[slot]);
       }
       const std::vector<float> grads = randomFloats(slots.size() * kDim, 200 + batch, 0.5f);
-      applyOptimizerRows(config, kDim, slots.size(), slots.data(), batch_steps.data(), grads.data(),
-                         cpu_values.data(), cpu_state.data());
-      REQUIRE(engine.applyRows(config, kDim, slots.size(), slots.data(), batch_steps.data(), grads.data(),
-                               gpu_values.data(), gpu_state.data()).ok());
+      applyOptimizerRows(config, kDim, slots.size(), slots.data(), batch_steps.data(), grads.data(), cpu_values.data(),
+                         cpu_state.data());
+      REQUIRE(engine
+                  .applyRows(config, kDim, slots.size(), slots.data(), batch_steps.data(), grads.data(),
+                             gpu_values.data(), gpu_state.data())
+                  .ok());
     }
     requireClose(gpu_values, cpu_values, "row values");
     if (state_floats > 0) requireClose(gpu_state, cpu_state, "row state");

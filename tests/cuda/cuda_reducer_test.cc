@@ -55,12 +55,8 @@ void putInt(DType dtype, unsigned char* p, int64_t v) {
       std::memcpy(p, &x, 4);
       break;
     }
-    case DType::kInt64:
-      std::memcpy(p, &v, 8);
-      break;
-    case DType::kUInt8:
-      *p = static_cast<uint8_t>(v);
-      break;
+    case DType::kInt64: std::memcpy(p, &v, 8); break;
+    case DType::kUInt8: *p = static_cast<uint8_t>(v); break;
   }
 }
 
@@ -115,8 +111,7 @@ Bytes finiteFloatData(DType dtype, size_t count, uint32_t seed) {
         std::memcpy(p, &x, 8);
         break;
       }
-      default:
-        FAIL("not a float dtype");
+      default: FAIL("not a float dtype");
     }
   }
   return out;
@@ -147,8 +142,7 @@ void requireSameElements(DType dtype, const Bytes& got, const Bytes& want) {
       uint64_t gb = 0, wb = 0;
       std::memcpy(&gb, g, size);
       std::memcpy(&wb, w, size);
-      FAIL_CHECK(dtypeName(dtype) << " element " << i << ": cuda bits 0x" << std::hex << gb
-                                  << ", cpu bits 0x" << wb);
+      FAIL_CHECK(dtypeName(dtype) << " element " << i << ": cuda bits 0x" << std::hex << gb << ", cpu bits 0x" << wb);
     }
   }
   REQUIRE(mismatches == 0);
@@ -182,8 +176,7 @@ TEST_CASE("CUDA reducer matches the CPU reducer on exact data", "[cuda]") {
   CHECK(std::string(cudaReducer().name()) == "cuda");
   uint32_t seed = 1;
   for (const DType dtype : kAllDTypes) {
-    for (const size_t count :
-         {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{4099}, (size_t{1} << 20) + 3}) {
+    for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{4099}, (size_t{1} << 20) + 3}) {
       const Bytes dst = exactData(dtype, count, seed++);
       const Bytes src = exactData(dtype, count, seed++);
       for (size_t offset = 0; offset < 8; ++offset) compareHostSum(dtype, dst, src, offset);
@@ -193,8 +186,8 @@ TEST_CASE("CUDA reducer matches the CPU reducer on exact data", "[cuda]") {
 
 TEST_CASE("CUDA reducer stages tensors larger than its device buffers", "[cuda]") {
   // The reducer stages at most 64 MiB per operand, so these take two chunks.
-  for (const auto& [dtype, count] : {std::pair{DType::kUInt8, (size_t{64} << 20) + 5},
-                                     std::pair{DType::kFloat32, (size_t{16} << 20) + 3}}) {
+  for (const auto& [dtype, count] :
+       {std::pair{DType::kUInt8, (size_t{64} << 20) + 5}, std::pair{DType::kFloat32, (size_t{16} << 20) + 3}}) {
     compareHostSum(dtype, exactData(dtype, count, 7), exactData(dtype, count, 8), 3);
   }
 }

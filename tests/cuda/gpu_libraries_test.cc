@@ -42,8 +42,9 @@ int main() {
   auto driver = driverLibrary();
   const bool have_device = zps::kernels::cudaDeviceCount() > 0;
   check(driver.ok() || !have_device,
-        "the driver API loads where there is a device: " +
-            (driver.ok() ? std::string("yes") : have_device ? driver.status().toString() : "no device here"));
+        "the driver API loads where there is a device: " + (driver.ok()   ? std::string("yes")
+                                                            : have_device ? driver.status().toString()
+                                                                          : "no device here"));
 #ifdef ZPS_HAVE_NCCL
   check(!mapped("libnccl"), "libnccl is not mapped before its first use");
   auto nccl = ncclLibrary();

@@ -26,8 +26,7 @@ std::vector<int32_t> input(size_t n, int rank) {
 // Runs one push-pull of `n` int32 through `reducer` as local rank `rank` of `size`, with the
 // tensor in device memory, and returns what the rank ends with. No Catch assertions inside: the
 // two-rank test runs it on two threads, and Catch's assertions are not thread-safe.
-StatusOr<std::vector<int32_t>> roundTrip(DeviceLocalReducer& reducer, int device, size_t n, int rank,
-                                         int size) {
+StatusOr<std::vector<int32_t>> roundTrip(DeviceLocalReducer& reducer, int device, size_t n, int rank, int size) {
   auto cuda = [](cudaError_t e, const char* what) {
     return e == cudaSuccess ? Status::OK() : InternalError(std::string(what) + ": " + cudaGetErrorString(e));
   };
@@ -40,7 +39,7 @@ StatusOr<std::vector<int32_t>> roundTrip(DeviceLocalReducer& reducer, int device
   ZPS_RETURN_IF_ERROR(cuda(cudaMalloc(&in, bytes), "cudaMalloc"));
   ZPS_RETURN_IF_ERROR(cuda(cudaMalloc(&out, bytes), "cudaMalloc"));
   ZPS_RETURN_IF_ERROR(cuda(cudaMemcpy(in, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy"));
-  ZPS_ASSIGN_OR_RETURN(uint8_t* staging, reducer.staging(0, bytes));
+  ZPS_ASSIGN_OR_RETURN(uint8_t * staging, reducer.staging(0, bytes));
   ZPS_RETURN_IF_ERROR(reducer.reduceScatter(in, bytes, DType::kInt32, pieces, staging));
   // The "servers": add 1000 to the owned pieces only.
   for (const auto& p : pieces) {

@@ -72,8 +72,8 @@ int main() {
       CHECK_CUDA(cudaMemset(a, 0, bytes));
       CHECK_CUDA(cudaMemset(b, 0, bytes));
       const size_t count = bytes / zps::dtypeSize(dtype);
-      const float copy_ms = medianMs(
-          [&] { CHECK_CUDA(cudaMemcpyAsync(a, b, bytes, cudaMemcpyDeviceToDevice, nullptr)); }, 20);
+      const float copy_ms =
+          medianMs([&] { CHECK_CUDA(cudaMemcpyAsync(a, b, bytes, cudaMemcpyDeviceToDevice, nullptr)); }, 20);
       const float sum_ms = medianMs(
           [&] {
             if (!zps::kernels::cudaSumDevice(a, b, count, dtype, nullptr).ok()) std::exit(1);
@@ -89,7 +89,6 @@ int main() {
     }
   }
   // The largest size is the steady-state figure; smaller ones show launch and tail effects.
-  std::printf("sum/copy share: %.0f%% (1 GiB float32; read+write bytes per second)\n",
-              100 * last_share);
+  std::printf("sum/copy share: %.0f%% (1 GiB float32; read+write bytes per second)\n", 100 * last_share);
   return 0;
 }

@@ -43,8 +43,10 @@ TEST_CASE("CUDA train ops match the CPU train ops on exact data", "[cuda][train]
     REQUIRE(values.size() == want[r].second.size());
     for (size_t i = 0; i < values.size(); ++i) {
       INFO("element " << i);
-      if (exactOp(name)) CHECK(values[i] == want[r].second[i]);
-      else CHECK(values[i] == Approx(want[r].second[i]).margin(1e-6).epsilon(1e-6));
+      if (exactOp(name))
+        CHECK(values[i] == want[r].second[i]);
+      else
+        CHECK(values[i] == Approx(want[r].second[i]).margin(1e-6).epsilon(1e-6));
     }
   }
 }
@@ -88,10 +90,10 @@ void compareModel(const std::string& name, const train::Dataset& data, size_t di
   adam.kind = kernels::OptimizerKind::kAdam;
   adam.lr = 0.01f;
   for (uint64_t step = 1; step <= 3; ++step) {
-    const double cpu_loss = c.lossAndGrad(params.data(), data, rows.data(), rows.size(), e,
-                                          cpu_grad.data(), dim ? cpu_emb_grad.data() : nullptr);
-    const double gpu_loss = g.lossAndGrad(d_params.data(), data, rows.data(), rows.size(), e,
-                                          d_grad.data(), dim ? gpu_emb_grad.data() : nullptr);
+    const double cpu_loss = c.lossAndGrad(params.data(), data, rows.data(), rows.size(), e, cpu_grad.data(),
+                                          dim ? cpu_emb_grad.data() : nullptr);
+    const double gpu_loss = g.lossAndGrad(d_params.data(), data, rows.data(), rows.size(), e, d_grad.data(),
+                                          dim ? gpu_emb_grad.data() : nullptr);
     REQUIRE(gpu->status().ok());
     CHECK(gpu_loss == Approx(cpu_loss).epsilon(1e-5));
     gpu->download(gpu_grad.data(), d_grad.data(), np);

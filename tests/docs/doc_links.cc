@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
     if (file.parent_path() != root / "docs") continue;
     ++pages;
     if (linked_from_readme.count(file) == 0) {
-      report(root / "README.md", 1, "no link to " + fs::relative(file, root).string() + " (every docs/ page is linked)");
+      report(root / "README.md", 1,
+             "no link to " + fs::relative(file, root).string() + " (every docs/ page is linked)");
     }
   }
 

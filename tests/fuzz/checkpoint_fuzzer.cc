@@ -41,8 +41,7 @@ void readRawFile(const uint8_t* data, size_t size) {
     ZPS_FUZZ_CHECK(f->kind == kind);
     ZPS_FUZZ_CHECK(size >= kHeaderBytes && f->payload.size() == size - kHeaderBytes);
     ZPS_FUZZ_CHECK(std::memcmp(f->payload.data(), data + kHeaderBytes, f->payload.size()) == 0);
-    ZPS_FUZZ_CHECK(crc32(f->payload.data(), f->payload.size()) ==
-                   crc32(data + kHeaderBytes, size - kHeaderBytes));
+    ZPS_FUZZ_CHECK(crc32(f->payload.data(), f->payload.size()) == crc32(data + kHeaderBytes, size - kHeaderBytes));
   }
 }
 
@@ -96,8 +95,8 @@ bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
   static const std::string dir = ScratchDir::path() + "/table";
   static const bool made = std::filesystem::create_directories(dir) || true;
   (void)made;
-  const std::string path = dir + "/table-" + std::to_string(kTableKey) + "-server-0-step-" +
-                           std::to_string(step) + ".ckpt";
+  const std::string path =
+      dir + "/table-" + std::to_string(kTableKey) + "-server-0-step-" + std::to_string(step) + ".ckpt";
   PayloadWriter w;
   w.putBytes("ZPSCKPT1", 8);
   w.put(uint32_t{1});
@@ -168,8 +167,7 @@ void selfTest() {
     w.put(uint32_t{0});  // state floats
     w.put(uint64_t{0});  // rows
     const std::string payload = w.take();
-    return restoreTable(/*mode=*/1, reinterpret_cast<const uint8_t*>(payload.data()),
-                        payload.size());
+    return restoreTable(/*mode=*/1, reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
   }();
   if (!ok) std::fprintf(stderr, "checkpoint_fuzzer: a valid shard did not restore; stale path?\n");
   ZPS_FUZZ_CHECK(ok);

@@ -20,9 +20,7 @@
 namespace zps::fuzz {
 namespace {
 
-bool validDuration(std::chrono::milliseconds d) {
-  return d.count() >= 0 && d.count() <= 30LL * 24 * 3600 * 1000;
-}
+bool validDuration(std::chrono::milliseconds d) { return d.count() >= 0 && d.count() <= 30LL * 24 * 3600 * 1000; }
 
 // What a Config that loadConfig accepted must satisfy, whatever the input.
 void checkConfig(const Config& c) {
@@ -33,9 +31,8 @@ void checkConfig(const Config& c) {
   ZPS_FUZZ_CHECK(c.verbose >= 0 && c.verbose <= 3);
   ZPS_FUZZ_CHECK(c.requested_rank >= -1);
   if (c.role != Role::kScheduler) ZPS_FUZZ_CHECK(!c.root_uri.empty());
-  for (auto d :
-       {c.rendezvous_timeout, c.rendezvous_log_interval, c.connect_timeout, c.heartbeat_interval,
-        c.heartbeat_timeout, c.request_timeout, c.shutdown_linger, c.resend_timeout}) {
+  for (auto d : {c.rendezvous_timeout, c.rendezvous_log_interval, c.connect_timeout, c.heartbeat_interval,
+                 c.heartbeat_timeout, c.request_timeout, c.shutdown_linger, c.resend_timeout}) {
     ZPS_FUZZ_CHECK(validDuration(d));
   }
   ZPS_FUZZ_CHECK(c.heartbeat_interval.count() > 0);
@@ -94,11 +91,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The strict parsers on every value, with the ranges loadConfig uses and the widest ones.
   for (const auto& [name, value] : env) {
     if (auto n = parseInteger(name, value, LLONG_MIN, LLONG_MAX, ""); n.ok()) (void)*n;
-    if (auto n = parseInteger(name, value, 0, 65535, "a TCP port"); n.ok())
-      ZPS_FUZZ_CHECK(*n >= 0 && *n <= 65535);
+    if (auto n = parseInteger(name, value, 0, 65535, "a TCP port"); n.ok()) ZPS_FUZZ_CHECK(*n >= 0 && *n <= 65535);
     if (auto n = parseInteger(name, value, 1, 1, "1"); n.ok()) ZPS_FUZZ_CHECK(*n == 1);
-    if (auto s = parseSeconds(name, value, "seconds"); s.ok())
-      ZPS_FUZZ_CHECK(fuzz::validDuration(*s));
+    if (auto s = parseSeconds(name, value, "seconds"); s.ok()) ZPS_FUZZ_CHECK(fuzz::validDuration(*s));
   }
   return 0;
 }

@@ -38,8 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::quietLogging();
   if (size < 3) return 0;
   static const char* const kFormats[] = {"csv:", "libsvm:", "criteo:"};
-  static const train::Task kTasks[] = {train::Task::kAuto, train::Task::kRegression,
-                                       train::Task::kClassification};
+  static const train::Task kTasks[] = {train::Task::kAuto, train::Task::kRegression, train::Task::kClassification};
   static const double kFractions[] = {0.2, 0, 0.5, 0.9};
 
   static const std::string path = fuzz::ScratchDir::path() + "/data.txt";

@@ -169,13 +169,10 @@ void wireSeeds() {
     put("wire", "push-" + std::string(dtypeName(d)),
         packFrames(wire::encodeData(header(pb::CMD_PUSH, d, n), bytesOf(n * dtypeSize(d)))));
   }
-  put("wire", "push-pull",
-      packFrames(wire::encodeData(header(pb::CMD_PUSH_PULL, DType::kInt32, 2), bytesOf(8))));
-  put("wire", "push-tight",
-      packFrames(wire::encodeData(header(pb::CMD_PUSH, DType::kUInt8, 4), bytesOf(4)), true));
+  put("wire", "push-pull", packFrames(wire::encodeData(header(pb::CMD_PUSH_PULL, DType::kInt32, 2), bytesOf(8))));
+  put("wire", "push-tight", packFrames(wire::encodeData(header(pb::CMD_PUSH, DType::kUInt8, 4), bytesOf(4)), true));
   put("wire", "pull", packFrames(wire::encodeData(header(pb::CMD_PULL, DType::kFloat32, 4))));
-  put("wire", "reply-sum",
-      packFrames(wire::encodeData(header(pb::CMD_REPLY, DType::kFloat64, 2), bytesOf(16))));
+  put("wire", "reply-sum", packFrames(wire::encodeData(header(pb::CMD_REPLY, DType::kFloat64, 2), bytesOf(16))));
   put("wire", "reply-ack", packFrames(wire::encodeData(header(pb::CMD_REPLY, DType::kFloat32, 0))));
   h = header(pb::CMD_ERROR, DType::kFloat32, 0);
   h.set_error("table key 3 was never declared");
@@ -187,8 +184,7 @@ void wireSeeds() {
   h.set_row_dim(2);
   put("wire", "pull-rows", packFrames(wire::encodeRows(h, bytesOf(24))));
   put("wire", "pull-rows-tight", packFrames(wire::encodeRows(h, bytesOf(24)), true));
-  put("wire", "checkpoint",
-      packFrames(wire::encodeData(header(pb::CMD_CHECKPOINT, DType::kFloat32, 0))));
+  put("wire", "checkpoint", packFrames(wire::encodeData(header(pb::CMD_CHECKPOINT, DType::kFloat32, 0))));
   put("wire", "no-frames", std::string(1, '\0'));
   // Compressed pushes (kernels/compressor.h): fp16, and sparse entries at indices 0 and 2 of 3.
   h = header(pb::CMD_PUSH, DType::kFloat32, 3);
@@ -246,8 +242,7 @@ void configSeeds() {
 
 // ---- dataset: [format, task | fraction << 2, label column] + file ----
 
-std::string dataSeed(int format, int task, int fraction, int8_t label_column,
-                     const std::string& text) {
+std::string dataSeed(int format, int task, int fraction, int8_t label_column, const std::string& text) {
   std::string s;
   s.push_back(static_cast<char>(format));
   s.push_back(static_cast<char>(task | (fraction << 2)));
@@ -260,8 +255,7 @@ void datasetSeeds() {
       dataSeed(0, 0, 0, -1,
                "x1,x2,x3,label\n0.5,1,2,0\n1.5,-2,3e2,1\n# comment\n\n2,3,4,2\n"
                "-1,0.25,8,1\n"));
-  put("dataset", "csv-whitespace-regression",
-      dataSeed(0, 1, 1, 0, "3.5 1 2\r\n  -7.25\t4 5\n1e-3 6 7\n+2 8 9\n"));
+  put("dataset", "csv-whitespace-regression", dataSeed(0, 1, 1, 0, "3.5 1 2\r\n  -7.25\t4 5\n1e-3 6 7\n+2 8 9\n"));
   put("dataset", "csv-classification", dataSeed(0, 2, 2, 1, "1,0,5\n2,1,6\n3,4,7\n4,0,8\n5,3,9\n"));
   put("dataset", "libsvm-one-based",
       dataSeed(1, 0, 0, -1, "1 1:0.5 3:1.5\n0 2:2 qid:3 4:-1\n1 1:1 # note\n0 4:2.5e1\n"));

@@ -54,9 +54,7 @@ std::vector<uint32_t> runAndCollect(const std::vector<uint8_t>& bytes) {
   return edges;
 }
 
-bool startsWith(const std::string& s, const char* prefix) {
-  return s.compare(0, std::strlen(prefix), prefix) == 0;
-}
+bool startsWith(const std::string& s, const char* prefix) { return s.compare(0, std::strlen(prefix), prefix) == 0; }
 
 }  // namespace
 
@@ -95,8 +93,7 @@ int main(int argc, char** argv) {
       inputs.push_back(std::move(in));
     }
   }
-  std::sort(inputs.begin(), inputs.end(),
-            [](const Input& a, const Input& b) { return a.path < b.path; });
+  std::sort(inputs.begin(), inputs.end(), [](const Input& a, const Input& b) { return a.path < b.path; });
   for (Input& in : inputs) {
     std::ifstream f(in.path, std::ios::binary);
     std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -152,7 +149,7 @@ int main(int argc, char** argv) {
   size_t total = 0, possible = 0;
   for (bool r : reached) total += r;
   for (bool r : all) possible += r;
-  std::fprintf(stderr, "minimize: kept %zu of %zu inputs, reaching %zu of their %zu edges\n", kept,
-               inputs.size(), total, possible);
+  std::fprintf(stderr, "minimize: kept %zu of %zu inputs, reaching %zu of their %zu edges\n", kept, inputs.size(),
+               total, possible);
   return 0;
 }

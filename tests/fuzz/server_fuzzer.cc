@@ -42,8 +42,7 @@ wire::Limits serverLimits() {
 }
 
 bool toParamStore(const pb::DataHeader& h) {
-  return h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
-         h.command() == pb::CMD_CHECKPOINT ||
+  return h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS || h.command() == pb::CMD_CHECKPOINT ||
          (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
 }
 
@@ -77,8 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t pos = 0;
   while (size - pos >= 3) {
     const int worker = data[pos] % fuzz::kWorkers;
-    const size_t len =
-        std::min<size_t>(data[pos + 1] | (size_t{data[pos + 2]} << 8), size - pos - 3);
+    const size_t len = std::min<size_t>(data[pos + 1] | (size_t{data[pos + 2]} << 8), size - pos - 3);
     const uint8_t* msg = data + pos + 3;
     pos += 3 + len;
 

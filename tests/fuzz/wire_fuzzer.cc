@@ -36,8 +36,7 @@ bool sameBytes(const Blob& a, const Blob& b) {
 }
 
 // The codec's promises about a validated data message.
-void checkDataInvariants(const wire::DataMessage& m, size_t num_frames,
-                         const wire::Limits& limits) {
+void checkDataInvariants(const wire::DataMessage& m, size_t num_frames, const wire::Limits& limits) {
   const auto& h = m.header;
   ZPS_FUZZ_CHECK(static_cast<uint64_t>(m.dtype) == h.dtype());
   ZPS_FUZZ_CHECK(h.name().size() <= limits.max_string_bytes);

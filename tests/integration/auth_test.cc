@@ -1,8 +1,8 @@
 // Authentication with ZPS_AUTH_TOKEN, and CurveZMQ encryption with ZPS_CURVE=1.
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstring>

@@ -10,12 +10,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 // The listener below needs Catch's reporter interfaces.
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
@@ -68,8 +68,7 @@ std::string readFile(const std::string& path) {
   return text.str();
 }
 
-Cluster::Cluster(int num_servers, int num_workers)
-    : num_servers_(num_servers), num_workers_(num_workers) {
+Cluster::Cluster(int num_servers, int num_workers) : num_servers_(num_servers), num_workers_(num_workers) {
   const char* bin = std::getenv("ZPS_BIN");
   if (bin == nullptr || *bin == '\0') {
     FAIL(
@@ -80,8 +79,8 @@ Cluster::Cluster(int num_servers, int num_workers)
   if (access(bin_.c_str(), X_OK) != 0) FAIL("ZPS_BIN=" << bin_ << " is not an executable file");
 
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/zps-it-" +
-                        dirFriendly(g_test_name) + "-XXXXXX";
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/zps-it-" + dirFriendly(g_test_name) + "-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) FAIL("mkdtemp " << pattern << ": " << strerror(errno));
   dir_ = pattern;
 
@@ -100,8 +99,7 @@ Cluster::Cluster(int num_servers, int num_workers)
 Cluster::~Cluster() {
   stopAll();
   const char* keep = std::getenv("ZPS_KEEP_TEST_LOGS");
-  bool keep_logs = g_test_failed || std::uncaught_exceptions() > 0 ||
-                   (keep != nullptr && std::string(keep) == "1");
+  bool keep_logs = g_test_failed || std::uncaught_exceptions() > 0 || (keep != nullptr && std::string(keep) == "1");
   if (keep_logs) {
     std::cerr << "zps::testing::Cluster: logs kept in " << dir_ << "\n";
     return;
@@ -110,9 +108,7 @@ Cluster::~Cluster() {
   std::filesystem::remove_all(dir_, ignored);
 }
 
-void Cluster::setEnv(std::string key, std::string value) {
-  env_.emplace_back(std::move(key), std::move(value));
-}
+void Cluster::setEnv(std::string key, std::string value) { env_.emplace_back(std::move(key), std::move(value)); }
 
 int Cluster::startScheduler(const Env& extra) {
   Env env = {{"DMLC_ROLE", "scheduler"}};
@@ -132,8 +128,7 @@ int Cluster::startWorker(int worker_id, std::vector<std::string> args, const Env
   if (worker_id >= 0) env.emplace_back("DMLC_WORKER_ID", std::to_string(worker_id));
   env.insert(env.end(), extra.begin(), extra.end());
   args.insert(args.begin(), bin_);
-  return start(worker_id >= 0 ? "worker" + std::to_string(worker_id) : "worker", std::move(args),
-               env);
+  return start(worker_id >= 0 ? "worker" + std::to_string(worker_id) : "worker", std::move(args), env);
 }
 
 int Cluster::start(std::string name, std::vector<std::string> argv, const Env& env) {
@@ -233,13 +228,11 @@ std::string Cluster::logTail(int index, int lines) const {
     }
   }
   if (begin > 0) ++begin;
-  return "--- " + p.name + " (pid " + std::to_string(p.process->pid()) + ", " + p.log_path +
-         "), last " + std::to_string(lines) + " lines ---\n" + text.substr(begin);
+  return "--- " + p.name + " (pid " + std::to_string(p.process->pid()) + ", " + p.log_path + "), last " +
+         std::to_string(lines) + " lines ---\n" + text.substr(begin);
 }
 
-Cluster::Process& Cluster::at(int index) {
-  return const_cast<Process&>(static_cast<const Cluster*>(this)->at(index));
-}
+Cluster::Process& Cluster::at(int index) { return const_cast<Process&>(static_cast<const Cluster*>(this)->at(index)); }
 
 const Cluster::Process& Cluster::at(int index) const {
   if (index < 0 || index >= static_cast<int>(processes_.size())) {
@@ -255,8 +248,8 @@ void Cluster::stopAll() {
   for (auto& p : processes_) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (p.process->waitFor(std::max(left, std::chrono::milliseconds(0))).ok()) continue;
-    std::cerr << "zps::testing::Cluster: " << p.name << " (pid " << p.process->pid()
-              << ") ignored SIGTERM for " << kStopGrace.count() << " ms; sending SIGKILL\n";
+    std::cerr << "zps::testing::Cluster: " << p.name << " (pid " << p.process->pid() << ") ignored SIGTERM for "
+              << kStopGrace.count() << " ms; sending SIGKILL\n";
     p.process->signal(SIGKILL);
     // Still not reaped (stuck in the kernel)? The Subprocess destructor blocks on it.
     auto killed = p.process->waitFor(10s);

@@ -94,9 +94,10 @@ TEST_CASE("compression: bad settings exit 2 with a line saying what to fix") {
   struct Case {
     std::string name, value, message;
   };
-  for (const Case& tc : {Case{"ZPS_COMPRESSOR", "gzip", "ZPS_COMPRESSOR='gzip' is not a compressor"},
-                         Case{"ZPS_COMPRESS_RATIO", "2", "ZPS_COMPRESS_RATIO='2' is not a share in (0, 1]"},
-                         Case{"ZPS_MIN_COMPRESS_BYTES", "lots", "ZPS_MIN_COMPRESS_BYTES='lots' is not a whole number"}}) {
+  for (const Case& tc :
+       {Case{"ZPS_COMPRESSOR", "gzip", "ZPS_COMPRESSOR='gzip' is not a compressor"},
+        Case{"ZPS_COMPRESS_RATIO", "2", "ZPS_COMPRESS_RATIO='2' is not a share in (0, 1]"},
+        Case{"ZPS_MIN_COMPRESS_BYTES", "lots", "ZPS_MIN_COMPRESS_BYTES='lots' is not a whole number"}}) {
     Cluster c(1, 1);
     int p = c.start("zps", {c.bin(), "check"}, {{"DMLC_ROLE", "worker"}, {tc.name, tc.value}});
     int code = c.waitExit(p, 20s);

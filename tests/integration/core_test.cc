@@ -14,8 +14,7 @@ using namespace std::chrono_literals;
 namespace {
 
 // Starts a whole job and expects every process to exit 0.
-void runJob(Cluster& c, int servers, int workers, const std::vector<std::string>& args,
-            std::chrono::seconds deadline) {
+void runJob(Cluster& c, int servers, int workers, const std::vector<std::string>& args, std::chrono::seconds deadline) {
   c.startScheduler();
   for (int s = 0; s < servers; ++s) c.startServer();
   std::vector<int> w;
@@ -193,8 +192,8 @@ TEST_CASE("bad environment values exit 2 with a line saying what to fix") {
 
 TEST_CASE("zps bench prints its table and a PASS footer") {
   Cluster c(1, 2);
-  std::vector<std::string> args = {"bench", "--sizes", "4K,1M", "--min_time", "0.05", "--json",
-                                   c.dir() + "/bench.json"};
+  std::vector<std::string> args = {
+      "bench", "--sizes", "4K,1M", "--min_time", "0.05", "--json", c.dir() + "/bench.json"};
   c.startScheduler();
   c.startServer();
   int w0 = c.startWorker(0, args);
@@ -227,8 +226,9 @@ uint64_t jsonNumber(const std::string& body, const std::string& key) {
 TEST_CASE("zps bench --model resnet50: every gradient tensor in backward order against one fused tensor") {
   Cluster c(2, 2);
   // Four rounds: with every result kept for three rounds, a server held over 3x its key bytes.
-  std::vector<std::string> args = {"bench", "--model", "resnet50", "--min_iters", "3", "--max_iters", "3",
-                                   "--warmup_iters", "1", "--json", c.dir() + "/bench.json"};
+  std::vector<std::string> args = {
+      "bench",          "--model", "resnet50", "--min_iters",          "3", "--max_iters", "3",
+      "--warmup_iters", "1",       "--json",   c.dir() + "/bench.json"};
   c.startScheduler();
   c.startServer();
   c.startServer();

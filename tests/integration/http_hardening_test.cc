@@ -57,8 +57,8 @@ TEST_CASE("http: with a token, only /metrics and /healthz are open") {
   int with = c.start("status", {c.bin(), "status"}, {{"ZPS_METRICS_PORT", std::to_string(port)}});
   CHECK(c.waitExit(with, 20s) == 1);  // reached, not healthy
   CHECK(contains(c.log(with), "worker"));
-  int without = c.start("status", {c.bin(), "status"},
-                        {{"ZPS_METRICS_PORT", std::to_string(port)}, {"ZPS_AUTH_TOKEN", ""}});
+  int without =
+      c.start("status", {c.bin(), "status"}, {{"ZPS_METRICS_PORT", std::to_string(port)}, {"ZPS_AUTH_TOKEN", ""}});
   CHECK(c.waitExit(without, 20s) == 2);
   CHECK(contains(c.log(without), "needs the job's token"));
   c.signal(s, SIGTERM);

@@ -21,8 +21,8 @@ TEST_CASE("launch safety: --port of another job's scheduler starts no node and e
   Cluster c(1, 1);
   int other = c.startScheduler();  // another job, waiting for its own nodes
   REQUIRE(c.waitForLog(other, "scheduler listening", 20s));
-  int l = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "1", "--port",
-                             std::to_string(c.port()), "--", "check", "--rounds", "2"});
+  int l = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "1", "--port", std::to_string(c.port()),
+                             "--", "check", "--rounds", "2"});
   INFO(c.logTail(l));
   CHECK(c.waitExit(l, 60s) == 2);
   CHECK(contains(c.log(l), "no node was started"));
@@ -36,8 +36,8 @@ TEST_CASE("launch safety: the same user error exits 2 every time") {
   for (int i = 0; i < 3; ++i) {
     int bad_env = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "2", "--", "check"},
                           {{"ZPS_COMPRESSOR", "bogus"}});
-    int bad_flag = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "2", "--", "check",
-                                      "--rounds", "abc"});
+    int bad_flag =
+        c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "2", "--", "check", "--rounds", "abc"});
     INFO(c.logTail(bad_env) << c.logTail(bad_flag));
     CHECK(c.waitExit(bad_env, 60s) == 2);
     CHECK(contains(c.log(bad_env), "ZPS_COMPRESSOR"));

@@ -22,8 +22,7 @@ namespace {
 // Entries of a folder (the local reducer's ZPS_SHM_DIR must be empty once the job is over).
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    names.push_back(e.path().filename());
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename());
   return names;
 }
 
@@ -58,8 +57,7 @@ TEST_CASE(
   for (int node = 0; node < 2; ++node) {
     // Local rank 1 through BytePS's name, to show both spellings are read.
     workers.push_back(c.startWorker(node, args, {{"ZPS_LOCAL_RANK", "0"}}));
-    workers.push_back(
-        c.startWorker(node, args, {{"BYTEPS_LOCAL_RANK", "1"}, {"BYTEPS_LOCAL_SIZE", "2"}}));
+    workers.push_back(c.startWorker(node, args, {{"BYTEPS_LOCAL_RANK", "1"}, {"BYTEPS_LOCAL_SIZE", "2"}}));
   }
   c.expectAllExitZero(240s);
   for (int w : workers) {
@@ -68,9 +66,8 @@ TEST_CASE(
   }
   // The root of each node reports the node's traffic: what it pushed equals one process's tensor
   // bytes (each tensor's bytes went over the network once, not once per local rank).
-  const std::regex line(
-      R"(node traffic over 2 local ranks: tensor bytes (\d+) pushed / (\d+) pulled per rank; )"
-      R"(network bytes (\d+) pushed / (\d+) pulled by the node)");
+  const std::regex line(R"(node traffic over 2 local ranks: tensor bytes (\d+) pushed / (\d+) pulled per rank; )"
+                        R"(network bytes (\d+) pushed / (\d+) pulled by the node)");
   for (int root : {workers[0], workers[2]}) {
     const std::string log = c.log(root);
     std::smatch m;
@@ -145,16 +142,19 @@ TEST_CASE("local reduction: a null buffer on one local rank ends the group and i
   const std::string self = std::filesystem::read_symlink("/proc/self/exe");
   std::vector<int> workers;
   for (int rank = 0; rank < 2; ++rank) {
-    workers.push_back(c.start("worker0." + std::to_string(rank), {self, "--null-buffer-worker"},
-                              {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", "0"}, {"ZPS_LOCAL_RANK", std::to_string(rank)}}));
+    workers.push_back(
+        c.start("worker0." + std::to_string(rank), {self, "--null-buffer-worker"},
+                {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", "0"}, {"ZPS_LOCAL_RANK", std::to_string(rank)}}));
   }
   c.expectAllExitNonZero(30s);
   const std::string cause = "push with a null buffer (CMD_PUSH_PULL of tensor 0)";
   INFO(c.logTail(workers[1]));
   CHECK(contains(c.log(workers[1]), "null-buffer-worker local rank 1: " + cause));
   INFO(c.logTail(workers[0]));
-  CHECK(contains(c.log(workers[0]), "null-buffer-worker local rank 0: local barrier (staging a tensor): "
-                                    "local group aborted: local rank 1: " + cause));
+  CHECK(contains(c.log(workers[0]),
+                 "null-buffer-worker local rank 0: local barrier (staging a tensor): "
+                 "local group aborted: local rank 1: " +
+                     cause));
   CHECK(entries(shm).empty());
 }
 
@@ -171,8 +171,7 @@ TEST_CASE("local reduction: a crashed local rank leaves no segments and its peer
   const int code = c.waitExit(root, 60s);
   INFO(c.logTail(root));
   CHECK(code != 0);
-  CHECK(contains(c.log(root),
-                 "local rank 1 (pid " + std::to_string(c.pid(crasher)) + ") of this node died"));
+  CHECK(contains(c.log(root), "local rank 1 (pid " + std::to_string(c.pid(crasher)) + ") of this node died"));
   c.waitAll(60s);
   INFO("left in ZPS_SHM_DIR: " << joined(entries(shm)));
   CHECK(entries(shm).empty());
@@ -193,8 +192,7 @@ TEST_CASE("local reduction: a crashed local root makes its peer exit non-zero") 
   const int code = c.waitExit(peer, 60s);
   INFO(c.logTail(peer));
   CHECK(code != 0);
-  CHECK(contains(c.log(peer),
-                 "local rank 0 (pid " + std::to_string(c.pid(root)) + ") of this node died"));
+  CHECK(contains(c.log(peer), "local rank 0 (pid " + std::to_string(c.pid(root)) + ") of this node died"));
   c.waitAll(60s);
   CHECK(entries(shm).empty());
 }
@@ -235,19 +233,18 @@ TEST_CASE("zps launch --local-size starts N processes per worker node") {
   const std::string shm = c.dir() + "/shm";
   std::filesystem::create_directories(shm);
   int p = c.start("launch",
-                  {c.bin(), "launch", "--servers", "1", "--workers", "2", "--local-size", "3", "--",
-                   "check", "--rounds", "2", "--sizes", "7,1M+3"},
+                  {c.bin(), "launch", "--servers", "1", "--workers", "2", "--local-size", "3", "--", "check",
+                   "--rounds", "2", "--sizes", "7,1M+3"},
                   {{"ZPS_SHM_DIR", shm}});
   const int code = c.waitExit(p, 120s);
   INFO(c.logTail(p, 80));
   CHECK(code == 0);
-  for (const char* who : {"[worker 0.0]", "[worker 0.2]", "[worker 1.1]"})
-    CHECK(contains(c.log(p), who));
+  for (const char* who : {"[worker 0.0]", "[worker 0.2]", "[worker 1.1]"}) CHECK(contains(c.log(p), who));
   CHECK(contains(c.log(p), "zps check: worker 1 local rank 2:"));
   CHECK(entries(shm).empty());
 
-  int bad = c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "1",
-                               "--local-size", "0", "--", "check"});
+  int bad =
+      c.start("launch", {c.bin(), "launch", "--servers", "1", "--workers", "1", "--local-size", "0", "--", "check"});
   CHECK(c.waitExit(bad, 20s) == 2);
 }
 
@@ -257,8 +254,7 @@ TEST_CASE("bad local rank settings exit 2 naming the variable") {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{{"ZPS_LOCAL_SIZE", "2"}, {"ZPS_LOCAL_RANK", "2"}},
-       "ZPS_LOCAL_RANK=2 is not below the local size 2"},
+      {{{"ZPS_LOCAL_SIZE", "2"}, {"ZPS_LOCAL_RANK", "2"}}, "ZPS_LOCAL_RANK=2 is not below the local size 2"},
       {{{"BYTEPS_LOCAL_SIZE", "two"}}, "BYTEPS_LOCAL_SIZE='two' is not a whole number"},
       {{{"ZPS_LOCAL_SIZE", "0"}}, "ZPS_LOCAL_SIZE=0 is out of range"},
       {{{"ZPS_SHM_DIR", "relative/dir"}}, "ZPS_SHM_DIR='relative/dir' must be an absolute path"},
@@ -274,8 +270,7 @@ TEST_CASE("bad local rank settings exit 2 naming the variable") {
   }
 }
 
-TEST_CASE(
-    "ZPS_SERVER_ENGINE: auto falls back to the CPU without a GPU, cuda exits 2, bad names exit 2") {
+TEST_CASE("ZPS_SERVER_ENGINE: auto falls back to the CPU without a GPU, cuda exits 2, bad names exit 2") {
   std::string why;
   const bool gpu = zps::kernels::cudaDeviceAvailable(&why);
   {
@@ -305,8 +300,7 @@ TEST_CASE(
     const int code = c.waitExit(p, 30s);
     INFO(c.logTail(p));
     if (gpu) {
-      WARN(
-          "a GPU is present: ZPS_SERVER_ENGINE=cuda cannot be refused here; only the CPU case ran");
+      WARN("a GPU is present: ZPS_SERVER_ENGINE=cuda cannot be refused here; only the CPU case ran");
     } else {
       CHECK(code == 2);
       CHECK(contains(c.log(p), "ZPS_SERVER_ENGINE=cuda but"));
@@ -321,7 +315,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("zps version --gpu reports the build, the driver, each GPU, cuBLAS and NCCL, and exits 1 without a usable GPU") {
+TEST_CASE(
+    "zps version --gpu reports the build, the driver, each GPU, cuBLAS and NCCL, and exits 1 without a usable GPU") {
   Cluster c(1, 1);
   int p = c.start("zps", {c.bin(), "version", "--gpu"}, {});
   const int code = c.waitExit(p, 60s);

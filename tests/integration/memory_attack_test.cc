@@ -140,8 +140,8 @@ class RawAttack {
             if (n > 0) {
               sent_ += static_cast<size_t>(n);
               on_this_connection += static_cast<size_t>(n);
-            }
-            else if (errno != EAGAIN && errno != EWOULDBLOCK) open = false;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK)
+              open = false;
             if (!plain && n > 0) {
               std::string next = longFrameHeader(1, 64 * 1024);
               open = send(fd, next.data(), next.size(), MSG_NOSIGNAL) > 0;
@@ -273,8 +273,8 @@ TEST_CASE("memory attack: peers without the token are refused at the handshake, 
       "memory attack (token set): raw bytes sent %.1f MiB; scheduler RSS %.1f MiB +%.1f MiB; server RSS %.1f MiB "
       "+%.1f MiB (server includes the job's own data); idle connections closed %d/%d and %d/%d\n",
       sent_mb, sched_rss.baseline() / double(kMiB), sched_rss.growth() / double(kMiB),
-      server_rss.baseline() / double(kMiB), server_rss.growth() / double(kMiB), sched_closed,
-      raw_sched.idleOpened(), server_closed, raw_server.idleOpened());
+      server_rss.baseline() / double(kMiB), server_rss.growth() / double(kMiB), sched_closed, raw_sched.idleOpened(),
+      server_closed, raw_server.idleOpened());
   CHECK(raw_sched.idleOpened() == kIdle);
   CHECK(sched_closed == raw_sched.idleOpened());
   CHECK(server_closed == raw_server.idleOpened());
@@ -318,10 +318,11 @@ TEST_CASE("memory attack: an open job drops the replies of a peer that never rea
   zmq_close(s);
   zmq_ctx_term(ctx);
   std::string slog = c.log(sched);
-  std::printf("memory attack (open job): %d unread refusals of %zu bytes; scheduler RSS %.1f MiB +%.1f MiB; "
-              "%zu refusal lines logged\n",
-              kSent, bad.size(), sched_rss.baseline() / double(kMiB), sched_rss.growth() / double(kMiB),
-              countLines(slog, "refused a node"));
+  std::printf(
+      "memory attack (open job): %d unread refusals of %zu bytes; scheduler RSS %.1f MiB +%.1f MiB; "
+      "%zu refusal lines logged\n",
+      kSent, bad.size(), sched_rss.baseline() / double(kMiB), sched_rss.growth() / double(kMiB),
+      countLines(slog, "refused a node"));
   CHECK(sched_rss.growth() < 24 * kMiB);
   CHECK(countLines(slog, "refused a node") <= 12);
 }

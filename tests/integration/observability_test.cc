@@ -130,9 +130,12 @@ TEST_CASE("every role serves /metrics and the counters grow", "[observability]")
   // Wait (bounded) until worker 0 has pushed something.
   std::map<std::string, std::string> types;
   std::map<std::string, double> first;
-  scrapeUntil(c, w0, ports[2], [](const std::map<std::string, double>& m) {
-    return sum(m, "zps_worker_pushed_bytes_total") > 0 && sum(m, "zps_training_step") > 0;
-  }, &types, &first);
+  scrapeUntil(
+      c, w0, ports[2],
+      [](const std::map<std::string, double>& m) {
+        return sum(m, "zps_worker_pushed_bytes_total") > 0 && sum(m, "zps_training_step") > 0;
+      },
+      &types, &first);
   REQUIRE(sum(first, "zps_worker_pushed_bytes_total") > 0);
   CHECK(types["zps_worker_pushed_bytes_total"] == "counter");
   CHECK(types["zps_worker_pulled_bytes_total"] == "counter");
@@ -235,14 +238,17 @@ TEST_CASE("embedding-row traffic counts in the worker's bytes, messages and rows
   int port = freePort();
   c.startScheduler();
   c.startServer();
-  int w = c.startWorker(0, {"train", "--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "4000",
-                            "--epochs", "1000"},
-                        {{"ZPS_METRICS_PORT", std::to_string(port)}});
+  int w = c.startWorker(
+      0, {"train", "--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "4000", "--epochs", "1000"},
+      {{"ZPS_METRICS_PORT", std::to_string(port)}});
   std::map<std::string, std::string> types;
   std::map<std::string, double> first;
-  scrapeUntil(c, w, port, [](const std::map<std::string, double>& m) {
-    return sum(m, "zps_worker_pulled_rows_total") > 0 && sum(m, "zps_worker_pushed_rows_total") > 0;
-  }, &types, &first);
+  scrapeUntil(
+      c, w, port,
+      [](const std::map<std::string, double>& m) {
+        return sum(m, "zps_worker_pulled_rows_total") > 0 && sum(m, "zps_worker_pushed_rows_total") > 0;
+      },
+      &types, &first);
   REQUIRE(sum(first, "zps_worker_pulled_rows_total") > 0);
   CHECK(types["zps_worker_pushed_rows_total"] == "counter");
   CHECK(types["zps_worker_pulled_rows_total"] == "counter");
@@ -265,8 +271,8 @@ TEST_CASE("embedding-row traffic counts in the worker's bytes, messages and rows
 
 // The launch command line for a short real training job (about 1.5 s on two cores).
 std::vector<std::string> launchTrain(const std::string& bin) {
-  return {bin, "launch", "--progress", "0.3", "--servers", "1", "--workers", "2", "--", "train",
-          "--data", "digits", "--data_dir", dataDir(), "--epochs", "120"};
+  return {bin,  "launch", "--progress", "0.3",    "--servers",  "1",       "--workers", "2",
+          "--", "train",  "--data",     "digits", "--data_dir", dataDir(), "--epochs",  "120"};
 }
 
 // What the scheduler's summary says once both workers train: zps train reports its epochs.

@@ -2,6 +2,7 @@
 // CTR against the generator's Bayes-optimal AUC, async, checkpoint/restart and bad input.
 #include <signal.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -10,7 +11,6 @@
 #include <fstream>
 #include <regex>
 #include <thread>
-#include <unistd.h>
 
 #include "tests/integration/cluster.h"
 #include "worker/train/dataset.h"
@@ -83,9 +83,8 @@ double maxRelativeDifference(const std::vector<float>& a, const std::vector<floa
 
 // local_size 2: the two processes on batch b are the local ranks of one worker node. `extra`: more
 // train arguments for both jobs; `metric` (non-empty): both jobs' final test metric must agree too.
-void checkEquivalence(const std::string& model, const std::string& data, const std::string& epochs,
-                      int local_size = 1, const std::vector<std::string>& extra = {},
-                      const std::string& metric = "") {
+void checkEquivalence(const std::string& model, const std::string& data, const std::string& epochs, int local_size = 1,
+                      const std::vector<std::string>& extra = {}, const std::string& metric = "") {
   std::string one, two, one_log, two_log;
   auto withExtra = [&](std::vector<std::string> args) {
     args.insert(args.end(), extra.begin(), extra.end());
@@ -94,9 +93,11 @@ void checkEquivalence(const std::string& model, const std::string& data, const s
   {
     Cluster c(1, 1);
     // Outside the cluster folder, which is removed with the cluster.
-    one = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-one-" + model + "-" + std::to_string(getpid());
-    one_log = trainJob(c, 1, 1, withExtra({"--model", model, "--data", data, "--epochs", epochs, "--batch_size", "32",
-                                           "--weights_out", one}));
+    one = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-one-" + model + "-" +
+          std::to_string(getpid());
+    one_log = trainJob(
+        c, 1, 1,
+        withExtra({"--model", model, "--data", data, "--epochs", epochs, "--batch_size", "32", "--weights_out", one}));
   }
   {
     const int workers = 2 / local_size;
@@ -105,9 +106,12 @@ void checkEquivalence(const std::string& model, const std::string& data, const s
       c.setEnv("ZPS_LOCAL_SIZE", std::to_string(local_size));
       c.setEnv("ZPS_PARTITION_BYTES", "8192");  // every local rank owns pieces
     }
-    two = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-two-" + model + "-" + std::to_string(getpid());
-    two_log = trainJob(c, 2, workers, withExtra({"--model", model, "--data", data, "--epochs", epochs, "--batch_size",
-                                                 "16", "--weights_out", two}), 240s, local_size);
+    two = std::filesystem::path(c.dir()).parent_path().string() + "/zps-weights-two-" + model + "-" +
+          std::to_string(getpid());
+    two_log = trainJob(
+        c, 2, workers,
+        withExtra({"--model", model, "--data", data, "--epochs", epochs, "--batch_size", "16", "--weights_out", two}),
+        240s, local_size);
   }
   auto a = readWeights(one), b = readWeights(two);
   std::remove(one.c_str());
@@ -118,8 +122,8 @@ void checkEquivalence(const std::string& model, const std::string& data, const s
   CHECK(rel <= 1e-4);
   if (!metric.empty()) {
     const double m1 = finalMetric(one_log, metric), m2 = finalMetric(two_log, metric);
-    std::printf("equivalence %s on %s (local size %d): test %s %.6f vs %.6f\n", model.c_str(), data.c_str(),
-                local_size, metric.c_str(), m1, m2);
+    std::printf("equivalence %s on %s (local size %d): test %s %.6f vs %.6f\n", model.c_str(), data.c_str(), local_size,
+                metric.c_str(), m1, m2);
     CHECK(std::fabs(m1 - m2) <= 1e-4);
   }
 }
@@ -173,8 +177,9 @@ TEST_CASE("train: digits mlp on 2 servers x 2 workers reaches test accuracy >= 0
 
 TEST_CASE("train: breast_cancer on 2 servers x 2 workers reaches test accuracy >= 0.94") {
   Cluster c(2, 2);
-  std::string log = trainJob(c, 2, 2, {"--model", "mlp", "--data", "breast_cancer", "--epochs", "20",
-                                       "--batch_size", "16", "--hidden", "32", "--lr", "0.02"});
+  std::string log = trainJob(c, 2, 2,
+                             {"--model", "mlp", "--data", "breast_cancer", "--epochs", "20", "--batch_size", "16",
+                              "--hidden", "32", "--lr", "0.02"});
   CHECK(finalMetric(log, "accuracy") >= 0.94);
 }
 
@@ -185,8 +190,9 @@ TEST_CASE("train: diabetes linear test MSE within 10% of closed-form least squar
   REQUIRE(split.ok());
   double closed = zps::train::leastSquaresTestMse(split->train, split->test);
   Cluster c(2, 2);
-  std::string log = trainJob(c, 2, 2, {"--model", "linear", "--data", "diabetes", "--epochs", "30", "--batch_size",
-                                       "16", "--optimizer", "momentum", "--lr", "0.01"});
+  std::string log = trainJob(c, 2, 2,
+                             {"--model", "linear", "--data", "diabetes", "--epochs", "30", "--batch_size", "16",
+                              "--optimizer", "momentum", "--lr", "0.01"});
   double mse = finalMetric(log, "mse");
   std::printf("diabetes: zps linear test MSE %.2f, closed form %.2f (ratio %.4f)\n", mse, closed, mse / closed);
   CHECK(mse <= closed * 1.10);
@@ -203,9 +209,9 @@ TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, serve
   c.startScheduler();
   int s0 = c.startServer();
   int s1 = c.startServer();
-  std::vector<std::string> args = {"train",       "--model", "ctr",  "--data",       "synthetic-ctr", "--epochs",
-                                   "3",           "--batch_size", "256", "--optimizer", "adam",          "--lr",
-                                   "0.001",       "--hidden", "64,32", "--table_lr",  "0.1"};
+  std::vector<std::string> args = {
+      "train",       "--model", "ctr",  "--data", "synthetic-ctr", "--epochs", "3",          "--batch_size", "256",
+      "--optimizer", "adam",    "--lr", "0.001",  "--hidden",      "64,32",    "--table_lr", "0.1"};
   int w0 = c.startWorker(0, args);
   c.startWorker(1, args);
   auto codes = c.waitAll(300s);
@@ -224,7 +230,8 @@ TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, serve
     std::smatch m;
     INFO(log);
     REQUIRE(std::regex_search(log, m, re));
-    uint64_t held = std::stoull(m[1]), pulled = std::stoull(m[2]), pushed = std::stoull(m[3]), bytes = std::stoull(m[4]);
+    uint64_t held = std::stoull(m[1]), pulled = std::stoull(m[2]), pushed = std::stoull(m[3]),
+             bytes = std::stoull(m[4]);
     std::printf("server: %llu rows held, %llu pulled, %llu pushed, %llu bytes moved\n",
                 static_cast<unsigned long long>(held), static_cast<unsigned long long>(pulled),
                 static_cast<unsigned long long>(pushed), static_cast<unsigned long long>(bytes));
@@ -236,8 +243,9 @@ TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, serve
 // 2 servers x 2 nodes x 2 local ranks on batch b against 2 x 2 on batch 2b (the same global batch):
 // the tables' rounds count all 4 processes, and the model is as good.
 TEST_CASE("train: CTR on 2 nodes x 2 local ranks reaches the AUC of 2 workers within 0.005") {
-  const std::vector<std::string> args = {"--model", "ctr", "--data", "synthetic-ctr", "--epochs", "3", "--optimizer",
-                                         "adam", "--lr", "0.001", "--hidden", "64,32", "--table_lr", "0.1"};
+  const std::vector<std::string> args = {"--model",     "ctr",  "--data", "synthetic-ctr", "--epochs", "3",
+                                         "--optimizer", "adam", "--lr",   "0.001",         "--hidden", "64,32",
+                                         "--table_lr",  "0.1"};
   auto withBatch = [&](const std::string& batch) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--batch_size", batch});
@@ -259,7 +267,9 @@ TEST_CASE("train: CTR on 2 nodes x 2 local ranks reaches the AUC of 2 workers wi
 
 // Duplicated and resent row pushes of every (node, local rank) must count once per round: with the
 // sums in a fixed order, the run under faults ends with exactly the fault-free weights.
-TEST_CASE("train: CTR on 2 nodes x 2 local ranks under injected drops, duplicates and delays applies each row push exactly once") {
+TEST_CASE(
+    "train: CTR on 2 nodes x 2 local ranks under injected drops, duplicates and delays applies each row push exactly "
+    "once") {
   auto run = [](bool faults) {
     Cluster c(2, 2);
     c.setEnv("ZPS_LOCAL_SIZE", "2");
@@ -268,10 +278,11 @@ TEST_CASE("train: CTR on 2 nodes x 2 local ranks under injected drops, duplicate
       c.setEnv("ZPS_RESEND_TIMEOUT", "0.2");
     }
     const std::string weights = c.dir() + "/weights";
-    std::string log = trainJob(c, 2, 2, {"--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "2500",
-                                         "--epochs", "1", "--batch_size", "32", "--optimizer", "adam", "--lr",
-                                         "0.001", "--hidden", "32", "--weights_out", weights},
-                               240s, 2);
+    std::string log = trainJob(
+        c, 2, 2,
+        {"--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "2500", "--epochs", "1", "--batch_size", "32",
+         "--optimizer", "adam", "--lr", "0.001", "--hidden", "32", "--weights_out", weights},
+        240s, 2);
     if (faults) {
       CHECK(contains(log, "injected"));
       // Local rank 0 says goodbye for its node and still reports its own resends.
@@ -294,9 +305,23 @@ TEST_CASE("train: async digits converges to test accuracy >= 0.93") {
 }
 
 TEST_CASE("train: a cluster killed after epoch 2 resumes from its checkpoint and ends like an uninterrupted run") {
-  std::vector<std::string> args = {"train",  "--model",  "ctr", "--data",  "synthetic-ctr", "--synthetic_rows",
-                                   "40000",  "--epochs", "4",   "--batch_size", "128",   "--optimizer",
-                                   "adam",   "--lr",     "0.001", "--hidden", "32"};
+  std::vector<std::string> args = {"train",
+                                   "--model",
+                                   "ctr",
+                                   "--data",
+                                   "synthetic-ctr",
+                                   "--synthetic_rows",
+                                   "40000",
+                                   "--epochs",
+                                   "4",
+                                   "--batch_size",
+                                   "128",
+                                   "--optimizer",
+                                   "adam",
+                                   "--lr",
+                                   "0.001",
+                                   "--hidden",
+                                   "32"};
   double uninterrupted = 0;
   {
     Cluster c(2, 2);
@@ -455,9 +480,10 @@ void checkRecovery(const std::vector<std::string>& args, const std::string& metr
     if (kill == "server 1" && std::find(args.begin(), args.end(), "ctr") != args.end())
       CHECK(contains(recovered.replacement_log, "restored table 'train/embedding'"));
     double rel = maxRelativeDifference(undisturbed.weights, recovered.weights);
-    std::printf("recovery after %s of %s (local size %d): %s %.4f undisturbed, %.4f recovered; max relative weight "
-                "difference %.3g\n",
-                strsignal(sig), kill.c_str(), local_size, metric.c_str(), undisturbed.metric, recovered.metric, rel);
+    std::printf(
+        "recovery after %s of %s (local size %d): %s %.4f undisturbed, %.4f recovered; max relative weight "
+        "difference %.3g\n",
+        strsignal(sig), kill.c_str(), local_size, metric.c_str(), undisturbed.metric, recovered.metric, rel);
     CHECK(rel <= 1e-5);
     CHECK(std::fabs(recovered.metric - undisturbed.metric) <= 0.01);
   }
@@ -465,32 +491,43 @@ void checkRecovery(const std::vector<std::string>& args, const std::string& metr
 
 }  // namespace
 
-TEST_CASE("train: recovery: a server SIGKILLed (or SIGTERMed) mid-training is replaced, reloads its table shard, and the job ends like an undisturbed one") {
+TEST_CASE(
+    "train: recovery: a server SIGKILLed (or SIGTERMed) mid-training is replaced, reloads its table shard, and the job "
+    "ends like an undisturbed one") {
   checkRecovery({"--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "20000", "--epochs", "4",
                  "--batch_size", "64", "--optimizer", "adam", "--lr", "0.001", "--hidden", "32"},
                 "auc", "server 1", {SIGKILL, SIGTERM});
 }
 
-TEST_CASE("train: recovery: a worker SIGKILLed mid-training is replaced, catches up, and the job ends like an undisturbed one") {
-  checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "worker 1", {SIGKILL});
+TEST_CASE(
+    "train: recovery: a worker SIGKILLed mid-training is replaced, catches up, and the job ends like an undisturbed "
+    "one") {
+  checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "worker 1",
+                {SIGKILL});
 }
 
 // Local reduction (2 processes per worker node): every local rank of every node moves to the new
 // generation together, and a node that loses one of its processes is replaced as a whole.
-TEST_CASE("train: recovery with 2 local ranks per node: a server SIGKILLed mid-training is replaced and the job ends like an undisturbed one") {
+TEST_CASE(
+    "train: recovery with 2 local ranks per node: a server SIGKILLed mid-training is replaced and the job ends like an "
+    "undisturbed one") {
   checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "server 1",
                 {SIGKILL}, 2);
 }
 
 // Every local rank declares the table again with the checkpoint's step; the replaced server restores
 // its shard once, and the rounds count all 4 processes again.
-TEST_CASE("train: recovery with 2 local ranks per node: a server SIGKILLed mid-training is replaced, reloads its table shard, and the ctr job ends like an undisturbed one") {
+TEST_CASE(
+    "train: recovery with 2 local ranks per node: a server SIGKILLed mid-training is replaced, reloads its table "
+    "shard, and the ctr job ends like an undisturbed one") {
   checkRecovery({"--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "20000", "--epochs", "4",
                  "--batch_size", "32", "--optimizer", "adam", "--lr", "0.001", "--hidden", "32"},
                 "auc", "server 1", {SIGKILL}, 2);
 }
 
-TEST_CASE("train: recovery with 2 local ranks per node: a worker node that loses a process is replaced and the job ends like an undisturbed one") {
+TEST_CASE(
+    "train: recovery with 2 local ranks per node: a worker node that loses a process is replaced and the job ends like "
+    "an undisturbed one") {
   checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "worker 1",
                 {SIGKILL}, 2);
 }
@@ -556,7 +593,9 @@ TEST_CASE("train: bad input gives a clear error, a non-zero exit, and no process
       {{"--model", "linear", "--data", "csv:" + bad_csv}, {}, "bad.csv:3"},
       {{"--model", "resnet", "--data", "digits"}, {}, "resnet"},
       {{"--model", "linear", "--data", "csv:" + empty_csv}, {}, "no data rows"},
-      {{"--model", "linear", "--data", "csv:" + three}, {"--model", "linear", "--data", "csv:" + four}, "differ in shape"},
+      {{"--model", "linear", "--data", "csv:" + three},
+       {"--model", "linear", "--data", "csv:" + four},
+       "differ in shape"},
   };
   for (const auto& tc : cases) {
     Cluster c(1, 2);

@@ -85,7 +85,8 @@ TEST_CASE("train: 4 workers rerun bit-identically and end within 1e-5 of 1 worke
     CHECK(first[w] == first[0]);   // every worker holds the same weights
     CHECK(second[w] == first[0]);  // and so does every rerun, whatever order the pushes arrived in
   }
-  const std::vector<float> four = readWeights(base + "-a"), rerun = readWeights(base + "-b"), one = readWeights(base + "-one");
+  const std::vector<float> four = readWeights(base + "-a"), rerun = readWeights(base + "-b"),
+                           one = readWeights(base + "-one");
   REQUIRE(!four.empty());
   REQUIRE(four.size() == one.size());
   CHECK(four == rerun);
@@ -126,7 +127,8 @@ TEST_CASE("train: a data value outside float32's range is refused with file:line
   {
     std::ofstream f(csv);
     f << "x1,x2,y\n";
-    for (int i = 0; i < 100; ++i) f << i % 7 << "," << (i == 41 ? "1e39" : std::to_string(i % 5)) << "," << i % 3 << "\n";
+    for (int i = 0; i < 100; ++i)
+      f << i % 7 << "," << (i == 41 ? "1e39" : std::to_string(i % 5)) << "," << i % 3 << "\n";
   }
   auto workers = startTrainJob(c, 1, 2, {"--model", "linear", "--data", "csv:" + csv, "--epochs", "1"});
   auto codes = c.waitAll(60s);
@@ -171,13 +173,31 @@ TEST_CASE("train: 1 worker ends with the weights of the single-process loop, bit
     auto local = zps::train::trainLocal(*split, o);
     REQUIRE(local.ok());
 
-    const std::string out = std::filesystem::temp_directory_path().string() + "/zps-one-" + k.model + "-" +
-                            std::to_string(::getpid());
+    const std::string out =
+        std::filesystem::temp_directory_path().string() + "/zps-one-" + k.model + "-" + std::to_string(::getpid());
     checksumsOf(1, 1,
-                {"--model", k.model, "--data", k.data, "--synthetic_rows", std::to_string(k.rows), "--hidden",
-                 std::to_string(k.hidden[0]), "--embedding_dim", "4", "--epochs", "1", "--batch_size",
-                 std::to_string(k.batch), "--optimizer", "adam", "--lr", "0.003", "--table_optimizer", "adagrad",
-                 "--table_lr", "0.1"},
+                {"--model",
+                 k.model,
+                 "--data",
+                 k.data,
+                 "--synthetic_rows",
+                 std::to_string(k.rows),
+                 "--hidden",
+                 std::to_string(k.hidden[0]),
+                 "--embedding_dim",
+                 "4",
+                 "--epochs",
+                 "1",
+                 "--batch_size",
+                 std::to_string(k.batch),
+                 "--optimizer",
+                 "adam",
+                 "--lr",
+                 "0.003",
+                 "--table_optimizer",
+                 "adagrad",
+                 "--table_lr",
+                 "0.1"},
                 out);
     const std::vector<float> distributed = readWeights(out);
     REQUIRE(distributed.size() == local->params.size());

@@ -26,8 +26,7 @@ TEST_CASE("barrier table: releases only when every member arrived", "[barrier]")
 
 TEST_CASE("barrier table: a group of one releases at once", "[barrier]") {
   BarrierTable t;
-  for (uint64_t seq = 1; seq <= 5; ++seq)
-    CHECK(t.arrive(pb::GROUP_SERVERS, 9, seq, 1) == Result::kReleased);
+  for (uint64_t seq = 1; seq <= 5; ++seq) CHECK(t.arrive(pb::GROUP_SERVERS, 9, seq, 1) == Result::kReleased);
   CHECK(t.generation(pb::GROUP_SERVERS) == 5);
 }
 

@@ -26,8 +26,10 @@ using kernels::GradientCompressor;
 // Decodes a payload the way the server does, into a fresh dense vector.
 std::vector<float> decoded(const GradientCompressor& c, const std::vector<uint8_t>& payload, size_t sent, size_t n) {
   std::vector<float> out(n, -1.0f);
-  if (c.kind() == Compressor::kFp16) kernels::addFp16(out.data(), payload.data(), n, /*first=*/true);
-  else kernels::addSparse(out.data(), n, payload.data(), sent, /*first=*/true);
+  if (c.kind() == Compressor::kFp16)
+    kernels::addFp16(out.data(), payload.data(), n, /*first=*/true);
+  else
+    kernels::addSparse(out.data(), n, payload.data(), sent, /*first=*/true);
   return out;
 }
 
@@ -80,8 +82,8 @@ TEST_CASE("compressor: fp16 encodes and decodes like floatToHalf / halfToFloat, 
     g = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), static_cast<int>(rng() % 40) - 30);
   grad[5] = std::nanf("");
   grad[6] = INFINITY;
-  grad[7] = 1e-8f;      // a half subnormal
-  grad[1001] = 7e4f;    // beyond the half range
+  grad[7] = 1e-8f;    // a half subnormal
+  grad[1001] = 7e4f;  // beyond the half range
   GradientCompressor c(Compressor::kFp16, 1.0, grad.size(), 1);
   std::vector<uint8_t> payload(c.maxPayloadBytes());
   size_t sent = 0;
@@ -224,10 +226,9 @@ void expectRejected(const std::vector<Blob>& frames, const std::string& needle) 
 TEST_CASE("codec: valid compressed pushes decode", "[compressor][codec]") {
   auto fp16 = wire::decode(compressedPush(pb::ENCODING_FP16, 4, 0, std::string(8, '\0')), wire::Limits());
   REQUIRE(fp16.ok());
-  auto sparse = wire::decode(
-      compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({0, 9}, {1.0f, 2.0f}), DType::kFloat32,
-                     pb::CMD_PUSH_PULL),
-      wire::Limits());
+  auto sparse = wire::decode(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({0, 9}, {1.0f, 2.0f}),
+                                            DType::kFloat32, pb::CMD_PUSH_PULL),
+                             wire::Limits());
   REQUIRE(sparse.ok());
   CHECK(std::get<wire::DataMessage>(*sparse).payload.size() == 16);
 }
@@ -242,10 +243,8 @@ TEST_CASE("codec: hostile compressed pushes are kProtocol errors", "[compressor]
   expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({1}, {1.0f})), "payload is 8 bytes");
   expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({3, 10}, {1.0f, 2.0f})),
                  "sparse index 10 at position 1 is not below 10");
-  expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({3, 3}, {1.0f, 2.0f})),
-                 "does not increase");
-  expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({4, 2}, {1.0f, 2.0f})),
-                 "does not increase");
+  expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({3, 3}, {1.0f, 2.0f})), "does not increase");
+  expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({4, 2}, {1.0f, 2.0f})), "does not increase");
   expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 1, sparsePayload({0xFFFFFFFF}, {1.0f})), "not below");
   expectRejected(compressedPush(pb::ENCODING_DENSE, 2, 1, std::string(8, '\0')), "sparse_count is set on a dense");
   // Only pushes are compressed: a pull or a reply claiming an encoding is refused.
@@ -326,7 +325,7 @@ TEST_CASE("sum store: a compressed push to a non-float32 key is an error reply",
 // ---- settings ----
 
 testing::Env workerEnv() {
-  return {{"DMLC_ROLE", "worker"},      {"DMLC_NUM_SERVER", "1"},         {"DMLC_NUM_WORKER", "1"},
+  return {{"DMLC_ROLE", "worker"},       {"DMLC_NUM_SERVER", "1"},          {"DMLC_NUM_WORKER", "1"},
           {"DMLC_PS_ROOT_PORT", "9000"}, {"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"HOSTNAME", "testhost"}};
 }
 

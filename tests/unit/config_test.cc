@@ -21,9 +21,8 @@ using testing::lookup;
 
 // A complete, valid environment. HOSTNAME is fixed so the real host name never leaks a rank in.
 Env baseEnv(const std::string& role) {
-  return {{"DMLC_ROLE", role},          {"DMLC_NUM_SERVER", "2"},
-          {"DMLC_NUM_WORKER", "3"},     {"DMLC_PS_ROOT_PORT", "9000"},
-          {"DMLC_PS_ROOT_URI", "10.0.0.1"}, {"DMLC_NODE_HOST", "10.0.0.5"},
+  return {{"DMLC_ROLE", role},           {"DMLC_NUM_SERVER", "2"},         {"DMLC_NUM_WORKER", "3"},
+          {"DMLC_PS_ROOT_PORT", "9000"}, {"DMLC_PS_ROOT_URI", "10.0.0.1"}, {"DMLC_NODE_HOST", "10.0.0.5"},
           {"HOSTNAME", "testhost"}};
 }
 
@@ -259,10 +258,7 @@ TEST_CASE("config: node host sources", "[config]") {
 TEST_CASE("config: resolveRequestedRank priority", "[config]") {
   int rank = 0;
   std::string source;
-  Env env = {{"DMLC_WORKER_ID", "1"},
-             {"JOB_COMPLETION_INDEX", "2"},
-             {"VC_TASK_INDEX", "3"},
-             {"ZPS_SERVER_ID", "4"}};
+  Env env = {{"DMLC_WORKER_ID", "1"}, {"JOB_COMPLETION_INDEX", "2"}, {"VC_TASK_INDEX", "3"}, {"ZPS_SERVER_ID", "4"}};
   REQUIRE(resolveRequestedRank(lookup(env), Role::kWorker, 8, "job-worker-5", &rank, &source).ok());
   CHECK(rank == 1);
   CHECK(source == "DMLC_WORKER_ID");
@@ -330,8 +326,7 @@ TEST_CASE("config: hostname ranks", "[config]") {
   int rank = 0;
   std::string source;
   auto fromHost = [&](const std::string& hostname, int num_workers) {
-    REQUIRE(resolveRequestedRank(lookup({}), Role::kWorker, num_workers, hostname, &rank, &source)
-                .ok());
+    REQUIRE(resolveRequestedRank(lookup({}), Role::kWorker, num_workers, hostname, &rank, &source).ok());
     return rank;
   };
   CHECK(fromHost("job-worker-3", 4) == 3);
@@ -351,9 +346,7 @@ TEST_CASE("config: hostname ranks", "[config]") {
 TEST_CASE("config: an explicit rank beyond the job size is kept", "[config]") {
   int rank = 0;
   std::string source;
-  REQUIRE(resolveRequestedRank(lookup({{"DMLC_WORKER_ID", "7"}}), Role::kWorker, 3, "h", &rank,
-                               &source)
-              .ok());
+  REQUIRE(resolveRequestedRank(lookup({{"DMLC_WORKER_ID", "7"}}), Role::kWorker, 3, "h", &rank, &source).ok());
   CHECK(rank == 7);  // the scheduler refuses it with a clear message
   CHECK(source == "DMLC_WORKER_ID");
 }
@@ -363,14 +356,12 @@ TEST_CASE("config: bad rank variables are errors", "[config]") {
   std::string source;
   for (const char* bad : {"abc", "1.0", "-1", "one"}) {
     INFO(bad);
-    Status s = resolveRequestedRank(lookup({{"DMLC_WORKER_ID", bad}}), Role::kWorker, 3, "h",
-                                    &rank, &source);
+    Status s = resolveRequestedRank(lookup({{"DMLC_WORKER_ID", bad}}), Role::kWorker, 3, "h", &rank, &source);
     REQUIRE_FALSE(s.ok());
     CHECK(s.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(s.message(), Catch::Contains("DMLC_WORKER_ID"));
   }
-  Status s = resolveRequestedRank(lookup({{"JOB_COMPLETION_INDEX", "x"}}), Role::kServer, 3, "h",
-                                  &rank, &source);
+  Status s = resolveRequestedRank(lookup({{"JOB_COMPLETION_INDEX", "x"}}), Role::kServer, 3, "h", &rank, &source);
   REQUIRE_FALSE(s.ok());
   CHECK_THAT(s.message(), Catch::Contains("JOB_COMPLETION_INDEX='x'"));
   // Through loadConfig as well.
@@ -474,8 +465,9 @@ TEST_CASE("config: heartbeat settings", "[config]") {
     Env env = baseEnv("worker");
     env["ZPS_HEARTBEAT_INTERVAL"] = "10";
     env["ZPS_HEARTBEAT_TIMEOUT"] = "19.999";
-    expectInvalid(env, "heartbeat timeout (19999 ms) must be at least twice the heartbeat "
-                       "interval (10000 ms)");
+    expectInvalid(env,
+                  "heartbeat timeout (19999 ms) must be at least twice the heartbeat "
+                  "interval (10000 ms)");
     env["ZPS_HEARTBEAT_TIMEOUT"] = "20";
     auto c = loadConfig(lookup(env));
     REQUIRE(c.ok());

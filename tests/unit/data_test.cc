@@ -28,8 +28,7 @@ std::string dataDir() {
 
 void requireRealData() {
   const std::string dir = dataDir();
-  for (const char* f :
-       {"digits.csv", "breast_cancer.csv", "diabetes_data_raw.csv", "diabetes_target.csv"}) {
+  for (const char* f : {"digits.csv", "breast_cancer.csv", "diabetes_data_raw.csv", "diabetes_target.csv"}) {
     if (!fs::exists(fs::path(dir) / f)) {
       FAIL(dir << "/" << f << " is missing: run tools/fetch-datasets.sh (or set ZPS_DATA_DIR)");
     }
@@ -41,8 +40,8 @@ class TempFile {
  public:
   explicit TempFile(const std::string& contents, const std::string& name = "data.txt") {
     static int counter = 0;
-    dir_ = fs::temp_directory_path() /
-           ("zps_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    dir_ =
+        fs::temp_directory_path() / ("zps_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::create_directories(dir_);
     path_ = (dir_ / name).string();
     std::ofstream(path_, std::ios::binary) << contents;
@@ -79,8 +78,7 @@ std::string errorOf(const std::string& spec, LoadOptions o = noSplit()) {
   return s.status().message();
 }
 
-TEST_CASE("csv: comma or whitespace separated, header line skipped, label column selectable",
-          "[train][data]") {
+TEST_CASE("csv: comma or whitespace separated, header line skipped, label column selectable", "[train][data]") {
   TempFile comma("a,b,label\n1,2,0\n3,4,1\n5,6,2\n");
   Dataset d = loadAll("csv:" + comma.path());
   CHECK(d.rows == 3);
@@ -249,12 +247,10 @@ TEST_CASE("libsvm: sparse lines become dense rows", "[train][data]") {
     TempFile bad_value("1 1:0.5\n0 2:zz\n");
     CHECK_THAT(errorOf("libsvm:" + bad_value.path()), Catch::Contains(bad_value.path() + ":2:"));
     TempFile bad_token("1 1:0.5\n0 7\n");
-    CHECK_THAT(
-        errorOf("libsvm:" + bad_token.path()),
-        Catch::Contains(bad_token.path() + ":2: feature '7' is not of the form index:value"));
+    CHECK_THAT(errorOf("libsvm:" + bad_token.path()),
+               Catch::Contains(bad_token.path() + ":2: feature '7' is not of the form index:value"));
     TempFile dup("1 1:0.5 1:2\n");
-    CHECK_THAT(errorOf("libsvm:" + dup.path()),
-               Catch::Contains(dup.path() + ":1: feature index 1 appears twice"));
+    CHECK_THAT(errorOf("libsvm:" + dup.path()), Catch::Contains(dup.path() + ":1: feature index 1 appears twice"));
     TempFile no_label("1:0.5\n");
     CHECK_THAT(errorOf("libsvm:" + no_label.path()), Catch::Contains(no_label.path() + ":1:"));
     TempFile huge("1 1:0.5\n0 2:1e40\n");
@@ -273,10 +269,8 @@ std::string criteoLine(const std::string& label, const std::string& n1, const st
   return line + "\n";
 }
 
-TEST_CASE("criteo: tab-separated label, 13 numeric, 26 categorical, missing values allowed",
-          "[train][data]") {
-  TempFile t(criteoLine("1", "5", "05db9164") + criteoLine("0", "", "") +
-             criteoLine("0", "-2", "05db9164"));
+TEST_CASE("criteo: tab-separated label, 13 numeric, 26 categorical, missing values allowed", "[train][data]") {
+  TempFile t(criteoLine("1", "5", "05db9164") + criteoLine("0", "", "") + criteoLine("0", "-2", "05db9164"));
   Dataset d = loadAll("criteo:" + t.path());
   CHECK(d.rows == 3);
   CHECK(d.num_numeric == 13);
@@ -305,8 +299,7 @@ TEST_CASE("criteo: tab-separated label, 13 numeric, 26 categorical, missing valu
     CHECK_THAT(errorOf("criteo:" + bad_label.path()),
                Catch::Contains(bad_label.path() + ":1: label '2' is not 0 or 1"));
     TempFile bad_number(criteoLine("1", "x5", "a"));
-    CHECK_THAT(errorOf("criteo:" + bad_number.path()),
-               Catch::Contains(bad_number.path() + ":1: numeric field I1"));
+    CHECK_THAT(errorOf("criteo:" + bad_number.path()), Catch::Contains(bad_number.path() + ":1: numeric field I1"));
   }
 }
 
@@ -319,8 +312,8 @@ TEST_CASE("named datasets load with their known shapes", "[train][data]") {
     size_t rows, features;
     int classes;
   };
-  for (const Expect& e : {Expect{"digits", 1797, 64, 10}, Expect{"breast_cancer", 569, 30, 2},
-                          Expect{"diabetes", 442, 10, 0}}) {
+  for (const Expect& e :
+       {Expect{"digits", 1797, 64, 10}, Expect{"breast_cancer", 569, 30, 2}, Expect{"diabetes", 442, 10, 0}}) {
     INFO(e.name);
     auto s = loadDataset(e.name, o);
     REQUIRE(s.ok());

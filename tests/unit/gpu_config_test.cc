@@ -20,9 +20,8 @@ using testing::Env;
 using testing::lookup;
 
 Env workerEnv() {
-  return {{"DMLC_ROLE", "worker"},       {"DMLC_NUM_SERVER", "1"},
-          {"DMLC_NUM_WORKER", "1"},      {"DMLC_PS_ROOT_URI", "127.0.0.1"},
-          {"DMLC_PS_ROOT_PORT", "9000"}, {"HOSTNAME", "test"}};
+  return {{"DMLC_ROLE", "worker"},           {"DMLC_NUM_SERVER", "1"},      {"DMLC_NUM_WORKER", "1"},
+          {"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", "9000"}, {"HOSTNAME", "test"}};
 }
 
 StatusOr<Config> load(Env extra) {
@@ -51,10 +50,7 @@ TEST_CASE("gpu config: ZPS_* and BYTEPS_* local ranks, ZPS_* first") {
   REQUIRE(c.ok());
   CHECK(c->local_rank == 3);
   CHECK(c->local_size == 4);
-  c = load({{"ZPS_LOCAL_RANK", "1"},
-            {"BYTEPS_LOCAL_RANK", "3"},
-            {"ZPS_LOCAL_SIZE", "2"},
-            {"BYTEPS_LOCAL_SIZE", "4"}});
+  c = load({{"ZPS_LOCAL_RANK", "1"}, {"BYTEPS_LOCAL_RANK", "3"}, {"ZPS_LOCAL_SIZE", "2"}, {"BYTEPS_LOCAL_SIZE", "4"}});
   REQUIRE(c.ok());
   CHECK(c->local_rank == 1);
   CHECK(c->local_size == 2);
@@ -69,8 +65,7 @@ TEST_CASE("gpu config: bad values name the variable") {
       {"ZPS_SERVER_ENGINE='gpu' is not an engine", {{"ZPS_SERVER_ENGINE", "gpu"}}},
       {"ZPS_LOCAL_SIZE=0 is out of range", {{"ZPS_LOCAL_SIZE", "0"}}},
       {"BYTEPS_LOCAL_SIZE='x' is not a whole number", {{"BYTEPS_LOCAL_SIZE", "x"}}},
-      {"ZPS_LOCAL_RANK=2 is not below the local size 2",
-       {{"ZPS_LOCAL_SIZE", "2"}, {"ZPS_LOCAL_RANK", "2"}}},
+      {"ZPS_LOCAL_RANK=2 is not below the local size 2", {{"ZPS_LOCAL_SIZE", "2"}, {"ZPS_LOCAL_RANK", "2"}}},
       {"BYTEPS_LOCAL_RANK=1 is not below the local size 1", {{"BYTEPS_LOCAL_RANK", "1"}}},
       {"ZPS_LOCAL_RANK=-1 is out of range", {{"ZPS_LOCAL_RANK", "-1"}}},
       {"ZPS_SHM_DIR='shm' must be an absolute path", {{"ZPS_SHM_DIR", "shm"}}},

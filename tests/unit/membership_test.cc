@@ -11,8 +11,7 @@
 namespace zps {
 namespace {
 
-pb::Register reg(pb::Role role, int requested_rank, const std::string& host = "10.0.0.1",
-                 int pid = 100) {
+pb::Register reg(pb::Role role, int requested_rank, const std::string& host = "10.0.0.1", int pid = 100) {
   pb::Register r;
   r.set_role(role);
   r.set_requested_rank(requested_rank);
@@ -233,8 +232,7 @@ TEST_CASE("membership: report() leaves the ranks arrival-order nodes will take",
   CHECK_THAT(r, Catch::Contains("missing: server rank 0, worker rank 1, worker rank 3"));
 }
 
-TEST_CASE("membership: report() of a complete membership lists no missing node",
-          "[membership]") {
+TEST_CASE("membership: report() of a complete membership lists no missing node", "[membership]") {
   Membership m(1, 1);
   REQUIRE(m.add(1, reg(pb::WORKER, -1)).ok());
   REQUIRE(m.add(2, reg(pb::SERVER, -1)).ok());

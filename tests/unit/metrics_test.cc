@@ -31,13 +31,11 @@ TEST_CASE("roc auc: known values and ties", "[train][metrics]") {
   // All tied: every pair counts one half.
   CHECK(rocAuc(std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}.data(), y.data(), 4) == Approx(0.5));
   // A tie between a positive and negatives: (0.5 + 0.5 + 1 + 1) / 4.
-  CHECK(rocAuc(std::vector<float>{0.5f, 0.5f, 0.5f, 0.9f}.data(),
-               std::vector<float>{0, 1, 0, 1}.data(), 4) == Approx(0.75));
+  CHECK(rocAuc(std::vector<float>{0.5f, 0.5f, 0.5f, 0.9f}.data(), std::vector<float>{0, 1, 0, 1}.data(), 4) ==
+        Approx(0.75));
   // One class only, or a NaN score: undefined.
-  CHECK(std::isnan(
-      rocAuc(std::vector<float>{0.1f, 0.2f}.data(), std::vector<float>{1, 1}.data(), 2)));
-  CHECK(
-      std::isnan(rocAuc(std::vector<float>{NAN, 0.2f}.data(), std::vector<float>{0, 1}.data(), 2)));
+  CHECK(std::isnan(rocAuc(std::vector<float>{0.1f, 0.2f}.data(), std::vector<float>{1, 1}.data(), 2)));
+  CHECK(std::isnan(rocAuc(std::vector<float>{NAN, 0.2f}.data(), std::vector<float>{0, 1}.data(), 2)));
 }
 
 TEST_CASE("roc auc matches a brute-force pair count on tied data", "[train][metrics]") {
@@ -48,8 +46,7 @@ TEST_CASE("roc auc matches a brute-force pair count on tied data", "[train][metr
   std::vector<float> scores(n), labels(n);
   for (size_t i = 0; i < n; ++i) {
     labels[i] = coin(gen) ? 1.0f : 0.0f;
-    scores[i] =
-        0.1f * static_cast<float>(level(gen)) + 0.05f * labels[i] * static_cast<float>(coin(gen));
+    scores[i] = 0.1f * static_cast<float>(level(gen)) + 0.05f * labels[i] * static_cast<float>(coin(gen));
   }
   double wins = 0, pairs = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -64,13 +61,11 @@ TEST_CASE("roc auc matches a brute-force pair count on tied data", "[train][metr
 }
 
 TEST_CASE("log loss with clipping", "[train][metrics]") {
-  CHECK(logLoss(std::vector<float>{0.5f, 0.5f}.data(), std::vector<float>{0, 1}.data(), 2) ==
-        Approx(std::log(2.0)));
+  CHECK(logLoss(std::vector<float>{0.5f, 0.5f}.data(), std::vector<float>{0, 1}.data(), 2) == Approx(std::log(2.0)));
   CHECK(logLoss(std::vector<float>{0.9f, 0.2f}.data(), std::vector<float>{1, 0}.data(), 2) ==
         Approx(-(std::log(0.9) + std::log(0.8)) / 2).epsilon(1e-6));
   // A confident mistake costs -log(1e-7), not infinity.
-  CHECK(logLoss(std::vector<float>{0.0f}.data(), std::vector<float>{1}.data(), 1) ==
-        Approx(-std::log(1e-7)));
+  CHECK(logLoss(std::vector<float>{0.0f}.data(), std::vector<float>{1}.data(), 1) == Approx(-std::log(1e-7)));
 }
 
 Dataset regressionData(size_t rows, size_t features, double noise, uint64_t seed, bool collinear) {

@@ -57,14 +57,13 @@ std::vector<size_t> iota(size_t n) {
 // Central differences of the summed loss in each coordinate of `x` (a parameter or embedding
 // buffer), compared with the analytic gradient. Float forward passes give the numeric gradient an
 // error of about 1e-4 at this step; ReLU kinks are rare enough at it for the seeded data here.
-void checkGradient(Model& model, std::vector<float>& params, const Dataset& data,
-                   const std::vector<size_t>& rows, std::vector<float>* emb, bool of_emb) {
+void checkGradient(Model& model, std::vector<float>& params, const Dataset& data, const std::vector<size_t>& rows,
+                   std::vector<float>* emb, bool of_emb) {
   const size_t np = params.size();
   const size_t ne = emb ? emb->size() : 0;
   std::vector<float> grad(np), grad_emb(ne), scratch(np), scratch_emb(ne);
   const float* e = emb ? emb->data() : nullptr;
-  model.lossAndGrad(params.data(), data, rows.data(), rows.size(), e, grad.data(),
-                    emb ? grad_emb.data() : nullptr);
+  model.lossAndGrad(params.data(), data, rows.data(), rows.size(), e, grad.data(), emb ? grad_emb.data() : nullptr);
   std::vector<float>& x = of_emb ? *emb : params;
   const std::vector<float>& analytic = of_emb ? grad_emb : grad;
   constexpr float kStep = 3e-3f;
@@ -85,8 +84,8 @@ void checkGradient(Model& model, std::vector<float>& params, const Dataset& data
     const double error = std::fabs(numeric - analytic[i]) / (1e-2 + std::fabs(numeric));
     worst = std::max(worst, error);
     if (error > 2e-2) {
-      FAIL_CHECK(model.describe() << (of_emb ? " embedding" : " param") << " " << i << ": analytic "
-                                  << analytic[i] << ", numeric " << numeric);
+      FAIL_CHECK(model.describe() << (of_emb ? " embedding" : " param") << " " << i << ": analytic " << analytic[i]
+                                  << ", numeric " << numeric);
     }
     ++checked;
   }
@@ -178,8 +177,7 @@ TEST_CASE("gradients are sums over the batch and bit-for-bit deterministic", "[t
   // Two halves add up to the whole batch: what lets W workers' sums stand for one big batch.
   std::vector<float> h1(params.size()), h2(params.size());
   const double la = a->lossAndGrad(params.data(), d, rows.data(), 32, nullptr, h1.data(), nullptr);
-  const double lb =
-      a->lossAndGrad(params.data(), d, rows.data() + 32, 32, nullptr, h2.data(), nullptr);
+  const double lb = a->lossAndGrad(params.data(), d, rows.data() + 32, 32, nullptr, h2.data(), nullptr);
   CHECK(la + lb == Approx(l1).epsilon(1e-6));
   for (size_t i = 0; i < params.size(); ++i) {
     REQUIRE(h1[i] + h2[i] == Approx(g1[i]).epsilon(1e-4).margin(1e-5));
@@ -193,10 +191,8 @@ TEST_CASE("gradients are sums over the batch and bit-for-bit deterministic", "[t
   std::vector<float> emb = randomVector(32 * 4 * 4, 0.1f, 11);
   std::vector<float> cg1(cp.size()), cg2(cp.size()), ge1(emb.size()), ge2(emb.size());
   const auto crows = iota(32);
-  const double c1 =
-      ctr->lossAndGrad(cp.data(), c, crows.data(), 32, emb.data(), cg1.data(), ge1.data());
-  const double c2 =
-      ctr->lossAndGrad(cp.data(), c, crows.data(), 32, emb.data(), cg2.data(), ge2.data());
+  const double c1 = ctr->lossAndGrad(cp.data(), c, crows.data(), 32, emb.data(), cg1.data(), ge1.data());
+  const double c2 = ctr->lossAndGrad(cp.data(), c, crows.data(), 32, emb.data(), cg2.data(), ge2.data());
   CHECK(c1 == c2);
   CHECK(cg1 == cg2);
   CHECK(ge1 == ge2);
@@ -211,8 +207,7 @@ TEST_CASE("predict gives probabilities and the same loss as lossAndGrad", "[trai
   std::vector<float> out(20 * 3), grad(params.size());
   double loss = 0;
   model->predict(params.data(), d, rows.data(), 20, nullptr, out.data(), &loss);
-  CHECK(loss == Approx(model->lossAndGrad(params.data(), d, rows.data(), 20, nullptr, grad.data(),
-                                          nullptr)));
+  CHECK(loss == Approx(model->lossAndGrad(params.data(), d, rows.data(), 20, nullptr, grad.data(), nullptr)));
   for (size_t r = 0; r < 20; ++r) {
     CHECK(out[r * 3] + out[r * 3 + 1] + out[r * 3 + 2] == Approx(1.0f));
   }
@@ -348,14 +343,12 @@ TrainResult trainOrFail(const Split& split, const TrainOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   auto r = trainLocal(split, options);
   if (!r.ok()) FAIL(r.status().toString());
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::ostringstream os;
-  os << "baseline " << split.train.name << " " << r->model << ": " << options.epochs
-     << " epochs, batch " << options.batch_size << ", "
-     << kernels::optimizerName(options.optimizer.kind) << " lr " << options.optimizer.lr
-     << "; final train loss " << r->epochs.back().train_loss << "; test " << r->test.summary()
-     << "; " << seconds << " s";
+  os << "baseline " << split.train.name << " " << r->model << ": " << options.epochs << " epochs, batch "
+     << options.batch_size << ", " << kernels::optimizerName(options.optimizer.kind) << " lr " << options.optimizer.lr
+     << "; final train loss " << r->epochs.back().train_loss << "; test " << r->test.summary() << "; " << seconds
+     << " s";
   WARN(os.str());
   return std::move(r).value();
 }
@@ -385,8 +378,7 @@ TEST_CASE("baseline: breast_cancer mlp reaches test accuracy >= 0.94", "[train][
   CHECK(r.test.accuracy >= 0.94);
 }
 
-TEST_CASE("baseline: diabetes linear within 10% of the closed-form least squares",
-          "[train][baseline]") {
+TEST_CASE("baseline: diabetes linear within 10% of the closed-form least squares", "[train][baseline]") {
   const Split split = loadOrFail("diabetes");
   TrainOptions o;
   o.model = "linear";
@@ -428,9 +420,9 @@ TEST_CASE("baseline: synthetic ctr gets within 0.02 of the Bayes AUC", "[train][
   const Dataset& test = split.test;
   const double bayes = rocAuc(test.true_probability.data(), test.labels.data(), test.rows);
   const double bayes_logloss = logLoss(test.true_probability.data(), test.labels.data(), test.rows);
-  WARN("synthetic-ctr Bayes-optimal test auc "
-       << bayes << " logloss " << bayes_logloss << "; trained auc " << r.test.auc << " (gap "
-       << bayes - r.test.auc << "); " << r.embedding_rows << " embedding rows");
+  WARN("synthetic-ctr Bayes-optimal test auc " << bayes << " logloss " << bayes_logloss << "; trained auc "
+                                               << r.test.auc << " (gap " << bayes - r.test.auc << "); "
+                                               << r.embedding_rows << " embedding rows");
   CHECK(r.test.auc >= bayes - 0.02);
   CHECK(r.test.auc <= bayes + 0.005);
 }

@@ -18,8 +18,7 @@ OptimizerConfig config(OptimizerKind kind, float lr) {
 }
 
 // Runs one parameter through the given gradients and returns its value after each step.
-std::vector<float> trajectory(const OptimizerConfig& c, float start,
-                              const std::vector<float>& grads) {
+std::vector<float> trajectory(const OptimizerConfig& c, float start, const std::vector<float>& grads) {
   float p = start;
   std::vector<float> state(optimizerStateFloats(c.kind));
   initOptimizerState(c, state.data(), 1);
@@ -109,8 +108,7 @@ TEST_CASE("optimizer names, state sizes and config checks", "[kernels][optimizer
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(bad.status().message(), Catch::Contains("'rmsprop'"));
   CHECK_THAT(bad.status().message(), Catch::Contains("sgd, momentum, adam, adagrad"));
-  for (auto k : {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam,
-                 OptimizerKind::kAdagrad}) {
+  for (auto k : {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam, OptimizerKind::kAdagrad}) {
     CHECK(optimizerFromName(optimizerName(k)).value() == k);
   }
 

@@ -175,8 +175,9 @@ TEST_CASE("param store: one table name at two keys is refused") {
   store.handle(1, 1, 0, elsewhere, &out);
   REQUIRE(out.size() == 1);
   CHECK(out[0].header.command() == pb::CMD_ERROR);
-  CHECK_THAT(out[0].header.error(), Catch::Contains("table 'emb' is declared at key " + std::to_string(kTable + (1 << 16)) +
-                                                    " but another worker declared it at key 77"));
+  CHECK_THAT(out[0].header.error(),
+             Catch::Contains("table 'emb' is declared at key " + std::to_string(kTable + (1 << 16)) +
+                             " but another worker declared it at key 77"));
   out.clear();
   store.handle(1, 1, 0, declare, &out);
   REQUIRE(out.size() == 1);

@@ -15,8 +15,8 @@ namespace zps {
 namespace {
 
 // Checks that `parts` tile [0, bytes) exactly, in order, and obey the placement rules.
-void checkTiling(const std::vector<PartitionInfo>& parts, int tensor_id, size_t bytes,
-                 size_t element_size, size_t partition_bytes, int num_servers) {
+void checkTiling(const std::vector<PartitionInfo>& parts, int tensor_id, size_t bytes, size_t element_size,
+                 size_t partition_bytes, int num_servers) {
   REQUIRE_FALSE(parts.empty());
   const size_t step = std::max(element_size, partition_bytes / element_size * element_size);
   CHECK(parts.size() == (bytes + step - 1) / step);
@@ -38,13 +38,11 @@ void checkTiling(const std::vector<PartitionInfo>& parts, int tensor_id, size_t 
   CHECK(expected_offset == bytes);
 }
 
-TEST_CASE("placement: never drops bytes, whatever the server count and tensor size",
-          "[placement]") {
+TEST_CASE("placement: never drops bytes, whatever the server count and tensor size", "[placement]") {
   const size_t kPartition = 4096;
   // Sizes in bytes: tiny, odd, exact multiples of the partition size, just around them, large.
-  const std::vector<size_t> uint8_sizes = {1,     2,     3,      7,        4095,    4096,
-                                           4097,  8191,  8192,   8193,     12288,   65537,
-                                           99991, 40960, 409600, 1000003};
+  const std::vector<size_t> uint8_sizes = {1,    2,    3,     7,     4095,  4096,  4097,   8191,
+                                           8192, 8193, 12288, 65537, 99991, 40960, 409600, 1000003};
   const size_t float_elems[] = {1, 3, 1023, 1024, 1025, 2048, 3000, 10240, 250001};
   const size_t double_elems[] = {1, 511, 512, 513, 5000};
   for (int servers = 1; servers <= 9; ++servers) {
@@ -54,8 +52,7 @@ TEST_CASE("placement: never drops bytes, whatever the server count and tensor si
     size_t total_parts = 0;
     int tensor_id = 0;
     auto placeAndCheck = [&](size_t bytes, size_t esize, size_t partition) {
-      INFO("tensor " << tensor_id << ": " << bytes << " bytes, element " << esize
-                     << ", partition " << partition);
+      INFO("tensor " << tensor_id << ": " << bytes << " bytes, element " << esize << ", partition " << partition);
       auto parts = placement.place(tensor_id, bytes, esize, partition);
       checkTiling(parts, tensor_id, bytes, esize, partition, servers);
       for (const auto& p : parts) keys.insert(p.key);
@@ -82,8 +79,7 @@ TEST_CASE("placement: never drops bytes, whatever the server count and tensor si
   }
 }
 
-TEST_CASE("placement: a partition size smaller than one element gives one element each",
-          "[placement]") {
+TEST_CASE("placement: a partition size smaller than one element gives one element each", "[placement]") {
   Placement placement(2);
   auto parts = placement.place(3, 40, 8, 3);
   REQUIRE(parts.size() == 5);
@@ -99,9 +95,8 @@ TEST_CASE("placement: large tensors balance bytes across servers", "[placement]"
     INFO(servers << " servers");
     Placement placement(servers);
     int id = 0;
-    for (size_t bytes : {size_t{100} << 20, size_t{37} << 20, (size_t{5} << 20) + 12,
-                         size_t{3} << 20, size_t{64} << 20, (size_t{1} << 20) + 4,
-                         size_t{200} << 20}) {
+    for (size_t bytes : {size_t{100} << 20, size_t{37} << 20, (size_t{5} << 20) + 12, size_t{3} << 20, size_t{64} << 20,
+                         (size_t{1} << 20) + 4, size_t{200} << 20}) {
       auto parts = placement.place(id++, bytes, 4, kPartition);
       REQUIRE_FALSE(parts.empty());
       auto [lo, hi] = std::minmax_element(placement.load().begin(), placement.load().end());
@@ -110,8 +105,7 @@ TEST_CASE("placement: large tensors balance bytes across servers", "[placement]"
     // The bytes per server (without the per-message cost) are balanced too.
     Placement fresh(servers);
     std::vector<uint64_t> bytes_per_server(servers, 0);
-    for (const auto& p : fresh.place(0, size_t{256} << 20, 4, kPartition))
-      bytes_per_server[p.server] += p.bytes;
+    for (const auto& p : fresh.place(0, size_t{256} << 20, 4, kPartition)) bytes_per_server[p.server] += p.bytes;
     auto [lo, hi] = std::minmax_element(bytes_per_server.begin(), bytes_per_server.end());
     CHECK(*hi - *lo <= kPartition);
   }
@@ -138,8 +132,7 @@ TEST_CASE("placement: many small tensors spread out by count", "[placement]") {
   for (int t = 0; t < 4; ++t) CHECK(again.place(t, 4, 4, 4 << 20)[0].server == t);
 }
 
-TEST_CASE("placement: small tensors do not pile onto the server after a large one",
-          "[placement]") {
+TEST_CASE("placement: small tensors do not pile onto the server after a large one", "[placement]") {
   Placement placement(3);
   auto big = placement.place(0, 10 << 20, 4, 16 << 20);  // one 10 MiB partition
   REQUIRE(big.size() == 1);

@@ -163,9 +163,8 @@ TEST_CASE("The child sees env overrides and not the unset variables", "[process]
   options.argv = {"sh", "-c",
                   "echo \"$ZPS_PROCESS_TEST_KEEP|${ZPS_PROCESS_TEST_DROP-unset}|"
                   "$ZPS_PROCESS_TEST_OVERRIDE|$ZPS_PROCESS_TEST_NEW\""};
-  options.env = {{"ZPS_PROCESS_TEST_OVERRIDE", "first"},
-                 {"ZPS_PROCESS_TEST_NEW", "a=b"},
-                 {"ZPS_PROCESS_TEST_OVERRIDE", "new"}};
+  options.env = {
+      {"ZPS_PROCESS_TEST_OVERRIDE", "first"}, {"ZPS_PROCESS_TEST_NEW", "a=b"}, {"ZPS_PROCESS_TEST_OVERRIDE", "new"}};
   options.unset_env = {"ZPS_PROCESS_TEST_DROP"};
   auto p = spawnOk(options);
   CHECK(outputOf(*p) == "kept|unset|new|a=b\n");

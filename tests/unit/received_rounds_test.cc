@@ -16,8 +16,7 @@ TEST_CASE("received rounds: push-pulls answered in order move through() along", 
   }
 }
 
-TEST_CASE("received rounds: a round counts only when both its push and its pull were answered",
-          "[received_rounds]") {
+TEST_CASE("received rounds: a round counts only when both its push and its pull were answered", "[received_rounds]") {
   ReceivedRounds r;
   // A worker pushes rounds 1-3 ahead (pipelining) before pulling round 1: it may still pull 1, 2, 3.
   r.done(1, true, false);

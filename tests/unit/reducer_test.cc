@@ -52,12 +52,8 @@ void putInt(DType dtype, unsigned char* base, size_t i, int64_t v) {
       std::memcpy(p, &x, 4);
       break;
     }
-    case DType::kInt64:
-      std::memcpy(p, &v, 8);
-      break;
-    case DType::kUInt8:
-      *p = static_cast<uint8_t>(v);
-      break;
+    case DType::kInt64: std::memcpy(p, &v, 8); break;
+    case DType::kUInt8: *p = static_cast<uint8_t>(v); break;
   }
 }
 
@@ -95,8 +91,7 @@ double getValue(DType dtype, const unsigned char* base, size_t i) {
       std::memcpy(&x, p, 8);
       return static_cast<double>(x);
     }
-    case DType::kUInt8:
-      return *p;
+    case DType::kUInt8: return *p;
   }
   return std::nan("");
 }
@@ -152,8 +147,7 @@ void checkSum(SumFn sum, DType dtype, size_t count, size_t src_offset) {
   for (size_t i = 0; i < count; ++i) {
     if (getValue(dtype, dst.data(), i) != expectedSum(dtype, i)) {
       if (mismatches++ < 3) {
-        FAIL_CHECK("element " << i << ": got " << getValue(dtype, dst.data(), i) << ", want "
-                              << expectedSum(dtype, i));
+        FAIL_CHECK("element " << i << ": got " << getValue(dtype, dst.data(), i) << ", want " << expectedSum(dtype, i));
       }
     }
   }
@@ -189,9 +183,7 @@ bool isBfloat16Nan(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x007fu
 TEST_CASE("cpu reducer sums every dtype at odd lengths and misaligned src", "[reducer]") {
   const auto via = GENERATE(as<std::string>{}, "reducer", "cpuSum", "portable");
   CAPTURE(via);
-  const SumFn sum = via == "reducer"  ? &reducerSum
-                    : via == "cpuSum" ? &cpuSum
-                                      : &detail::cpuSumPortable;
+  const SumFn sum = via == "reducer" ? &reducerSum : via == "cpuSum" ? &cpuSum : &detail::cpuSumPortable;
   for (const DType dtype : kAllDTypes) {
     for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{4099}}) {
       for (size_t offset = 0; offset < 8; ++offset) checkSum(sum, dtype, count, offset);
@@ -228,24 +220,19 @@ TEST_CASE("the CUDA reducer explains why it is unavailable", "[reducer][cuda]") 
 }
 
 TEST_CASE("integer sums wrap around", "[reducer]") {
-  CHECK(sumOne<int32_t>(DType::kInt32, std::numeric_limits<int32_t>::max(), 1) ==
-        std::numeric_limits<int32_t>::min());
-  CHECK(sumOne<int32_t>(DType::kInt32, std::numeric_limits<int32_t>::min(), -1) ==
-        std::numeric_limits<int32_t>::max());
+  CHECK(sumOne<int32_t>(DType::kInt32, std::numeric_limits<int32_t>::max(), 1) == std::numeric_limits<int32_t>::min());
+  CHECK(sumOne<int32_t>(DType::kInt32, std::numeric_limits<int32_t>::min(), -1) == std::numeric_limits<int32_t>::max());
   CHECK(sumOne<int32_t>(DType::kInt32, -5, 3) == -2);
   CHECK(sumOne<int64_t>(DType::kInt64, std::numeric_limits<int64_t>::max(), 2) ==
         std::numeric_limits<int64_t>::min() + 1);
-  CHECK(sumOne<int64_t>(DType::kInt64, std::numeric_limits<int64_t>::min(), -1) ==
-        std::numeric_limits<int64_t>::max());
+  CHECK(sumOne<int64_t>(DType::kInt64, std::numeric_limits<int64_t>::min(), -1) == std::numeric_limits<int64_t>::max());
   CHECK(sumOne<uint8_t>(DType::kUInt8, 200, 100) == 44);
   CHECK(sumOne<uint8_t>(DType::kUInt8, 255, 255) == 254);
   CHECK(sumOne<uint8_t>(DType::kUInt8, 0, 255) == 255);
 }
 
 TEST_CASE("float16 sums round once to nearest even", "[reducer][half]") {
-  auto sum = [](float a, float b) {
-    return sumOne<uint16_t>(DType::kFloat16, floatToHalf(a), floatToHalf(b));
-  };
+  auto sum = [](float a, float b) { return sumOne<uint16_t>(DType::kFloat16, floatToHalf(a), floatToHalf(b)); };
   // Above 2048 the half spacing is 2: odd results are ties and go to the even mantissa.
   CHECK(sum(2048, 1) == floatToHalf(2048));
   CHECK(sum(2050, 1) == floatToHalf(2052));
@@ -297,8 +284,8 @@ TEST_CASE("16-bit float sums agree between the fast and portable loops", "[reduc
     for (size_t i = 0; i < kCount; ++i) {
       if (fast[i] == portable[i] || (is_nan(fast[i]) && is_nan(portable[i]))) continue;
       if (mismatches++ < 3) {
-        FAIL_CHECK(std::hex << "0x" << a[i] << " + 0x" << b[i] << ": fast 0x" << fast[i]
-                            << ", portable 0x" << portable[i]);
+        FAIL_CHECK(std::hex << "0x" << a[i] << " + 0x" << b[i] << ": fast 0x" << fast[i] << ", portable 0x"
+                            << portable[i]);
       }
     }
     CHECK(mismatches == 0);
@@ -309,8 +296,7 @@ TEST_CASE("float32 and float64 sums are IEEE sums", "[reducer]") {
   CHECK(sumOne<float>(DType::kFloat32, 16777216.0f, 1.0f) == 16777216.0f);
   CHECK(sumOne<float>(DType::kFloat32, 0.1f, 0.2f) == 0.1f + 0.2f);
   CHECK(sumOne<float>(DType::kFloat32, std::numeric_limits<float>::denorm_min(),
-                      std::numeric_limits<float>::denorm_min()) ==
-        2 * std::numeric_limits<float>::denorm_min());
+                      std::numeric_limits<float>::denorm_min()) == 2 * std::numeric_limits<float>::denorm_min());
   CHECK(sumOne<double>(DType::kFloat64, 9007199254740992.0, 1.0) == 9007199254740992.0);
   CHECK(sumOne<double>(DType::kFloat64, 0.1, 0.2) == 0.1 + 0.2);
 }
@@ -436,8 +422,7 @@ TEST_CASE("every bfloat16 survives a round trip through float", "[bfloat16]") {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const uint16_t back = floatToBfloat16(bfloat16ToFloat(static_cast<uint16_t>(b)));
     const bool ok = isBfloat16Nan(static_cast<uint16_t>(b)) ? isBfloat16Nan(back) : back == b;
-    if (!ok && failures++ < 3)
-      FAIL_CHECK("bfloat16 0x" << std::hex << b << " came back 0x" << back);
+    if (!ok && failures++ < 3) FAIL_CHECK("bfloat16 0x" << std::hex << b << " came back 0x" << back);
   }
   CHECK(failures == 0);
 }

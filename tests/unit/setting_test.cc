@@ -65,7 +65,7 @@ TEST_CASE("settings: every default is a valid value", "[settings]") {
 }
 
 TEST_CASE("settings: the table's defaults are Config's and ObsConfig's", "[settings]") {
-  Env env = {{"DMLC_ROLE", "worker"},         {"DMLC_NUM_SERVER", "1"},        {"DMLC_NUM_WORKER", "1"},
+  Env env = {{"DMLC_ROLE", "worker"},       {"DMLC_NUM_SERVER", "1"},         {"DMLC_NUM_WORKER", "1"},
              {"DMLC_PS_ROOT_PORT", "9000"}, {"DMLC_PS_ROOT_URI", "10.0.0.1"}, {"DMLC_NODE_HOST", "10.0.0.5"},
              {"HOSTNAME", "testhost"}};
   auto c = loadConfig(lookup(env));

@@ -60,8 +60,8 @@ TEST_CASE("status summary: a dead worker is named and its stale rate not counted
 
 TEST_CASE("status summary: a training job in epochs shows each worker's epoch and step", "[status_summary]") {
   StatusBoard board(1, 3, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
-  board.publish({member(1, pb::SERVER, 0), member(2, pb::WORKER, 0), member(3, pb::WORKER, 1), member(4, pb::WORKER, 2)},
-                true);
+  board.publish(
+      {member(1, pb::SERVER, 0), member(2, pb::WORKER, 0), member(3, pb::WORKER, 1), member(4, pb::WORKER, 2)}, true);
   pb::Heartbeat third_of_ten = progress(120, 800);
   third_of_ten.set_epoch(3);
   third_of_ten.set_epochs(10);

@@ -31,8 +31,8 @@ TEST_CASE("the CUDA sum plan covers every element once at every alignment", "[su
   for (const size_t size : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
     for (size_t dst_off = 0; dst_off < kSumPackBytes; dst_off += size) {
       for (size_t src_off = 0; src_off < kSumPackBytes; src_off += size) {
-        for (const size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{15},
-                                   size_t{16}, size_t{17}, size_t{33}, size_t{1023}, size_t{4099}}) {
+        for (const size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{15}, size_t{16}, size_t{17},
+                                   size_t{33}, size_t{1023}, size_t{4099}}) {
           CAPTURE(size, dst_off, src_off, count);
           const SumPlan plan = planSum(base + dst_off, base + 64 + src_off, count, size);
           CHECK(plan.lanes == kSumPackBytes / size);

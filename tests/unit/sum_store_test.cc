@@ -25,8 +25,7 @@ PeerId peerOf(int worker) { return 100 + static_cast<PeerId>(worker); }
 
 class StoreFixture {
  public:
-  explicit StoreFixture(int workers = kWorkers,
-                        std::unique_ptr<kernels::Reducer> reducer = kernels::makeCpuReducer())
+  explicit StoreFixture(int workers = kWorkers, std::unique_ptr<kernels::Reducer> reducer = kernels::makeCpuReducer())
       : reducer_(std::move(reducer)), store_(workers, reducer_.get()) {}
 
   static wire::DataMessage header(pb::DataCommand cmd, uint64_t key, uint64_t round, DType dtype,
@@ -57,8 +56,8 @@ class StoreFixture {
   }
 
   template <typename T>
-  static wire::DataMessage pushMessage(pb::DataCommand cmd, uint64_t key, uint64_t round,
-                                       DType dtype, const std::vector<T>& values) {
+  static wire::DataMessage pushMessage(pb::DataCommand cmd, uint64_t key, uint64_t round, DType dtype,
+                                       const std::vector<T>& values) {
     auto m = header(cmd, key, round, dtype, values.size());
     m.payload = Blob::copyOf(values.data(), values.size() * sizeof(T));
     return m;
@@ -148,8 +147,7 @@ void pushRound(StoreFixture& f, uint64_t round) {
   }
 }
 
-TEST_CASE("sum store: pushes of every worker are summed exactly, round after round",
-          "[sum_store]") {
+TEST_CASE("sum store: pushes of every worker are summed exactly, round after round", "[sum_store]") {
   StoreFixture f;
   declareAll(f);
   CHECK(f.store().numKeys() == 1);
@@ -179,8 +177,8 @@ TEST_CASE("sum store: pushes of every worker are summed exactly, round after rou
 // (w0 + w2) + w1 is 0 (1e8 + 1 rounds to 1e8 in float32). The store adds in rank order, so every
 // arrival order gives the rank-order sum, bit for bit.
 TEST_CASE("sum store: a round's sum is the same for every order in which pushes arrive", "[sum_store]") {
-  const std::vector<std::vector<float>> pushes = {
-      std::vector<float>(kElems, 1e8f), std::vector<float>(kElems, -1e8f), std::vector<float>(kElems, 1.0f)};
+  const std::vector<std::vector<float>> pushes = {std::vector<float>(kElems, 1e8f), std::vector<float>(kElems, -1e8f),
+                                                  std::vector<float>(kElems, 1.0f)};
   std::vector<int> order = {0, 1, 2};
   int orders = 0;
   do {
@@ -202,10 +200,8 @@ TEST_CASE("sum store: a round's sum is the same for every order in which pushes 
 
 TEST_CASE("sum store: int32 sums are exact and wrap", "[sum_store]") {
   StoreFixture f;
-  for (int w = 0; w < kWorkers; ++w)
-    REQUIRE(f.declare(w, 9, 3, DType::kInt32, "counts").size() == 1);
-  const std::vector<int32_t> values[kWorkers] = {
-      {1, -5, INT32_MAX}, {10, -50, 1}, {100, 55, 0}};
+  for (int w = 0; w < kWorkers; ++w) REQUIRE(f.declare(w, 9, 3, DType::kInt32, "counts").size() == 1);
+  const std::vector<int32_t> values[kWorkers] = {{1, -5, INT32_MAX}, {10, -50, 1}, {100, 55, 0}};
   for (int w = 0; w < kWorkers; ++w) {
     auto out = f.send(w, StoreFixture::pushMessage(pb::CMD_PUSH, 9, 1, DType::kInt32, values[w]));
     REQUIRE(out.size() == 1);
@@ -433,8 +429,8 @@ TEST_CASE("sum store: a push for a round finished long ago is an error", "[sum_s
 TEST_CASE("sum store: a push too far ahead is an error", "[sum_store]") {
   StoreFixture f;
   declareAll(f);
-  auto m = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1 + SumStore::kMaxRoundsAhead,
-                                     DType::kFloat32, pushValues(0, 3));
+  auto m =
+      StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1 + SumStore::kMaxRoundsAhead, DType::kFloat32, pushValues(0, 3));
   auto out = f.send(0, m);
   checkError(out, 0, "too far ahead");
   CHECK(out[0].header.request_id() == m.header.request_id());
@@ -447,16 +443,14 @@ TEST_CASE("sum store: a push too far ahead is an error", "[sum_store]") {
 TEST_CASE("sum store: a push of the wrong dtype or size is an error reply", "[sum_store]") {
   StoreFixture f;
   declareAll(f);
-  auto wrong_dtype = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kInt32,
-                                               std::vector<int32_t>{1, 2, 3, 4});
+  auto wrong_dtype = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kInt32, std::vector<int32_t>{1, 2, 3, 4});
   auto out = f.send(0, wrong_dtype);
   checkError(out, 0, "push of 4 x int32 does not match the declared 4 x float32");
   out = f.push(0, 1, {1, 2, 3});
   checkError(out, 0, "push of 3 x float32 does not match the declared 4 x float32");
   out = f.push(0, 1, {1, 2, 3, 4, 5, 6, 7, 8});
   checkError(out, 0, "8 x float32");
-  auto pp = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, 1, DType::kFloat64,
-                                      std::vector<double>{1, 2, 3, 4});
+  auto pp = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, 1, DType::kFloat64, std::vector<double>{1, 2, 3, 4});
   checkError(f.send(2, pp), 2, "4 x float64");
   // The bad pushes did not count: the round still needs one push from every worker.
   REQUIRE(f.push(0, 1, pushValues(0, 1)).size() == 1);
@@ -508,12 +502,9 @@ TEST_CASE("sum store: PUSH_PULL replies carry the round's sum", "[sum_store]") {
   declareAll(f);
   for (uint64_t r = 1; r <= 3; ++r) {
     INFO("round " << r);
-    auto m0 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32,
-                                        pushValues(0, r));
-    auto m1 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32,
-                                        pushValues(1, r));
-    auto m2 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32,
-                                        pushValues(2, r));
+    auto m0 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32, pushValues(0, r));
+    auto m1 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32, pushValues(1, r));
+    auto m2 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32, pushValues(2, r));
     CHECK(f.send(0, m0).empty());  // no separate push ack; the reply waits for the sum
     CHECK(f.send(1, m1).empty());
     auto out = f.send(2, m2);
@@ -553,8 +544,7 @@ TEST_CASE("sum store: commands it does not serve are errors", "[sum_store]") {
   }
 }
 
-TEST_CASE("sum store: a long error with non-ASCII names still reaches the worker",
-          "[sum_store]") {
+TEST_CASE("sum store: a long error with non-ASCII names still reaches the worker", "[sum_store]") {
   // Tensor names are UTF-8 (the codec's proto3 strings insist on it). A re-declaration error quotes
   // the name twice and is cut to 4000 bytes; the cut must not split a character, or the worker
   // cannot decode the ERROR reply and never sees why its declaration failed.
@@ -568,8 +558,7 @@ TEST_CASE("sum store: a long error with non-ASCII names still reaches the worker
   CHECK(out[0].header.error().size() <= 4000);
   auto decoded = wire::decode(wire::encodeData(out[0].header), wire::Limits());
   REQUIRE(decoded.ok());
-  CHECK_THAT(std::get<wire::DataMessage>(*decoded).header.error(),
-             Catch::StartsWith("key 7 was declared as '"));
+  CHECK_THAT(std::get<wire::DataMessage>(*decoded).header.error(), Catch::StartsWith("key 7 was declared as '"));
 }
 
 TEST_CASE("sum store: errorReply copies the request's identity", "[sum_store]") {
@@ -745,8 +734,8 @@ TEST_CASE("sum store: an engine failure loses that round only, and its pulls are
   REQUIRE(out.size() == 2);
   CHECK(out[1].peer == peerOf(1));
   CHECK(out[1].header.command() == pb::CMD_ERROR);
-  CHECK_THAT(out[1].header.error(), Catch::Contains("deferred engine failed to produce round 1") &&
-                                        Catch::Contains("device copy failed"));
+  CHECK_THAT(out[1].header.error(),
+             Catch::Contains("deferred engine failed to produce round 1") && Catch::Contains("device copy failed"));
   checkError(f.pull(0, 1), 0, "no longer kept");
 }
 

@@ -51,8 +51,8 @@ std::vector<double> seedTable(const std::string& data, const std::string& model,
     if (lr > 0) o.optimizer.lr = lr;
     auto r = trainLocal(*split, o);
     if (!r.ok()) FAIL(r.status().toString());
-    const double v = split->train.isRegression() ? r->test.mse / leastSquaresTestMse(split->train, split->test)
-                                                 : r->test.accuracy;
+    const double v =
+        split->train.isRegression() ? r->test.mse / leastSquaresTestMse(split->train, split->test) : r->test.accuracy;
     out.push_back(v);
     line << " " << v;
   }

@@ -111,8 +111,10 @@ TEST_CASE("train ops: the CPU backend computes what the models computed before T
     const bool head = name.find("loss") != std::string::npos || name.find("grad") != std::string::npos;
     for (size_t i = 0; i < got.size(); ++i) {
       INFO("element " << i);
-      if (head) CHECK(got[i] == Approx(want[i]).margin(1e-6).epsilon(1e-6));
-      else CHECK(got[i] == want[i]);
+      if (head)
+        CHECK(got[i] == Approx(want[i]).margin(1e-6).epsilon(1e-6));
+      else
+        CHECK(got[i] == want[i]);
     }
   }
 }

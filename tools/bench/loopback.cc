@@ -131,8 +131,10 @@ int stream(size_t bytes, double secs) {
     if (zmq_msg_recv(&m, pull, 0) < 0) die("recv");
     size_t n = zmq_msg_size(&m);
     if (n == 1) break;
-    if (messages++ == 0) first = Clock::now();  // timing starts once the connection is up
-    else received += n;
+    if (messages++ == 0)
+      first = Clock::now();  // timing starts once the connection is up
+    else
+      received += n;
   }
   double elapsed = seconds(first, Clock::now());
   zmq_msg_close(&m);
@@ -164,8 +166,10 @@ int add(size_t bytes) {
 size_t parseBytes(const char* s) {
   char* end = nullptr;
   unsigned long long v = std::strtoull(s, &end, 10);
-  if (*end == 'K' || *end == 'k') v <<= 10, ++end;
-  else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+  if (*end == 'K' || *end == 'k')
+    v <<= 10, ++end;
+  else if (*end == 'M' || *end == 'm')
+    v <<= 20, ++end;
   if (*end != '\0' || v == 0 || v > (1ull << 32)) {
     std::fprintf(stderr, "zps-loopback: '%s' is not a size like 4096, 4K or 1M\n", s);
     std::exit(2);

@@ -69,9 +69,12 @@ void bertBase(Builder& b) {
 
 StatusOr<std::vector<ModelTensor>> modelTensors(const std::string& model) {
   Builder b;
-  if (model == "resnet50") resnet50(b);
-  else if (model == "bert-base") bertBase(b);
-  else return InvalidArgument("--model: '" + model + "' is not a known model (resnet50, bert-base)");
+  if (model == "resnet50")
+    resnet50(b);
+  else if (model == "bert-base")
+    bertBase(b);
+  else
+    return InvalidArgument("--model: '" + model + "' is not a known model (resnet50, bert-base)");
   const int n = static_cast<int>(b.forward.size());
   for (int i = 0; i < n; ++i) b.forward[i].priority = n - i;  // the first forward layer is needed first
   std::reverse(b.forward.begin(), b.forward.end());

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
     const float expect = size * (size + 1) / 2.0f;
     // Warm up, then agree on an iteration count that takes about min_time (rank 0's estimate).
     double t0 = MPI_Wtime();
-    for (int i = 0; i < 3; ++i) MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < 3; ++i)
+      MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     int iters = std::clamp(static_cast<int>(min_time / ((MPI_Wtime() - t0) / 3)), 5, 5000);
     MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
     std::vector<double> lat;
@@ -51,9 +52,10 @@ int main(int argc, char** argv) {
       std::sort(slowest.begin(), slowest.end());
       double p50 = slowest[slowest.size() / 2];
       double p99 = slowest[std::min(slowest.size() - 1, slowest.size() * 99 / 100)];
-      std::printf("{\"test\":\"mpi_allreduce\",\"np\":%d,\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,"
-                  "\"algbw_gbs\":%.3f}\n",
-                  size, n * sizeof(float), iters, p50 * 1e6, p99 * 1e6, n * sizeof(float) / p50 / 1e9);
+      std::printf(
+          "{\"test\":\"mpi_allreduce\",\"np\":%d,\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+          "\"algbw_gbs\":%.3f}\n",
+          size, n * sizeof(float), iters, p50 * 1e6, p99 * 1e6, n * sizeof(float) / p50 / 1e9);
       std::fflush(stdout);
     }
   }

@@ -172,8 +172,8 @@ int zps_declare(zps_worker* w, const char* name, uint64_t bytes, int dtype, cons
                        if (compressor != nullptr) {
                          options.compressor = zps::compressorFromName(compressor);
                          if (!options.compressor)
-                           return zps::InvalidArgument("tensor '" + std::string(name) + "': compressor '" +
-                                                       compressor + "' is not " + std::string(zps::kCompressorNames));
+                           return zps::InvalidArgument("tensor '" + std::string(name) + "': compressor '" + compressor +
+                                                       "' is not " + std::string(zps::kCompressorNames));
                        }
                        options.compress_ratio = compress_ratio;
                        return worker.declare(name, bytes, type, options);

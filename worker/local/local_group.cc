@@ -114,12 +114,10 @@ struct LocalGroup::Mailbox {
   size_t capacity;
 };
 
-static_assert(std::atomic_ref<uint64_t>::is_always_lock_free &&
-                  std::atomic_ref<uint32_t>::is_always_lock_free,
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free && std::atomic_ref<uint32_t>::is_always_lock_free,
               "the local reducer needs lock-free atomics in shared memory");
 
-StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::join(const Config& config,
-                                                       const std::string& node_key) {
+StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::join(const Config& config, const std::string& node_key) {
   if (config.local_size < 1 || config.local_size > kMaxLocalSize) {
     return InvalidArgument("ZPS_LOCAL_SIZE must be 1 to " + std::to_string(kMaxLocalSize));
   }
@@ -161,8 +159,7 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
   const std::string data = folder + "/data";
   if (isRoot()) {
     if (mkdir(folder.c_str(), 0700) != 0) {
-      if (errno != EEXIST)
-        return InvalidArgument(errnoText("cannot create " + folder + " (ZPS_SHM_DIR)"));
+      if (errno != EEXIST) return InvalidArgument(errnoText("cannot create " + folder + " (ZPS_SHM_DIR)"));
       struct stat st;
       if (lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
         return FailedPrecondition(folder + " exists but is not a folder of this user; remove it");
@@ -198,18 +195,16 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
     shared(control_->attached).store(1);
     shared(control_->magic).store(kMagic);
     // Peers look for "ctl" only, so they never see a half-initialised segment.
-    if (rename(tmp.c_str(), ctl.c_str()) != 0)
-      return InternalError(errnoText("cannot publish " + ctl));
-    const Status all = waitFor(
-        [&] { return shared(control_->attached).load() == static_cast<uint32_t>(size_); },
-        "waiting for the " + std::to_string(size_) + " local ranks of this node to attach to " +
-            folder,
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()), Wait::kTimed);
+    if (rename(tmp.c_str(), ctl.c_str()) != 0) return InternalError(errnoText("cannot publish " + ctl));
+    const Status all =
+        waitFor([&] { return shared(control_->attached).load() == static_cast<uint32_t>(size_); },
+                "waiting for the " + std::to_string(size_) + " local ranks of this node to attach to " + folder,
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()), Wait::kTimed);
     // Every rank holds descriptors now (or we give up): no name needs to survive.
     removeFolder();
     if (!all.ok()) {
-      return all.withContext(std::to_string(shared(control_->attached).load()) + " of " +
-                             std::to_string(size_) + " attached");
+      return all.withContext(std::to_string(shared(control_->attached).load()) + " of " + std::to_string(size_) +
+                             " attached");
     }
     LOG(INFO) << "local rank 0: " << size_ << " local ranks attached; shared memory unlinked";
     return Status::OK();
@@ -218,9 +213,8 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
   // A non-root rank: wait for a live root's control segment.
   for (;;) {
     if (Clock::now() > deadline) {
-      return DeadlineExceeded(
-          "local rank " + std::to_string(rank_) + ": local rank 0 of this node did not create " +
-          ctl + " within the rendezvous timeout; is it running with the same DMLC_WORKER_ID?");
+      return DeadlineExceeded("local rank " + std::to_string(rank_) + ": local rank 0 of this node did not create " +
+                              ctl + " within the rendezvous timeout; is it running with the same DMLC_WORKER_ID?");
     }
     const int fd = open(ctl.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
@@ -245,17 +239,14 @@ Status LocalGroup::attach(const Config& config, const std::string& folder) {
   void* p = mmap(nullptr, control_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, control_fd_, 0);
   if (p == MAP_FAILED) return InternalError(errnoText("cannot map " + ctl));
   control_ = static_cast<Control*>(p);
-  if (shared(control_->magic).load() != kMagic)
-    return InternalError(ctl + " is not a zps control segment");
+  if (shared(control_->magic).load() != kMagic) return InternalError(ctl + " is not a zps control segment");
   if (control_->size != static_cast<uint32_t>(size_)) {
-    return InvalidArgument("ZPS_LOCAL_SIZE=" + std::to_string(size_) +
-                           " but local rank 0 of this node has " + std::to_string(control_->size) +
-                           "; give every process of a node the same local size");
+    return InvalidArgument("ZPS_LOCAL_SIZE=" + std::to_string(size_) + " but local rank 0 of this node has " +
+                           std::to_string(control_->size) + "; give every process of a node the same local size");
   }
   if (!lockByte(control_fd_, rank_)) {
-    return InvalidArgument(
-        "local rank " + std::to_string(rank_) + " of this node is already taken by pid " +
-        std::to_string(control_->pids[rank_]) + "; give each process its own ZPS_LOCAL_RANK");
+    return InvalidArgument("local rank " + std::to_string(rank_) + " of this node is already taken by pid " +
+                           std::to_string(control_->pids[rank_]) + "; give each process its own ZPS_LOCAL_RANK");
   }
   control_->pids[rank_] = static_cast<int32_t>(getpid());
   shared(control_->attached).fetch_add(1);
@@ -268,8 +259,7 @@ std::string LocalGroup::deadPeer() {
     const int32_t pid = shared(control_->pids[r]).load();
     if (pid == 0) continue;  // not attached yet: the attach deadline covers it
     if (!byteLocked(control_fd_, r)) {
-      return "local rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
-             ") of this node died";
+      return "local rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") of this node died";
     }
   }
   return "";
@@ -301,8 +291,7 @@ void LocalGroup::announceRecovery(uint64_t generation, const std::string& why) {
   if (generation <= current) return;
   // Two ranks announcing at once may mix their texts; the generation itself stays exact.
   copyText(control_->recovery_reason, why);
-  while (generation > current &&
-         !announced.compare_exchange_weak(current, generation, std::memory_order_acq_rel)) {
+  while (generation > current && !announced.compare_exchange_weak(current, generation, std::memory_order_acq_rel)) {
   }
 }
 
@@ -350,8 +339,9 @@ StatusOr<std::string> LocalGroup::restart(const std::string& root_book, std::chr
   } else {
     shared(control_->restart_arrived[rank_]).store(next, std::memory_order_release);
     epoch_ = next;
-    ZPS_ASSIGN_OR_RETURN(book, collect(box, "local rank " + std::to_string(rank_) +
-                                                " waiting for local rank 0's address book of the new generation",
+    ZPS_ASSIGN_OR_RETURN(book, collect(box,
+                                       "local rank " + std::to_string(rank_) +
+                                           " waiting for local rank 0's address book of the new generation",
                                        timeout, Wait::kTimed));
   }
   next_turn_ = 1;
@@ -374,8 +364,7 @@ Status LocalGroup::waitFor(const std::function<bool()>& done, const std::string&
         std::string why;
         const uint64_t announced = announcedGeneration(&why);
         if (announced > generation_.load()) {
-          return Unavailable("recovering (generation " + std::to_string(announced) + "): " + why)
-              .withContext(what);
+          return Unavailable("recovering (generation " + std::to_string(announced) + "): " + why).withContext(what);
         }
       }
       next_health = now + kHealthInterval;
@@ -403,9 +392,8 @@ Status LocalGroup::barrier(const std::string& what, std::chrono::milliseconds ti
   const uint64_t generation = ++barrier_generation_;
   shared(control_->barrier_arrivals).fetch_add(1, std::memory_order_acq_rel);
   const uint64_t target = generation * static_cast<uint64_t>(size_);
-  return waitFor(
-      [&] { return shared(control_->barrier_arrivals).load(std::memory_order_acquire) >= target; },
-      "local barrier (" + what + ")", timeout, Wait::kLocalOp);
+  return waitFor([&] { return shared(control_->barrier_arrivals).load(std::memory_order_acquire) >= target; },
+                 "local barrier (" + what + ")", timeout, Wait::kLocalOp);
 }
 
 Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::milliseconds timeout,
@@ -421,8 +409,8 @@ Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::mil
             if (shared(control_->turns_taken[r]).load(std::memory_order_acquire) + 1 < n) return false;
           return true;
         },
-        "waiting for the other local ranks to start the node's local operation " + std::to_string(n - 1) +
-            " before " + what,
+        "waiting for the other local ranks to start the node's local operation " + std::to_string(n - 1) + " before " +
+            what,
         timeout, Wait::kLocalOp));
     copyText(control_->turn_what, what);
     shared(control_->turn_op).store(op, std::memory_order_relaxed);
@@ -453,16 +441,16 @@ Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::mil
       std::lock_guard<std::mutex> peek(turn_mu_);
       if (next_turn_ != waiting_at) continue;
       const uint64_t announced = shared(control_->turn).load(std::memory_order_acquire);
-      if (announced != next_turn_) return waited.withContext("local rank 0 has not started the node's local operation " +
-                                                             std::to_string(next_turn_));
+      if (announced != next_turn_)
+        return waited.withContext("local rank 0 has not started the node's local operation " +
+                                  std::to_string(next_turn_));
       char root_what[kTextBytes];
       std::memcpy(root_what, control_->turn_what, kTextBytes);
       root_what[kTextBytes - 1] = '\0';
-      return FailedPrecondition(
-          "local rank 0 runs " + std::string(root_what) + " as the node's local operation " +
-          std::to_string(next_turn_) + ", but no thread of local rank " + std::to_string(rank_) +
-          " issued it within " + secondsText(timeout) + " s (this one waits to run " + what +
-          "): every local rank must issue the same push/pull/pushPull/barrier calls");
+      return FailedPrecondition("local rank 0 runs " + std::string(root_what) + " as the node's local operation " +
+                                std::to_string(next_turn_) + ", but no thread of local rank " + std::to_string(rank_) +
+                                " issued it within " + secondsText(timeout) + " s (this one waits to run " + what +
+                                "): every local rank must issue the same push/pull/pushPull/barrier calls");
     }
     shared(control_->turns_taken[rank_]).store(next_turn_, std::memory_order_release);
   }
@@ -471,24 +459,22 @@ Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::mil
 }
 
 Status LocalGroup::post(Mailbox box, const std::string& bytes, const char* what) {
-  if (bytes.size() > box.capacity)
-    return InternalError(std::string(what) + " too large for the control segment");
+  if (bytes.size() > box.capacity) return InternalError(std::string(what) + " too large for the control segment");
   std::memcpy(box.data, bytes.data(), bytes.size());
   *box.bytes = static_cast<uint32_t>(bytes.size());
   shared(*box.ready).store(epoch_, std::memory_order_release);
   return Status::OK();
 }
 
-StatusOr<std::string> LocalGroup::collect(Mailbox box, const std::string& what,
-                                          std::chrono::milliseconds timeout, Wait kind) {
-  ZPS_RETURN_IF_ERROR(waitFor(
-      [&] { return shared(*box.ready).load(std::memory_order_acquire) == epoch_; }, what, timeout, kind));
+StatusOr<std::string> LocalGroup::collect(Mailbox box, const std::string& what, std::chrono::milliseconds timeout,
+                                          Wait kind) {
+  ZPS_RETURN_IF_ERROR(
+      waitFor([&] { return shared(*box.ready).load(std::memory_order_acquire) == epoch_; }, what, timeout, kind));
   return std::string(box.data, *box.bytes);
 }
 
 Status LocalGroup::publishBook(const std::string& book) {
-  return post(Mailbox{&control_->book_ready, &control_->book_bytes, control_->book, kBookBytes}, book,
-              "address book");
+  return post(Mailbox{&control_->book_ready, &control_->book_bytes, control_->book, kBookBytes}, book, "address book");
 }
 
 StatusOr<std::string> LocalGroup::waitBook(std::chrono::milliseconds timeout) {
@@ -497,8 +483,8 @@ StatusOr<std::string> LocalGroup::waitBook(std::chrono::milliseconds timeout) {
 }
 
 Status LocalGroup::publishNcclId(const std::string& id) {
-  return post(Mailbox{&control_->nccl_id_ready, &control_->nccl_id_bytes, control_->nccl_id, kNcclIdBytes},
-              id, "NCCL unique id");
+  return post(Mailbox{&control_->nccl_id_ready, &control_->nccl_id_bytes, control_->nccl_id, kNcclIdBytes}, id,
+              "NCCL unique id");
 }
 
 StatusOr<std::string> LocalGroup::waitNcclId(std::chrono::milliseconds timeout) {
@@ -517,16 +503,15 @@ StatusOr<LocalGroup::Arena> LocalGroup::arena(int tensor_id, size_t bytes) {
   const size_t length = roundUp(slot * (size_ + 1), kPage);
   const size_t offset = data_mapped_;
   if (isRoot() && ftruncate(data_fd_, static_cast<off_t>(offset + length)) != 0) {
-    const std::string error = errnoText("cannot grow the local staging memory by " +
-                                        std::to_string(length) + " bytes (ZPS_SHM_DIR too small?)");
+    const std::string error = errnoText("cannot grow the local staging memory by " + std::to_string(length) +
+                                        " bytes (ZPS_SHM_DIR too small?)");
     abort(error);
     return InternalError(error);
   }
   // The root must have grown the file before anyone touches the new range (SIGBUS otherwise).
   ZPS_RETURN_IF_ERROR(barrier("staging a tensor", std::chrono::minutes(10)));
   ZPS_RETURN_IF_ERROR(health());
-  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, data_fd_,
-                 static_cast<off_t>(offset));
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, data_fd_, static_cast<off_t>(offset));
   if (p == MAP_FAILED) return InternalError(errnoText("cannot map local staging memory"));
   mappings_.emplace_back(p, length);
   data_mapped_ += length;
@@ -540,8 +525,8 @@ StatusOr<LocalGroup::Arena> LocalGroup::arena(int tensor_id, size_t bytes) {
   return a;
 }
 
-Status LocalGroup::gatherResults(const Status& mine, const LocalTraffic& traffic,
-                                 std::chrono::milliseconds timeout, LocalTraffic* node_total) {
+Status LocalGroup::gatherResults(const Status& mine, const LocalTraffic& traffic, std::chrono::milliseconds timeout,
+                                 LocalTraffic* node_total) {
   auto& me = control_->reports[rank_];
   me.ok = mine.ok() ? 1 : 0;
   copyText(me.message, mine.message());
@@ -554,8 +539,7 @@ Status LocalGroup::gatherResults(const Status& mine, const LocalTraffic& traffic
     return true;
   };
   // A peer that dies after reporting is fine; one that dies before fails the node.
-  Status waited =
-      waitFor(all_done, "waiting for every local rank of this node to finish", timeout, Wait::kTimed);
+  Status waited = waitFor(all_done, "waiting for every local rank of this node to finish", timeout, Wait::kTimed);
   if (!waited.ok() && !all_done()) return waited;
   *node_total = LocalTraffic{};
   Status combined;

@@ -59,8 +59,7 @@ class LocalGroup {
   // Joins (root: creates) the group of this node. Blocks until every local rank has attached, or
   // fails after config.rendezvous_timeout naming the missing ranks. `node_key` names the node
   // uniquely within the job (DMLC_WORKER_ID or the host name).
-  static StatusOr<std::unique_ptr<LocalGroup>> join(const Config& config,
-                                                    const std::string& node_key);
+  static StatusOr<std::unique_ptr<LocalGroup>> join(const Config& config, const std::string& node_key);
   ~LocalGroup();
   LocalGroup(const LocalGroup&) = delete;
   LocalGroup& operator=(const LocalGroup&) = delete;
@@ -120,8 +119,8 @@ class LocalGroup {
   // returns the node's verdict (a failed wait, or the first local rank's failure) and traffic;
   // after telling the scheduler, it publishes the job's exit code and reason with publishExit().
   // Non-roots wait for that.
-  Status gatherResults(const Status& mine, const LocalTraffic& traffic,
-                       std::chrono::milliseconds timeout, LocalTraffic* node_total);
+  Status gatherResults(const Status& mine, const LocalTraffic& traffic, std::chrono::milliseconds timeout,
+                       LocalTraffic* node_total);
   void publishExit(int exit_code, const std::string& reason);
   int waitExit(const Status& mine, const LocalTraffic& traffic, std::string* reason);
 
@@ -136,14 +135,13 @@ class LocalGroup {
   // (Unavailable); kWhileRootLives: without a deadline while local rank 0 lives.
   enum class Wait { kTimed, kLocalOp, kWhileRootLives };
   Status post(Mailbox box, const std::string& bytes, const char* what);
-  StatusOr<std::string> collect(Mailbox box, const std::string& what, std::chrono::milliseconds timeout,
-                                Wait kind);
+  StatusOr<std::string> collect(Mailbox box, const std::string& what, std::chrono::milliseconds timeout, Wait kind);
   LocalGroup(int rank, int size) : rank_(rank), size_(size) {}
   Status attach(const Config& config, const std::string& folder);
   // Empty when every peer holds its liveness lock; otherwise names the first dead one.
   std::string deadPeer();
-  Status waitFor(const std::function<bool()>& done, const std::string& what,
-                 std::chrono::milliseconds timeout, Wait kind);
+  Status waitFor(const std::function<bool()>& done, const std::string& what, std::chrono::milliseconds timeout,
+                 Wait kind);
   void removeFolder();
 
   const int rank_;

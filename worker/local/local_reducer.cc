@@ -90,9 +90,9 @@ StatusOr<std::unique_ptr<LocalReducer>> joinNcclLocalReducer(LocalGroup* group, 
     }
   }
   const int device = std::max(0, kernels::gpuOfLocalRank(local_rank));
-  ZPS_ASSIGN_OR_RETURN(std::unique_ptr<kernels::DeviceLocalReducer> device_reducer,
-                       kernels::makeNcclLocalReducer(id, local_rank, local_size, device, timeout,
-                                                     std::move(keep_waiting)));
+  ZPS_ASSIGN_OR_RETURN(
+      std::unique_ptr<kernels::DeviceLocalReducer> device_reducer,
+      kernels::makeNcclLocalReducer(id, local_rank, local_size, device, timeout, std::move(keep_waiting)));
   return std::unique_ptr<LocalReducer>(std::make_unique<NcclLocalReducer>(std::move(device_reducer)));
 }
 

@@ -48,8 +48,7 @@ std::unique_ptr<LocalReducer> makeShmLocalReducer(LocalGroup* group, std::chrono
 // Joins this node's NCCL communicator on GPU (local rank modulo the visible devices). Collective
 // over the node's local ranks: rank 0 makes the NCCL id and hands it over through `group`'s control
 // segment. `group` is null for a single local rank, which needs no NCCL (only device<->host copies).
-StatusOr<std::unique_ptr<LocalReducer>> joinNcclLocalReducer(LocalGroup* group, int local_rank,
-                                                             int local_size,
+StatusOr<std::unique_ptr<LocalReducer>> joinNcclLocalReducer(LocalGroup* group, int local_rank, int local_size,
                                                              std::chrono::milliseconds timeout);
 
 }  // namespace zps

@@ -12,8 +12,8 @@ namespace zps::train {
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) m x k and op(B) k x n. lda, ldb and
 // ldc are the row strides of A, B and C as stored. A thin wrapper of cblas_sgemm.
-void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
-          size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc);
+void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
+          const float* b, size_t ldb, float beta, float* c, size_t ldc);
 
 // Sets OpenBLAS to one thread (once per process; gemm calls it too). Callers that use OpenBLAS
 // outside gemm call it first.

@@ -31,8 +31,8 @@ class CpuTrainOps final : public kernels::TrainOps {
     return n;
   }
 
-  void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
-            size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) override {
+  void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
+            const float* b, size_t ldb, float beta, float* c, size_t ldc) override {
     train::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   void fillRows(float* out, const float* row, size_t rows, size_t width) override {
@@ -61,15 +61,15 @@ class CpuTrainOps final : public kernels::TrainOps {
   void subtract(float* out, const float* a, const float* b, size_t n) override {
     for (size_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
   }
-  double headLossGrad(kernels::LossHead head, const float* logits, const float* labels, size_t rows,
-                      size_t width, float* delta) override {
+  double headLossGrad(kernels::LossHead head, const float* logits, const float* labels, size_t rows, size_t width,
+                      float* delta) override {
     double loss = 0;
     for (size_t i = 0; i < rows; ++i)
       loss += math::headLoss(head, logits + i * width, width, labels[i], delta + i * width);
     return loss;
   }
-  void applyOptimizer(const kernels::OptimizerConfig& config, float* params, float* state,
-                      const float* grad, size_t n, uint64_t step) override {
+  void applyOptimizer(const kernels::OptimizerConfig& config, float* params, float* state, const float* grad, size_t n,
+                      uint64_t step) override {
     kernels::applyOptimizer(config, params, state, grad, n, step);
   }
 };

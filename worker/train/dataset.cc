@@ -65,8 +65,7 @@ void splitFields(std::string_view line, std::vector<std::string_view>* fields) {
     size_t start = 0;
     while (true) {
       const size_t comma = line.find(',', start);
-      fields->push_back(
-          trim(line.substr(start, comma == std::string_view::npos ? line.npos : comma - start)));
+      fields->push_back(trim(line.substr(start, comma == std::string_view::npos ? line.npos : comma - start)));
       if (comma == std::string_view::npos) break;
       start = comma + 1;
     }
@@ -81,9 +80,7 @@ std::string quoted(std::string_view s) {
   return "'" + std::string(s) + "'";
 }
 
-std::string where(const std::string& path, size_t line) {
-  return path + ":" + std::to_string(line) + ": ";
-}
+std::string where(const std::string& path, size_t line) { return path + ":" + std::to_string(line) + ": "; }
 
 // zps trains in float32: a value that is finite as a double but not as a float (|x| > 3.4e38) would
 // enter training as an infinity. Empty when `v` fits, else what is wrong with it.
@@ -166,11 +163,10 @@ StatusOr<Table> readNumericTable(const std::string& path) {
         // Only the first line may be a header: a bad value further down is an error, never skipped.
         if (header_allowed) return Status::OK();
         if (fields[c].empty()) {
-          return InvalidArgument(where(path, number) + "column " + std::to_string(c + 1) +
-                                 " is empty");
+          return InvalidArgument(where(path, number) + "column " + std::to_string(c + 1) + " is empty");
         }
-        return InvalidArgument(where(path, number) + "column " + std::to_string(c + 1) + ": " +
-                               quoted(fields[c]) + " is not a finite number");
+        return InvalidArgument(where(path, number) + "column " + std::to_string(c + 1) + ": " + quoted(fields[c]) +
+                               " is not a finite number");
       }
       if (std::string e = floatRangeError(fields[c], v); !e.empty() && overflow.empty())
         overflow = where(path, number) + "column " + std::to_string(c + 1) + ": " + e;
@@ -181,9 +177,8 @@ StatusOr<Table> readNumericTable(const std::string& path) {
       table.cols = fields.size();
       cols_line = number;
     } else if (fields.size() != table.cols) {
-      return InvalidArgument(where(path, number) + "expected " + std::to_string(table.cols) +
-                             " columns (as on line " + std::to_string(cols_line) + "), got " +
-                             std::to_string(fields.size()));
+      return InvalidArgument(where(path, number) + "expected " + std::to_string(table.cols) + " columns (as on line " +
+                             std::to_string(cols_line) + "), got " + std::to_string(fields.size()));
     }
     table.lines.push_back(number);
     return Status::OK();
@@ -196,8 +191,7 @@ bool isClassIndex(double v, int limit) { return v >= 0 && v < limit && v == std:
 
 // Resolves the task for a label column and fills num_classes; labels are checked when
 // classification.
-Status resolveLabels(const std::string& path, const std::vector<size_t>& lines, Task task,
-                     Dataset* d) {
+Status resolveLabels(const std::string& path, const std::vector<size_t>& lines, Task task, Dataset* d) {
   if (task == Task::kAuto) {
     task = Task::kClassification;
     for (float l : d->labels) {
@@ -228,16 +222,14 @@ StatusOr<Dataset> readCsv(const std::string& path, int label_column, Task task) 
   ZPS_ASSIGN_OR_RETURN(Table t, readNumericTable(path));
   if (t.rows() == 0) return InvalidArgument(path + ": no data rows");
   if (t.cols < 2) {
-    return InvalidArgument(path + ": needs at least 2 columns (features and a label), has " +
-                           std::to_string(t.cols));
+    return InvalidArgument(path + ": needs at least 2 columns (features and a label), has " + std::to_string(t.cols));
   }
   const long long cols = static_cast<long long>(t.cols);
   const long long lc = label_column >= 0 ? label_column : cols + label_column;
   if (lc < 0 || lc >= cols) {
-    return InvalidArgument(path + ": label column " + std::to_string(label_column) +
-                           " is out of range for " + std::to_string(cols) + " columns (0.." +
-                           std::to_string(cols - 1) + ", or -1..-" + std::to_string(cols) +
-                           " from the end)");
+    return InvalidArgument(path + ": label column " + std::to_string(label_column) + " is out of range for " +
+                           std::to_string(cols) + " columns (0.." + std::to_string(cols - 1) + ", or -1..-" +
+                           std::to_string(cols) + " from the end)");
   }
   Dataset d;
   d.rows = t.rows();
@@ -267,8 +259,7 @@ StatusOr<Dataset> readLibsvm(const std::string& path, Task task, int base) {
   bool zero_based = false;
   size_t max_index = 0;
   Status s = forEachLine(path, [&](size_t number, std::string_view line) -> Status {
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos)
-      line = line.substr(0, hash);
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     splitWhitespace(line, &tokens);
     double label;
     if (tokens.empty() || !parseDouble(tokens[0], &label)) {
@@ -282,33 +273,30 @@ StatusOr<Dataset> readLibsvm(const std::string& path, Task task, int base) {
       const std::string_view tok = tokens[i];
       const size_t colon = tok.find(':');
       if (colon == std::string_view::npos) {
-        return InvalidArgument(where(path, number) + "feature " + quoted(tok) +
-                               " is not of the form index:value");
+        return InvalidArgument(where(path, number) + "feature " + quoted(tok) + " is not of the form index:value");
       }
       if (tok.substr(0, colon) == "qid") continue;
       size_t index = 0;
       const std::string_view idx = tok.substr(0, colon);
       auto [ptr, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), index);
       if (ec != std::errc() || ptr != idx.data() + idx.size() || index > kMaxLibsvmIndex) {
-        return InvalidArgument(where(path, number) + "feature index " + quoted(idx) +
-                               " is not an integer in [0, " + std::to_string(kMaxLibsvmIndex) +
-                               "]");
+        return InvalidArgument(where(path, number) + "feature index " + quoted(idx) + " is not an integer in [0, " +
+                               std::to_string(kMaxLibsvmIndex) + "]");
       }
       double value;
       if (!parseDouble(tok.substr(colon + 1), &value)) {
-        return InvalidArgument(where(path, number) + "feature " + quoted(tok) +
-                               " has no finite numeric value");
+        return InvalidArgument(where(path, number) + "feature " + quoted(tok) + " has no finite numeric value");
       }
       if (std::string e = floatRangeError(tok.substr(colon + 1), value); !e.empty())
         return InvalidArgument(where(path, number) + "feature " + std::to_string(index) + ": " + e);
       for (size_t e = begin; e < entries.size(); ++e) {
         if (entries[e].first == index) {
-          return InvalidArgument(where(path, number) + "feature index " + std::to_string(index) +
-                                 " appears twice");
+          return InvalidArgument(where(path, number) + "feature index " + std::to_string(index) + " appears twice");
         }
       }
       if (index == 0 && base == 1) {
-        return InvalidArgument(where(path, number) + "feature index 0 in a file read as 1-based (--libsvm_base 1); "
+        return InvalidArgument(where(path, number) +
+                               "feature index 0 in a file read as 1-based (--libsvm_base 1); "
                                "use --libsvm_base 0 or auto if the file counts from 0");
       }
       zero_based |= index == 0;
@@ -326,8 +314,10 @@ StatusOr<Dataset> readLibsvm(const std::string& path, Task task, int base) {
     zero_based = true;
   } else if (base < 0 && !zero_based) {
     // A 0-based file whose feature 0 is never set looks 1-based: say which reading was taken.
-    std::fprintf(stderr, "zps: %s: no feature index 0, so indices are read as 1-based (feature k is column k-1); "
-                 "pass --libsvm_base 0 if the file counts from 0\n", path.c_str());
+    std::fprintf(stderr,
+                 "zps: %s: no feature index 0, so indices are read as 1-based (feature k is column k-1); "
+                 "pass --libsvm_base 0 if the file counts from 0\n",
+                 path.c_str());
   }
   d.rows = lines.size();
   d.num_numeric = zero_based ? max_index + 1 : max_index;
@@ -336,9 +326,8 @@ StatusOr<Dataset> readLibsvm(const std::string& path, Task task, int base) {
   // the file must fill at least 1/64 of the dense table.
   const size_t dense_budget = std::min(kMaxDenseFloats, std::max<size_t>(size_t{1} << 24, entries.size() * 64));
   if (d.rows > dense_budget / d.num_numeric) {
-    return InvalidArgument(
-        path + ": " + std::to_string(d.rows) + " rows x " + std::to_string(d.num_numeric) +
-        " features is too large to store dense; use criteo:PATH for hashed features");
+    return InvalidArgument(path + ": " + std::to_string(d.rows) + " rows x " + std::to_string(d.num_numeric) +
+                           " features is too large to store dense; use criteo:PATH for hashed features");
   }
   d.numeric.assign(d.rows * d.num_numeric, 0.0f);
   for (size_t r = 0; r < d.rows; ++r) {
@@ -348,8 +337,8 @@ StatusOr<Dataset> readLibsvm(const std::string& path, Task task, int base) {
     }
   }
   if (task != Task::kRegression) {
-    const bool plus_minus = std::all_of(d.labels.begin(), d.labels.end(),
-                                        [](float l) { return l == 1.0f || l == -1.0f; });
+    const bool plus_minus =
+        std::all_of(d.labels.begin(), d.labels.end(), [](float l) { return l == 1.0f || l == -1.0f; });
     if (plus_minus) {
       for (float& l : d.labels) l = l > 0 ? 1.0f : 0.0f;
     }
@@ -384,9 +373,9 @@ StatusOr<Dataset> readCriteo(const std::string& path) {
     }
     if (fields.size() != kCriteoColumns) {
       return InvalidArgument(where(path, number) + "expected " + std::to_string(kCriteoColumns) +
-                             " tab-separated fields (label, " + std::to_string(kCtrNumericFields) +
-                             " numeric, " + std::to_string(kCtrCategoricalFields) +
-                             " categorical), got " + std::to_string(fields.size()));
+                             " tab-separated fields (label, " + std::to_string(kCtrNumericFields) + " numeric, " +
+                             std::to_string(kCtrCategoricalFields) + " categorical), got " +
+                             std::to_string(fields.size()));
     }
     const std::string_view label = trim(fields[0]);
     if (label != "0" && label != "1") {
@@ -401,8 +390,8 @@ StatusOr<Dataset> readCriteo(const std::string& path) {
       }
       double v = 0;
       if (!parseDouble(f, &v)) {
-        return InvalidArgument(where(path, number) + "numeric field I" + std::to_string(j + 1) +
-                               ": " + quoted(f) + " is not a number");
+        return InvalidArgument(where(path, number) + "numeric field I" + std::to_string(j + 1) + ": " + quoted(f) +
+                               " is not a number");
       }
       // Counts span orders of magnitude; the log keeps a few huge ones from dominating the
       // standardised feature.
@@ -426,9 +415,8 @@ std::string fetchHint(const std::string& dir) {
 Status checkShape(const Dataset& d, const std::string& path, size_t features, int classes) {
   if (d.num_numeric != features || d.num_classes != classes) {
     return InvalidArgument(path + ": expected " + std::to_string(features) + " features and " +
-                           std::to_string(classes) + " classes, found " +
-                           std::to_string(d.num_numeric) + " and " + std::to_string(d.num_classes) +
-                           "; is it the file tools/fetch-datasets.sh fetches?");
+                           std::to_string(classes) + " classes, found " + std::to_string(d.num_numeric) + " and " +
+                           std::to_string(d.num_classes) + "; is it the file tools/fetch-datasets.sh fetches?");
   }
   return Status::OK();
 }
@@ -455,10 +443,9 @@ StatusOr<Dataset> loadNamedFile(const std::string& name, const LoadOptions& o) {
   if (!y.ok()) return withHint(y.status());
   if (x->rows() == 0) return InvalidArgument(xpath + ": no data rows");
   if (x->cols != 10 || y->cols != 1 || x->rows() != y->rows()) {
-    return InvalidArgument(
-        "diabetes: expected 10 features per row in " + xpath + " and one target per row in " +
-        ypath + ", found " + std::to_string(x->rows()) + " rows of " + std::to_string(x->cols) +
-        " and " + std::to_string(y->rows()) + " rows of " + std::to_string(y->cols));
+    return InvalidArgument("diabetes: expected 10 features per row in " + xpath + " and one target per row in " +
+                           ypath + ", found " + std::to_string(x->rows()) + " rows of " + std::to_string(x->cols) +
+                           " and " + std::to_string(y->rows()) + " rows of " + std::to_string(y->cols));
   }
   Dataset d;
   d.rows = x->rows();
@@ -486,8 +473,7 @@ Dataset selectRows(const Dataset& data, const std::vector<size_t>& rows) {
   d.labels.reserve(rows.size());
   for (size_t r : rows) {
     d.numeric.insert(d.numeric.end(), data.numericRow(r), data.numericRow(r) + d.num_numeric);
-    d.categorical.insert(d.categorical.end(), data.categoricalRow(r),
-                         data.categoricalRow(r) + d.num_categorical);
+    d.categorical.insert(d.categorical.end(), data.categoricalRow(r), data.categoricalRow(r) + d.num_categorical);
     d.labels.push_back(data.labels[r]);
     if (!data.true_probability.empty()) d.true_probability.push_back(data.true_probability[r]);
   }
@@ -518,12 +504,11 @@ StatusOr<Dataset> loadUnsplit(const std::string& spec, const LoadOptions& option
     return loadNamedFile(spec, options);
   }
   if (spec == "synthetic-regression") {
-    return makeSyntheticRegression(
-        options.synthetic_rows ? options.synthetic_rows : kSyntheticRegressionRows, options.seed);
+    return makeSyntheticRegression(options.synthetic_rows ? options.synthetic_rows : kSyntheticRegressionRows,
+                                   options.seed);
   }
   if (spec == "synthetic-ctr") {
-    return makeSyntheticCtr(options.synthetic_rows ? options.synthetic_rows : kSyntheticCtrRows,
-                            options.seed);
+    return makeSyntheticCtr(options.synthetic_rows ? options.synthetic_rows : kSyntheticCtrRows, options.seed);
   }
   if (prefixed("csv:")) return readCsv(spec.substr(4), options.label_column, options.task);
   if (prefixed("libsvm:")) return readLibsvm(spec.substr(7), options.task, options.libsvm_base);
@@ -537,8 +522,7 @@ StatusOr<Dataset> loadUnsplit(const std::string& spec, const LoadOptions& option
 
 StatusOr<Split> loadDataset(const std::string& spec, const LoadOptions& options) {
   if (!(options.test_fraction >= 0 && options.test_fraction < 1)) {
-    return InvalidArgument("test fraction must be in [0, 1), got " +
-                           std::to_string(options.test_fraction));
+    return InvalidArgument("test fraction must be in [0, 1), got " + std::to_string(options.test_fraction));
   }
   ZPS_ASSIGN_OR_RETURN(Dataset all, loadUnsplit(spec, options));
   all.name = spec;
@@ -549,8 +533,10 @@ StatusOr<Split> loadDataset(const std::string& spec, const LoadOptions& options)
   std::vector<size_t> train_idx;
   train_idx.reserve(all.rows - test_idx.size());
   for (size_t r = 0, t = 0; r < all.rows; ++r) {
-    if (t < test_idx.size() && test_idx[t] == r) ++t;
-    else train_idx.push_back(r);
+    if (t < test_idx.size() && test_idx[t] == r)
+      ++t;
+    else
+      train_idx.push_back(r);
   }
   Split split{selectRows(all, train_idx), selectRows(all, test_idx)};
   standardise(&split.train, &split.test);

@@ -26,15 +26,13 @@ struct Dataset {
   size_t num_categorical = 0;  // categorical fields per row (CTR data); 0 otherwise
   // rows x num_categorical hashed ids; the hash mixes in the field index (categoricalId).
   std::vector<uint64_t> categorical;
-  std::vector<float> labels;  // regression target, class index (as float), or 0/1 click
-  int num_classes = 0;        // 0 = regression, >= 2 = classification (2 with CTR = binary)
+  std::vector<float> labels;            // regression target, class index (as float), or 0/1 click
+  int num_classes = 0;                  // 0 = regression, >= 2 = classification (2 with CTR = binary)
   std::vector<float> true_probability;  // synthetic CTR only: the generator's P(click) per row
 
   bool isRegression() const { return num_classes == 0; }
   const float* numericRow(size_t row) const { return numeric.data() + row * num_numeric; }
-  const uint64_t* categoricalRow(size_t row) const {
-    return categorical.data() + row * num_categorical;
-  }
+  const uint64_t* categoricalRow(size_t row) const { return categorical.data() + row * num_categorical; }
 };
 
 struct Split {
@@ -53,16 +51,16 @@ enum class SplitKind { kAuto, kStratified, kRandom };
 
 struct LoadOptions {
   std::string data_dir = "data";  // where the named real datasets live (tools/fetch-datasets.sh)
-  int label_column = -1;       // csv: the label's column; negative counts from the end (-1 = last)
-  Task task = Task::kAuto;     // csv and libsvm files
-  double test_fraction = 0.2;  // in [0, 1): the share of rows held out for the test split
+  int label_column = -1;          // csv: the label's column; negative counts from the end (-1 = last)
+  Task task = Task::kAuto;        // csv and libsvm files
+  double test_fraction = 0.2;     // in [0, 1): the share of rows held out for the test split
   SplitKind split = SplitKind::kAuto;
   // libsvm: the first feature's index, 0 or 1; -1 detects it: 0-based when an index 0 appears,
   // else 1-based, which it then says on stderr (a 0-based file that never sets feature 0 looks
   // 1-based). Base 1 refuses an index 0.
   int libsvm_base = -1;
-  uint64_t seed = 1;           // the split, and the synthetic generators
-  size_t synthetic_rows = 0;   // synthetic datasets: rows before the split (0 = the default below)
+  uint64_t seed = 1;          // the split, and the synthetic generators
+  size_t synthetic_rows = 0;  // synthetic datasets: rows before the split (0 = the default below)
 };
 
 // Default sizes of the synthetic datasets.

@@ -33,7 +33,10 @@ DatasetProgress::Options DatasetProgress::forStderr() {
 }
 
 DatasetProgress::DatasetProgress(std::string what, uint64_t total, std::string unit, Options options)
-    : what_(std::move(what)), unit_(std::move(unit)), total_(total), options_(std::move(options)),
+    : what_(std::move(what)),
+      unit_(std::move(unit)),
+      total_(total),
+      options_(std::move(options)),
       next_(start_ + options_.first) {}
 
 DatasetProgress::~DatasetProgress() {

@@ -45,10 +45,10 @@ StatusOr<DenseCheckpoint> readDenseCheckpoint(const std::string& dir, size_t num
   if (!in) return NotFound("no checkpoint in " + dir);
   std::string text;
   std::getline(in, text);
-  ZPS_ASSIGN_OR_RETURN(long long step, parseInteger(dir + "/latest", text, 1, int64_t{1} << 50,
-                                                    "a step number written by zps"));
-  ZPS_ASSIGN_OR_RETURN(CheckpointFile f, readCheckpointFile(densePath(dir, static_cast<uint64_t>(step)),
-                                                            CheckpointKind::kDenseModel));
+  ZPS_ASSIGN_OR_RETURN(long long step,
+                       parseInteger(dir + "/latest", text, 1, int64_t{1} << 50, "a step number written by zps"));
+  ZPS_ASSIGN_OR_RETURN(CheckpointFile f,
+                       readCheckpointFile(densePath(dir, static_cast<uint64_t>(step)), CheckpointKind::kDenseModel));
   DenseCheckpoint c;
   PayloadReader r(f.payload);
   uint64_t n = 0, m = 0;
@@ -60,7 +60,8 @@ StatusOr<DenseCheckpoint> readDenseCheckpoint(const std::string& dir, size_t num
   if (!r.getBytes(c.params.data(), n * sizeof(float)) || !r.get(&m) || m != num_state)
     return InvalidArgument(bad + "optimizer state does not match (another --optimizer?)");
   c.state.resize(m);
-  if (!r.getBytes(c.state.data(), m * sizeof(float)) || r.remaining() != 0) return InvalidArgument(bad + "trailing bytes");
+  if (!r.getBytes(c.state.data(), m * sizeof(float)) || r.remaining() != 0)
+    return InvalidArgument(bad + "trailing bytes");
   if (c.step != static_cast<uint64_t>(step)) return InvalidArgument(bad + "its step differs from `latest`");
   return c;
 }

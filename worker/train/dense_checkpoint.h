@@ -13,8 +13,8 @@
 namespace zps::train {
 
 struct DenseCheckpoint {
-  uint64_t step = 0;        // global steps done
-  uint64_t opt_step = 0;    // optimizer updates applied
+  uint64_t step = 0;      // global steps done
+  uint64_t opt_step = 0;  // optimizer updates applied
   std::vector<float> params;
   std::vector<float> state;
 };

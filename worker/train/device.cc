@@ -17,8 +17,7 @@ StatusOr<TrainDevice> openTrainDevice(const std::string& device, int local_rank)
   const int gpu = kernels::gpuOfLocalRank(local_rank);
   // Probed on the GPU this rank will use: probing device 0 would give every local rank a context there.
   if (!kernels::cudaDeviceAvailable(&why, gpu)) {
-    if (device == "cuda")
-      return Unavailable("--device=cuda but " + why + "; use --device=cpu or auto");
+    if (device == "cuda") return Unavailable("--device=cuda but " + why + "; use --device=cpu or auto");
     d.description += ": --device=auto found no GPU: " + why;
     return d;
   }

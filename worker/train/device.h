@@ -15,9 +15,9 @@
 namespace zps::train {
 
 struct TrainDevice {
-  kernels::TrainOps* ops = nullptr;             // the backend for the models and the trainer
-  std::unique_ptr<kernels::TrainOps> owned;     // ops, unless it is the shared CPU backend
-  std::string description;                      // for the log: "cuda (cuBLAS on GPU 0)"
+  kernels::TrainOps* ops = nullptr;          // the backend for the models and the trainer
+  std::unique_ptr<kernels::TrainOps> owned;  // ops, unless it is the shared CPU backend
+  std::string description;                   // for the log: "cuda (cuBLAS on GPU 0)"
 };
 
 // The chosen backend. `local_rank` picks the GPU (local rank modulo the visible devices), so the

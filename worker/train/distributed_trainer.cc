@@ -31,8 +31,7 @@ uint64_t fnv1a(const void* data, size_t n) {
 class Trainer {
  public:
   Trainer(Worker& w, TrainingSetup& p, const Config& config)
-      : w_(w), p_(p), config_(config), ops_(*p.ops), d_params_(ops_), d_state_(ops_), d_grad_(ops_),
-        d_summed_(ops_) {}
+      : w_(w), p_(p), config_(config), ops_(*p.ops), d_params_(ops_), d_state_(ops_), d_grad_(ops_), d_summed_(ops_) {}
 
   Status run() {
     const Dataset& train = p_.split.train;
@@ -45,8 +44,9 @@ class Trainer {
     ZPS_RETURN_IF_ERROR(checkShapes());
     steps_per_epoch_ = train.rows / (W_ * b_);
     if (steps_per_epoch_ == 0)
-      return InvalidArgument("the training split has " + std::to_string(train.rows) + " rows, fewer than one global batch of " +
-                             std::to_string(W_ * b_) + " (worker processes x --batch_size)");
+      return InvalidArgument("the training split has " + std::to_string(train.rows) +
+                             " rows, fewer than one global batch of " + std::to_string(W_ * b_) +
+                             " (worker processes x --batch_size)");
     size_t n = model_->numDenseParams();
     params_.resize(n);
     state_.assign(kernels::optimizerStateFloats(p_.dense_opt.kind) * n, 0.f);
@@ -112,10 +112,11 @@ class Trainer {
       // Every process trains on b rows per step, so the job's rate is this one's times W (exact for
       // synchronous runs, where all of them take the same steps).
       const double per_process = samples / std::max(secs, 1e-9);
-      std::printf("Training. Epoch %llu, train loss: %.6g, test %s, %.0f samples/s on this worker, %.0f "
-                  "samples/s for the job, Worker: %d\n",
-                  static_cast<unsigned long long>(epoch + 1), samples ? loss_sum / samples : 0.0,
-                  eval.summary().c_str(), per_process, per_process * static_cast<double>(W_), w_.rank());
+      std::printf(
+          "Training. Epoch %llu, train loss: %.6g, test %s, %.0f samples/s on this worker, %.0f "
+          "samples/s for the job, Worker: %d\n",
+          static_cast<unsigned long long>(epoch + 1), samples ? loss_sum / samples : 0.0, eval.summary().c_str(),
+          per_process, per_process * static_cast<double>(W_), w_.rank());
       std::fflush(stdout);
     }
     if (async_) {
@@ -136,12 +137,12 @@ class Trainer {
     printReferences(final_eval);
     // What gradient compression (docs/compression.md) saved, and what a step cost.
     const TrafficCounters t = w_.traffic();
-    std::printf("Traffic: dense tensor compressor %s, %llu bytes pushed for %llu tensor bytes, %.3f ms per step, "
-                "Worker: %d\n",
-                std::string(compressorName(w_.compressorOf(dense_))).c_str(),
-                static_cast<unsigned long long>(t.network_bytes_pushed),
-                static_cast<unsigned long long>(t.tensor_bytes_pushed),
-                train_steps_ ? 1e3 * train_secs_ / static_cast<double>(train_steps_) : 0.0, w_.rank());
+    std::printf(
+        "Traffic: dense tensor compressor %s, %llu bytes pushed for %llu tensor bytes, %.3f ms per step, "
+        "Worker: %d\n",
+        std::string(compressorName(w_.compressorOf(dense_))).c_str(),
+        static_cast<unsigned long long>(t.network_bytes_pushed), static_cast<unsigned long long>(t.tensor_bytes_pushed),
+        train_steps_ ? 1e3 * train_secs_ / static_cast<double>(train_steps_) : 0.0, w_.rank());
     std::fflush(stdout);
     if (!p_.weights_out.empty() && w_.localRank() == 0) {  // the local ranks' weights are identical
       std::ofstream out(p_.weights_out, std::ios::binary);
@@ -184,9 +185,10 @@ class Trainer {
     }
     if (!test.true_probability.empty() && test.rows > 0) {
       const double bayes = rocAuc(test.true_probability.data(), test.labels.data(), test.rows);
-      std::printf("Reference: Bayes-optimal test auc %.4f (the generator's own probabilities); trained auc is "
-                  "%.4f below it, Worker: %d\n",
-                  bayes, bayes - final_eval.auc, w_.rank());
+      std::printf(
+          "Reference: Bayes-optimal test auc %.4f (the generator's own probabilities); trained auc is "
+          "%.4f below it, Worker: %d\n",
+          bayes, bayes - final_eval.auc, w_.rank());
     }
   }
 
@@ -419,7 +421,7 @@ class Trainer {
   TableId table_ = -1;
   uint32_t dim_ = 0;
   uint64_t opt_step_ = 0;
-  double train_secs_ = 0;    // time in training steps (no evaluation), for the time per step
+  double train_secs_ = 0;  // time in training steps (no evaluation), for the time per step
   uint64_t train_steps_ = 0;
   kernels::TrainOps& ops_;
   // The dense model on the host (start, checkpoints, final report) and in backend memory (training).

@@ -49,11 +49,11 @@ struct TrainingSetup {
   std::string data_name;   // the dataset spec, for log lines
   kernels::OptimizerConfig dense_opt;
   int epochs = 10;
-  size_t batch_size = 32;  // per worker process
-  uint64_t seed = 1;       // initial weights and epoch order (the split was drawn with it too)
+  size_t batch_size = 32;                   // per worker process
+  uint64_t seed = 1;                        // initial weights and epoch order (the split was drawn with it too)
   std::string table_optimizer = "adagrad";  // ctr: the servers' embedding optimizer
   float table_lr = 0.1f;
-  std::string weights_out;  // non-empty: process 0 of each node writes the final weights here
+  std::string weights_out;           // non-empty: process 0 of each node writes the final weights here
   kernels::TrainOps* ops = nullptr;  // where the dense model runs; outlives the run
 };
 

@@ -40,8 +40,8 @@ void reduceRowGrads(const BatchIds& ids, const float* grad_emb, size_t dim, floa
   }
 }
 
-LocalEmbeddingTable::LocalEmbeddingTable(size_t dim, const kernels::OptimizerConfig& optimizer,
-                                         float init_scale, uint64_t seed)
+LocalEmbeddingTable::LocalEmbeddingTable(size_t dim, const kernels::OptimizerConfig& optimizer, float init_scale,
+                                         uint64_t seed)
     : dim_(dim),
       optimizer_(optimizer),
       state_floats_(kernels::optimizerStateFloats(optimizer.kind)),
@@ -54,8 +54,7 @@ size_t LocalEmbeddingTable::rowOf(uint64_t id) {
     values_.resize(values_.size() + dim_);
     kernels::initEmbeddingRow(id, seed_, init_scale_, values_.data() + it->second * dim_, dim_);
     state_.resize(state_.size() + state_floats_ * dim_);
-    kernels::initOptimizerState(optimizer_, state_.data() + it->second * state_floats_ * dim_,
-                                dim_);
+    kernels::initOptimizerState(optimizer_, state_.data() + it->second * state_floats_ * dim_, dim_);
     steps_.push_back(0);
   }
   return it->second;
@@ -82,9 +81,8 @@ void LocalEmbeddingTable::lookup(const uint64_t* ids, size_t count, float* out, 
 void LocalEmbeddingTable::apply(const uint64_t* ids, size_t count, const float* grads) {
   for (size_t i = 0; i < count; ++i) {
     const size_t row = rowOf(ids[i]);
-    kernels::applyOptimizer(optimizer_, values_.data() + row * dim_,
-                            state_.data() + row * state_floats_ * dim_, grads + i * dim_, dim_,
-                            ++steps_[row]);
+    kernels::applyOptimizer(optimizer_, values_.data() + row * dim_, state_.data() + row * state_floats_ * dim_,
+                            grads + i * dim_, dim_, ++steps_[row]);
   }
 }
 

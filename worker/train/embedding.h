@@ -41,8 +41,7 @@ void reduceRowGrads(const BatchIds& ids, const float* grad_emb, size_t dim, floa
 // owned by one thread.
 class LocalEmbeddingTable {
  public:
-  LocalEmbeddingTable(size_t dim, const kernels::OptimizerConfig& optimizer, float init_scale,
-                      uint64_t seed);
+  LocalEmbeddingTable(size_t dim, const kernels::OptimizerConfig& optimizer, float init_scale, uint64_t seed);
 
   size_t dim() const { return dim_; }
   size_t size() const { return steps_.size(); }

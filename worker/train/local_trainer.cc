@@ -14,8 +14,7 @@ namespace {
 // Evaluation runs in chunks so a large test split never needs all its activations at once.
 constexpr size_t kEvalChunk = 4096;
 
-Evaluation evaluate(Model& model, const float* params, const Dataset& data,
-                    LocalEmbeddingTable* table) {
+Evaluation evaluate(Model& model, const float* params, const Dataset& data, LocalEmbeddingTable* table) {
   const size_t per_row = model.outputsPerRow();
   const size_t dim = model.embeddingDim();
   std::vector<float> outputs(data.rows * per_row);
@@ -37,12 +36,10 @@ Evaluation evaluate(Model& model, const float* params, const Dataset& data,
       emb_ptr = emb.data();
     }
     double chunk_loss = 0;
-    model.predict(params, data, rows.data(), n, emb_ptr, outputs.data() + begin * per_row,
-                  &chunk_loss);
+    model.predict(params, data, rows.data(), n, emb_ptr, outputs.data() + begin * per_row, &chunk_loss);
     loss += chunk_loss;
   }
-  return evaluateOutputs(data, outputs.data(), per_row,
-                         data.rows ? loss / static_cast<double>(data.rows) : 0.0);
+  return evaluateOutputs(data, outputs.data(), per_row, data.rows ? loss / static_cast<double>(data.rows) : 0.0);
 }
 
 }  // namespace
@@ -52,24 +49,23 @@ StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options
   if (options.epochs <= 0) return InvalidArgument("epochs must be positive");
   if (options.batch_size == 0) return InvalidArgument("batch size must be positive");
   ZPS_RETURN_IF_ERROR(kernels::validateOptimizerConfig(options.optimizer));
-  ZPS_ASSIGN_OR_RETURN(
-      std::unique_ptr<Model> model,
-      makeModel(options.model, split.train, options.hidden, options.embedding_dim));
+  ZPS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                       makeModel(options.model, split.train, options.hidden, options.embedding_dim));
   if (split.test.rows > 0) ZPS_RETURN_IF_ERROR(model->checkData(split.test));
   const size_t dim = model->embeddingDim();
   std::unique_ptr<LocalEmbeddingTable> table;
   if (dim > 0) {
     ZPS_RETURN_IF_ERROR(kernels::validateOptimizerConfig(options.embedding_optimizer));
-    table = std::make_unique<LocalEmbeddingTable>(dim, options.embedding_optimizer,
-                                                  options.embedding_init_scale, options.seed);
+    table = std::make_unique<LocalEmbeddingTable>(dim, options.embedding_optimizer, options.embedding_init_scale,
+                                                  options.seed);
   }
 
   const Dataset& train = split.train;
   // Whole batches only, as `zps train` does: every worker then takes equal slices of every step.
   const size_t steps_per_epoch = train.rows / options.batch_size;
   if (steps_per_epoch == 0) {
-    return InvalidArgument("the training split has " + std::to_string(train.rows) +
-                           " rows, fewer than one batch of " + std::to_string(options.batch_size));
+    return InvalidArgument("the training split has " + std::to_string(train.rows) + " rows, fewer than one batch of " +
+                           std::to_string(options.batch_size));
   }
   TrainResult result;
   result.model = model->describe();
@@ -99,12 +95,11 @@ StatusOr<TrainResult> trainLocal(const Split& split, const TrainOptions& options
         grad_emb.resize(emb.size());
         emb_ptr = emb.data();
       }
-      loss_sum += model->lossAndGrad(params.data(), train, rows, n, emb_ptr, grad.data(),
-                                     dim > 0 ? grad_emb.data() : nullptr);
+      loss_sum +=
+          model->lossAndGrad(params.data(), train, rows, n, emb_ptr, grad.data(), dim > 0 ? grad_emb.data() : nullptr);
       const float scale = 1.0f / static_cast<float>(n);
       for (float& g : grad) g *= scale;
-      kernels::applyOptimizer(options.optimizer, params.data(), state.data(), grad.data(), np,
-                              ++step);
+      kernels::applyOptimizer(options.optimizer, params.data(), state.data(), grad.data(), np, ++step);
       if (dim > 0) {
         row_grads.resize(ids.unique.size() * dim);
         reduceRowGrads(ids, grad_emb.data(), dim, row_grads.data());

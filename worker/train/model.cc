@@ -28,8 +28,7 @@ std::string joinSizes(const std::vector<size_t>& sizes) {
 // what the input rows are. Owned by one Model, used by its thread only.
 class DenseNet {
  public:
-  DenseNet(TrainOps& ops, size_t input, const std::vector<size_t>& hidden, size_t output,
-           LossHead head)
+  DenseNet(TrainOps& ops, size_t input, const std::vector<size_t>& hidden, size_t output, LossHead head)
       : ops_(ops), head_(head), delta_(ops), prev_delta_(ops) {
     widths_.push_back(input);
     widths_.insert(widths_.end(), hidden.begin(), hidden.end());
@@ -62,8 +61,8 @@ class DenseNet {
       // He for layers feeding a ReLU keeps activations from shrinking layer by layer; Glorot for
       // the output layer keeps the first logits of order one, so early steps are not saturated.
       const bool last = l + 1 == numLayers();
-      const double sd = last ? std::sqrt(2.0 / static_cast<double>(in + out))
-                             : std::sqrt(2.0 / static_cast<double>(in));
+      const double sd =
+          last ? std::sqrt(2.0 / static_cast<double>(in + out)) : std::sqrt(2.0 / static_cast<double>(in));
       float* w = params + weight_offset_[l];
       for (size_t i = 0; i < in * out; ++i) w[i] = static_cast<float>(sd * rng.normal());
     }
@@ -87,8 +86,7 @@ class DenseNet {
 
   // Forward + backward on backend memory. Overwrites grad (numParams()) with the summed gradient
   // and, if dx is not null, writes d(loss sum)/d(x) (n x inputWidth()). Returns the summed loss.
-  double lossAndGrad(const float* params, const float* x, size_t n, const float* labels,
-                     float* grad, float* dx) {
+  double lossAndGrad(const float* params, const float* x, size_t n, const float* labels, float* grad, float* dx) {
     if (n == 0) {
       ops_.setZero(grad, num_params_);
       return 0.0;
@@ -101,14 +99,12 @@ class DenseNet {
     for (size_t l = numLayers(); l-- > 0;) {
       const size_t wi = widths_[l], wo = widths_[l + 1];
       const float* in = l == 0 ? x : acts_[l - 1].data();
-      ops_.gemm(true, false, wi, wo, n, 1.0f, in, wi, delta_.data(), wo, 0.0f,
-                grad + weight_offset_[l], wo);
+      ops_.gemm(true, false, wi, wo, n, 1.0f, in, wi, delta_.data(), wo, 0.0f, grad + weight_offset_[l], wo);
       ops_.columnSums(delta_.data(), n, wo, grad + bias_offset_[l]);
       if (l == 0 && dx == nullptr) break;
       float* prev = l > 0 ? prev_delta_.reserve(n * wi) : dx;
       if (prev == nullptr) return 0.0;
-      ops_.gemm(false, true, n, wi, wo, 1.0f, delta_.data(), wo, params + weight_offset_[l], wo,
-                0.0f, prev, wi);
+      ops_.gemm(false, true, n, wi, wo, 1.0f, delta_.data(), wo, params + weight_offset_[l], wo, 0.0f, prev, wi);
       if (l == 0) break;
       ops_.reluBackward(prev, acts_[l - 1].data(), n * wi);
       std::swap(delta_, prev_delta_);
@@ -118,8 +114,7 @@ class DenseNet {
 
   // Forward on the backend; the heads' outputs (into host `out`) and losses (against host
   // `labels`) on the host, from the logits brought back.
-  void predict(const float* params, const float* x, size_t n, const float* labels, float* out,
-               double* loss_sum) {
+  void predict(const float* params, const float* x, size_t n, const float* labels, float* out, double* loss_sum) {
     const size_t c = outputWidth();
     const size_t per_row = head_ == LossHead::kLogistic ? 1 : c;
     double loss = 0;
@@ -185,8 +180,7 @@ class BatchInput {
 
 Status checkArrays(const Dataset& data) {
   if (data.numeric.size() != data.rows * data.num_numeric ||
-      data.categorical.size() != data.rows * data.num_categorical ||
-      data.labels.size() != data.rows) {
+      data.categorical.size() != data.rows * data.num_categorical || data.labels.size() != data.rows) {
     return InvalidArgument("dataset '" + data.name + "' has inconsistent array sizes");
   }
   return Status::OK();
@@ -196,9 +190,8 @@ Status checkClassLabels(const Dataset& data, int classes) {
   for (size_t r = 0; r < data.rows; ++r) {
     const float l = data.labels[r];
     if (!(l >= 0 && l < classes && l == std::floor(l))) {
-      return InvalidArgument("dataset '" + data.name + "' row " + std::to_string(r) + ": label " +
-                             std::to_string(l) + " is not a class in [0, " +
-                             std::to_string(classes) + ")");
+      return InvalidArgument("dataset '" + data.name + "' row " + std::to_string(r) + ": label " + std::to_string(l) +
+                             " is not a class in [0, " + std::to_string(classes) + ")");
     }
   }
   return Status::OK();
@@ -208,49 +201,47 @@ Status checkClassLabels(const Dataset& data, int classes) {
 // linear and logreg have convex losses and start at zero (`zero_init`).
 class NumericModel : public Model {
  public:
-  NumericModel(TrainOps& ops, std::string kind, size_t features, const std::vector<size_t>& hidden,
-               size_t outputs, LossHead head, bool zero_init)
-      : kind_(std::move(kind)), head_(head), zero_init_(zero_init),
-        net_(ops, features, hidden, outputs, head), input_(ops) {}
+  NumericModel(TrainOps& ops, std::string kind, size_t features, const std::vector<size_t>& hidden, size_t outputs,
+               LossHead head, bool zero_init)
+      : kind_(std::move(kind)),
+        head_(head),
+        zero_init_(zero_init),
+        net_(ops, features, hidden, outputs, head),
+        input_(ops) {}
 
   std::string describe() const override { return kind_ + " " + joinSizes(net_.widths()); }
   size_t numDenseParams() const override { return net_.numParams(); }
-  void initDense(float* params, uint64_t seed) const override {
-    net_.init(params, seed, zero_init_);
-  }
+  void initDense(float* params, uint64_t seed) const override { net_.init(params, seed, zero_init_); }
   size_t outputsPerRow() const override { return net_.outputWidth(); }
 
   Status checkData(const Dataset& data) const override {
     ZPS_RETURN_IF_ERROR(checkArrays(data));
     if (data.num_numeric != net_.inputWidth()) {
       return InvalidArgument("dataset '" + data.name + "' has " + std::to_string(data.num_numeric) +
-                             " features, model " + describe() + " expects " +
-                             std::to_string(net_.inputWidth()));
+                             " features, model " + describe() + " expects " + std::to_string(net_.inputWidth()));
     }
     if (head_ == LossHead::kSquared) {
       if (!data.isRegression()) {
-        return InvalidArgument("model " + describe() + " does regression, but dataset '" +
-                               data.name + "' has " + std::to_string(data.num_classes) +
-                               " classes");
+        return InvalidArgument("model " + describe() + " does regression, but dataset '" + data.name + "' has " +
+                               std::to_string(data.num_classes) + " classes");
       }
       return Status::OK();
     }
     if (data.num_classes != static_cast<int>(net_.outputWidth())) {
       return InvalidArgument("dataset '" + data.name + "' has " + std::to_string(data.num_classes) +
-                             " classes, model " + describe() + " expects " +
-                             std::to_string(net_.outputWidth()));
+                             " classes, model " + describe() + " expects " + std::to_string(net_.outputWidth()));
     }
     return checkClassLabels(data, data.num_classes);
   }
 
-  double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n,
-                     const float*, float* grad_dense, float*) override {
+  double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n, const float*,
+                     float* grad_dense, float*) override {
     if (!gather(data, rows, n)) return 0.0;
     return net_.lossAndGrad(params, input_.x(), n, input_.labels(), grad_dense, nullptr);
   }
 
-  void predict(const float* params, const Dataset& data, const size_t* rows, size_t n, const float*,
-               float* out, double* loss_sum) override {
+  void predict(const float* params, const Dataset& data, const size_t* rows, size_t n, const float*, float* out,
+               double* loss_sum) override {
     if (!gather(data, rows, n)) return;
     net_.predict(params, input_.x(), n, input_.hostLabels(), out, loss_sum);
   }
@@ -274,8 +265,7 @@ class NumericModel : public Model {
 // The CTR model: each row's input is its fields' embedding rows, then its numeric features.
 class CtrModel : public Model {
  public:
-  CtrModel(TrainOps& ops, size_t numeric, size_t fields, size_t dim,
-           const std::vector<size_t>& hidden)
+  CtrModel(TrainOps& ops, size_t numeric, size_t fields, size_t dim, const std::vector<size_t>& hidden)
       : numeric_(numeric),
         fields_(fields),
         dim_(dim),
@@ -287,8 +277,8 @@ class CtrModel : public Model {
   std::string describe() const override {
     std::vector<size_t> rest = hidden_;
     rest.push_back(1);
-    return "ctr " + std::to_string(fields_) + "x" + std::to_string(dim_) + "+" +
-           std::to_string(numeric_) + "-" + joinSizes(rest);
+    return "ctr " + std::to_string(fields_) + "x" + std::to_string(dim_) + "+" + std::to_string(numeric_) + "-" +
+           joinSizes(rest);
   }
   size_t numDenseParams() const override { return net_.numParams(); }
   void initDense(float* params, uint64_t seed) const override { net_.init(params, seed, false); }
@@ -298,30 +288,27 @@ class CtrModel : public Model {
   Status checkData(const Dataset& data) const override {
     ZPS_RETURN_IF_ERROR(checkArrays(data));
     if (data.num_numeric != numeric_ || data.num_categorical != fields_) {
-      return InvalidArgument("dataset '" + data.name + "' has " + std::to_string(data.num_numeric) +
-                             " numeric and " + std::to_string(data.num_categorical) +
-                             " categorical fields, model " + describe() + " expects " +
-                             std::to_string(numeric_) + " and " + std::to_string(fields_));
+      return InvalidArgument("dataset '" + data.name + "' has " + std::to_string(data.num_numeric) + " numeric and " +
+                             std::to_string(data.num_categorical) + " categorical fields, model " + describe() +
+                             " expects " + std::to_string(numeric_) + " and " + std::to_string(fields_));
     }
     if (data.num_classes != 2) {
-      return InvalidArgument("model " + describe() + " needs 0/1 labels, but dataset '" +
-                             data.name + "' has " +
-                             (data.isRegression() ? std::string("regression targets")
-                                                  : std::to_string(data.num_classes) + " classes"));
+      return InvalidArgument(
+          "model " + describe() + " needs 0/1 labels, but dataset '" + data.name + "' has " +
+          (data.isRegression() ? std::string("regression targets") : std::to_string(data.num_classes) + " classes"));
     }
     return checkClassLabels(data, 2);
   }
 
-  double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n,
-                     const float* emb, float* grad_dense, float* grad_emb) override {
+  double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n, const float* emb,
+                     float* grad_dense, float* grad_emb) override {
     if (!gather(data, rows, n, emb)) return 0.0;
     const size_t in = net_.inputWidth();
     if (grad_emb == nullptr) {
       return net_.lossAndGrad(params, input_.x(), n, input_.labels(), grad_dense, nullptr);
     }
     if (dx_.reserve(n * in) == nullptr) return 0.0;
-    const double loss =
-        net_.lossAndGrad(params, input_.x(), n, input_.labels(), grad_dense, dx_.data());
+    const double loss = net_.lossAndGrad(params, input_.x(), n, input_.labels(), grad_dense, dx_.data());
     // The embedding gradients go to the servers from the host.
     host_dx_.resize(n * in);
     net_.ops().download(host_dx_.data(), dx_.data(), n * in);
@@ -332,8 +319,8 @@ class CtrModel : public Model {
     return loss;
   }
 
-  void predict(const float* params, const Dataset& data, const size_t* rows, size_t n,
-               const float* emb, float* out, double* loss_sum) override {
+  void predict(const float* params, const Dataset& data, const size_t* rows, size_t n, const float* emb, float* out,
+               double* loss_sum) override {
     if (!gather(data, rows, n, emb)) return;
     net_.predict(params, input_.x(), n, input_.hostLabels(), out, loss_sum);
   }
@@ -364,12 +351,11 @@ TrainOps& opsOrCpu(TrainOps* ops) { return ops ? *ops : cpuTrainOps(); }
 }  // namespace
 
 std::unique_ptr<Model> makeLinear(size_t features, TrainOps* ops) {
-  return std::make_unique<NumericModel>(opsOrCpu(ops), "linear", features, std::vector<size_t>{}, 1,
-                                        LossHead::kSquared, true);
+  return std::make_unique<NumericModel>(opsOrCpu(ops), "linear", features, std::vector<size_t>{}, 1, LossHead::kSquared,
+                                        true);
 }
 
-std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes,
-                               TrainOps* ops) {
+std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes, TrainOps* ops) {
   return std::make_unique<NumericModel>(opsOrCpu(ops), "mlp", features, hidden, static_cast<size_t>(classes),
                                         LossHead::kSoftmax, false);
 }
@@ -379,23 +365,20 @@ std::unique_ptr<Model> makeLogreg(size_t features, int classes, TrainOps* ops) {
                                         static_cast<size_t>(classes), LossHead::kSoftmax, true);
 }
 
-std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim,
-                               std::vector<size_t> hidden, TrainOps* ops) {
+std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim, std::vector<size_t> hidden, TrainOps* ops) {
   return std::make_unique<CtrModel>(opsOrCpu(ops), numeric, fields, dim, hidden);
 }
 
 StatusOr<std::unique_ptr<Model>> makeModel(const std::string& name, const Dataset& data,
-                                           const std::vector<size_t>& hidden,
-                                           size_t embedding_dim, TrainOps* ops) {
+                                           const std::vector<size_t>& hidden, size_t embedding_dim, TrainOps* ops) {
   for (size_t h : hidden) {
     if (h == 0) return InvalidArgument("hidden layer sizes must be positive");
   }
   std::unique_ptr<Model> model;
   if (name == "linear") {
     if (!data.isRegression()) {
-      return InvalidArgument("model 'linear' does regression, but dataset '" + data.name +
-                             "' has " + std::to_string(data.num_classes) +
-                             " classes (use logreg, mlp or ctr)");
+      return InvalidArgument("model 'linear' does regression, but dataset '" + data.name + "' has " +
+                             std::to_string(data.num_classes) + " classes (use logreg, mlp or ctr)");
     }
     model = makeLinear(data.num_numeric, ops);
   } else if (name == "mlp" || name == "logreg") {

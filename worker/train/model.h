@@ -41,8 +41,8 @@ class Model {
   // "linear 10-1", "mlp 64-128-10", "ctr 26x8+13-64-32-1"; for log lines.
   virtual std::string describe() const = 0;
   virtual size_t numDenseParams() const = 0;
-  // Host memory (the caller uploads it). Deterministic from the seed: He initialisation for layers followed by a ReLU, Glorot for the
-  // output layer, zero biases. The linear and logreg models start at all zeros (convex losses).
+  // Host memory (the caller uploads it). Deterministic from the seed: He initialisation for layers followed by a ReLU,
+  // Glorot for the output layer, zero biases. The linear and logreg models start at all zeros (convex losses).
   virtual void initDense(float* params, uint64_t seed) const = 0;
   // Floats per embedding row (ctr); 0 for models without embeddings.
   virtual size_t embeddingDim() const { return 0; }
@@ -56,16 +56,16 @@ class Model {
   // holds n x num_categorical x embeddingDim() floats (row i's field f at (i * fields + f) * dim)
   // and grad_emb receives d(loss sum)/d(emb) in the same layout; both are nullptr for the other
   // models; emb and grad_emb are host memory. Returns the summed loss of the n samples.
-  virtual double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n,
-                             const float* emb, float* grad_dense, float* grad_emb) = 0;
+  virtual double lossAndGrad(const float* params, const Dataset& data, const size_t* rows, size_t n, const float* emb,
+                             float* grad_dense, float* grad_emb) = 0;
 
   // Outputs per row of predict: 1 for linear (the value), num_classes for mlp (probabilities), 1
   // for ctr (P(click)).
   virtual size_t outputsPerRow() const = 0;
   // n x outputsPerRow() outputs into host `out`. `emb` as in lossAndGrad. If loss_sum is not null, it
   // receives the summed loss of the n samples (what lossAndGrad would return).
-  virtual void predict(const float* params, const Dataset& data, const size_t* rows, size_t n,
-                       const float* emb, float* out, double* loss_sum = nullptr) = 0;
+  virtual void predict(const float* params, const Dataset& data, const size_t* rows, size_t n, const float* emb,
+                       float* out, double* loss_sum = nullptr) = 0;
 };
 
 // `ops` is the backend (it must outlive the model); nullptr is the CPU (cpu_train_ops.h).
@@ -73,8 +73,8 @@ std::unique_ptr<Model> makeLinear(size_t features, kernels::TrainOps* ops = null
 std::unique_ptr<Model> makeMlp(size_t features, std::vector<size_t> hidden, int classes,
                                kernels::TrainOps* ops = nullptr);
 std::unique_ptr<Model> makeLogreg(size_t features, int classes, kernels::TrainOps* ops = nullptr);
-std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim,
-                               std::vector<size_t> hidden, kernels::TrainOps* ops = nullptr);
+std::unique_ptr<Model> makeCtr(size_t numeric, size_t fields, size_t dim, std::vector<size_t> hidden,
+                               kernels::TrainOps* ops = nullptr);
 
 // Builds the named model ("linear", "logreg", "mlp" or "ctr") for a dataset's shape, or says why it cannot:
 // an unknown name (listing the valid ones), linear on classification data, logreg or mlp on

@@ -21,9 +21,7 @@ inline uint64_t splitMix64(uint64_t x) {
 }
 
 // Combines two words into a seed for an independent stream (e.g. seed and epoch).
-inline uint64_t mixSeeds(uint64_t a, uint64_t b) {
-  return splitMix64(splitMix64(a) ^ (b + 0x632BE59BD9B4E019ull));
-}
+inline uint64_t mixSeeds(uint64_t a, uint64_t b) { return splitMix64(splitMix64(a) ^ (b + 0x632BE59BD9B4E019ull)); }
 
 class Rng {
  public:
@@ -39,9 +37,7 @@ class Rng {
   // Uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
   // Uniform integer in [0, n), n > 0 (multiply-shift; the bias is below 2^-64 * n).
-  uint64_t below(uint64_t n) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
-  }
+  uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64); }
   // Standard normal by Box-Muller (one value per call; the twin is dropped to keep the stream
   // simple).
   double normal() {

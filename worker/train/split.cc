@@ -46,11 +46,11 @@ std::vector<size_t> classQuotas(const std::vector<size_t>& per_class, double fra
 
 }  // namespace
 
-StatusOr<std::vector<size_t>> chooseTestRows(const Dataset& all, double fraction, uint64_t seed,
-                                             SplitKind kind) {
+StatusOr<std::vector<size_t>> chooseTestRows(const Dataset& all, double fraction, uint64_t seed, SplitKind kind) {
   if (kind == SplitKind::kAuto) kind = all.isRegression() ? SplitKind::kRandom : SplitKind::kStratified;
   if (kind == SplitKind::kStratified && all.isRegression())
-    return InvalidArgument("dataset '" + all.name + "' has regression targets: a stratified split needs classes (use --split random)");
+    return InvalidArgument("dataset '" + all.name +
+                           "' has regression targets: a stratified split needs classes (use --split random)");
   const std::vector<size_t> perm = seededPermutation(all.rows, mixSeeds(seed, 0x5917));
   size_t total = static_cast<size_t>(std::llround(static_cast<double>(all.rows) * fraction));
   total = std::min(total, all.rows - 1);  // keep at least one training row

@@ -25,8 +25,7 @@ StatusOr<SplitKind> splitKindFromName(const std::string& name);
 //               in the seeded order
 //   auto        stratified for classification, random for regression
 // Errors: stratified on regression data.
-StatusOr<std::vector<size_t>> chooseTestRows(const Dataset& all, double fraction, uint64_t seed,
-                                             SplitKind kind);
+StatusOr<std::vector<size_t>> chooseTestRows(const Dataset& all, double fraction, uint64_t seed, SplitKind kind);
 
 // Standardises the numeric features of both splits with the train split's mean and standard
 // deviation (a constant column becomes 0). NaN marks a missing value: it counts in neither

@@ -100,8 +100,7 @@ Dataset makeSyntheticCtr(size_t rows, uint64_t seed) {
       if (rng.uniform() < tail_share[f]) {
         v = vocab[f] + rng.below(uint64_t{1} << 40);
       } else {
-        v = std::min<uint64_t>(vocab[f] - 1,
-                               static_cast<uint64_t>(std::pow(rng.uniform(), kSkew) * vocab[f]));
+        v = std::min<uint64_t>(vocab[f] - 1, static_cast<uint64_t>(std::pow(rng.uniform(), kSkew) * vocab[f]));
         // Each value's effect is a pure function of (seed, field, value): no table to keep.
         Rng effect(mixSeeds(effect_seed, (uint64_t{f} << 48) | v));
         logit += effect_scale[f] * effect.normal();

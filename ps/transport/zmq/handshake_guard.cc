@@ -218,9 +218,9 @@ void HandshakeGuard::readClientEvents(uint64_t peer, void* monitor) {
     if (!parseEvent(frames, &e)) continue;
     const std::string& token = credentials_.credential_name;
     bool has_credentials = !credentials_.plain_password.empty() || !credentials_.curve_client_public.empty();
-    std::string mismatch = has_credentials
-                               ? "it runs without " + token + " (or another one), so it could not prove it knows " + token
-                               : "authentication required: set the job's " + token + " on this node";
+    std::string mismatch =
+        has_credentials ? "it runs without " + token + " (or another one), so it could not prove it knows " + token
+                        : "authentication required: set the job's " + token + " on this node";
     std::string why;
     if (e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       why = "it refused this node's " + token + " (wrong " + token + ")";

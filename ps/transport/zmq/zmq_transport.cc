@@ -6,8 +6,8 @@
 // Zero copy: a sent Blob becomes a zmq_msg_t that points at the Blob's bytes and holds a reference to its
 // owner until ZeroMQ frees it; a received zmq_msg_t becomes the owner of the Blob handed to recv().
 #include <arpa/inet.h>
-#include <malloc.h>
 #include <glog/logging.h>
+#include <malloc.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -18,9 +18,9 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -69,14 +69,20 @@ StatusOr<FaultInjection> parseFaultInjection(const std::string& spec) {
     double v = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
       return InvalidArgument("ZPS_TEST_FAULTS: '" + item + "' is not name=number");
-    if (key == "drop") f.drop = v;
-    else if (key == "dup") f.duplicate = v;
-    else if (key == "delay") f.delay = v;
-    else if (key == "delay_ms" && v <= 60000) f.delay_ms = static_cast<int>(v);
-    else if (key == "seed" && v < 9007199254740992.0) f.seed = static_cast<uint64_t>(v);
+    if (key == "drop")
+      f.drop = v;
+    else if (key == "dup")
+      f.duplicate = v;
+    else if (key == "delay")
+      f.delay = v;
+    else if (key == "delay_ms" && v <= 60000)
+      f.delay_ms = static_cast<int>(v);
+    else if (key == "seed" && v < 9007199254740992.0)
+      f.seed = static_cast<uint64_t>(v);
     else if (key == "delay_ms" || key == "seed")
       return InvalidArgument("ZPS_TEST_FAULTS: '" + item + "' is out of range (delay_ms <= 60000, seed < 2^53)");
-    else return InvalidArgument("ZPS_TEST_FAULTS: unknown fault '" + key + "' (drop, dup, delay, delay_ms, seed)");
+    else
+      return InvalidArgument("ZPS_TEST_FAULTS: unknown fault '" + key + "' (drop, dup, delay, delay_ms, seed)");
   }
   if (f.drop > 1 || f.duplicate > 1 || f.delay > 1 || f.drop + f.duplicate + f.delay > 1)
     return InvalidArgument("ZPS_TEST_FAULTS: probabilities must add up to at most 1");
@@ -134,14 +140,14 @@ class ZmqTransport final : public Transport {
     if (inet_pton(AF_INET, host.c_str(), &buf4) != 1 && inet_pton(AF_INET6, host.c_str(), &buf6) != 1)
       return InvalidArgument("connect needs an IP address, got '" + host + "' (resolve names first)");
     if (port <= 0 || port > 65535) return InvalidArgument("port " + std::to_string(port) + " is out of range");
-    std::string endpoint = host.find(':') != std::string::npos
-                               ? "tcp://[" + host + "]:" + std::to_string(port)
-                               : "tcp://" + host + ":" + std::to_string(port);
+    std::string endpoint = host.find(':') != std::string::npos ? "tcp://[" + host + "]:" + std::to_string(port)
+                                                               : "tcp://" + host + ":" + std::to_string(port);
     return connectEndpoint(endpoint);
   }
 
   StatusOr<PeerId> connectIpc(const std::string& name) override {
-    if (name.empty() || name.size() > 64 || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+    if (name.empty() || name.size() > 64 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
       return InvalidArgument("'" + name + "' is not an ipc socket name");
     return connectEndpoint("ipc://@" + name);
   }
@@ -173,9 +179,7 @@ class ZmqTransport final : public Transport {
     return std::move(*msg);
   }
 
-  void onMessage(std::function<void(TransportMessage)> handler) override {
-    enqueue(HandlerCmd{std::move(handler)});
-  }
+  void onMessage(std::function<void(TransportMessage)> handler) override { enqueue(HandlerCmd{std::move(handler)}); }
 
   void close() override {
     if (closed_.exchange(true)) return;
@@ -361,7 +365,8 @@ class ZmqTransport final : public Transport {
     }
     bool ok = true;
     if (routing_id != nullptr) ok = sendFrame(socket, Blob::fromString(*routing_id), true);
-    for (size_t i = 0; ok && i < cmd.frames.size(); ++i) ok = sendFrame(socket, cmd.frames[i], i + 1 < cmd.frames.size());
+    for (size_t i = 0; ok && i < cmd.frames.size(); ++i)
+      ok = sendFrame(socket, cmd.frames[i], i + 1 < cmd.frames.size());
     if (!ok && send_failure_log_.allow()) {
       LOG(WARNING) << options_.name << ": send to " << describe(cmd.peer) << " failed: " << zmqError()
                    << " (a peer that does not read its replies loses them; " << send_failure_log_.suppressed()
@@ -440,8 +445,10 @@ class ZmqTransport final : public Transport {
                                 << (frames.empty() ? "no frames" : "too many frames") << " from " << describe(peer);
       return true;
     }
-    if (handler_) handler_(TransportMessage{peer, std::move(frames)});
-    else recv_queue_.tryPush(TransportMessage{peer, std::move(frames)});
+    if (handler_)
+      handler_(TransportMessage{peer, std::move(frames)});
+    else
+      recv_queue_.tryPush(TransportMessage{peer, std::move(frames)});
     return true;
   }
 
@@ -485,12 +492,18 @@ class ZmqTransport final : public Transport {
         batch.swap(commands_);
       }
       for (auto& cmd : batch) {
-        if (auto* c = std::get_if<SendCmd>(&cmd)) doSend(*c);
-        else if (auto* l = std::get_if<ListenCmd>(&cmd)) doListen(*l);
-        else if (auto* k = std::get_if<ConnectCmd>(&cmd)) doConnect(*k);
-        else if (auto* h = std::get_if<HandlerCmd>(&cmd)) setHandler(std::move(h->handler));
-        else if (auto* f = std::get_if<ForgetCmd>(&cmd)) doForget(f->peer);
-        else stopping = true;
+        if (auto* c = std::get_if<SendCmd>(&cmd))
+          doSend(*c);
+        else if (auto* l = std::get_if<ListenCmd>(&cmd))
+          doListen(*l);
+        else if (auto* k = std::get_if<ConnectCmd>(&cmd))
+          doConnect(*k);
+        else if (auto* h = std::get_if<HandlerCmd>(&cmd))
+          setHandler(std::move(h->handler));
+        else if (auto* f = std::get_if<ForgetCmd>(&cmd))
+          doForget(f->peer);
+        else
+          stopping = true;
       }
       for (size_t i = 1; i < socket_items && !stopping; ++i) {
         if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
