@@ -4,12 +4,10 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +20,9 @@
 
 #include "ps/node/auth.h"
 #include "ps/node/http_server.h"
+#include "tools/launch_args.h"
 #include "tools/launch_checks.h"
+#include "tools/launch_output.h"
 #include "tools/launch_python.h"
 #include "tools/process.h"
 #include "zps/status.h"
@@ -33,7 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr int kMaxRoleCount = 1000;
 constexpr milliseconds kStopGrace{5000};
 // After a child fails, the others get this long to end on their own before SIGTERM: a worker whose
 // script raised ends the job through the scheduler, which tells every other node which worker
@@ -45,139 +44,6 @@ constexpr size_t kMaxLineBytes = 64 * 1024;
 constexpr const char* kSchedulerListening = "scheduler listening on";
 constexpr milliseconds kSchedulerListenTimeout{60'000};
 
-constexpr char kUsage[] =
-    "usage: zps launch --servers S --workers W [--local-size N] [--host HOST] [--port PORT]"
-    " [--timeout SECONDS] [--progress SECONDS]"
-    " -- CMD [ARGS...]\n"
-    "  Starts a scheduler, S servers and W workers on this machine. Workers run CMD with\n"
-    "  DMLC_ROLE=worker and DMLC_WORKER_ID=i; CMD 'check', 'bench' or 'train' runs that zps\n"
-    "  subcommand. Any other CMD finds zps's Python package (PYTHONPATH starts with the folder that\n"
-    "  belongs to this binary), and a bare 'python3' whose PATH interpreter cannot import torch runs\n"
-    "  as /usr/bin/python3 (Debian's python3-torch). --host (default 127.0.0.1) is the address every\n"
-    "  node advertises and reaches the scheduler at, and where the scheduler and servers listen;\n"
-    "  --port (default: a free one) is the scheduler's; --timeout stops everything after\n"
-    "  that many seconds (exit 124). --local-size N starts N processes per worker node (worker i.l,\n"
-    "  with ZPS_LOCAL_RANK=l and ZPS_LOCAL_SIZE=N; default: one per NVIDIA_VISIBLE_DEVICES entry,\n"
-    "  else 1); they reduce locally, and each sends only its share to the servers.\n"
-    "  --progress: how often the job's status (each worker's step, samples/s, push/pull MB/s, from\n"
-    "  the scheduler's /api/summary) is shown: in a terminal one line redrawn in place (default every\n"
-    "  1 s), else a plain 'zps launch: status:' line (default every 30 s); 0 turns it off.\n";
-
-struct LaunchConfig {
-  int servers = 0;
-  int workers = 0;
-  int local_size = 0;  // processes per worker node; 0: from NVIDIA_VISIBLE_DEVICES, else 1
-  std::string host = "127.0.0.1";
-  int port = 0;  // 0: pick a free one
-  double timeout_s = 0;
-  double progress_s = -1;  // < 0: 1 s in a terminal, 30 s otherwise; 0: off
-  std::vector<std::string> command;
-  bool help = false;
-};
-
-std::optional<long> parseInt(std::string_view text) {
-  long value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-std::optional<double> parseDouble(std::string_view text) {
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-StatusOr<LaunchConfig> parseArgs(int argc, char** argv) {
-  LaunchConfig config;
-  bool have_servers = false, have_workers = false, have_separator = false;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--") {
-      have_separator = true;
-      ++i;
-      break;
-    }
-    if (arg == "-h" || arg == "--help") {
-      config.help = true;
-      return config;
-    }
-    std::string_view name = arg, value;
-    if (size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else if (name == "--servers" || name == "--workers" || name == "--host" || name == "--port" ||
-               name == "--timeout" || name == "--local-size" || name == "--progress") {
-      if (i + 1 >= argc) return InvalidArgument(std::string(name) + " needs a value");
-      value = argv[++i];
-    } else if (arg.starts_with("-")) {
-      return InvalidArgument("unknown option '" + std::string(arg) + "'");
-    } else {
-      return InvalidArgument("unexpected '" + std::string(arg) + "': the worker command goes after '--'");
-    }
-    const std::string quoted = "'" + std::string(value) + "'";
-    if (name == "--servers" || name == "--workers") {
-      auto n = parseInt(value);
-      if (!n || *n < 1 || *n > kMaxRoleCount) {
-        return InvalidArgument(std::string(name) + " must be an integer from 1 to " + std::to_string(kMaxRoleCount) +
-                               ", got " + quoted);
-      }
-      (name == "--servers" ? config.servers : config.workers) = static_cast<int>(*n);
-      (name == "--servers" ? have_servers : have_workers) = true;
-    } else if (name == "--local-size") {
-      auto n = parseInt(value);
-      if (!n || *n < 1 || *n > 64) {
-        return InvalidArgument("--local-size must be an integer from 1 to 64, got " + quoted);
-      }
-      config.local_size = static_cast<int>(*n);
-    } else if (name == "--host") {
-      if (value.empty()) return InvalidArgument("--host must not be empty");
-      config.host = value;
-    } else if (name == "--port") {
-      auto n = parseInt(value);
-      if (!n || *n < 1 || *n > 65535) {
-        return InvalidArgument("--port must be an integer from 1 to 65535, got " + quoted);
-      }
-      config.port = static_cast<int>(*n);
-    } else if (name == "--timeout") {
-      auto t = parseDouble(value);
-      if (!t || !(*t > 0) || *t > 1e7) {
-        return InvalidArgument("--timeout must be a positive number of seconds, got " + quoted);
-      }
-      config.timeout_s = *t;
-    } else if (name == "--progress") {
-      auto t = parseDouble(value);
-      if (!t || !(*t >= 0) || *t > 1e7) {
-        return InvalidArgument("--progress must be a number of seconds (0: off), got " + quoted);
-      }
-      config.progress_s = *t;
-    } else {
-      return InvalidArgument("unknown option '" + std::string(name) + "'");
-    }
-  }
-  if (!have_servers) return InvalidArgument("--servers S is required");
-  if (!have_workers) return InvalidArgument("--workers W is required");
-  if (!have_separator) return InvalidArgument("missing '--' before the worker command");
-  for (; i < argc; ++i) config.command.emplace_back(argv[i]);
-  if (config.command.empty()) return InvalidArgument("missing the worker command after '--'");
-  return config;
-}
-
-// --local-size, else one process per device listed in NVIDIA_VISIBLE_DEVICES (the container
-// runtime's list of GPU indices or UUIDs; "all", "none" and "void" say nothing about the count).
-int localSize(const LaunchConfig& config) {
-  if (config.local_size > 0) return config.local_size;
-  const char* visible = std::getenv("NVIDIA_VISIBLE_DEVICES");
-  if (visible == nullptr || *visible == '\0') return 1;
-  std::string_view list = visible;
-  if (list == "all" || list == "none" || list == "void") return 1;
-  int count = 1;
-  for (char c : list) count += c == ',' ? 1 : 0;
-  return std::clamp(count, 1, 64);
-}
-
 std::string selfExe() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -187,45 +53,6 @@ std::string selfExe() {
   if (path.ends_with(" (deleted)")) return "/proc/self/exe";
   return path;
 }
-
-// The live status line while one is shown on a terminal (empty otherwise). Every write to stdout
-// erases it first and draws it again after the new lines, so log lines never mix with it.
-std::string g_status_line;
-constexpr std::string_view kEraseLine = "\r\033[K";
-
-void writeAll(std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = write(STDOUT_FILENO, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-// Writes all of `data` (whole lines) to launch's stdout in one write where the kernel allows, so a
-// line from one child never interleaves with another's. Failures (a closed pipe) drop the output:
-// the job itself must keep running and be stopped cleanly.
-void writeOut(std::string_view data) {
-  if (g_status_line.empty()) return writeAll(data);
-  std::string framed;
-  framed.reserve(kEraseLine.size() + data.size() + g_status_line.size());
-  framed.append(kEraseLine).append(data).append(g_status_line);
-  writeAll(framed);
-}
-
-// Shows `line` as the terminal's live status line (empty: erases it). A line wider than the terminal
-// would wrap, and "\r" would then redraw only its last row, so it is cut to the width.
-void setStatusLine(std::string line) {
-  struct winsize ws {};
-  if (!line.empty() && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col) {
-    line.resize(ws.ws_col - 1);
-  }
-  if (line.empty() && g_status_line.empty()) return;
-  g_status_line = std::move(line);
-  writeAll(std::string(kEraseLine) + g_status_line);
-}
-
-void say(const std::string& line) { writeOut("zps launch: " + line + "\n"); }
 
 // Signal handlers only record the signal and wake the loop through this pipe.
 int g_wake_write_fd = -1;
@@ -420,7 +247,7 @@ Status Launcher::startAll() {
                               {{"DMLC_ROLE", "server"}, {"ZPS_SERVER_ID", std::to_string(i)}, metricsEnv(1 + i)},
                               {"DMLC_WORKER_ID"}));
   }
-  const int local = localSize(config_);
+  const int local = launchLocalSize(config_);
   for (int i = 0; i < config_.workers; ++i) {
     for (int l = 0; l < local; ++l) {
       // Local rank 0 keeps the plain label and metrics port; the others follow all workers.
@@ -722,15 +549,15 @@ int Launcher::run() {
 }  // namespace
 
 int launchMain(int argc, char** argv) {
-  auto config = parseArgs(argc, argv);
+  auto config = parseLaunchArgs(argc, argv);
   if (!config.ok()) {
-    std::string text = "zps launch: " + config.status().message() + "\n" + kUsage;
+    std::string text = "zps launch: " + config.status().message() + "\n" + kLaunchUsage;
     ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
     (void)ignored;
     return 2;
   }
   if (config->help) {
-    writeOut(kUsage);
+    writeOut(kLaunchUsage);
     return 0;
   }
   Launcher launcher(std::move(config).value());
