@@ -1,0 +1,149 @@
+// The summation store's test fixture (ps/server/sum_store.h with the CPU reducer, or another engine):
+// a store for kWorkers workers, messages built directly as wire::DataMessage values, the pushes
+// whose sums are exact in float32, and checks of the replies. Shared by the sum_store*_test.cc files.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kernels/reducer.h"
+#include "ps/server/sum_store.h"
+
+namespace zps::sum_store_testing {
+
+constexpr int kWorkers = 3;
+constexpr uint64_t kKey = 7;
+constexpr uint64_t kElems = 4;
+
+inline PeerId peerOf(int worker) { return 100 + static_cast<PeerId>(worker); }
+
+class StoreFixture {
+ public:
+  explicit StoreFixture(int workers = kWorkers, std::unique_ptr<kernels::Reducer> reducer = kernels::makeCpuReducer())
+      : reducer_(std::move(reducer)), store_(workers, reducer_.get()) {}
+
+  static wire::DataMessage header(pb::DataCommand cmd, uint64_t key, uint64_t round, DType dtype,
+                                  uint64_t num_elements) {
+    wire::DataMessage m;
+    m.header.set_command(cmd);
+    m.header.set_request_id(nextRequestId());
+    m.header.set_key(key);
+    m.header.set_round(round);
+    m.header.set_dtype(static_cast<uint32_t>(dtype));
+    m.header.set_num_elements(num_elements);
+    m.header.set_mode(pb::MODE_SUM);
+    m.dtype = dtype;
+    return m;
+  }
+
+  std::vector<Outgoing> send(int worker, const wire::DataMessage& m) {
+    std::vector<Outgoing> out;
+    store_.handle(peerOf(worker), worker, m, &out);
+    return out;
+  }
+
+  std::vector<Outgoing> declare(int worker, uint64_t key, uint64_t n, DType dtype = DType::kFloat32,
+                                const std::string& name = "grad") {
+    auto m = header(pb::CMD_DECLARE, key, 0, dtype, n);
+    m.header.set_name(name);
+    return send(worker, m);
+  }
+
+  template <typename T>
+  static wire::DataMessage pushMessage(pb::DataCommand cmd, uint64_t key, uint64_t round, DType dtype,
+                                       const std::vector<T>& values) {
+    auto m = header(cmd, key, round, dtype, values.size());
+    m.payload = Blob::copyOf(values.data(), values.size() * sizeof(T));
+    return m;
+  }
+
+  std::vector<Outgoing> push(int worker, uint64_t round, const std::vector<float>& values,
+                             pb::DataCommand cmd = pb::CMD_PUSH, uint64_t key = kKey) {
+    return send(worker, pushMessage(cmd, key, round, DType::kFloat32, values));
+  }
+
+  std::vector<Outgoing> pull(int worker, uint64_t round, uint64_t key = kKey) {
+    return send(worker, header(pb::CMD_PULL, key, round, DType::kFloat32, 0));
+  }
+
+  SumStore& store() { return store_; }
+
+ private:
+  static uint64_t nextRequestId() {
+    static uint64_t id = 1000;
+    return ++id;
+  }
+  std::unique_ptr<kernels::Reducer> reducer_;
+  SumStore store_;
+};
+
+inline std::vector<float> floatsOf(const Blob& b) {
+  REQUIRE(b.size() % sizeof(float) == 0);
+  std::vector<float> v(b.size() / sizeof(float));
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+// Worker w's push in round r: element i is (w + 1) * r + i, all exact in float32.
+inline std::vector<float> pushValues(int w, uint64_t r) {
+  std::vector<float> v(kElems);
+  for (size_t i = 0; i < kElems; ++i) v[i] = static_cast<float>((w + 1) * r + i);
+  return v;
+}
+
+// The sum of every worker's pushValues in round r.
+inline std::vector<float> expectedSum(uint64_t r, int workers = kWorkers) {
+  std::vector<float> v(kElems, 0.0f);
+  for (int w = 0; w < workers; ++w)
+    for (size_t i = 0; i < kElems; ++i) v[i] += static_cast<float>((w + 1) * r + i);
+  return v;
+}
+
+inline void checkAck(const Outgoing& o, int worker, uint64_t round) {
+  CHECK(o.peer == peerOf(worker));
+  CHECK(o.header.command() == pb::CMD_REPLY);
+  CHECK(o.header.key() == kKey);
+  CHECK(o.header.round() == round);
+  CHECK(o.payload.empty());
+}
+
+inline void checkSumReply(const Outgoing& o, int worker, uint64_t round, const std::vector<float>& sum) {
+  CHECK(o.peer == peerOf(worker));
+  CHECK(o.header.command() == pb::CMD_REPLY);
+  CHECK(o.header.key() == kKey);
+  CHECK(o.header.round() == round);
+  CHECK(o.header.num_elements() == kElems);
+  CHECK(o.header.dtype() == static_cast<uint32_t>(DType::kFloat32));
+  CHECK(floatsOf(o.payload) == sum);
+}
+
+inline void checkError(const std::vector<Outgoing>& out, int worker, const std::string& needle) {
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].peer == peerOf(worker));
+  CHECK(out[0].header.command() == pb::CMD_ERROR);
+  CHECK(out[0].payload.empty());
+  CHECK_THAT(out[0].header.error(), Catch::Contains(needle));
+}
+
+inline void declareAll(StoreFixture& f, uint64_t key = kKey, uint64_t n = kElems) {
+  for (int w = 0; w < kWorkers; ++w) {
+    auto out = f.declare(w, key, n);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].header.command() == pb::CMD_REPLY);
+  }
+}
+
+inline void pushRound(StoreFixture& f, uint64_t round) {
+  for (int w = 0; w < kWorkers; ++w) {
+    auto out = f.push(w, round, pushValues(w, round));
+    REQUIRE(out.size() == 1);
+    checkAck(out[0], w, round);
+  }
+}
+
+}  // namespace zps::sum_store_testing

@@ -1,0 +1,240 @@
+// Tests for the summation store's handling of each request (ps/server/sum_store.cc): duplicate and
+// resent pushes counted once, declarations, PUSH_PULL, the memory budget, and an error reply (never a
+// crash) for every bad request.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "tests/unit/sum_store_fixture.h"
+
+namespace zps {
+namespace {
+
+using namespace sum_store_testing;
+
+TEST_CASE("sum store: a duplicate push is acknowledged but not summed twice", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  REQUIRE(f.push(0, 1, pushValues(0, 1)).size() == 1);
+  // Worker 0 sends round 1 again (a retry), with different bytes; it must count once.
+  auto out = f.push(0, 1, {1000, 1000, 1000, 1000});
+  REQUIRE(out.size() == 1);
+  checkAck(out[0], 0, 1);
+  out = f.push(1, 1, pushValues(1, 1));
+  REQUIRE(out.size() == 1);
+  // Three pushes arrived but only two workers pushed: the round is not complete.
+  CHECK(f.pull(1, 1).empty());
+  out = f.push(2, 1, pushValues(2, 1));
+  REQUIRE(out.size() == 2);
+  checkSumReply(out[1], 1, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: a resent push after its round completed is acknowledged, not summed", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  pushRound(f, 1);
+  auto out = f.push(1, 1, {1000, 1000, 1000, 1000});
+  REQUIRE(out.size() == 1);
+  checkAck(out[0], 1, 1);
+  // A resent PUSH_PULL gets the kept result.
+  out = f.push(1, 1, pushValues(1, 1), pb::CMD_PUSH_PULL);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 1, 1, expectedSum(1));
+  // The completed result is unchanged.
+  out = f.pull(1, 1);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 1, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: a push for a round finished long ago is an error", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  for (uint64_t r = 1; r <= SumStore::kKeptResults + 1; ++r) pushRound(f, r);
+  auto out = f.push(1, 1, pushValues(1, 1));
+  checkError(out, 1, "key 7 round 1 of 'grad'");
+  CHECK_THAT(out[0].header.error(), Catch::Contains("finished long ago"));
+  CHECK(out[0].header.round() == 1);
+}
+
+TEST_CASE("sum store: a push too far ahead is an error", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  auto m =
+      StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1 + SumStore::kMaxRoundsAhead, DType::kFloat32, pushValues(0, 3));
+  auto out = f.send(0, m);
+  checkError(out, 0, "too far ahead");
+  CHECK(out[0].header.request_id() == m.header.request_id());
+  CHECK(f.push(0, SumStore::kMaxRoundsAhead, pushValues(0, 2)).size() == 1);
+  checkError(f.push(0, 0, pushValues(0, 0)), 0, "rounds start at 1");
+  checkError(f.pull(0, 1 + SumStore::kMaxRoundsAhead), 0, "pull is too far ahead");
+  checkError(f.pull(0, 0), 0, "rounds start at 1");
+}
+
+TEST_CASE("sum store: a push of the wrong dtype or size is an error reply", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  auto wrong_dtype = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kInt32, std::vector<int32_t>{1, 2, 3, 4});
+  auto out = f.send(0, wrong_dtype);
+  checkError(out, 0, "push of 4 x int32 does not match the declared 4 x float32");
+  out = f.push(0, 1, {1, 2, 3});
+  checkError(out, 0, "push of 3 x float32 does not match the declared 4 x float32");
+  out = f.push(0, 1, {1, 2, 3, 4, 5, 6, 7, 8});
+  checkError(out, 0, "8 x float32");
+  auto pp = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, 1, DType::kFloat64, std::vector<double>{1, 2, 3, 4});
+  checkError(f.send(2, pp), 2, "4 x float64");
+  // The bad pushes did not count: the round still needs one push from every worker.
+  REQUIRE(f.push(0, 1, pushValues(0, 1)).size() == 1);
+  REQUIRE(f.push(1, 1, pushValues(1, 1)).size() == 1);
+  CHECK(f.pull(0, 1).empty());
+  out = f.push(2, 1, pushValues(2, 1));
+  REQUIRE(out.size() == 2);
+  checkSumReply(out[1], 0, 1, expectedSum(1));
+}
+
+TEST_CASE("sum store: requests for an undeclared key are errors", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  checkError(f.push(0, 1, pushValues(0, 1), pb::CMD_PUSH, 99), 0, "key 99 was never declared");
+  checkError(f.push(0, 1, pushValues(0, 1), pb::CMD_PUSH_PULL, 99), 0, "key 99 was never declared");
+  checkError(f.pull(1, 1, 99), 1, "key 99 was never declared");
+  CHECK(f.store().numKeys() == 1);
+}
+
+TEST_CASE("sum store: declarations", "[sum_store]") {
+  StoreFixture f;
+  auto out = f.declare(0, kKey, kElems, DType::kFloat32, "grad");
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  // The same declaration from another worker is fine.
+  out = f.declare(1, kKey, kElems, DType::kFloat32, "grad");
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  CHECK(f.store().numKeys() == 1);
+
+  out = f.declare(2, kKey, 8, DType::kFloat32, "grad");
+  checkError(out, 2, "'grad' (4 x float32)");
+  CHECK_THAT(out[0].header.error(), Catch::Contains("'grad' (8 x float32)"));
+  out = f.declare(2, kKey, kElems, DType::kFloat16, "grad");
+  checkError(out, 2, "'grad' (4 x float16)");
+  out = f.declare(2, kKey, kElems, DType::kFloat32, "bias");
+  checkError(out, 2, "'bias' (4 x float32)");
+  CHECK_THAT(out[0].header.error(), Catch::Contains("was declared as 'grad'"));
+
+  checkError(f.declare(0, 8, 0), 0, "declared with 0 elements");
+  auto param = StoreFixture::header(pb::CMD_DECLARE, 10, 0, DType::kFloat32, 4);
+  param.header.set_mode(pb::MODE_PARAM);
+  checkError(f.send(0, param), 0, "MODE_PARAM is not supported");
+  CHECK(f.store().numKeys() == 1);
+}
+
+TEST_CASE("sum store: PUSH_PULL replies carry the round's sum", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  for (uint64_t r = 1; r <= 3; ++r) {
+    INFO("round " << r);
+    auto m0 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32, pushValues(0, r));
+    auto m1 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32, pushValues(1, r));
+    auto m2 = StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32, pushValues(2, r));
+    CHECK(f.send(0, m0).empty());  // no separate push ack; the reply waits for the sum
+    CHECK(f.send(1, m1).empty());
+    auto out = f.send(2, m2);
+    REQUIRE(out.size() == 3);
+    checkSumReply(out[0], 0, r, expectedSum(r));
+    checkSumReply(out[1], 1, r, expectedSum(r));
+    checkSumReply(out[2], 2, r, expectedSum(r));
+    CHECK(out[0].header.request_id() == m0.header.request_id());
+    CHECK(out[1].header.request_id() == m1.header.request_id());
+    CHECK(out[2].header.request_id() == m2.header.request_id());
+  }
+}
+
+TEST_CASE("sum store: a single worker's PUSH_PULL is answered at once", "[sum_store]") {
+  StoreFixture f(1);
+  REQUIRE(f.declare(0, kKey, kElems).size() == 1);
+  auto out = f.push(0, 1, pushValues(0, 1), pb::CMD_PUSH_PULL);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 1, pushValues(0, 1));
+}
+
+TEST_CASE("sum store: parked pulls are bounded", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  const size_t limit = kWorkers * (SumStore::kMaxRoundsAhead + 1) * 2;
+  for (size_t i = 0; i < limit; ++i) REQUIRE(f.pull(static_cast<int>(i % kWorkers), 1).empty());
+  checkError(f.pull(0, 1), 0, "too many pulls waiting");
+}
+
+TEST_CASE("sum store: commands it does not serve are errors", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  for (pb::DataCommand cmd : {pb::CMD_HELLO, pb::CMD_REPLY, pb::CMD_ERROR}) {
+    INFO(pb::DataCommand_Name(cmd));
+    auto out = f.send(0, StoreFixture::header(cmd, kKey, 1, DType::kFloat32, 0));
+    checkError(out, 0, "is not served here");
+  }
+}
+
+TEST_CASE("sum store: a long error with non-ASCII names still reaches the worker", "[sum_store]") {
+  // Tensor names are UTF-8 (the codec's proto3 strings insist on it). A re-declaration error quotes
+  // the name twice and is cut to 4000 bytes; the cut must not split a character, or the worker
+  // cannot decode the ERROR reply and never sees why its declaration failed.
+  StoreFixture f;
+  std::string name;
+  for (int i = 0; i < 2000; ++i) name += "\xc3\xa9";  // U+00E9, 2 bytes: 4000 bytes in all
+  REQUIRE(f.declare(0, kKey, kElems, DType::kFloat32, name).size() == 1);
+  auto out = f.declare(1, kKey, 2 * kElems, DType::kFloat32, name);
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].header.command() == pb::CMD_ERROR);
+  CHECK(out[0].header.error().size() <= 4000);
+  auto decoded = wire::decode(wire::encodeData(out[0].header), wire::Limits());
+  REQUIRE(decoded.ok());
+  CHECK_THAT(std::get<wire::DataMessage>(*decoded).header.error(), Catch::StartsWith("key 7 was declared as '"));
+}
+
+TEST_CASE("sum store: errorReply copies the request's identity", "[sum_store]") {
+  pb::DataHeader h;
+  h.set_request_id(5);
+  h.set_key(6);
+  h.set_round(7);
+  h.set_dtype(3);
+  Outgoing o = errorReply(42, h, std::string(5000, 'e'));
+  CHECK(o.peer == 42);
+  CHECK(o.header.command() == pb::CMD_ERROR);
+  CHECK(o.header.request_id() == 5);
+  CHECK(o.header.key() == 6);
+  CHECK(o.header.round() == 7);
+  CHECK(o.header.dtype() == 3);
+  CHECK(o.header.error().size() == 4000);  // fits the codec's string limit
+}
+
+TEST_CASE("sum store: keys past the memory budget are refused, and a store gives its charge back", "[sum_store]") {
+  auto reducer = kernels::makeCpuReducer();
+  // A synchronous key of 1000 floats is charged (2 rounds ahead x 2 workers + 3 results) x 4000 bytes
+  // plus 256.
+  MemoryBudget budget(40'000);
+  {
+    SumStore store(2, reducer.get(), &budget);
+    auto declare = [&](uint64_t key, uint64_t n) {
+      auto m = StoreFixture::header(pb::CMD_DECLARE, key, 0, DType::kFloat32, n);
+      m.header.set_name("t");
+      std::vector<Outgoing> out;
+      store.handle(peerOf(0), 0, m, &out);
+      REQUIRE(out.size() == 1);
+      return out[0].header;
+    };
+    CHECK(declare(1, 1000).command() == pb::CMD_REPLY);
+    CHECK(budget.used() == 28'256);
+    CHECK(declare(1, 1000).command() == pb::CMD_REPLY);  // a repeat costs nothing
+    pb::DataHeader refused = declare(2, 1000);
+    CHECK(refused.command() == pb::CMD_ERROR);
+    CHECK_THAT(refused.error(), Catch::Contains("ZPS_SERVER_MAX_BYTES=40000"));
+    CHECK(budget.used() == 28'256);
+    CHECK(declare(3, 100).command() == pb::CMD_REPLY);
+  }
+  CHECK(budget.used() == 0);
+}
+
+}  // namespace
+}  // namespace zps
