@@ -1,0 +1,326 @@
+// Tests for ServerLinks (worker/server_links.h) over a fake transport that answers each request at
+// once, as a server would, inside send: which address-book entries are connected and which are
+// kept, the peer-to-server map after a replacement, the HELLO's MAC both ways, the retry while a
+// server is recovering, and the ipc move with each of the reasons it stays on TCP.
+#include "worker/server_links.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ps/wire/codec.h"
+
+namespace zps {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A transport that hands out peer ids and answers every data message through `reply` (none when it
+// returns nullopt), delivered to the request table at once, inside send.
+class FakeTransport final : public Transport {
+ public:
+  struct Sent {
+    PeerId peer;
+    pb::DataHeader header;
+  };
+  std::function<std::optional<pb::DataHeader>(PeerId, const pb::DataHeader&)> reply;
+  std::function<std::optional<int>(PeerId)> server_of;  // the worker's peer-to-server map
+  RequestTable* table = nullptr;
+  std::vector<std::string> connects;  // "host:port" or "ipc:name", in order
+  std::vector<Sent> sent;
+  bool fail_ipc = false;
+
+  StatusOr<int> listen(const std::string&, int) override { return FailedPrecondition("a worker's links never listen"); }
+  StatusOr<PeerId> connect(const std::string& host, int port) override {
+    connects.push_back(host + ":" + std::to_string(port));
+    return next_peer_++;
+  }
+  StatusOr<PeerId> connectIpc(const std::string& name) override {
+    if (fail_ipc) return Unavailable("no such socket");
+    connects.push_back("ipc:" + name);
+    return next_peer_++;
+  }
+  Status send(PeerId peer, std::vector<Blob> frames) override {
+    auto decoded = wire::decode(frames, wire::Limits());
+    REQUIRE(decoded.ok());
+    const pb::DataHeader& h = std::get<wire::DataMessage>(*decoded).header;
+    sent.push_back({peer, h});
+    if (!reply) return Status::OK();
+    std::optional<pb::DataHeader> answer = reply(peer, h);
+    if (!answer) return Status::OK();
+    answer->set_request_id(h.request_id());
+    std::optional<int> server = server_of(peer);
+    REQUIRE(server.has_value());
+    table->deliver(*server, *answer, DType::kUInt8, Blob(), "fake server");
+    return Status::OK();
+  }
+  StatusOr<TransportMessage> recv(std::chrono::steady_clock::time_point) override {
+    return DeadlineExceeded("nothing");
+  }
+  void onMessage(std::function<void(TransportMessage)>) override {}
+  void close() override {}
+  std::string describe(PeerId peer) const override { return "fake peer " + std::to_string(peer); }
+  void forget(PeerId) override {}
+  std::string handshakeFailure(PeerId) const override { return ""; }
+  uint64_t refusedHandshakes() const override { return 0; }
+
+ private:
+  PeerId next_peer_ = 1;
+};
+
+pb::RegisterReply book(const std::vector<int>& ports) {
+  pb::RegisterReply reply;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    auto* n = reply.add_nodes();
+    n->set_role(pb::SERVER);
+    n->set_rank(static_cast<int>(i));
+    n->set_host("127.0.0.1");
+    n->set_port(static_cast<uint32_t>(ports[i]));
+  }
+  auto* worker = reply.add_nodes();  // not a server: no link
+  worker->set_role(pb::WORKER);
+  worker->set_rank(0);
+  worker->set_host("127.0.0.1");
+  worker->set_port(7000);
+  return reply;
+}
+
+// Worker rank 3 with links to `servers` servers over a FakeTransport.
+struct Links {
+  Config config;
+  Authenticator auth;
+  FakeTransport transport;
+  std::unique_ptr<RequestTable> table;
+  std::unique_ptr<ServerLinks> links;
+
+  explicit Links(int servers, std::string token = "", std::string test_faults = "")
+      : auth(Authenticator::withToken(std::move(token))) {
+    config.num_servers = servers;
+    config.connect_timeout = 2s;
+    config.test_faults = std::move(test_faults);
+    table = std::make_unique<RequestTable>(
+        RequestTable::Hooks{
+            [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); },
+            [this](int server) { return links->describe(server); }, nullptr, nullptr},
+        0ms);
+    links = std::make_unique<ServerLinks>(config, auth, 3, &transport, table.get());
+    transport.table = table.get();
+    transport.server_of = [this](PeerId peer) { return links->serverOf(peer); };
+  }
+};
+
+// A server's HELLO reply: its MAC over the worker's nonce when `auth` has a token, and an ipc offer
+// when `ipc_name` is set.
+pb::DataHeader helloReply(const Authenticator& auth, const pb::DataHeader& hello, const std::string& ipc_name = "",
+                          uint64_t upgrade_token = 0) {
+  pb::DataHeader r;
+  r.set_command(pb::CMD_REPLY);
+  if (auth.enabled()) r.set_auth_mac(auth.mac(kHelloReplyContext, hello.auth_nonce()));
+  if (!ipc_name.empty()) {
+    r.set_ipc_name(ipc_name);
+    r.set_upgrade_token(upgrade_token);
+  }
+  return r;
+}
+
+TEST_CASE("server links: link connects each server once and maps its peer", "[server_links]") {
+  Links l(2);
+  REQUIRE(l.links->link(book({9000, 9001})).ok());
+  CHECK(l.transport.connects == std::vector<std::string>{"127.0.0.1:9000", "127.0.0.1:9001"});
+  CHECK(l.links->serverOf(1) == 0);
+  CHECK(l.links->serverOf(2) == 1);
+  CHECK_FALSE(l.links->serverOf(3).has_value());
+  CHECK(l.links->describe(1) == "server 1 (127.0.0.1:9001)");
+
+  // The same book again (a recovery's book where these servers kept their addresses): no new link.
+  REQUIRE(l.links->link(book({9000, 9001})).ok());
+  CHECK(l.transport.connects.size() == 2);
+}
+
+TEST_CASE("server links: a replacement server's new address replaces its link and its peer", "[server_links]") {
+  Links l(2);
+  REQUIRE(l.links->link(book({9000, 9001})).ok());
+  REQUIRE(l.links->link(book({9000, 9501})).ok());
+  CHECK(l.transport.connects.back() == "127.0.0.1:9501");
+  CHECK(l.transport.connects.size() == 3);
+  CHECK_FALSE(l.links->serverOf(2).has_value());  // replies from the lost server's address are ignored
+  CHECK(l.links->serverOf(3) == 1);
+  CHECK(l.links->describe(1) == "server 1 (127.0.0.1:9501)");
+  REQUIRE(l.links->send(RequestSpec::to(1), wire::encodeData(l.table->header(pb::CMD_PULL, 1))).ok());
+  CHECK(l.transport.sent.back().peer == 3);
+}
+
+TEST_CASE("server links: an address book with a server rank out of range is a protocol error", "[server_links]") {
+  Links l(2);
+  for (int rank : {2, -1}) {
+    auto b = book({9000, 9001});
+    b.mutable_nodes(1)->set_rank(rank);
+    Status s = l.links->link(b);
+    CHECK(s.code() == StatusCode::kProtocol);
+    CHECK_THAT(s.message(), Catch::Contains("server rank out of range"));
+  }
+}
+
+TEST_CASE("server links: hello names this worker to every server, with a MAC both ways", "[server_links]") {
+  Links l(2, "job-token");
+  REQUIRE(l.links->link(book({9000, 9001})).ok());
+  l.transport.reply = [&](PeerId, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+    return helloReply(l.auth, h);
+  };
+  REQUIRE(l.links->hello([] { return false; }).ok());
+  REQUIRE(l.transport.sent.size() == 2);
+  for (const auto& sent : l.transport.sent) {
+    const pb::DataHeader& h = sent.header;
+    CHECK(h.command() == pb::CMD_HELLO);
+    CHECK(h.magic() == wire::kMagic);
+    CHECK(h.protocol_version() == wire::kProtocolVersion);
+    CHECK(h.worker_rank() == 3);
+    CHECK_FALSE(h.auth_nonce().empty());
+    CHECK(l.auth.verify(kHelloContext, helloMacInput(h), h.auth_mac()));
+    CHECK(h.upgrade_token() == 0);
+  }
+  CHECK(l.transport.sent[0].peer != l.transport.sent[1].peer);
+}
+
+TEST_CASE("server links: a server that cannot prove the token fails hello, naming it", "[server_links]") {
+  Links l(2, "job-token");
+  REQUIRE(l.links->link(book({9000, 9001})).ok());
+  const Authenticator impostor = Authenticator::withToken("another-token");
+  l.transport.reply = [&](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+    return helloReply(peer == 2 ? impostor : l.auth, h);
+  };
+  Status s = l.links->hello([] { return false; });
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(s.message(), Catch::Contains("server 1 (127.0.0.1:9001) could not prove it knows ZPS_AUTH_TOKEN"));
+}
+
+TEST_CASE("server links: hello is repeated while a server is recovering, until told to stop", "[server_links]") {
+  Links l(1);
+  REQUIRE(l.links->link(book({9000})).ok());
+  int hellos = 0;
+  int recovering_until = 3;  // the first 3 HELLOs hear "recovering"
+  l.transport.reply = [&](PeerId, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+    if (++hellos > recovering_until) return helloReply(l.auth, h);
+    pb::DataHeader r;
+    r.set_command(pb::CMD_ERROR);
+    r.set_recovering(true);
+    r.set_error("recovering (generation 2)");
+    return r;
+  };
+  REQUIRE(l.links->hello([] { return false; }).ok());
+  CHECK(hellos == 4);
+
+  // Another lost node: the HELLO round ends with the server's answer instead of waiting it out.
+  hellos = 0;
+  recovering_until = 1000;
+  int asked = 0;
+  Status s = l.links->hello([&] { return ++asked >= 2; });
+  CHECK(s.code() == StatusCode::kUnavailable);
+  CHECK_THAT(s.message(), Catch::Contains("recovering (generation 2)"));
+  CHECK(hellos == 2);
+}
+
+TEST_CASE("server links: hello to a server that never answers fails at the connect deadline", "[server_links]") {
+  Links l(2);
+  l.config.connect_timeout = 200ms;
+  REQUIRE(l.links->link(book({9000, 9001})).ok());
+  l.transport.reply = [&](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+    if (peer == 2) return std::nullopt;
+    return helloReply(l.auth, h);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Status s = l.links->hello([] { return false; });
+  CHECK(s.code() == StatusCode::kDeadlineExceeded);
+  CHECK_THAT(s.message(), Catch::Contains("connecting to the servers") && Catch::Contains("server 1 (127.0.0.1:9001)"));
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+}
+
+// Two servers that offer ipc sockets "zps-a" and "zps-b" in their HELLO replies; the test says which
+// of them /proc/net/unix lists.
+struct IpcOffer {
+  Links l{2};
+  std::map<PeerId, uint64_t> upgrade_token_seen;  // ipc peer -> the token its HELLO carried
+  bool refuse_moves = false;
+
+  IpcOffer() {
+    REQUIRE(l.links->link(book({9000, 9001})).ok());
+    l.transport.reply = [this](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+      if (h.upgrade_token() != 0) {
+        upgrade_token_seen[peer] = h.upgrade_token();
+        if (refuse_moves) {
+          pb::DataHeader r;
+          r.set_command(pb::CMD_ERROR);
+          r.set_error("unknown upgrade token");
+          return r;
+        }
+        return helloReply(l.auth, h);
+      }
+      const int server = *l.links->serverOf(peer);
+      return helloReply(l.auth, h, server == 0 ? "zps-a" : "zps-b", server == 0 ? 111 : 222);
+    };
+    REQUIRE(l.links->hello([] { return false; }).ok());
+  }
+  PeerId peerUsedFor(int server) {
+    REQUIRE(l.links->send(RequestSpec::to(server), wire::encodeData(l.table->header(pb::CMD_PULL, 1))).ok());
+    return l.transport.sent.back().peer;
+  }
+};
+
+TEST_CASE("server links: servers whose ipc socket this host lists move there with their token", "[server_links]") {
+  IpcOffer o;
+  o.l.links->moveToIpc("0000: 00000002 0 10000 0001 01 12345 @zps-b\n0000: 00000002 0 10000 0001 01 1 @other\n");
+  CHECK(o.l.transport.connects.back() == "ipc:zps-b");
+  REQUIRE(o.upgrade_token_seen.size() == 1);
+  const PeerId ipc_peer = o.upgrade_token_seen.begin()->first;
+  CHECK(o.upgrade_token_seen.begin()->second == 222);
+  CHECK(o.peerUsedFor(1) == ipc_peer);
+  CHECK(o.peerUsedFor(0) == 1);  // server 0's socket is not on this host: TCP
+  // Replies to requests sent before the move still come over TCP: both peers stay mapped.
+  CHECK(o.l.links->serverOf(2) == 1);
+  CHECK(o.l.links->serverOf(ipc_peer) == 1);
+
+  // Moving again does nothing for a link already on ipc.
+  const size_t connects = o.l.transport.connects.size();
+  o.l.links->moveToIpc("@zps-b\n");
+  CHECK(o.l.transport.connects.size() == connects);
+}
+
+TEST_CASE("server links: a refused move keeps the TCP links", "[server_links]") {
+  IpcOffer o;
+  o.refuse_moves = true;
+  o.l.links->moveToIpc("@zps-a\n@zps-b\n");
+  CHECK(o.upgrade_token_seen.size() == 2);
+  CHECK(o.peerUsedFor(0) == 1);
+  CHECK(o.peerUsedFor(1) == 2);
+}
+
+TEST_CASE("server links: no move without a listed socket, a connection, or while faults are injected",
+          "[server_links]") {
+  SECTION("no socket listed") {
+    IpcOffer o;
+    o.l.links->moveToIpc("0000: 00000002 0 10000 0001 01 1 @zps-c\n");
+    CHECK(o.upgrade_token_seen.empty());
+    CHECK(o.l.transport.connects.size() == 2);
+  }
+  SECTION("the ipc connection fails") {
+    IpcOffer o;
+    o.l.transport.fail_ipc = true;
+    o.l.links->moveToIpc("@zps-a\n@zps-b\n");
+    CHECK(o.upgrade_token_seen.empty());
+    CHECK(o.peerUsedFor(0) == 1);
+  }
+  SECTION("faults injected (the move's HELLO has no resend)") {
+    IpcOffer o;
+    o.l.config.test_faults = "drop=0.1";
+    o.l.links->moveToIpc("@zps-a\n@zps-b\n");
+    CHECK(o.upgrade_token_seen.empty());
+    CHECK(o.l.transport.connects.size() == 2);
+  }
+}
+
+}  // namespace
+}  // namespace zps
