@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <string>
 
 #include "kernels/optimizer.h"
 #include "ps/common/config.h"
@@ -39,7 +40,8 @@ ZPS_FLAG(train, double, lr, 0,
 ZPS_FLAG(train, std::string, optimizer, "auto",
          "dense optimizer: sgd, momentum, adam, or auto (sgd for linear, adam otherwise)");
 ZPS_FLAG(train, uint64_t, seed, 1, "seed of the data split, epoch order and initial weights");
-ZPS_FLAG(train, std::string, hidden, "128", "hidden layer sizes of mlp/ctr, e.g. 128,64");
+ZPS_FLAG(train, std::string, hidden, std::to_string(zps::train::kDefaultHidden),
+         "hidden layer sizes of mlp/ctr, e.g. 128,64");
 ZPS_FLAG(train, int32_t, embedding_dim, 8, "ctr embedding row size");
 ZPS_FLAG(train, std::string, table_optimizer, "adagrad",
          "ctr embedding optimizer on the servers: sgd, momentum, adagrad or adam");

@@ -12,7 +12,8 @@ namespace zps::train {
 
 inline constexpr int kDefaultEpochs = 10;
 inline constexpr size_t kDefaultBatchSize = 32;  // per worker
-inline constexpr size_t kDefaultHidden = 128;    // one hidden layer: zps train --hidden 128 (mlp, ctr)
+// One hidden layer of this size (mlp, ctr); also the default of zps train --hidden (tools/train.cc).
+inline constexpr size_t kDefaultHidden = 128;
 
 // The dense optimizer when none is named: sgd for linear regression (its squared loss in the target's
 // own units suits plain steps), adam for the classifiers.
