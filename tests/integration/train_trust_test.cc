@@ -121,6 +121,23 @@ TEST_CASE("train: a learning rate that diverges stops every worker at the same s
   }
 }
 
+// Asynchronous workers check their own gradient, so they need not stop at the same step; whichever
+// stops first ends the job, and every worker must still exit non-zero saying why.
+TEST_CASE("train: an asynchronous job whose learning rate diverges stops every worker with the message") {
+  Cluster c(2, 2);
+  c.setEnv("ZPS_ENABLE_ASYNC", "1");
+  auto workers = startTrainJob(c, 2, 2, {"--model", "mlp", "--data", "digits", "--epochs", "2", "--lr", "1e30"});
+  auto codes = c.waitAll(120s);
+  for (int w : workers) {
+    const std::string log = c.log(w);
+    INFO(c.logTail(w));
+    CHECK(codes[w] != 0);
+    CHECK(contains(log, "training diverged: "));
+    CHECK(contains(log, "lower --lr (now 1e+30)"));
+    CHECK(!contains(log, "Final test"));
+  }
+}
+
 TEST_CASE("train: a data value outside float32's range is refused with file:line on every worker") {
   Cluster c(1, 2);
   const std::string csv = c.dir() + "/huge.csv";
