@@ -207,10 +207,12 @@ int LocalPath::finish(const Status& result) {
   auto shutdown = client_->finish(verdict.ok(), verdict.message(), config_.rendezvous_timeout);
   if (!shutdown.ok()) {
     group_->publishExit(1, shutdown.status().message());
+    group_->leave();
     LOG(ERROR) << me << ": " << shutdown.status().message();
     return 1;
   }
   group_->publishExit(verdict.ok() ? shutdown->exit_code() : 1, shutdown->reason());
+  group_->leave();
   if (shutdown->exit_code() != 0)
     LOG(ERROR) << me << ": " << shutdown->reason();
   else

@@ -441,6 +441,13 @@ std::vector<Setting> makeTable() {
        .type = T::kText,
        .help = "make a local rank crash at a chosen point (tests of the local reducer only)",
        .group = testing},
+      {.name = "test_local_slow_exit",
+       .flag = false,
+       .env = {"ZPS_TEST_LOCAL_SLOW_EXIT"},
+       .type = T::kText,
+       .help = "milliseconds a local rank other than 0 pauses at the job's end between its two checks (tests of the "
+               "end-of-job handshake only)",
+       .group = testing},
   };
 }
 

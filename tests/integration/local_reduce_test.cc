@@ -197,6 +197,27 @@ TEST_CASE("local reduction: a crashed local root makes its peer exit non-zero") 
   CHECK(entries(shm).empty());
 }
 
+TEST_CASE("local reduction: a local rank whose peers end the job and leave while it checks on them exits 0") {
+  // The end-of-job race: local rank 1 sees that the job has not ended yet, then checks that its
+  // peers live. ZPS_TEST_LOCAL_SLOW_EXIT holds it between the two checks while local rank 0 ends
+  // the job and exits. A rank that left after the job's end is no dead peer: both exit 0.
+  Cluster c(1, 1);
+  const std::string shm = twoLocalRanks(c);
+  c.startScheduler();
+  c.startServer();
+  const std::vector<std::string> args = {"check", "--rounds", "2", "--sizes", "4K"};
+  const int root = c.startWorker(0, args, {{"ZPS_LOCAL_RANK", "0"}});
+  const int peer = c.startWorker(0, args, {{"ZPS_LOCAL_RANK", "1"}, {"ZPS_TEST_LOCAL_SLOW_EXIT", "3000"}});
+  CHECK(c.waitExit(root, 60s) == 0);
+  const int code = c.waitExit(peer, 60s);
+  INFO(c.logTail(peer));
+  CHECK(code == 0);
+  CHECK_FALSE(contains(c.log(peer), "died"));
+  CHECK(contains(c.log(peer), " 0 wrong"));
+  c.expectAllExitZero(60s);
+  CHECK(entries(shm).empty());
+}
+
 TEST_CASE("ZPS_LOCAL_REDUCE=nccl without a usable GPU fails on every local rank, clearly and in time") {
   std::string why;
   if (zps::kernels::cudaDeviceAvailable(&why)) {

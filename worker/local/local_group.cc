@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -104,6 +105,9 @@ struct LocalGroup::Control {
   char recovery_reason[kTextBytes];
   uint64_t restart_arrived[kMaxLocalSize];
   uint64_t data_offset;
+  // Job end: 1 once a rank has its exit code and is about to leave. Its liveness lock then goes
+  // with it, which is no death (deadPeer).
+  uint32_t left[kMaxLocalSize];
 };
 
 // One message from the root to its peers, posted once: a ready flag, a length and the bytes.
@@ -131,6 +135,9 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::join(const Config& config, con
   std::unique_ptr<LocalGroup> group(new LocalGroup(config.local_rank, config.local_size));
   if (const char* crash = std::getenv("ZPS_TEST_LOCAL_CRASH"); crash != nullptr && *crash != '\0') {
     group->crash_rank_ = std::atoi(crash);
+  }
+  if (const char* slow = std::getenv("ZPS_TEST_LOCAL_SLOW_EXIT"); slow != nullptr && *slow != '\0') {
+    group->slow_exit_ = std::chrono::milliseconds(std::clamp(std::atol(slow), 0L, 60000L));
   }
   ZPS_RETURN_IF_ERROR(group->attach(config, config.shm_dir + name));
   return group;
@@ -258,7 +265,9 @@ std::string LocalGroup::deadPeer() {
     if (r == rank_) continue;
     const int32_t pid = shared(control_->pids[r]).load();
     if (pid == 0) continue;  // not attached yet: the attach deadline covers it
-    if (!byteLocked(control_fd_, r)) {
+    // The lock first, then the flag: a rank sets its flag before its lock goes, so a free lock with
+    // no flag behind it is a death, never a rank that finished and left after the job's end.
+    if (!byteLocked(control_fd_, r) && shared(control_->left[r]).load(std::memory_order_acquire) == 0) {
       return "local rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") of this node died";
     }
   }
@@ -359,7 +368,9 @@ Status LocalGroup::waitFor(const std::function<bool()>& done, const std::string&
     if (done()) return Status::OK();
     const auto now = Clock::now();
     if (now >= next_health) {
-      ZPS_RETURN_IF_ERROR(health().withContext(what));
+      // A peer may have met the condition and left between done() and health(): what was awaited
+      // happened, so it counts, whoever left afterwards.
+      if (Status alive = health(); !alive.ok()) return done() ? Status::OK() : alive.withContext(what);
       if (kind == Wait::kLocalOp) {
         std::string why;
         const uint64_t announced = announcedGeneration(&why);
@@ -570,15 +581,29 @@ int LocalGroup::waitExit(const Status& mine, const LocalTraffic& traffic, std::s
   shared(me.done).store(1, std::memory_order_release);
   // The job may run long after this rank is done (other nodes still train): wait while the root
   // lives. A dead root, or a dead peer whose death the root will report, ends the wait.
-  Status waited =
-      waitFor([&] { return shared(control_->exit_ready).load(std::memory_order_acquire) == 1; },
-              "waiting for local rank 0 to end the job", std::chrono::milliseconds(0), Wait::kWhileRootLives);
+  bool slowed = false;
+  Status waited = waitFor(
+      [&] {
+        const bool ready = shared(control_->exit_ready).load(std::memory_order_acquire) == 1;
+        if (!ready && !slowed && slow_exit_.count() > 0) {
+          // ZPS_TEST_LOCAL_SLOW_EXIT: widen the window between "not ended yet" and the liveness
+          // check that follows, in which the root (and other peers) end the job and leave.
+          slowed = true;
+          std::this_thread::sleep_for(slow_exit_);
+        }
+        return ready;
+      },
+      "waiting for local rank 0 to end the job", std::chrono::milliseconds(0), Wait::kWhileRootLives);
   if (!waited.ok()) {
     *reason = waited.message();
     return 1;
   }
   *reason = control_->exit_reason;
-  return control_->exit_code;
+  const int code = control_->exit_code;
+  leave();
+  return code;
 }
+
+void LocalGroup::leave() { shared(control_->left[rank_]).store(1, std::memory_order_release); }
 
 }  // namespace zps

@@ -11,7 +11,9 @@
 // themselves with that rank (HELLO carries their local rank), because each pushes its own pieces.
 // The root speaks for the node: it relays the scheduler's end of the job to its peers and reports
 // the node's combined result. A dead local rank is noticed by its peers (the lock it holds on its
-// byte of the control segment is released by the kernel when it dies) and fails the node.
+// byte of the control segment is released by the kernel when it dies) and fails the node. At the
+// job's end a rank marks itself as leaving (leave()) before its lock goes, so a peer still checking
+// on it takes that for a departure, not a death.
 //
 // Shared memory: the root creates a private folder (mode 0700) under ZPS_SHM_DIR named after the
 // job and node, and in it a control file and a data file (mode 0600). Every rank maps both, and as
@@ -118,11 +120,14 @@ class LocalGroup {
   // Job end. Each rank reports its result and traffic. The root waits for every rank's report and
   // returns the node's verdict (a failed wait, or the first local rank's failure) and traffic;
   // after telling the scheduler, it publishes the job's exit code and reason with publishExit().
-  // Non-roots wait for that.
+  // Non-roots wait for that, and leave() the group once they have it.
   Status gatherResults(const Status& mine, const LocalTraffic& traffic, std::chrono::milliseconds timeout,
                        LocalTraffic* node_total);
   void publishExit(int exit_code, const std::string& reason);
   int waitExit(const Status& mine, const LocalTraffic& traffic, std::string* reason);
+  // This rank has its exit code and goes: its peers take its end for a departure, not a death.
+  // Called last, by the rank's finish (the root after publishExit).
+  void leave();
 
   // Test hook (ZPS_TEST_LOCAL_CRASH=<local rank>): that rank SIGKILLs itself at its first
   // collective, so tests can check that no segment survives and that its peers fail clearly.
@@ -162,6 +167,7 @@ class LocalGroup {
   std::vector<Arena> arenas_;  // by tensor id
   int crash_rank_ = -1;
   bool crashed_checked_ = false;
+  std::chrono::milliseconds slow_exit_{0};  // ZPS_TEST_LOCAL_SLOW_EXIT (waitExit)
 };
 
 }  // namespace zps
