@@ -96,6 +96,32 @@ Status ServerLinks::helloOnce(Clock::time_point deadline) {
 }
 
 void ServerLinks::moveToIpc(const std::string& unix_sockets) {
+  moveToIpcIfAllowed(unix_sockets);
+  LOG(INFO) << "worker " << rank_ << ": links to the servers: " << transports()
+            << (config_.ipc ? "" : " (ZPS_IPC=0: same-host servers stay on TCP)");
+}
+
+std::string ServerLinks::transports() const {
+  constexpr int kNamed = 8;  // a long job's log names the first few; the rest are counted
+  std::vector<PeerId> peers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Link& link : links_) peers.push_back(link.peer);
+  }
+  std::string text;
+  int ipc = 0;
+  for (size_t s = 0; s < peers.size(); ++s) {
+    const std::string endpoint = transport_->describe(peers[s]);
+    if (endpoint.rfind("ipc://", 0) == 0) ++ipc;
+    if (s < kNamed) text += (s == 0 ? "" : ", ") + std::to_string(s) + " " + endpoint;
+  }
+  if (peers.size() > kNamed)
+    text += ", ... (" + std::to_string(ipc) + " of " + std::to_string(peers.size()) + " on ipc)";
+  return text;
+}
+
+void ServerLinks::moveToIpcIfAllowed(const std::string& unix_sockets) {
+  if (!config_.ipc) return;
   // Injected faults could drop the one HELLO that moves a connection (it has no resend); they exist
   // to test resends over the ordinary path anyway.
   if (!config_.test_faults.empty()) return;

@@ -36,8 +36,11 @@ class ServerLinks {
   // Servers on this host move to their ipc socket: about 1.3-2x the throughput of TCP loopback for
   // large messages (tools/bench/loopback.cc). `unix_sockets` is /proc/net/unix, which lists this
   // network namespace's sockets; a server's socket is reachable only when it shows there. When the
-  // move fails the TCP connection stays.
+  // move fails the TCP connection stays. ZPS_IPC=0 keeps every link on TCP. Logs which transport
+  // each link uses.
   void moveToIpc(const std::string& unix_sockets);
+  // "0 ipc://@zps-1f2e..., 1 tcp://10.0.0.2:9001": each server's link, in rank order.
+  std::string transports() const;
 
   Status send(const RequestSpec& to, std::vector<Blob> frames);
   // The server rank of a transport peer; nullopt for a peer that is no (longer a) server link.
@@ -55,6 +58,7 @@ class ServerLinks {
     bool on_ipc = false;  // peer is the ipc connection
   };
 
+  void moveToIpcIfAllowed(const std::string& unix_sockets);
   Status helloOnce(std::chrono::steady_clock::time_point deadline);
   // A HELLO to `server` (via `peer`, or its link's), the reply checked for its MAC and ipc offer.
   OutgoingRequest helloTo(int server, uint64_t upgrade_token, std::optional<PeerId> peer = std::nullopt);

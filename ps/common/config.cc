@@ -236,6 +236,7 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   ZPS_ASSIGN_OR_RETURN(c.auth_token, readText(env, "auth_token"));
   ZPS_ASSIGN_OR_RETURN(c.auth_token_file, readText(env, "auth_token_file"));
   ZPS_ASSIGN_OR_RETURN(c.curve, readSwitch(env, "curve"));
+  ZPS_ASSIGN_OR_RETURN(c.ipc, readSwitch(env, "ipc"));
   ZPS_ASSIGN_OR_RETURN(c.recovery, readSwitch(env, "recovery"));
   ZPS_ASSIGN_OR_RETURN(c.recovery_timeout, readSeconds(env, "recovery_timeout"));
   if (c.recovery_timeout.count() == 0) return InvalidArgument("ZPS_RECOVERY_TIMEOUT must be more than 0 seconds");

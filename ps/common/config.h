@@ -49,6 +49,8 @@ struct Config {
   size_t partition_bytes = 4 << 20;
   int server_engine_threads = 2;
   size_t max_message_bytes = size_t{1} << 30;
+  // ZPS_IPC: workers move their links to servers on the same host to the servers' ipc:// sockets.
+  bool ipc = true;
 
   std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
   int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end

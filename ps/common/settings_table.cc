@@ -235,6 +235,13 @@ std::vector<Setting> makeTable() {
        .help = "largest frame a peer may send (ZMQ_MAXMSGSIZE)",
        .group = messages,
        .blank_is_unset = false},
+      {.name = "ipc",
+       .env = {"ZPS_IPC"},
+       .type = T::kSwitch,
+       .default_text = "1",
+       .help = "1: a worker's links to servers on its host move from TCP to the servers' ipc:// sockets (faster "
+               "for large messages); 0: they stay on TCP (on a server: it offers no ipc:// socket)",
+       .group = messages},
       {.name = "server_engine",
        .env = {"ZPS_SERVER_ENGINE"},
        .type = T::kChoice,

@@ -153,8 +153,9 @@ class Server {
     options.max_frame_bytes = config.max_message_bytes;
     options.linger = config.shutdown_linger;
     // Workers on this host move to this socket (faster than TCP loopback); a random name, so only a
-    // peer told it over its TCP connection, and sharing this network namespace, can connect.
-    options.ipc_name = "zps-" + randomHex(Authenticator::newNonce());
+    // peer told it over its TCP connection, and sharing this network namespace, can connect. With
+    // ZPS_IPC=0 none is offered and every worker stays on TCP.
+    if (config.ipc) options.ipc_name = "zps-" + randomHex(Authenticator::newNonce());
     ipc_name_ = options.ipc_name;
     transport_ = makeZmqTransport(options);
     refused_metric_ = std::make_unique<metrics::ScopedCallback>(
@@ -458,7 +459,7 @@ class Server {
     o.header.set_command(pb::CMD_REPLY);
     o.header.set_request_id(h.request_id());
     if (auth_.enabled()) o.header.set_auth_mac(auth_.mac(kHelloReplyContext, h.auth_nonce()));
-    if (!moving) {
+    if (!moving && !ipc_name_.empty()) {
       uint64_t token = 0;
       while (token == 0) std::memcpy(&token, Authenticator::newNonce().data(), sizeof(token));
       upgrade_token_of_peer_[peer] = token;

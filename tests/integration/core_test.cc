@@ -30,6 +30,29 @@ TEST_CASE("1 server x 1 worker: check over 10 rounds, 1 B to 9 MiB, every dtype"
   runJob(c, 1, 1, {"check", "--rounds", "10"}, 120s);
   // Same host, same network namespace: the worker moved to the server's ipc socket.
   CHECK(contains(c.log(2), "1 of 1 servers are on this host; using their ipc:// sockets"));  // 2: the worker
+  CHECK(contains(c.log(2), "links to the servers: 0 ipc://@zps-"));
+}
+
+TEST_CASE("ZPS_IPC=0 keeps a same-host link on TCP, whichever side sets it") {
+  // The worker turns it off: the server still offers its ipc socket and the worker declines.
+  Cluster a(1, 1);
+  a.startScheduler();
+  a.startServer();
+  int w = a.startWorker(0, {"check", "--rounds", "3", "--sizes", "4K,1M+1"}, {{"ZPS_IPC", "0"}});
+  a.expectAllExitZero(120s);
+  CHECK(contains(a.log(w), " 0 wrong"));
+  CHECK(contains(a.log(w), "links to the servers: 0 tcp://127.0.0.1:"));
+  CHECK(contains(a.log(w), "(ZPS_IPC=0: same-host servers stay on TCP)"));
+  CHECK_FALSE(contains(a.log(w), "using their ipc:// sockets"));
+  // The server turns it off: it offers no ipc socket, so the worker has nowhere to move.
+  Cluster b(1, 1);
+  b.startScheduler();
+  b.startServer({{"ZPS_IPC", "0"}});
+  w = b.startWorker(0, {"check", "--rounds", "3", "--sizes", "4K,1M+1"});
+  b.expectAllExitZero(120s);
+  CHECK(contains(b.log(w), " 0 wrong"));
+  CHECK(contains(b.log(w), "links to the servers: 0 tcp://127.0.0.1:"));
+  CHECK_FALSE(contains(b.log(w), "using their ipc:// sockets"));
 }
 
 TEST_CASE("2 servers x 3 workers: check over 10 rounds, 1 B to 9 MiB, every dtype") {
