@@ -7,6 +7,12 @@
 #   tools/bench/compare.sh                 # BUILD_DIR=build REPEATS=3 OUT_DIR=$BUILD_DIR/compare
 #   BASELINE=/path/to/old/zps tools/bench/compare.sh   # also an older zps, in the same repetitions:
 #                                                      # a before and an after table, same references
+#   LATENCY_ONLY=1 tools/bench/compare.sh  # only the round trips at 4 KiB, 64 KiB and 256 KiB (quick;
+#                                          # latency is noisy, so use REPEATS=5 or more)
+#
+# Latency is compared like with like: a 1x1 zps push-pull on one host uses the server's ipc://
+# socket, so its p50 is set against a raw ZeroMQ round trip of the same size over ipc://, and a run
+# with ZPS_IPC=0 against the same over TCP.
 #
 # Needs a built zps, g++ and libzmq (the build's own dependencies), python3 for the table, and
 # iperf3 + Open MPI (openmpi-bin, libopenmpi-dev), which it installs with apt-get when they are
@@ -27,12 +33,15 @@ mkdir -p "$OUT_DIR"
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "compare.sh: BASELINE=$BASELINE is not an executable" >&2; exit 2; }
 
 # Sizes and counts of the goals in the performance issue.
-LAT_SIZE=4096
+LAT_SIZES="4096 65536 262144"    # 1 server x 1 worker push-pull p50 against a raw ZeroMQ round trip
 BIG_SIZES=4194304,67108864       # 1 server x 1 worker goodput
+LATENCY_ONLY=${LATENCY_ONLY:-0}
 MPI_SIZES=1048576,4194304,16777216  # 2 workers x 2 servers against MPI_Allreduce -np 2
 SUM_SIZE=4194304                 # a server sums partitions of ZPS_PARTITION_BYTES (4 MiB)
 
-if ! command -v iperf3 >/dev/null || ! command -v mpicxx >/dev/null; then
+if [ "$LATENCY_ONLY" = 1 ]; then
+  :
+elif ! command -v iperf3 >/dev/null || ! command -v mpicxx >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "compare.sh: installing iperf3 and Open MPI (not zps dependencies)"
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev iperf3 \
@@ -44,7 +53,7 @@ fi
 
 g++ -O2 -std=c++17 -o "$OUT_DIR/loopback" "$ROOT/tools/bench/loopback.cc" -lzmq || exit 1
 HAVE_MPI=0
-if command -v mpicxx >/dev/null && command -v unshare >/dev/null &&
+if [ "$LATENCY_ONLY" != 1 ] && command -v mpicxx >/dev/null && command -v unshare >/dev/null &&
    mpicxx -O2 -std=c++17 -o "$OUT_DIR/mpi_allreduce" "$ROOT/tools/bench/mpi_allreduce.cc"; then
   HAVE_MPI=1
 fi
@@ -64,6 +73,19 @@ run() {
 bench() {
   run_bench "$ZPS" "$@"
   [ -z "$BASELINE" ] || run_bench "$BASELINE" "base_$1" "${@:2}"
+}
+
+# latency: raw ZeroMQ round trips and 1x1 zps push-pulls at LAT_SIZES, over ipc (zps's default on
+# one host) and TCP (ZPS_IPC=0), interleaved so that both see the same load. A BASELINE older than
+# ZPS_IPC always used ipc, so only its ipc run is made.
+latency() {
+  local size sizes=${LAT_SIZES// /,}
+  for size in $LAT_SIZES; do
+    run "zmq_rr_ipc_$size" "$OUT_DIR/loopback" rr "$size" 2000 ipc
+    run "zmq_rr_tcp_$size" "$OUT_DIR/loopback" rr "$size" 2000 tcp
+  done
+  bench bench_lat 1 1 --sizes "$sizes"
+  ZPS_IPC=0 run_bench "$ZPS" bench_lat_tcp 1 1 --sizes "$sizes"
 }
 
 run_bench() {
@@ -90,11 +112,12 @@ iperf() {
 
 for rep in $(seq 1 "$REPEATS"); do
   echo "compare.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  latency
+  [ "$LATENCY_ONLY" = 1 ] && continue
   iperf
-  run zmq_rr "$OUT_DIR/loopback" rr $LAT_SIZE 2000
   run zmq_stream "$OUT_DIR/loopback" stream 4M 1
   run add "$OUT_DIR/loopback" add $SUM_SIZE
-  bench bench_1x1 1 1 --sizes $LAT_SIZE,$BIG_SIZES
+  bench bench_1x1 1 1 --sizes $BIG_SIZES
   bench bench_2x2 2 2 --sizes $MPI_SIZES
   bench model_resnet50 2 2 --model resnet50
   if [ $HAVE_MPI = 1 ]; then
@@ -106,10 +129,11 @@ done
 
 echo
 echo "compare.sh: medians of $REPEATS repetitions; load average now $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
-python3 - "$RESULTS" <<'EOF'
+python3 - "$RESULTS" "$LATENCY_ONLY" <<'EOF'
 import json, statistics, sys
 
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+latency_only = sys.argv[2] == "1"
 
 def med(values):
     values = [v for v in values if v is not None]
@@ -145,19 +169,27 @@ def goal(what, mine, reference, ratio, target, higher_is_better):
 
 iperf = ref("iperf3", "gbs")
 bound = iperf / 2 if iperf else None
-rr = ref("zmq_rr", "p50_us")
 add = ref("add", "gbs")
+
+def latency_goals(p):
+    for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (262144, "256 KiB")):
+        runs = (("bench_lat", "ipc"),) if p else (("bench_lat", "ipc"), ("bench_lat_tcp", "tcp"))
+        for run, transport in runs:
+            lat = zps(p + run, "p50_us", size)
+            rr = ref("zmq_rr", "p50_us", bytes=size, transport=transport)
+            goal(f"{name} 1x1 pushpull p50 / raw ZeroMQ round trip, {transport}", fmt(lat, " us"), fmt(rr, " us"),
+                 lat / rr if lat and rr else None, 1.3, False)
 
 def goals(p):
     global table
     table = []
+    latency_goals(p)
+    if latency_only:
+        return print_table()
     for size, name in ((4194304, "4 MiB"), (67108864, "64 MiB")):
         g = zps(p + "bench_1x1", "goodput_gbs", size)
         goal(f"1x1 pushpull goodput {name} / (iperf3 / 2)", fmt(g, " GB/s"), fmt(bound, " GB/s"),
              g / bound if g and bound else None, 0.75, True)
-    lat = zps(p + "bench_1x1", "p50_us", 4096)
-    goal("4 KiB pushpull p50 / raw ZeroMQ 4 KiB round trip", fmt(lat, " us"), fmt(rr, " us"),
-         lat / rr if lat and rr else None, 1.2, False)
     for size in (1048576, 4194304, 16777216):
         g = zps(p + "bench_2x2", "goodput_gbs", size)
         m = ref("mpi_allreduce", "algbw_gbs", bytes=size)
@@ -176,6 +208,9 @@ def goals(p):
         allowed = 2.5 * declared + 64 * 2**20 if declared else None
         goal(f"server peak RSS / (2.5 x its key bytes + 64 MiB), {what}", fmt(rss and rss / 2**20, " MiB"),
              fmt(allowed and allowed / 2**20, " MiB"), rss / allowed if rss and allowed else None, 1.0, False)
+    print_table()
+
+def print_table():
     print()
     print("| what | zps | reference | ratio | goal | met |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -188,6 +223,12 @@ if any(r.get("run", "").startswith("base_") for r in rows):
     print("\nafter:")
 goals("")
 print()
+for what, mine, reference, ratio, target, verdict in table:
+    if what.startswith(("4 KiB", "64 KiB", "256 KiB")):
+        met = {"yes": "met", "NO": "NOT met"}.get(verdict, "not measured")
+        print(f"goal: {what}: {ratio}x ({target}x) {met}")
+if latency_only:
+    sys.exit(0)
 print(f"also: raw ZeroMQ stream 4 MiB {fmt(ref('zmq_stream', 'gbs'), ' GB/s')}; server RSS right after start "
       f"{fmt((zps('bench_1x1', 'server_start_rss_bytes', top=True) or 0) / 2**20, ' MiB')} (the process before any "
       f"tensor: code and libraries); every measurement is in results.jsonl")

@@ -1,6 +1,8 @@
 // zps-loopback: the limits zps is measured against, with nothing of zps in the way.
-//   zps-loopback rr BYTES ITERS      raw ZeroMQ REQ/REP round trip between two processes over
-//                                    tcp://127.0.0.1 (p50 and p99 in microseconds)
+//   zps-loopback rr BYTES ITERS [tcp|ipc]
+//                                    raw ZeroMQ REQ/REP round trip between two processes over
+//                                    tcp://127.0.0.1 (default) or an abstract ipc:// socket, the two
+//                                    transports zps uses on one host (p50 and p99 in microseconds)
 //   zps-loopback stream BYTES SECS   raw ZeroMQ PUSH -> PULL throughput between two processes (GB/s)
 //   zps-loopback add BYTES           single-thread float32 a[i] += b[i] over BYTES (GB/s of b read)
 // Each prints one JSON object per line, for tools/bench/compare.sh. The two-process modes fork, so the
@@ -33,10 +35,12 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * v.size()))];
 }
 
-// Binds `type` on a free loopback port and returns the socket and its endpoint.
-void* bindAny(void* ctx, int type, std::string* endpoint) {
+// Binds `type` on a free loopback port (or a fresh abstract ipc socket) and returns the socket and
+// its endpoint.
+void* bindAny(void* ctx, int type, std::string* endpoint, bool ipc = false) {
   void* s = zmq_socket(ctx, type);
-  if (zmq_bind(s, "tcp://127.0.0.1:*") != 0) die("bind");
+  const std::string where = ipc ? "ipc://@zps-loopback-" + std::to_string(getpid()) : "tcp://127.0.0.1:*";
+  if (zmq_bind(s, where.c_str()) != 0) die("bind");
   char buf[256];
   size_t len = sizeof(buf);
   zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, buf, &len);
@@ -65,10 +69,10 @@ int reap(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-int requestReply(size_t bytes, int iters) {
+int requestReply(size_t bytes, int iters, bool ipc) {
   void* ctx = zmq_ctx_new();
   std::string endpoint;
-  void* rep = bindAny(ctx, ZMQ_REP, &endpoint);
+  void* rep = bindAny(ctx, ZMQ_REP, &endpoint, ipc);
   const int total = iters + iters / 10 + 10;  // the first tenth warms up
   pid_t peer = spawn([&] {
     void* c = zmq_ctx_new();
@@ -82,8 +86,9 @@ int requestReply(size_t bytes, int iters) {
       if (zmq_recv(req, back.data(), bytes, 0) < 0) die("recv");
       if (i >= total - iters) rtt.push_back(seconds(start, Clock::now()) * 1e6);
     }
-    std::printf("{\"test\":\"zmq_rr\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f}\n", bytes, iters,
-                percentile(rtt, 50), percentile(rtt, 99));
+    std::printf(
+        "{\"test\":\"zmq_rr\",\"transport\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f}\n",
+        ipc ? "ipc" : "tcp", bytes, iters, percentile(rtt, 50), percentile(rtt, 99));
     std::fflush(stdout);
     zmq_close(req);
     zmq_ctx_term(c);
@@ -181,9 +186,11 @@ size_t parseBytes(const char* s) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "rr" && argc == 4) return requestReply(parseBytes(argv[2]), std::max(1, std::atoi(argv[3])));
+  const std::string transport = argc == 5 ? argv[4] : "tcp";
+  if (mode == "rr" && (argc == 4 || (argc == 5 && (transport == "tcp" || transport == "ipc"))))
+    return requestReply(parseBytes(argv[2]), std::max(1, std::atoi(argv[3])), transport == "ipc");
   if (mode == "stream" && argc == 4) return stream(parseBytes(argv[2]), std::max(0.1, std::atof(argv[3])));
   if (mode == "add" && argc == 3) return add(parseBytes(argv[2]));
-  std::fprintf(stderr, "usage: zps-loopback rr BYTES ITERS | stream BYTES SECONDS | add BYTES\n");
+  std::fprintf(stderr, "usage: zps-loopback rr BYTES ITERS [tcp|ipc] | stream BYTES SECONDS | add BYTES\n");
   return 2;
 }
