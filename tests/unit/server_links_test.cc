@@ -300,6 +300,14 @@ TEST_CASE("server links: a refused move keeps the TCP links", "[server_links]") 
 
 TEST_CASE("server links: no move without a listed socket, a connection, or while faults are injected",
           "[server_links]") {
+  SECTION("ZPS_IPC=0") {
+    IpcOffer o;
+    o.l.config.ipc = false;
+    o.l.links->moveToIpc("@zps-a\n@zps-b\n");
+    CHECK(o.upgrade_token_seen.empty());
+    CHECK(o.l.transport.connects.size() == 2);
+    CHECK(o.peerUsedFor(1) == 2);
+  }
   SECTION("no socket listed") {
     IpcOffer o;
     o.l.links->moveToIpc("0000: 00000002 0 10000 0001 01 1 @zps-c\n");
