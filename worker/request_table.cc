@@ -45,7 +45,7 @@ StatusOr<std::shared_ptr<PendingOp>> RequestTable::send(FanOut fan) {
       e.request = std::move(o.request);
       e.op = op;
       e.sent = now;
-      if (resend_timeout_.count() > 0) e.frames = o.frames;
+      e.frames = o.frames;  // references, not copies: for resends (a timeout, a reconnection)
       if (hooks_.issued) hooks_.issued(o.id, o);
       sends.emplace_back(e.request, std::move(o.frames));
       pending_[o.id] = std::move(e);
@@ -256,6 +256,22 @@ int RequestTable::resendOverdue(Clock::time_point now) {
   }
   // The servers count each worker once per key and round: a resent push is acknowledged again but
   // never summed twice. A failed send is retried at the next period.
+  for (auto& [to, frames] : due) (void)hooks_.send(to, std::move(frames));
+  return static_cast<int>(due.size());
+}
+
+int RequestTable::resendTo(int server) {
+  std::vector<std::pair<RequestSpec, std::vector<Blob>>> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Clock::time_point now = Clock::now();
+    for (auto& [id, e] : pending_) {
+      if (e.request.server != server || e.frames.empty() || e.delivering) continue;
+      e.sent = now;
+      ++resent_;
+      due.emplace_back(e.request, e.frames);
+    }
+  }
   for (auto& [to, frames] : due) (void)hooks_.send(to, std::move(frames));
   return static_cast<int>(due.size());
 }

@@ -165,6 +165,10 @@ class RequestTable {
 
   // Resends the requests sent at least resend_timeout before `now`. Returns how many.
   int resendOverdue(Clock::time_point now);
+  // Resends every unanswered request to `server` (its connection was reset: what was on the wire is
+  // lost). Duplicates are harmless: servers count a sync push once per worker, key and round, and
+  // answer a repeated pull once. Returns how many.
+  int resendTo(int server);
 
   // The job ended: every wait returns `why` from now on, and so does every send.
   void abort(const Status& why);
@@ -181,7 +185,7 @@ class RequestTable {
   struct Entry {
     RequestSpec request;
     std::shared_ptr<PendingOp> op;
-    std::vector<Blob> frames;  // kept for resends only
+    std::vector<Blob> frames;  // kept for resends
     Clock::time_point sent;
     bool delivering = false;
   };

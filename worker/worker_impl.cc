@@ -60,6 +60,15 @@ Status Worker::Impl::start() {
   local_path = std::make_unique<LocalPath>(config, rank, local.get(), client.get(), tensors.get(), requests.get(),
                                            recovery.get());
   transport->onMessage([this](TransportMessage msg) { handleReply(msg); });
+  // A reset connection to a server came back: the requests and replies on the wire at the reset are
+  // lost, so every unanswered request to that server goes again (with or without ZPS_RESEND_TIMEOUT).
+  transport->onReconnect([this](PeerId peer) {
+    if (const std::optional<int> server = links->serverOf(peer)) {
+      const int resent = requests->resendTo(*server);
+      LOG(WARNING) << me() << ": the connection to " << links->describe(*server) << " was reset and is back; resent "
+                   << resent << " unanswered requests";
+    }
+  });
   if (config.resend_timeout.count() > 0) {
     resender = std::thread([this] {
       const auto period =

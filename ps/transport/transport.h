@@ -99,6 +99,19 @@ class Transport {
   virtual std::string handshakeFailure(PeerId peer) const = 0;
   // How many incoming connections were refused at the handshake so far.
   virtual uint64_t refusedHandshakes() const = 0;
+
+  // Outgoing connections survive a reset: ZeroMQ reconnects by itself, and the peer on the other side
+  // keeps its PeerId for us (each outgoing connection presents a fixed random ZeroMQ routing id and
+  // listeners let a reconnecting routing id take over its old connection). What was on the wire at the
+  // reset is lost, both ways. From now on the I/O thread calls `handler` with the peer whenever one of
+  // our outgoing connections finished its handshake again after losing its connection, so the owner
+  // can resend what is unanswered; the handler must not block.
+  virtual void onReconnect(std::function<void(PeerId)> handler) = 0;
+  // Closes an outgoing connection (its queued messages are dropped); messages to it are dropped from
+  // now on. For a peer whose address changed: connect() to the new one.
+  virtual void disconnect(PeerId peer) = 0;
+  // How many times outgoing connections came back after losing their connection.
+  virtual uint64_t reconnects() const = 0;
 };
 
 std::unique_ptr<Transport> makeZmqTransport(const TransportOptions& options);

@@ -10,6 +10,8 @@ namespace {
 
 constexpr int kHandshakeEvents =
     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+// A client also watches its connection go and come back.
+constexpr int kClientEvents = kHandshakeEvents | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED;
 constexpr const char* kZapDomain = "zps";
 constexpr const char* kPlainUser = "zps";
 // A client takes this many handshakes that the peer closed without a reason as a refusal.
@@ -41,8 +43,8 @@ std::vector<std::string> recvAll(void* socket) {
   return frames;
 }
 
-void* monitorPair(void* ctx, void* socket, const std::string& endpoint) {
-  if (zmq_socket_monitor(socket, endpoint.c_str(), kHandshakeEvents) != 0) return nullptr;
+void* monitorPair(void* ctx, void* socket, const std::string& endpoint, int events) {
+  if (zmq_socket_monitor(socket, endpoint.c_str(), events) != 0) return nullptr;
   void* pair = zmq_socket(ctx, ZMQ_PAIR);
   int linger = 0;
   zmq_setsockopt(pair, ZMQ_LINGER, &linger, sizeof(linger));
@@ -104,12 +106,13 @@ Status HandshakeGuard::prepareListener(void* router) {
     if (zmq_bind(zap_, "inproc://zeromq.zap.01") != 0)
       return InternalError(name_ + ": cannot answer handshakes (ZAP): " + zmq_strerror(zmq_errno()));
   }
-  listener_monitor_ = monitorPair(ctx_, router, "inproc://zps-guard-listener");
+  listener_monitor_ = monitorPair(ctx_, router, "inproc://zps-guard-listener", kHandshakeEvents);
   if (listener_monitor_ == nullptr) LOG(WARNING) << name_ << ": cannot watch handshakes: " << zmq_strerror(zmq_errno());
   return Status::OK();
 }
 
-void HandshakeGuard::prepareClient(void* dealer, uint64_t peer) {
+void HandshakeGuard::prepareClient(void* dealer, uint64_t peer, const std::string& endpoint) {
+  endpoints_[peer] = endpoint;
   if (!credentials_.curve_server_public.empty()) {
     zmq_setsockopt(dealer, ZMQ_CURVE_SERVERKEY, credentials_.curve_server_public.data(),
                    credentials_.curve_server_public.size());
@@ -121,7 +124,7 @@ void HandshakeGuard::prepareClient(void* dealer, uint64_t peer) {
     zmq_setsockopt(dealer, ZMQ_PLAIN_USERNAME, kPlainUser, std::strlen(kPlainUser));
     zmq_setsockopt(dealer, ZMQ_PLAIN_PASSWORD, credentials_.plain_password.data(), credentials_.plain_password.size());
   }
-  void* monitor = monitorPair(ctx_, dealer, "inproc://zps-guard-client-" + std::to_string(peer));
+  void* monitor = monitorPair(ctx_, dealer, "inproc://zps-guard-client-" + std::to_string(peer), kClientEvents);
   if (monitor != nullptr) client_monitors_[peer] = monitor;
 }
 
@@ -130,6 +133,9 @@ void HandshakeGuard::forgetClient(uint64_t peer) {
   if (it == client_monitors_.end()) return;
   zmq_close(it->second);
   client_monitors_.erase(it);
+  handshakes_.erase(peer);
+  unexplained_closes_.erase(peer);
+  endpoints_.erase(peer);
 }
 
 void HandshakeGuard::appendPollItems(std::vector<zmq_pollitem_t>* items) const {
@@ -222,6 +228,20 @@ void HandshakeGuard::readClientEvents(uint64_t peer, void* monitor) {
         has_credentials ? "it runs without " + token + " (or another one), so it could not prove it knows " + token
                         : "authentication required: set the job's " + token + " on this node";
     std::string why;
+    if (e.event == ZMQ_EVENT_DISCONNECTED) {  // also at every job's end: said at PS_VERBOSE=1 only
+      VLOG(1) << name_ << ": lost the connection to " << endpoints_[peer] << "; ZeroMQ reconnects";
+      continue;
+    }
+    if (e.event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      unexplained_closes_.erase(peer);
+      if (++handshakes_[peer] > 1) {
+        if (connection_log_.allow())
+          LOG(WARNING) << name_ << ": the connection to " << endpoints_[peer] << " was lost and is back (reconnect "
+                       << handshakes_[peer] - 1 << "); resending what it had in flight";
+        if (on_reconnect_) on_reconnect_(peer);
+      }
+      continue;
+    }
     if (e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       why = "it refused this node's " + token + " (wrong " + token + ")";
     } else if (e.event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {

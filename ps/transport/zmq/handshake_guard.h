@@ -10,7 +10,9 @@
 //
 // It also watches the handshakes: a listener counts and logs (rate-limited) peers it refused, including
 // those that spoke another mechanism (no token); a client records why a peer refused it, so that a node
-// started with a wrong token says so instead of timing out.
+// started with a wrong token says so instead of timing out. A client also sees its connection come
+// back after a reset (a handshake that succeeds again after the first one) and says so through
+// onClientReconnect, so the transport's owner can resend what was lost on the wire.
 //
 // Owned by the ZmqTransport and used by its I/O thread only, except refused() and clientFailure(),
 // which any thread may call.
@@ -20,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -49,10 +52,13 @@ class HandshakeGuard {
   // Before the listener binds: sets its mechanism and starts answering ZAP requests and watching its
   // handshakes.
   Status prepareListener(void* router);
-  // Before a client socket connects: sets its mechanism and watches its handshakes as peer `peer`.
-  void prepareClient(void* dealer, uint64_t peer);
+  // Before a client socket connects: sets its mechanism and watches its handshakes as peer `peer`
+  // (`endpoint` names it in log lines).
+  void prepareClient(void* dealer, uint64_t peer, const std::string& endpoint);
   // Stops watching a client socket (before it is closed).
   void forgetClient(uint64_t peer);
+  // Called on the I/O thread when client `peer` finished a handshake again after losing its connection.
+  void onClientReconnect(std::function<void(uint64_t)> handler) { on_reconnect_ = std::move(handler); }
 
   // The guard's sockets, for the I/O thread's zmq_poll; call handleReady() when any is readable.
   void appendPollItems(std::vector<zmq_pollitem_t>* items) const;
@@ -78,6 +84,10 @@ class HandshakeGuard {
   void* listener_monitor_ = nullptr;  // PAIR receiving the listener's handshake events
   std::map<uint64_t, void*> client_monitors_;
   std::map<uint64_t, int> unexplained_closes_;  // per client peer
+  std::map<uint64_t, int> handshakes_;          // per client peer: successful handshakes so far
+  std::map<uint64_t, std::string> endpoints_;   // per client peer
+  std::function<void(uint64_t)> on_reconnect_;
+  LogLimiter connection_log_;
   std::atomic<uint64_t> refused_{0};
   LogLimiter refusal_log_;
   mutable std::mutex failures_mu_;

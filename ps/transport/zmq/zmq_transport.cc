@@ -13,14 +13,12 @@
 #include <zmq.h>
 
 #include <atomic>
-#include <cmath>
 #include <deque>
 #include <functional>
 #include <future>
 #include <map>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -45,6 +43,10 @@ constexpr int kRecvBatch = 64;
 constexpr size_t kMaxIncomingPeers = 65536;
 // Forgotten peers that can still be sent to (see doForget).
 constexpr size_t kRecentlyForgotten = 1024;
+// Outgoing connections send a ZeroMQ PING after this much quiet and reconnect when nothing at all
+// came back within the timeout (any traffic counts, so a long transfer never trips it).
+constexpr int kConnectionPingMs = 5'000;
+constexpr int kConnectionPingTimeoutMs = 30'000;
 
 struct ReceivedFrame {
   zmq_msg_t msg;
@@ -53,43 +55,6 @@ struct ReceivedFrame {
   ReceivedFrame(const ReceivedFrame&) = delete;
   ReceivedFrame& operator=(const ReceivedFrame&) = delete;
 };
-
-}  // namespace
-
-StatusOr<FaultInjection> parseFaultInjection(const std::string& spec) {
-  FaultInjection f;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    size_t eq = item.find('=');
-    std::string key = item.substr(0, eq);
-    std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    char* end = nullptr;
-    double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
-      return InvalidArgument("ZPS_TEST_FAULTS: '" + item + "' is not name=number");
-    if (key == "drop")
-      f.drop = v;
-    else if (key == "dup")
-      f.duplicate = v;
-    else if (key == "delay")
-      f.delay = v;
-    else if (key == "delay_ms" && v <= 60000)
-      f.delay_ms = static_cast<int>(v);
-    else if (key == "seed" && v < 9007199254740992.0)
-      f.seed = static_cast<uint64_t>(v);
-    else if (key == "delay_ms" || key == "seed")
-      return InvalidArgument("ZPS_TEST_FAULTS: '" + item + "' is out of range (delay_ms <= 60000, seed < 2^53)");
-    else
-      return InvalidArgument("ZPS_TEST_FAULTS: unknown fault '" + key + "' (drop, dup, delay, delay_ms, seed)");
-  }
-  if (f.drop > 1 || f.duplicate > 1 || f.delay > 1 || f.drop + f.duplicate + f.delay > 1)
-    return InvalidArgument("ZPS_TEST_FAULTS: probabilities must add up to at most 1");
-  return f;
-}
-
-namespace {
 
 // ZeroMQ allocates a fresh buffer for every large received message. With glibc's defaults, buffers past
 // the mmap threshold come from mmap and freed heap tops are trimmed back to the kernel, so many
@@ -117,6 +82,10 @@ class ZmqTransport final : public Transport {
     CHECK(ctx_ != nullptr) << "zmq_ctx_new: " << zmqError();
     zmq_ctx_set(ctx_, ZMQ_MAX_SOCKETS, 65536);
     guard_ = std::make_unique<HandshakeGuard>(ctx_, options_.name, credentialsOf(options_));
+    guard_->onClientReconnect([this](uint64_t peer) {
+      ++reconnects_;
+      if (reconnect_handler_) reconnect_handler_(peer);
+    });
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     CHECK(wake_fd_ >= 0) << "eventfd failed";
     io_thread_ = std::thread([this] { ioLoop(); });
@@ -192,6 +161,12 @@ class ZmqTransport final : public Transport {
 
   void forget(PeerId peer) override { enqueue(ForgetCmd{peer}); }
 
+  void onReconnect(std::function<void(PeerId)> handler) override { enqueue(ReconnectHandlerCmd{std::move(handler)}); }
+
+  void disconnect(PeerId peer) override { enqueue(DisconnectCmd{peer}); }
+
+  uint64_t reconnects() const override { return reconnects_.load(); }
+
   std::string handshakeFailure(PeerId peer) const override { return guard_->clientFailure(peer); }
 
   uint64_t refusedHandshakes() const override { return guard_->refused(); }
@@ -222,8 +197,15 @@ class ZmqTransport final : public Transport {
   struct ForgetCmd {
     PeerId peer;
   };
+  struct ReconnectHandlerCmd {
+    std::function<void(PeerId)> handler;
+  };
+  struct DisconnectCmd {
+    PeerId peer;
+  };
   struct StopCmd {};
-  using Command = std::variant<ListenCmd, ConnectCmd, SendCmd, HandlerCmd, ForgetCmd, StopCmd>;
+  using Command =
+      std::variant<ListenCmd, ConnectCmd, SendCmd, HandlerCmd, ForgetCmd, ReconnectHandlerCmd, DisconnectCmd, StopCmd>;
 
   static HandshakeCredentials credentialsOf(const TransportOptions& o) {
     HandshakeCredentials c;
@@ -277,6 +259,11 @@ class ZmqTransport final : public Transport {
     }
     int mandatory = 1;  // an unroutable reply is an error we log, not a silent drop
     zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof(mandatory));
+    // A peer that reconnects after a reset presents its routing id again; it takes over the old
+    // connection, which this side may not have seen die yet (a half-open connection), and keeps its
+    // PeerId, so what the role bound to it (a HELLO's worker rank, a member's rank) stays bound.
+    int handover = 1;
+    zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &handover, sizeof(handover));
     std::string host = cmd.host.empty() ? "0.0.0.0" : cmd.host;
     if (host.find(':') != std::string::npos) host = "[" + host + "]";
     std::string endpoint = "tcp://" + host + ":" + (cmd.port == 0 ? std::string("*") : std::to_string(cmd.port));
@@ -302,9 +289,20 @@ class ZmqTransport final : public Transport {
   void doConnect(const ConnectCmd& cmd) {
     void* s = zmq_socket(ctx_, ZMQ_DEALER);
     setCommonOptions(s);
-    guard_->prepareClient(s, cmd.id);
+    guard_->prepareClient(s, cmd.id, cmd.endpoint);
     int reconnect_max = 1000;
     zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
+    // A fixed routing id per connection, random so that no other peer can guess and take it (see
+    // ZMQ_ROUTER_HANDOVER in doListen); ids that start with a zero byte are libzmq's own.
+    std::string routing_id(16, '\0');
+    for (char& c : routing_id) c = static_cast<char>(routing_id_rng_());
+    routing_id[0] = static_cast<char>(routing_id[0] | 1);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, routing_id.data(), routing_id.size());
+    // ZeroMQ heartbeats find a connection that died without a reset (a peer host that vanished, a
+    // dropped NAT entry), so that it is reconnected instead of waiting for a reply forever.
+    int ping_ms = kConnectionPingMs, ping_timeout_ms = kConnectionPingTimeoutMs;
+    zmq_setsockopt(s, ZMQ_HEARTBEAT_IVL, &ping_ms, sizeof(ping_ms));
+    zmq_setsockopt(s, ZMQ_HEARTBEAT_TIMEOUT, &ping_timeout_ms, sizeof(ping_timeout_ms));
     if (zmq_connect(s, cmd.endpoint.c_str()) != 0) {
       LOG(ERROR) << options_.name << ": cannot connect to " << cmd.endpoint << ": " << zmqError();
       guard_->forgetClient(cmd.id);
@@ -389,6 +387,16 @@ class ZmqTransport final : public Transport {
     incoming_ids_.erase(oldest);
     std::lock_guard<std::mutex> lock(names_mu_);
     names_.erase(oldest);
+  }
+
+  void doDisconnect(PeerId peer) {
+    auto it = dealers_.find(peer);
+    if (it == dealers_.end()) return;
+    guard_->forgetClient(peer);
+    int no_linger = 0;
+    zmq_setsockopt(it->second, ZMQ_LINGER, &no_linger, sizeof(no_linger));
+    zmq_close(it->second);
+    dealers_.erase(it);
   }
 
   void setHandler(std::function<void(TransportMessage)> handler) {
@@ -502,6 +510,10 @@ class ZmqTransport final : public Transport {
           setHandler(std::move(h->handler));
         else if (auto* f = std::get_if<ForgetCmd>(&cmd))
           doForget(f->peer);
+        else if (auto* r = std::get_if<ReconnectHandlerCmd>(&cmd))
+          reconnect_handler_ = std::move(r->handler);
+        else if (auto* d = std::get_if<DisconnectCmd>(&cmd))
+          doDisconnect(d->peer);
         else
           stopping = true;
       }
@@ -544,6 +556,9 @@ class ZmqTransport final : public Transport {
   std::unordered_map<PeerId, std::string> incoming_ids_;
   std::deque<PeerId> forgotten_;  // oldest first
   std::mt19937_64 fault_rng_;
+  std::random_device routing_id_rng_;
+  std::atomic<uint64_t> reconnects_{0};
+  std::function<void(PeerId)> reconnect_handler_;
   uint64_t faults_injected_ = 0;
   std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;
   std::function<void(TransportMessage)> handler_;  // set: incoming messages go here, not to recv_queue_
