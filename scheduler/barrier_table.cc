@@ -13,4 +13,9 @@ BarrierTable::Result BarrierTable::arrive(pb::BarrierGroup group, PeerId sender,
   return Result::kReleased;
 }
 
+void BarrierTable::rebind(PeerId from, PeerId to) {
+  for (GroupState& g : state_)
+    if (g.arrived.erase(from) > 0) g.arrived.insert(to);
+}
+
 }  // namespace zps

@@ -22,6 +22,12 @@ class BarrierTable {
   // The number of barriers released so far in a group.
   uint64_t generation(pb::BarrierGroup group) const { return state_[index(group)].generation; }
   size_t waiting(pb::BarrierGroup group) const { return state_[index(group)].arrived.size(); }
+  // A restarted scheduler takes over a running job: `released` barriers of the group are behind it
+  // (the most any node has seen released; a node that missed the last release sends that barrier
+  // again, gets kStale, and is sent the release).
+  void restore(pb::BarrierGroup group, uint64_t released) { state_[index(group)].generation = released; }
+  // A node registered again from a new connection: its arrivals count as the new peer's.
+  void rebind(PeerId from, PeerId to);
 
  private:
   struct GroupState {

@@ -7,6 +7,14 @@
 
 namespace zps {
 
+void Membership::rebind(PeerId from, PeerId to, const std::string& auth_nonce) {
+  for (Member& m : members_) {
+    if (m.peer != from) continue;
+    m.peer = to;
+    m.auth_nonce = auth_nonce;
+  }
+}
+
 std::string Member::describe() const {
   std::string s = wire::roleName(role);
   s += rank >= 0 ? " " + std::to_string(rank) : requested_rank >= 0 ? " " + std::to_string(requested_rank) : "";

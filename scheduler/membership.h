@@ -39,6 +39,8 @@ class Membership {
   Status add(PeerId peer, const pb::Register& reg);
   // Forgets a node (it went silent before the job started).
   void remove(PeerId peer);
+  // The node of `from` registered again from connection `to` (proving the token with `auth_nonce`).
+  void rebind(PeerId from, PeerId to, const std::string& auth_nonce);
 
   bool complete() const;
   // Gives arrival-order nodes without a rank the lowest free ranks; ranks already given stay. Call

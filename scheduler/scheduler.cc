@@ -7,10 +7,17 @@
 // A replacement that registers takes the rank (one that registers while the old node still looks
 // alive waits until it is declared dead); once every rank is held again, every node gets the address
 // book of the new generation, and the workers start over from the latest checkpoint.
+//
+// Resets and restarts: a node whose connection was reset registers again (rejoin) and is sent the
+// address book again, its cue to resend what the reset may have lost. A scheduler that restarted in a
+// running job (ZPS_RECOVERY) learns the job from the nodes' rejoins: their ranks, the generation and
+// the barriers released so far; once every rank is held it sends the book and the job goes on.
 #include "scheduler/scheduler.h"
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <map>
 #include <set>
@@ -149,6 +156,8 @@ class Scheduler {
     }
     if (const Member* m = membership_.find(peer)) {
       VLOG(1) << "scheduler: repeated registration from " << m->describe();
+      // Its connection was reset: the book again tells it to resend what the reset may have lost.
+      if (running_) sendBookTo(*m);
       return;
     }
     if (auth_.enabled()) {
@@ -160,9 +169,19 @@ class Scheduler {
         return;
       }
     }
+    if (reg.rejoin() && rebind(peer, reg)) return;
     if (running_ && !config_.recovery) {
       refuse(peer, "the job is already running with all nodes registered");
       return;
+    }
+    if (reg.rejoin() && !running_) {
+      if (!config_.recovery) {
+        refuse(peer,
+               "this scheduler started after the job began and does not know it (with ZPS_RECOVERY=1 a restarted "
+               "scheduler rebuilds the job from its nodes)");
+        return;
+      }
+      noteRejoin(reg);
     }
     if (static_cast<int>(reg.expected_servers()) != config_.num_servers ||
         static_cast<int>(reg.expected_workers()) != config_.num_workers) {
@@ -212,14 +231,54 @@ class Scheduler {
   }
 
   void startJob() {
+    if (rebuilding_) {
+      generation_ = rebuilt_generation_;
+      for (int g = pb::GROUP_WORKERS; g <= pb::GROUP_ALL; ++g)
+        barriers_.restore(static_cast<pb::BarrierGroup>(g), rebuilt_barriers_[g]);
+    }
     sendBook();
     running_ = true;
     LOG(INFO) << "scheduler: all " << membership_.members().size() << " nodes registered in " << secondsSince(start_)
-              << " s; address book sent";
+              << " s; address book sent"
+              << (rebuilding_
+                      ? "; the running job was rebuilt from its nodes (generation " + std::to_string(generation_) + ")"
+                      : std::string());
   }
 
-  void sendBook() {
-    membership_.assignRanks();
+  // ZPS_RECOVERY: a node that held a rank before this scheduler started registers again; the job it
+  // belongs to resumes where the nodes say it is.
+  void noteRejoin(const pb::Register& reg) {
+    if (!rebuilding_)
+      LOG(WARNING) << "scheduler: a " << wire::roleName(reg.role()) << " of a running job registers again (rank "
+                   << reg.requested_rank() << ", generation " << reg.generation()
+                   << "): rebuilding the job from its nodes (ZPS_RECOVERY)";
+    rebuilding_ = true;
+    rebuilt_generation_ = std::max(rebuilt_generation_, reg.generation());
+    for (int g = 0; g < reg.barriers_released_size(); ++g)
+      rebuilt_barriers_[g] = std::max(rebuilt_barriers_[g], reg.barriers_released(g));
+  }
+
+  // A member registers again from a new connection (it re-resolved our address, or its first
+  // connection was forgotten). The same process (host, port, pid, host name) keeps its rank; anything
+  // else is a replacement.
+  bool rebind(PeerId peer, const pb::Register& reg) {
+    const Member* m = membership_.holder(reg.role(), reg.requested_rank());
+    if (m == nullptr || m->host != reg.host() || m->port != static_cast<int>(reg.port()) ||
+        m->pid != static_cast<int>(reg.pid()) || m->hostname != reg.hostname())
+      return false;
+    const PeerId old = m->peer;
+    LOG(WARNING) << "scheduler: " << m->describe() << " registered again from a new connection; it keeps its rank";
+    membership_.rebind(old, peer, reg.auth_nonce());
+    barriers_.rebind(old, peer);
+    last_seen_.erase(old);
+    last_seen_[peer] = Clock::now();
+    if (finished_.erase(old) > 0) finished_.insert(peer);
+    transport_->forget(old);
+    if (running_) sendBookTo(*membership_.find(peer));
+    return true;
+  }
+
+  pb::RegisterReply book() const {
     pb::RegisterReply book;
     book.set_generation(generation_);
     book.set_accepted(true);
@@ -234,14 +293,23 @@ class Scheduler {
       n->set_hostname(m.hostname);
       n->set_pid(static_cast<uint32_t>(m.pid));
     }
-    for (const auto& m : membership_.members()) {
-      pb::Control c;
-      *c.mutable_register_reply() = book;
-      c.mutable_register_reply()->set_rank(m.rank);
-      if (auth_.enabled()) c.mutable_register_reply()->set_auth_mac(auth_.mac(kRegisterReplyContext, m.auth_nonce));
-      send(m.peer, c);
-    }
+    return book;
   }
+
+  void sendBook() {
+    membership_.assignRanks();
+    const pb::RegisterReply all = book();
+    for (const auto& m : membership_.members()) sendBookTo(m, all);
+  }
+
+  void sendBookTo(const Member& m, const pb::RegisterReply& all) {
+    pb::Control c;
+    *c.mutable_register_reply() = all;
+    c.mutable_register_reply()->set_rank(m.rank);
+    if (auth_.enabled()) c.mutable_register_reply()->set_auth_mac(auth_.mac(kRegisterReplyContext, m.auth_nonce));
+    send(m.peer, c);
+  }
+  void sendBookTo(const Member& m) { sendBookTo(m, book()); }
 
   // ZPS_RECOVERY: removes a lost node, holds its rank open and tells everyone to start a new generation.
   // Without recovery (or when some worker has already finished, so the job cannot be redone) the job
@@ -302,8 +370,15 @@ class Scheduler {
       return;
     }
     auto result = barriers_.arrive(b.group(), m.peer, b.sequence(), groupSize(b.group()));
-    if (result == BarrierTable::Result::kDuplicate || result == BarrierTable::Result::kStale ||
-        result == BarrierTable::Result::kAhead) {
+    if (result == BarrierTable::Result::kStale) {
+      // Sent again after a reset that lost its release: the node is told again.
+      pb::Control c;
+      c.mutable_barrier_release()->set_group(b.group());
+      c.mutable_barrier_release()->set_sequence(barriers_.generation(b.group()));
+      send(m.peer, c);
+      return;
+    }
+    if (result == BarrierTable::Result::kDuplicate || result == BarrierTable::Result::kAhead) {
       LOG_EVERY_N(WARNING, 20) << "scheduler: ignored a duplicate or out-of-order barrier " << b.sequence() << " from "
                                << m.describe();
       return;
@@ -341,6 +416,14 @@ class Scheduler {
     const Member* m = membership_.find(peer);
     if (m == nullptr && parked_.count(peer) != 0) {
       parked_[peer].last_seen = Clock::now();  // a waiting replacement's heartbeats
+      return;
+    }
+    if (m == nullptr && c.has_heartbeat()) {
+      // A node whose registration is on its way (after a reset or a restart of this scheduler, what it
+      // queued meanwhile may arrive first): forgetting the connection now would make its registration,
+      // right behind, a new peer and every later message a stranger's. Kept within the transport's
+      // bound on incoming peers.
+      VLOG(1) << "scheduler: heartbeat from unregistered " << transport_->describe(peer) << " ignored";
       return;
     }
     if (m == nullptr) {
@@ -461,6 +544,11 @@ class Scheduler {
     Clock::time_point last_seen;
   };
   std::map<PeerId, Parked> parked_;  // replacements waiting for the node they replace to be declared dead
+  // A restarted scheduler rebuilding a running job: the newest generation and the most barriers released
+  // per group that the rejoining nodes reported.
+  bool rebuilding_ = false;
+  uint64_t rebuilt_generation_ = 0;
+  std::array<uint64_t, 4> rebuilt_barriers_{};
   Clock::time_point start_;
   Clock::time_point next_liveness_check_;
   bool running_ = false;

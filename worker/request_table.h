@@ -125,7 +125,7 @@ class RequestTable {
     std::function<void(uint64_t id, bool ok)> completed;              // optional
   };
 
-  // resend_timeout 0: requests are not kept for resends.
+  // resend_timeout 0: no resends on a timer (resendTo still resends after a reset).
   RequestTable(Hooks hooks, std::chrono::milliseconds resend_timeout);
 
   // A request header with the command, a fresh request id, the key and the current generation.

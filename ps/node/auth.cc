@@ -137,6 +137,10 @@ std::string registerMacInput(const pb::Register& r) {
   w.put(r.expected_workers());
   str(r.auth_nonce());
   w.put(r.auth_time_ms());
+  w.put(static_cast<uint32_t>(r.rejoin() ? 1 : 0));
+  w.put(r.generation());
+  w.put(static_cast<uint32_t>(r.barriers_released_size()));
+  for (uint64_t n : r.barriers_released()) w.put(n);
   return w.take();
 }
 

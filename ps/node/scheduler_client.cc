@@ -45,18 +45,7 @@ Status SchedulerClient::sendControl(const pb::Control& c) {
   return transport_->send(scheduler_, wire::encodeControl(c));
 }
 
-StatusOr<pb::RegisterReply> SchedulerClient::start() {
-  TransportOptions options;
-  options.name = "scheduler-link";
-  options.max_frame_bytes = 16 << 20;
-  options.linger = config_.shutdown_linger;
-  applyTransportSecurity(config_, auth_, &options);
-  transport_ = makeZmqTransport(options);
-  ZPS_ASSIGN_OR_RETURN(
-      std::string ip, resolveWithRetry(config_.root_uri, config_.connect_timeout, "scheduler host (DMLC_PS_ROOT_URI)"));
-  scheduler_address_ = config_.root_uri + ":" + std::to_string(config_.root_port);
-  ZPS_ASSIGN_OR_RETURN(scheduler_, transport_->connect(ip, config_.root_port));
-
+pb::Control SchedulerClient::registration(bool rejoin) {
   pb::Control c;
   auto* reg = c.mutable_register_();
   reg->set_magic(wire::kMagic);
@@ -70,14 +59,42 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   reg->set_pid(static_cast<uint32_t>(getpid()));
   reg->set_expected_servers(static_cast<uint32_t>(config_.num_servers));
   reg->set_expected_workers(static_cast<uint32_t>(config_.num_workers));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rejoin && reply_.has_value()) {
+      reg->set_rejoin(true);
+      reg->set_requested_rank(reply_->rank());
+      reg->set_rank_source("the rank it held before registering again");
+      reg->set_generation(reply_->generation());
+      for (uint64_t released : barrier_released_) reg->add_barriers_released(released);
+    }
+  }
   if (auth_.enabled()) {
     reg->set_auth_nonce(Authenticator::newNonce());
     reg->set_auth_time_ms(Authenticator::nowMs());
     reg->set_auth_mac(auth_.mac(kRegisterContext, registerMacInput(*reg)));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!rejoin && nonces_.size() < 64) nonces_.push_back(reg->auth_nonce());
   }
-  std::string nonce = reg->auth_nonce();
-  ZPS_RETURN_IF_ERROR(sendControl(c));
-  LOG(INFO) << roleName(config_.role) << " registering with scheduler " << scheduler_address_ << " (" << ip
+  return c;
+}
+
+StatusOr<pb::RegisterReply> SchedulerClient::start() {
+  TransportOptions options;
+  options.name = "scheduler-link";
+  options.max_frame_bytes = 16 << 20;
+  options.linger = config_.shutdown_linger;
+  applyTransportSecurity(config_, auth_, &options);
+  transport_ = makeZmqTransport(options);
+  transport_->onReconnect([this](PeerId) { reconnected_ = true; });
+  ZPS_ASSIGN_OR_RETURN(
+      scheduler_ip_, resolveWithRetry(config_.root_uri, config_.connect_timeout, "scheduler host (DMLC_PS_ROOT_URI)"));
+  scheduler_address_ = config_.root_uri + ":" + std::to_string(config_.root_port);
+  ZPS_ASSIGN_OR_RETURN(PeerId scheduler, transport_->connect(scheduler_ip_, config_.root_port));
+  scheduler_ = scheduler;
+
+  ZPS_RETURN_IF_ERROR(sendControl(registration(false)));
+  LOG(INFO) << roleName(config_.role) << " registering with scheduler " << scheduler_address_ << " (" << scheduler_ip_
             << "), advertising " << config_.node_host << ":" << listen_port_ << ", rank from " << config_.rank_source
             << (config_.requested_rank >= 0 ? " = " + std::to_string(config_.requested_rank) : "");
   last_heard_ = Clock::now();
@@ -101,12 +118,84 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   }
   if (reply_.has_value()) {
     if (!reply_->accepted()) return FailedPrecondition("scheduler refused this node: " + reply_->error());
-    if (auth_.enabled() && !auth_.verify(kRegisterReplyContext, nonce, reply_->auth_mac()))
+    // The registration the scheduler answered may be a repeat (the first was lost to a reset).
+    bool proven = !auth_.enabled();
+    for (const std::string& nonce : nonces_)
+      proven = proven || auth_.verify(kRegisterReplyContext, nonce, reply_->auth_mac());
+    if (!proven)
       return FailedPrecondition("the scheduler at " + scheduler_address_ +
                                 " could not prove it knows ZPS_AUTH_TOKEN; refusing its address book");
     return *reply_;
   }
   return Aborted("scheduler ended the job during start-up: " + shutdown_->reason());
+}
+
+void SchedulerClient::rejoin(const std::string& why) {
+  if (!rejoining_)
+    LOG(WARNING) << roleName(config_.role) << ": registering again with " << scheduler_address_ << ": " << why;
+  rejoining_ = true;
+  next_rejoin_ = Clock::now() + config_.heartbeat_interval;
+  (void)sendControl(registration(true));
+}
+
+void SchedulerClient::resendAfterRejoin() {
+  std::vector<pb::Control> resend;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int g = pb::GROUP_WORKERS; g <= pb::GROUP_ALL; ++g) {
+      if (barrier_sent_[g] <= barrier_released_[g]) continue;
+      pb::Control c;
+      c.mutable_barrier()->set_group(static_cast<pb::BarrierGroup>(g));
+      c.mutable_barrier()->set_sequence(barrier_sent_[g]);
+      c.mutable_barrier()->set_generation(reply_->generation());
+      resend.push_back(c);
+    }
+    if (finished_.has_value()) {
+      pb::Control c;
+      *c.mutable_finished() = *finished_;
+      resend.push_back(c);
+    }
+  }
+  LOG(INFO) << roleName(config_.role) << ": registered again with scheduler " << scheduler_address_ << "; sent again "
+            << resend.size() << " messages it may have lost";
+  for (const auto& c : resend) (void)sendControl(c);
+}
+
+bool SchedulerClient::seekScheduler(Clock::time_point now, Clock::time_point last) {
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last);
+  if (silent > config_.heartbeat_timeout + config_.recovery_timeout) {
+    pb::Shutdown s;
+    s.set_exit_code(1);
+    s.set_reason("scheduler " + scheduler_address_ + " has been silent for " +
+                 std::to_string(static_cast<int>(seconds(silent))) + " s and did not come back within " +
+                 std::to_string(static_cast<int>(seconds(config_.recovery_timeout))) + " s (ZPS_RECOVERY_TIMEOUT)");
+    setShutdown(s);
+    return false;
+  }
+  if (!seeking_) {
+    seeking_ = true;
+    next_seek_ = now;
+    LOG(WARNING) << roleName(config_.role) << ": scheduler " << scheduler_address_ << " has been silent for "
+                 << static_cast<int>(seconds(silent)) << " s (heartbeat timeout); ZPS_RECOVERY: waiting up to "
+                 << static_cast<int>(seconds(config_.recovery_timeout))
+                 << " s for a scheduler to come back (re-resolving DMLC_PS_ROOT_URI, registering again)";
+  }
+  if (now < next_seek_) return true;
+  next_seek_ = now + config_.heartbeat_interval;
+  // One quick attempt: the name of a restarting pod may not resolve for a while.
+  auto ip = resolveWithRetry(config_.root_uri, std::chrono::milliseconds(1), "scheduler host (DMLC_PS_ROOT_URI)");
+  if (ip.ok() && *ip != scheduler_ip_) {
+    auto peer = transport_->connect(*ip, config_.root_port);
+    if (peer.ok()) {
+      LOG(WARNING) << roleName(config_.role) << ": scheduler " << config_.root_uri << " moved from " << scheduler_ip_
+                   << " to " << *ip;
+      transport_->disconnect(scheduler_);
+      scheduler_ = *peer;
+      scheduler_ip_ = *ip;
+    }
+  }
+  rejoin("the scheduler went silent");
+  return true;
 }
 
 void SchedulerClient::loop() {
@@ -143,13 +232,24 @@ void SchedulerClient::loop() {
       last = last_heard_;
       if (shutdown_.has_value()) break;
     }
+    if (reconnected_.exchange(false)) {
+      if (registered)
+        rejoin("the connection to the scheduler was reset");
+      else
+        (void)sendControl(registration(false));  // the first may have been lost with the connection
+    } else if (rejoining_ && now >= next_rejoin_) {
+      rejoin("no answer to the last registration yet");
+    }
     // Before registration completes the scheduler may simply not be up yet; start() bounds that wait.
-    if (registered && now - last > config_.heartbeat_timeout) {
+    if (registered && now - last > config_.heartbeat_timeout && config_.recovery) {
+      if (!seekScheduler(now, last)) break;
+    } else if (registered && now - last > config_.heartbeat_timeout) {
       pb::Shutdown s;
       s.set_exit_code(1);
       s.set_reason("scheduler " + scheduler_address_ + " has been silent for " +
                    std::to_string(static_cast<int>(seconds(config_.heartbeat_timeout))) +
-                   " s (heartbeat timeout); it is dead or unreachable");
+                   " s (heartbeat timeout); it is dead or unreachable (with ZPS_RECOVERY=1 nodes wait for a "
+                   "restarted scheduler)");
       setShutdown(s);
       break;
     }
@@ -175,19 +275,36 @@ void SchedulerClient::loop() {
 void SchedulerClient::handle(const pb::Control& control) {
   switch (control.body_case()) {
     case pb::Control::kRegisterReply: {
-      std::lock_guard<std::mutex> lock(mu_);
       const auto& book = control.register_reply();
-      if (!reply_.has_value()) {
-        reply_ = book;
-      } else if (reply_->accepted() && book.accepted() && book.generation() > reply_->generation()) {
-        // The address book of a new generation (ZPS_RECOVERY): barriers count afresh.
-        std::string auth_mac = reply_->auth_mac();
-        reply_ = book;
-        reply_->set_auth_mac(auth_mac);
-        for (auto& n : barrier_sent_) n = 0;
-        for (auto& n : barrier_released_) n = 0;
+      bool answered_rejoin = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!reply_.has_value()) {
+          reply_ = book;
+        } else if (reply_->accepted() && book.accepted()) {
+          answered_rejoin = rejoining_;
+          if (book.generation() > reply_->generation()) {
+            // The address book of a new generation (ZPS_RECOVERY): barriers count afresh.
+            std::string auth_mac = reply_->auth_mac();
+            reply_ = book;
+            reply_->set_auth_mac(auth_mac);
+            for (auto& n : barrier_sent_) n = 0;
+            for (auto& n : barrier_released_) n = 0;
+          }
+        }
+        cv_.notify_all();
       }
-      cv_.notify_all();
+      if (rejoining_ && !book.accepted()) {
+        pb::Shutdown s;
+        s.set_exit_code(1);
+        s.set_reason("the scheduler at " + scheduler_address_ +
+                     " refused this node when it registered again: " + book.error());
+        setShutdown(s);
+      } else if (answered_rejoin) {
+        rejoining_ = false;
+        seeking_ = false;
+        resendAfterRejoin();
+      }
       break;
     }
     case pb::Control::kRecovery: {
@@ -273,6 +390,10 @@ StatusOr<pb::Shutdown> SchedulerClient::finish(bool ok, const std::string& messa
   pb::Control c;
   c.mutable_finished()->set_ok(ok);
   c.mutable_finished()->set_message(message.substr(0, 2000));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = c.finished();
+  }
   ZPS_RETURN_IF_ERROR(sendControl(c));
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, timeout, [&] { return shutdown_.has_value(); }))

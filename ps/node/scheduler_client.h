@@ -3,6 +3,13 @@
 // Shutdown. It owns its own transport and thread, so control traffic never queues behind tensor traffic
 // and heartbeats flow while the role is busy.
 //
+// A reset connection: ZeroMQ reconnects, and the client registers again as the holder of its rank
+// (rejoin), then sends again what the reset may have lost (its open barriers, its "finished"). A
+// scheduler that went silent: without ZPS_RECOVERY the job ends as it always did (heartbeat timeout);
+// with it the client keeps re-resolving DMLC_PS_ROOT_URI and registering again, so that a restarted
+// scheduler (same name, possibly a new address) rebuilds the job from its nodes, for up to
+// ZPS_RECOVERY_TIMEOUT.
+//
 // Lifetime: created and started by the role's main thread; lives until the process exits. Public methods
 // may be called from any thread.
 #pragma once
@@ -15,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "proto/zps.pb.h"
 #include "ps/common/config.h"
@@ -70,19 +78,37 @@ class SchedulerClient {
   void handle(const pb::Control& control);
   void setShutdown(pb::Shutdown s);
   Status sendControl(const pb::Control& c);
+  // A fresh Register (new nonce and MAC); `rejoin`: as the holder of this node's rank.
+  pb::Control registration(bool rejoin);
+  // Registers again as the holder of this node's rank (called on the client's thread).
+  void rejoin(const std::string& why);
+  // The scheduler answered a rejoin: sends again what the reset may have lost.
+  void resendAfterRejoin();
+  // ZPS_RECOVERY and a silent scheduler: re-resolves its name, moves to a new address, registers again.
+  // Returns false when it stayed away too long (the job ends).
+  bool seekScheduler(std::chrono::steady_clock::time_point now, std::chrono::steady_clock::time_point last);
 
   const Config config_;
   const Authenticator auth_;
   const int listen_port_;
   std::unique_ptr<Transport> transport_;
-  PeerId scheduler_ = 0;
+  std::atomic<PeerId> scheduler_{0};  // changes (on the client's thread) when the scheduler's address changes
   std::string scheduler_address_;
+  std::string scheduler_ip_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> reconnected_{false};  // set by the transport's I/O thread
+  // The client's thread only: a rejoin waits for the scheduler's answer; when the scheduler went silent.
+  bool rejoining_ = false;
+  bool seeking_ = false;
+  std::chrono::steady_clock::time_point next_seek_;
+  std::chrono::steady_clock::time_point next_rejoin_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<pb::RegisterReply> reply_;
+  std::vector<std::string> nonces_;       // of the registrations sent before the first book (its MAC names one)
+  std::optional<pb::Finished> finished_;  // sent by finish(); sent again after a rejoin
   std::optional<pb::Shutdown> shutdown_;
   uint64_t barrier_sent_[4] = {0, 0, 0, 0};
   uint64_t barrier_released_[4] = {0, 0, 0, 0};

@@ -38,6 +38,9 @@ Status validateControl(const pb::Control& c, const Limits& limits) {
       ZPS_RETURN_IF_ERROR(checkString("register.rank_source", r.rank_source(), limits));
       ZPS_RETURN_IF_ERROR(checkString("register.auth_nonce", r.auth_nonce(), limits));
       ZPS_RETURN_IF_ERROR(checkString("register.auth_mac", r.auth_mac(), limits));
+      if (r.barriers_released_size() > 4)
+        return ProtocolError("register.barriers_released has " + std::to_string(r.barriers_released_size()) +
+                             " entries, at most 4 (one per barrier group)");
       return Status::OK();
     }
     case pb::Control::kRegisterReply: {

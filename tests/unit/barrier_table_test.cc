@@ -106,5 +106,24 @@ TEST_CASE("barrier table: groups are independent", "[barrier]") {
   CHECK(t.waiting(pb::GROUP_WORKERS) == 1);
 }
 
+TEST_CASE("barrier table: a restarted scheduler resumes the count the nodes report", "[barrier]") {
+  BarrierTable t;
+  t.restore(pb::GROUP_WORKERS, 7);  // some node saw barrier 7 released
+  CHECK(t.generation(pb::GROUP_WORKERS) == 7);
+  // A node that missed release 7 sends barrier 7 again: stale (the scheduler then tells it again).
+  CHECK(t.arrive(pb::GROUP_WORKERS, 1, 7, 2) == Result::kStale);
+  CHECK(t.arrive(pb::GROUP_WORKERS, 1, 8, 2) == Result::kWaiting);
+  CHECK(t.arrive(pb::GROUP_WORKERS, 2, 8, 2) == Result::kReleased);
+  CHECK(t.generation(pb::GROUP_WORKERS) == 8);
+}
+
+TEST_CASE("barrier table: a node that registered again from a new connection keeps its arrival", "[barrier]") {
+  BarrierTable t;
+  CHECK(t.arrive(pb::GROUP_WORKERS, 1, 1, 2) == Result::kWaiting);
+  t.rebind(1, 5);
+  CHECK(t.arrive(pb::GROUP_WORKERS, 5, 1, 2) == Result::kDuplicate);  // counted once
+  CHECK(t.arrive(pb::GROUP_WORKERS, 2, 1, 2) == Result::kReleased);
+}
+
 }  // namespace
 }  // namespace zps

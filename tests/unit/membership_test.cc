@@ -112,6 +112,18 @@ TEST_CASE("membership: the same connection cannot register twice", "[membership]
   CHECK(m.registered(pb::WORKER) == 1);
 }
 
+TEST_CASE("membership: a node that registers again from a new connection keeps its rank", "[membership]") {
+  Membership m(1, 2);
+  REQUIRE(m.add(7, reg(pb::WORKER, 1)).ok());
+  m.rebind(7, 9, "nonce");
+  CHECK(m.find(7) == nullptr);
+  REQUIRE(m.find(9) != nullptr);
+  CHECK(m.find(9)->requested_rank == 1);
+  CHECK(m.find(9)->auth_nonce == "nonce");
+  CHECK(m.holder(pb::WORKER, 1)->peer == 9);
+  CHECK(m.registered(pb::WORKER) == 1);
+}
+
 TEST_CASE("membership: an out-of-range rank is refused", "[membership]") {
   Membership m(2, 2);
   Status s = m.add(1, reg(pb::WORKER, 2));

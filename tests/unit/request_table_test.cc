@@ -251,6 +251,24 @@ TEST_CASE("request table: overdue requests are resent, answered ones are not", "
   CHECK(f.table.wait(*handle, 1s).ok());
 }
 
+TEST_CASE("request table: after a reset, every unanswered request to that server goes again", "[request_table]") {
+  FakeServers f;
+  std::vector<float> out(12, 0.0f);
+  std::vector<uint64_t> ids;
+  auto handle = f.table.issue(f.pull(out.data(), 3, &ids));
+  REQUIRE(handle.ok());
+  REQUIRE(f.reply(ids[0], 0, 1.0f) == Delivery::kDelivered);
+  CHECK(f.table.resendTo(0) == 0);  // answered
+  CHECK(f.table.resendTo(1) == 1);  // not due by any timeout: a reset lost it
+  CHECK(f.sent_to == std::vector<int>{0, 1, 2, 1});
+  REQUIRE(f.reply(ids[1], 1, 2.0f) == Delivery::kDelivered);
+  CHECK(f.reply(ids[1], 1, 2.0f) == Delivery::kUnknown);  // the resent request's reply: dropped
+  REQUIRE(f.reply(ids[2], 2, 3.0f) == Delivery::kDelivered);
+  CHECK(f.table.wait(*handle, 1s).ok());
+  CHECK(out[4] == 2.0f);
+  CHECK(f.table.resent() == 1);
+}
+
 TEST_CASE("request table: run() is send and wait, and completed() handles carry their status", "[request_table]") {
   FakeServers f;
   FanOut none("nothing to send");
