@@ -67,6 +67,9 @@ class FakeTransport final : public Transport {
   void forget(PeerId) override {}
   std::string handshakeFailure(PeerId) const override { return ""; }
   uint64_t refusedHandshakes() const override { return 0; }
+  void onReconnect(std::function<void(PeerId)>) override {}
+  void disconnect(PeerId) override {}
+  uint64_t reconnects() const override { return 0; }
 
  private:
   PeerId next_peer_ = 1;
