@@ -78,9 +78,8 @@ TEST_CASE("connection resets mid-job: worker-server and node-scheduler connectio
     if (recovery) c.setEnv("ZPS_AUTH_TOKEN", "reconnect-test-token-0123456789");
     c.setEnv("ZPS_HEARTBEAT_INTERVAL", "1");
     c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "10");
-    // Workers would move to the servers' ipc sockets, which ss cannot reset; any ZPS_TEST_FAULTS keeps
-    // them on TCP (this one injects nothing).
-    c.setEnv("ZPS_TEST_FAULTS", "seed=1");
+    // Same-host workers would move to the servers' ipc sockets, which ss cannot reset.
+    c.setEnv("ZPS_IPC", "0");
     const int scheduler = c.startScheduler();
     c.startServer();
     c.startServer();
