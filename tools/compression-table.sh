@@ -51,5 +51,5 @@ for c in $COMPRESSORS; do
 done
 for c in $COMPRESSORS; do
   run "synthetic CTR" auc "$c" --model ctr --data synthetic-ctr --epochs "$CTR_EPOCHS" --batch_size 256 \
-    --optimizer adam --lr 0.001 --hidden 64,32 --table_lr 0.1
+    --optimizer adam --lr 0.001 --hidden 64,32 --table_optimizer adagrad --table_lr 0.1
 done

@@ -162,7 +162,7 @@ if [ -x "$ZPS" ]; then
     ZPS_SERVER_ENGINE=$engine step "param-$engine" 150 "$ZPS" launch --servers 2 --workers 2 --local-size 1 \
       --timeout 140 -- \
       train --model ctr --data synthetic-ctr --epochs 1 --batch_size 256 --optimizer adam --lr 0.001 \
-      --hidden 64,32 --table_lr 0.1
+      --hidden 64,32 --table_optimizer adagrad --table_lr 0.1
   done
   if [ -f "$OUT_DIR/param-cuda.log" ]; then
     cpu_auc=$(lastAuc "$OUT_DIR/param-cpu.log")

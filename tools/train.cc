@@ -43,7 +43,7 @@ ZPS_FLAG(train, uint64_t, seed, 1, "seed of the data split, epoch order and init
 ZPS_FLAG(train, std::string, hidden, std::to_string(zps::train::kDefaultHidden),
          "hidden layer sizes of mlp/ctr, e.g. 128,64");
 ZPS_FLAG(train, int32_t, embedding_dim, 8, "ctr embedding row size");
-ZPS_FLAG(train, std::string, table_optimizer, "adagrad",
+ZPS_FLAG(train, std::string, table_optimizer, zps::train::kDefaultTableOptimizer,
          "ctr embedding optimizer on the servers: sgd, momentum, adagrad or adam");
 ZPS_FLAG(train, double, table_lr, 0, "learning rate of the embedding optimizer (0: its default, see docs/training.md)");
 ZPS_FLAG(train, std::string, device, "cpu",

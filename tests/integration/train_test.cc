@@ -159,8 +159,9 @@ TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, serve
   int s0 = c.startServer();
   int s1 = c.startServer();
   std::vector<std::string> args = {
-      "train",       "--model", "ctr",  "--data", "synthetic-ctr", "--epochs", "3",          "--batch_size", "256",
-      "--optimizer", "adam",    "--lr", "0.001",  "--hidden",      "64,32",    "--table_lr", "0.1"};
+      "train",   "--model",     "ctr",  "--data", "synthetic-ctr", "--epochs", "3",     "--batch_size",
+      "256",     "--optimizer", "adam", "--lr",   "0.001",         "--hidden", "64,32", "--table_optimizer",
+      "adagrad", "--table_lr",  "0.1"};
   int w0 = c.startWorker(0, args);
   c.startWorker(1, args);
   auto codes = c.waitAll(300s);
@@ -192,9 +193,9 @@ TEST_CASE("train: CTR on synthetic data gets within 0.02 of the Bayes AUC, serve
 // 2 servers x 2 nodes x 2 local ranks on batch b against 2 x 2 on batch 2b (the same global batch):
 // the tables' rounds count all 4 processes, and the model is as good.
 TEST_CASE("train: CTR on 2 nodes x 2 local ranks reaches the AUC of 2 workers within 0.005") {
-  const std::vector<std::string> args = {"--model",     "ctr",  "--data", "synthetic-ctr", "--epochs", "3",
-                                         "--optimizer", "adam", "--lr",   "0.001",         "--hidden", "64,32",
-                                         "--table_lr",  "0.1"};
+  const std::vector<std::string> args = {
+      "--model", "ctr",   "--data",   "synthetic-ctr", "--epochs",          "3",       "--optimizer", "adam",
+      "--lr",    "0.001", "--hidden", "64,32",         "--table_optimizer", "adagrad", "--table_lr",  "0.1"};
   auto withBatch = [&](const std::string& batch) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--batch_size", batch});

@@ -18,12 +18,12 @@ float defaultLr(kernels::OptimizerKind kind) {
 
 float defaultTableLr(kernels::OptimizerKind kind) {
   switch (kind) {
-    case kernels::OptimizerKind::kSgd: return 0.3f;
-    case kernels::OptimizerKind::kMomentum: return 0.03f;
-    case kernels::OptimizerKind::kAdam: return 0.001f;
-    case kernels::OptimizerKind::kAdagrad: return 0.1f;
+    case kernels::OptimizerKind::kSgd: return 0.1f;
+    case kernels::OptimizerKind::kMomentum: return 0.01f;
+    case kernels::OptimizerKind::kAdam: return 0.0003f;
+    case kernels::OptimizerKind::kAdagrad: return 0.03f;
   }
-  return 0.1f;
+  return 0.0003f;
 }
 
 }  // namespace zps::train

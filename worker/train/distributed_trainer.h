@@ -34,6 +34,7 @@
 #include "kernels/train_ops.h"
 #include "ps/common/config.h"
 #include "worker/train/dataset.h"
+#include "worker/train/defaults.h"
 #include "worker/train/model.h"
 #include "zps/worker.h"
 
@@ -48,11 +49,11 @@ struct TrainingSetup {
   std::string model_name;  // makeModel's name, e.g. "linear" (the references depend on it)
   std::string data_name;   // the dataset spec, for log lines
   kernels::OptimizerConfig dense_opt;
-  int epochs = 10;
-  size_t batch_size = 32;                   // per worker process
-  uint64_t seed = 1;                        // initial weights and epoch order (the split was drawn with it too)
-  std::string table_optimizer = "adagrad";  // ctr: the servers' embedding optimizer
-  float table_lr = 0.1f;
+  int epochs = kDefaultEpochs;
+  size_t batch_size = kDefaultBatchSize;  // per worker process
+  uint64_t seed = 1;                      // initial weights and epoch order (the split was drawn with it too)
+  std::string table_optimizer = kDefaultTableOptimizer;  // ctr: the servers' embedding optimizer
+  float table_lr = defaultTableLr(kernels::OptimizerKind::kAdam);
   std::string weights_out;           // non-empty: process 0 of each node writes the final weights here
   kernels::TrainOps* ops = nullptr;  // where the dense model runs; outlives the run
 };
