@@ -65,6 +65,18 @@ int resetRepeatedly(const std::string& filter, int times, std::chrono::milliseco
   return killed;
 }
 
+// Starts workers 0 and 1 of a 2-server check job long enough to be hit mid-job (1500 rounds of 256 KiB
+// and 4 KiB+3 tensors, about 10 s here) and waits until both are connected to the servers.
+std::pair<int, int> startCheckWorkers(Cluster& c) {
+  const std::vector<std::string> args = {"check",     "--rounds", "1500",         "--sizes",
+                                         "256K,4K+3", "--dtypes", "float32,int32"};
+  const int w0 = c.startWorker(0, args);
+  const int w1 = c.startWorker(1, args);
+  REQUIRE(c.waitForLog(w0, "connected to 2 servers", 60s));
+  REQUIRE(c.waitForLog(w1, "connected to 2 servers", 60s));
+  return {w0, w1};
+}
+
 }  // namespace
 
 TEST_CASE("connection resets mid-job: worker-server and node-scheduler connections come back and sums stay exact",
@@ -83,12 +95,7 @@ TEST_CASE("connection resets mid-job: worker-server and node-scheduler connectio
     const int scheduler = c.startScheduler();
     c.startServer();
     c.startServer();
-    const std::vector<std::string> args = {"check",     "--rounds", "1500",         "--sizes",
-                                           "256K,4K+3", "--dtypes", "float32,int32"};
-    const int w0 = c.startWorker(0, args);
-    const int w1 = c.startWorker(1, args);
-    REQUIRE(c.waitForLog(w0, "connected to 2 servers", 60s));
-    REQUIRE(c.waitForLog(w1, "connected to 2 servers", 60s));
+    const auto [w0, w1] = startCheckWorkers(c);
     const auto started = Clock::now();
     const std::string sched = std::to_string(c.port());
     // Worker-server connections first, then the nodes' connections to the scheduler.
@@ -126,12 +133,7 @@ TEST_CASE("scheduler SIGKILL and restart mid-job with ZPS_RECOVERY: the nodes re
   const int first = c.startScheduler();
   const int s0 = c.startServer();
   const int s1 = c.startServer();
-  const std::vector<std::string> args = {"check",     "--rounds", "1500",         "--sizes",
-                                         "256K,4K+3", "--dtypes", "float32,int32"};
-  const int w0 = c.startWorker(0, args);
-  const int w1 = c.startWorker(1, args);
-  REQUIRE(c.waitForLog(w0, "connected to 2 servers", 60s));
-  REQUIRE(c.waitForLog(w1, "connected to 2 servers", 60s));
+  const auto [w0, w1] = startCheckWorkers(c);
   std::this_thread::sleep_for(500ms);
   c.signal(first, SIGKILL);
   CHECK(c.waitExit(first, 10s) == 128 + SIGKILL);
