@@ -14,6 +14,8 @@
 #include <cstring>
 #include <thread>
 
+#include "worker/local/byte_lock.h"
+
 namespace zps {
 namespace {
 
@@ -36,30 +38,6 @@ void copyText(char* dst, const std::string& text) {
 }
 
 size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-// A write lock on the single byte `offset`.
-struct flock byteWriteLock(off_t offset) {
-  struct flock lock = {};
-  lock.l_type = F_WRLCK;
-  lock.l_whence = SEEK_SET;
-  lock.l_start = offset;
-  lock.l_len = 1;
-  return lock;
-}
-
-// Whether another open file description holds the write lock on byte `offset` of fd.
-bool byteLocked(int fd, off_t offset) {
-  struct flock lock = byteWriteLock(offset);
-  if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return true;  // cannot tell: assume alive
-  return lock.l_type != F_UNLCK;
-}
-
-// Takes the write lock on byte `offset`; it lives as long as the open file description, so the
-// kernel drops it when the process dies, however it dies.
-bool lockByte(int fd, off_t offset) {
-  struct flock lock = byteWriteLock(offset);
-  return fcntl(fd, F_OFD_SETLK, &lock) == 0;
-}
 
 template <typename T>
 std::atomic_ref<T> shared(T& field) {
