@@ -65,10 +65,10 @@ int resetRepeatedly(const std::string& filter, int times, std::chrono::milliseco
   return killed;
 }
 
-// Starts workers 0 and 1 of a 2-server check job long enough to be hit mid-job (1500 rounds of 256 KiB
-// and 4 KiB+3 tensors, about 10 s here) and waits until both are connected to the servers.
+// Starts workers 0 and 1 of a 2-server check job long enough to be hit mid-job (2500 rounds of 256 KiB
+// and 4 KiB+3 tensors, 10-20 s here) and waits until both are connected to the servers.
 std::pair<int, int> startCheckWorkers(Cluster& c) {
-  const std::vector<std::string> args = {"check",     "--rounds", "1500",         "--sizes",
+  const std::vector<std::string> args = {"check",     "--rounds", "2500",         "--sizes",
                                          "256K,4K+3", "--dtypes", "float32,int32"};
   const int w0 = c.startWorker(0, args);
   const int w1 = c.startWorker(1, args);
@@ -99,8 +99,8 @@ TEST_CASE("connection resets mid-job: worker-server and node-scheduler connectio
     const auto started = Clock::now();
     const std::string sched = std::to_string(c.port());
     // Worker-server connections first, then the nodes' connections to the scheduler.
-    const int data_killed = resetRepeatedly("not ( sport = :" + sched + " or dport = :" + sched + " )", 5, 300ms);
-    const int control_killed = resetRepeatedly("( sport = :" + sched + " or dport = :" + sched + " )", 5, 300ms);
+    const int data_killed = resetRepeatedly("not ( sport = :" + sched + " or dport = :" + sched + " )", 5, 200ms);
+    const int control_killed = resetRepeatedly("( sport = :" + sched + " or dport = :" + sched + " )", 5, 200ms);
     const double reset_s = std::chrono::duration<double>(Clock::now() - started).count();
     for (int i : {w0, w1}) REQUIRE(c.running(i));  // the resets hit a job in progress
     c.expectAllExitZero(180s);
