@@ -1,6 +1,7 @@
 #include "worker/tables.h"
 
 #include "kernels/optimizer.h"
+#include "ps/common/row_placement.h"
 #include "ps/wire/codec.h"
 #include "worker/placement.h"
 
@@ -15,13 +16,7 @@ Blob keyFrame(const std::vector<uint64_t>& keys) { return Blob::copyOf(keys.data
 Tables::Tables(const Config& config, RequestTable* requests, WorkerObserver* obs)
     : config_(config), requests_(requests), obs_(obs) {}
 
-int Tables::serverOfRow(uint64_t key) const {
-  // Row keys are often small consecutive ids or hashes; mix them so rows spread evenly over
-  // servers.
-  uint64_t x = key * 0x9E3779B97F4A7C15ull;
-  x ^= x >> 29;
-  return static_cast<int>(x % static_cast<uint64_t>(config_.num_servers));
-}
+int Tables::serverOfRow(uint64_t key) const { return zps::serverOfRow(key, config_.num_servers); }
 
 StatusOr<TableId> Tables::declare(const std::string& name, const TableOptions& options, int tensors) {
   ZPS_ASSIGN_OR_RETURN(kernels::OptimizerKind kind, kernels::optimizerFromName(options.optimizer));

@@ -3,11 +3,8 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 
-#include "ps/common/checkpoint.h"
 #include "ps/common/config.h"
 
 namespace zps {
@@ -37,10 +34,10 @@ ParamCounters ParamStore::counters() const {
 }
 
 void ParamStore::checkpointAll() {
-  if (checkpoint_dir_.empty()) return;
+  if (place_.dir.empty()) return;
   for (const auto& [key, t] : tables_) {
     if (t.async || t.completed == 0) continue;
-    Status s = writeCheckpoint(key, t, t.completed);
+    Status s = writeCheckpoint(t, t.completed);
     if (!s.ok()) LOG(ERROR) << "server " << server_rank_ << ": final checkpoint of '" << t.name << "': " << s.message();
   }
 }
@@ -95,12 +92,12 @@ void ParamStore::handle(PeerId peer, int worker, uint32_t local_rank, const wire
       return;
     }
     case pb::CMD_CHECKPOINT: {
-      if (checkpoint_dir_.empty()) {
+      if (place_.dir.empty()) {
         out->push_back(errorReply(peer, h, "this server has no ZPS_CHECKPOINT_DIR"));
         return;
       }
       if (t.async || h.round() <= t.completed) {
-        Status s = writeCheckpoint(h.key(), t, h.round());
+        Status s = writeCheckpoint(t, h.round());
         out->push_back(s.ok() ? ack(peer, h) : errorReply(peer, h, s.message()));
       } else {
         t.parked.push_back(Table::Parked{peer, h, {}});
@@ -166,7 +163,7 @@ Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMe
   t.local_size = local_size;
   t.state_floats = kernels::optimizerStateFloats(t.optimizer.kind);
   if (h.restore_step() > 0) {
-    Status restored = restore(key, t, h.restore_step());
+    Status restored = restore(t, h.restore_step());
     if (!restored.ok()) {
       memory_.give(kTableOverhead);
       return restored;
@@ -313,13 +310,13 @@ void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out)
   serveParked(key, t, out);
 }
 
-void ParamStore::serveParked(uint64_t key, Table& t, std::vector<Outgoing>* out) {
+void ParamStore::serveParked(uint64_t /*key*/, Table& t, std::vector<Outgoing>* out) {
   std::vector<Table::Parked> still;
   for (auto& p : t.parked) {
     if (p.header.command() == pb::CMD_PULL_ROWS && p.header.round() <= t.completed + 1) {
       pullNow(t, p.peer, p.header, p.keys, out);
     } else if (p.header.command() == pb::CMD_CHECKPOINT && p.header.round() <= t.completed) {
-      Status s = writeCheckpoint(key, t, p.header.round());
+      Status s = writeCheckpoint(t, p.header.round());
       out->push_back(s.ok() ? ack(p.peer, p.header) : errorReply(p.peer, p.header, s.message()));
     } else {
       still.push_back(std::move(p));
@@ -349,80 +346,53 @@ void ParamStore::pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const s
   out->push_back(std::move(o));
 }
 
-std::string ParamStore::checkpointPath(uint64_t key, uint64_t step) const {
-  return checkpoint_dir_ + "/table-" + std::to_string(key) + "-server-" + std::to_string(server_rank_) + "-step-" +
-         std::to_string(step) + ".ckpt";
+TableLayout ParamStore::layoutOf(const Table& t) {
+  return TableLayout{t.name, t.dim, static_cast<uint32_t>(t.optimizer.kind), static_cast<uint32_t>(t.state_floats)};
 }
 
-// Payload: name length + name, dim, optimizer kind, state floats, row count, then per row: key, step,
-// dim values, state_floats x dim optimizer state.
-Status ParamStore::writeCheckpoint(uint64_t key, const Table& t, uint64_t step) {
-  PayloadWriter w;
-  w.put(static_cast<uint32_t>(t.name.size()));
-  w.putBytes(t.name.data(), t.name.size());
-  w.put(t.dim);
-  w.put(static_cast<uint32_t>(t.optimizer.kind));
-  w.put(static_cast<uint32_t>(t.state_floats));
-  w.put(static_cast<uint64_t>(t.keys.size()));
-  for (size_t slot = 0; slot < t.keys.size(); ++slot) {
-    w.put(t.keys[slot]);
-    w.put(t.steps[slot]);
-    w.putBytes(t.values.data() + slot * t.dim, t.dim * sizeof(float));
-    w.putBytes(t.state.data() + slot * t.state_floats * t.dim, t.state_floats * t.dim * sizeof(float));
-  }
-  ZPS_RETURN_IF_ERROR(writeCheckpointFile(checkpointPath(key, step), CheckpointKind::kParamTable, step, w.take()));
+Status ParamStore::writeCheckpoint(const Table& t, uint64_t step) {
+  const TableLayout layout = layoutOf(t);
+  const TableRowsRef rows{t.keys, t.steps, t.values, t.state};
+  ZPS_RETURN_IF_ERROR(writeTableShard(place_, layout, rows, step));
   LOG(INFO) << "server " << server_rank_ << ": checkpointed table '" << t.name << "' (" << t.keys.size()
-            << " rows) at step " << step;
-  // Keep the three newest shards: `latest` (written by worker 0 after every server's shard) names one of
-  // them even when a newer checkpoint was cut short and a final one (SIGTERM) followed it.
-  std::error_code ec;
-  std::vector<uint64_t> steps;
-  std::string prefix = "table-" + std::to_string(key) + "-server-" + std::to_string(server_rank_) + "-step-";
-  for (const auto& e : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
-    std::string f = e.path().filename().string();
-    if (f.rfind(prefix, 0) == 0 && f.size() > prefix.size() + 5 && f.substr(f.size() - 5) == ".ckpt")
-      steps.push_back(std::strtoull(f.c_str() + prefix.size(), nullptr, 10));
-  }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + 3 < steps.size(); ++i) std::filesystem::remove(checkpointPath(key, steps[i]), ec);
+            << " rows, checksum " << std::hex << tableRowsChecksum(layout, rows) << std::dec << ") at step " << step;
   return Status::OK();
 }
 
-Status ParamStore::restore(uint64_t key, Table& t, uint64_t step) {
-  std::string path = checkpointPath(key, step);
-  auto file = readCheckpointFile(path, CheckpointKind::kParamTable);
-  if (!file.ok()) return file.status().withContext("restoring table '" + t.name + "'");
-  PayloadReader r(file->payload);
-  std::string bad = "checkpoint " + path + " does not match table '" + t.name + "': ";
-  uint32_t name_len = 0, dim = 0, kind = 0, state_floats = 0;
-  uint64_t rows = 0;
-  if (!r.get(&name_len) || name_len > r.remaining()) return InvalidArgument(bad + "truncated name");
-  std::string name(name_len, '\0');
-  r.getBytes(name.data(), name_len);
-  if (!r.get(&dim) || !r.get(&kind) || !r.get(&state_floats) || !r.get(&rows))
-    return InvalidArgument(bad + "truncated");
-  if (name != t.name || dim != t.dim || kind != static_cast<uint32_t>(t.optimizer.kind) ||
-      state_floats != t.state_floats)
-    return InvalidArgument(bad + "it holds '" + name + "' dim " + std::to_string(dim));
-  size_t per_row = sizeof(uint64_t) * 2 + (size_t{dim} + size_t{state_floats} * dim) * sizeof(float);
-  if (rows > r.remaining() / per_row || rows * per_row != r.remaining())
-    return InvalidArgument(bad + "row count does not match its size");
-  ZPS_RETURN_IF_ERROR(memory_.take(rows * rowBytes(dim, state_floats), "restoring table '" + t.name + "'"));
-  t.values.resize(rows * dim);
-  t.state.resize(rows * state_floats * dim);
-  for (uint64_t slot = 0; slot < rows; ++slot) {
-    uint64_t row_key = 0, row_step = 0;
-    r.get(&row_key);
-    r.get(&row_step);
-    r.getBytes(t.values.data() + slot * dim, dim * sizeof(float));
-    r.getBytes(t.state.data() + slot * state_floats * dim, state_floats * dim * sizeof(float));
-    t.index.emplace(row_key, static_cast<uint32_t>(slot));
-    t.keys.push_back(row_key);
-    t.steps.push_back(row_step);
+Status ParamStore::restore(Table& t, uint64_t step) {
+  const TableLayout layout = layoutOf(t);
+  const uint64_t row_bytes = rowBytes(t.dim, t.state_floats);
+  uint64_t taken = 0;
+  TableRows rows;
+  auto reserve = [&](uint64_t n) {
+    ZPS_RETURN_IF_ERROR(memory_.take(n * row_bytes, "restoring table '" + t.name + "'"));
+    taken += n * row_bytes;
+    return Status::OK();
+  };
+  auto restored = readTableShards(place_, layout, step, max_shard_bytes_, reserve, &rows);
+  Status s = restored.ok() ? Status::OK() : restored.status();
+  for (size_t slot = 0; s.ok() && slot < rows.keys.size(); ++slot) {
+    if (!t.index.emplace(rows.keys[slot], static_cast<uint32_t>(slot)).second)
+      s = InvalidArgument("row " + std::to_string(rows.keys[slot]) + " appears twice in the checkpoint");
   }
+  if (!s.ok()) {
+    t.index.clear();
+    memory_.give(taken);
+    return s.withContext("restoring table '" + t.name + "' from step " + std::to_string(step));
+  }
+  t.keys = std::move(rows.keys);
+  t.steps = std::move(rows.steps);
+  t.values = std::move(rows.values);
+  t.state = std::move(rows.state);
   t.completed = step;
-  LOG(INFO) << "server " << server_rank_ << ": restored table '" << t.name << "' (" << rows << " rows) from step "
-            << step;
+  const uint64_t checksum = tableRowsChecksum(layout, TableRowsRef{t.keys, t.steps, t.values, t.state});
+  LOG(INFO) << "server " << server_rank_ << ": restored table '" << t.name << "' (" << t.keys.size()
+            << " rows, checksum " << std::hex << checksum << std::dec << ") from step " << step << ", "
+            << restored->shards_read << " shard(s) of a job of " << restored->old_servers << " server(s)"
+            << (restored->old_servers != place_.num_servers
+                    ? " re-sharded to " + std::to_string(place_.num_servers) + " servers (" +
+                          std::to_string(restored->rows_skipped) + " rows belong to other servers now)"
+                    : std::string());
   return Status::OK();
 }
 

@@ -22,6 +22,7 @@
 #include "kernels/reducer.h"
 #include "ps/server/memory_budget.h"
 #include "ps/server/sum_store.h"
+#include "ps/server/table_checkpoint.h"
 
 namespace zps {
 
@@ -37,16 +38,17 @@ class ParamStore {
  public:
   static constexpr uint64_t kMaxRoundsAhead = 2;
 
+  // `place` says where checkpoints go (an empty dir: none) and which server of how many this is.
   // `budget` (may be null) is charged for every table and row; a row is created only when it fits.
   // `engine` applies each synchronous round's updates (the server's reducer: CPU or CUDA); null
   // means the CPU. It must outlive the store.
-  ParamStore(int num_workers, int server_rank, std::string checkpoint_dir, MemoryBudget* budget = nullptr,
-             kernels::Reducer* engine = nullptr)
+  ParamStore(int num_workers, ShardPlace place, MemoryBudget* budget = nullptr, kernels::Reducer* engine = nullptr)
       : num_workers_(num_workers),
-        server_rank_(server_rank),
-        checkpoint_dir_(std::move(checkpoint_dir)),
+        server_rank_(static_cast<int>(place.server_rank)),
+        place_(std::move(place)),
         engine_(engine),
-        memory_(budget) {}
+        memory_(budget),
+        max_shard_bytes_(budget != nullptr ? budget->cap() : kDefaultMaxShardBytes) {}
 
   // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from local rank `local_rank` (its HELLO's)
   // of `worker`.
@@ -100,17 +102,21 @@ class ParamStore {
   Status ensureRows(Table& t, const std::vector<uint64_t>& keys);
   uint32_t rowSlot(Table& t, uint64_t key);
   void applyRow(Table& t, uint64_t key, const float* grad);
-  std::string checkpointPath(uint64_t key, uint64_t step) const;
-  Status writeCheckpoint(uint64_t key, const Table& t, uint64_t step);
-  Status restore(uint64_t key, Table& t, uint64_t step);
+  static TableLayout layoutOf(const Table& t);
+  Status writeCheckpoint(const Table& t, uint64_t step);
+  Status restore(Table& t, uint64_t step);
+
+  // The largest shard file a store without a memory budget reads (tests, the fuzzer).
+  static constexpr uint64_t kDefaultMaxShardBytes = uint64_t{1} << 30;
 
   const int num_workers_;
   const int server_rank_;
-  const std::string checkpoint_dir_;
+  const ShardPlace place_;
   kernels::Reducer* const engine_;
   std::unordered_map<uint64_t, Table> tables_;
   ParamCounters counters_;
   MemoryCharge memory_;
+  const uint64_t max_shard_bytes_;
 };
 
 }  // namespace zps

@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -18,6 +17,7 @@
 #include "kernels/reducer.h"
 #include "kernels/reducer_factory.h"
 #include "ps/common/bounded_queue.h"
+#include "ps/common/checkpoint_dir.h"
 #include "ps/node/auth.h"
 #include "ps/node/metrics.h"
 #include "ps/node/scheduler_client.h"
@@ -44,13 +44,12 @@ struct EngineTask {
 // small summation keys on it directly (process()), which saves two thread hand-offs per request.
 class Engine {
  public:
-  Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, int server_rank,
-         const std::string& checkpoint_dir, MemoryBudget* budget, Transport* transport, bool threaded = true)
+  Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
+         MemoryBudget* budget, Transport* transport, bool threaded = true)
       : index_(index),
         reducer_(std::move(reducer)),
         num_workers_(num_workers),
-        server_rank_(server_rank),
-        checkpoint_dir_(checkpoint_dir),
+        checkpoints_(checkpoints),
         budget_(budget),
         transport_(transport),
         queue_(1024) {
@@ -118,14 +117,13 @@ class Engine {
     store_.reset();  // gives its memory charge back before the new store takes any
     params_.reset();
     store_ = std::make_unique<SumStore>(num_workers_, reducer_.get(), budget_);
-    params_ = std::make_unique<ParamStore>(num_workers_, server_rank_, checkpoint_dir_, budget_, reducer_.get());
+    params_ = std::make_unique<ParamStore>(num_workers_, checkpoints_, budget_, reducer_.get());
   }
 
   const int index_;
   std::unique_ptr<kernels::Reducer> reducer_;
   const int num_workers_;
-  const int server_rank_;
-  const std::string checkpoint_dir_;
+  const ShardPlace checkpoints_;
   MemoryBudget* const budget_;
   std::unique_ptr<SumStore> store_;
   std::unique_ptr<ParamStore> params_;
@@ -180,13 +178,14 @@ class Server {
       LOG(ERROR) << "server: " << faults_error_;
       return 2;
     }
+    // A folder that cannot take the shards is found now, not at the first checkpoint an epoch in.
     if (!config_.checkpoint_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(config_.checkpoint_dir, ec);
-      if (ec) {
-        LOG(ERROR) << "server: cannot create ZPS_CHECKPOINT_DIR " << config_.checkpoint_dir << ": " << ec.message();
+      auto job = prepareCheckpointDir(config_.checkpoint_dir);
+      if (!job.ok()) {
+        LOG(ERROR) << "server: ZPS_CHECKPOINT_DIR: " << job.status().message();
         return 2;
       }
+      checkpoint_job_id_ = *job;
     }
     // Engine selection before registering: a server that cannot run what was asked for is a user
     // error (exit 2), and the job should not count it as a member first.
@@ -240,12 +239,14 @@ class Server {
     LOG(INFO) << "server " << rank_ << " ready on " << config_.node_host << ":" << *port << " with "
               << config_.server_engine_threads << " engine threads (" << reducers[0]->name() << " reducer), "
               << "holding at most " << memory_.cap() << " bytes of keys and rows (ZPS_SERVER_MAX_BYTES)";
+    const ShardPlace checkpoints{config_.checkpoint_dir, static_cast<uint32_t>(rank_),
+                                 static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_};
     for (int i = 0; i < config_.server_engine_threads; ++i)
-      engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, rank_,
-                                                  config_.checkpoint_dir, &memory_, transport_.get()));
-    inline_engine_ =
-        std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()), config_.num_workers, rank_,
-                                 config_.checkpoint_dir, &memory_, transport_.get(), /*threaded=*/false);
+      engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, checkpoints, &memory_,
+                                                  transport_.get()));
+    inline_engine_ = std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()),
+                                              config_.num_workers, checkpoints, &memory_, transport_.get(),
+                                              /*threaded=*/false);
 
     // The transport's I/O thread dispatches each message itself: one thread hand-off less per request.
     transport_->onMessage([this](TransportMessage msg) {
@@ -498,6 +499,7 @@ class Server {
   wire::Limits limits_;
   std::atomic<bool> stop_{false};
   int rank_ = -1;
+  uint64_t checkpoint_job_id_ = 0;                 // the checkpoint folder's job id (ps/common/checkpoint_dir.h)
   uint64_t generation_ = 0;                        // the dispatcher's
   std::atomic<uint64_t> announced_generation_{0};  // set by the scheduler link's thread
   std::atomic<uint64_t> malformed_{0};             // read by the metrics endpoint's thread

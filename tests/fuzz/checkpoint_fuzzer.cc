@@ -1,19 +1,24 @@
 // Fuzz target: the checkpoint reader (ps/common/checkpoint.h) and the param-table shard parser
-// behind it (ParamStore's restore, reached through a DECLARE with restore_step). A checkpoint
-// folder is shared storage that outlives the processes that wrote it: a truncated or foreign file
-// must be refused with a reason, never crash the server that restarts on it.
+// behind it (ParamStore's restore, reached through a DECLARE with restore_step, and the re-sharding
+// of ps/server/table_checkpoint.h). A checkpoint folder is shared storage that outlives the
+// processes that wrote it: a truncated or foreign file must be refused with a reason, never crash
+// the server that restarts on it.
 //
 // Input layout:
-//   byte 0   bit 0 = 0: the rest is a whole checkpoint file, read as both kinds. Random bytes
-//                       rarely get past the CRC, so this mode mostly tests the header checks.
+//   byte 0   bit 0 = 0: the rest is a whole checkpoint file, read with no expectations and as a
+//                       shard of server 0 of 1 at step 1. Random bytes rarely get past the CRCs, so
+//                       this mode mostly tests the header checks.
 //            bit 0 = 1: the rest is a param-table payload; the harness wraps it in a valid header
-//                       (right length and CRC) so that every input reaches the payload parser, and
-//                       declares the table the payload names (bit 1 = 1: a fixed other table, to
-//                       reach the mismatch checks), then pulls and pushes the restored rows
-//            bits 2-7: the checkpoint's step - 1
+//                       (right shape, length and CRCs) so that every input reaches the payload
+//                       parser, and declares the table the payload names (bit 1 = 1: a fixed other
+//                       table, to reach the mismatch checks), then pulls and pushes the restored rows
+//            bit 2:     (bit 0 = 1) the payload is written as both shards of a 2-server job and
+//                       restored by a 1-server job (re-sharding; every row then appears twice)
+//            bits 3-7: the checkpoint's step - 1
 //   rest     as above
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -21,28 +26,37 @@
 #include "kernels/optimizer.h"
 #include "ps/common/checkpoint.h"
 #include "ps/server/param_store.h"
+#include "ps/server/table_checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace zps::fuzz {
 namespace {
 
-constexpr size_t kHeaderBytes = 36;  // magic 8, version 4, kind 4, step 8, length 8, crc 4
 constexpr uint64_t kTableKey = 7;
+constexpr uint64_t kMaxPayload = 1 << 20;
 
 void readRawFile(const uint8_t* data, size_t size) {
   static const std::string path = ScratchDir::path() + "/raw.ckpt";
   writeFile(path, data, size);
-  for (CheckpointKind kind : {CheckpointKind::kDenseModel, CheckpointKind::kParamTable}) {
-    auto f = readCheckpointFile(path, kind);
-    if (!f.ok()) {
-      ZPS_FUZZ_CHECK(f.status().code() == StatusCode::kInvalidArgument);
-      continue;
-    }
-    ZPS_FUZZ_CHECK(f->kind == kind);
-    ZPS_FUZZ_CHECK(size >= kHeaderBytes && f->payload.size() == size - kHeaderBytes);
-    ZPS_FUZZ_CHECK(std::memcmp(f->payload.data(), data + kHeaderBytes, f->payload.size()) == 0);
-    ZPS_FUZZ_CHECK(crc32(f->payload.data(), f->payload.size()) == crc32(data + kHeaderBytes, size - kHeaderBytes));
+  auto f = readAnyCheckpointFile(path, kMaxPayload);
+  if (!f.ok()) {
+    ZPS_FUZZ_CHECK(f.status().code() == StatusCode::kInvalidArgument);
+  } else {
+    // The payload is the file's tail, its length what the header said, its CRC right.
+    ZPS_FUZZ_CHECK(f->payload.size() <= size && f->payload.size() <= kMaxPayload);
+    ZPS_FUZZ_CHECK(std::memcmp(f->payload.data(), data + size - f->payload.size(), f->payload.size()) == 0);
+    ZPS_FUZZ_CHECK(f->shape.table.size() <= kMaxCheckpointTableName);
+    ZPS_FUZZ_CHECK(f->shape.server_rank == kNoServer || f->shape.server_rank < f->shape.num_servers);
   }
+  CheckpointShape expected;
+  expected.kind = CheckpointKind::kParamTable;
+  expected.step = 1;
+  expected.server_rank = 0;
+  expected.num_servers = 1;
+  expected.table = "table";
+  auto checked = readCheckpointFile(path, expected, kMaxPayload);
+  ZPS_FUZZ_CHECK(checked.ok() || checked.status().code() == StatusCode::kInvalidArgument);
+  if (checked.ok()) ZPS_FUZZ_CHECK(f.ok() && checked->shape.step == 1 && checked->shape.table == "table");
 }
 
 // The shape fields at the start of a param-table payload, read leniently (defaults where the
@@ -87,28 +101,36 @@ Blob copyBlob(const void* data, size_t size) { return Blob::copyOf(data, size); 
 
 // Returns whether the table was restored.
 bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
-  const uint64_t step = 1 + (mode >> 2);
+  const uint64_t step = 1 + (mode >> 3);
+  const bool reshard = (mode & 4) != 0;
   const std::string payload(reinterpret_cast<const char*>(data), size);
+  Shape shape = (mode & 2) ? Shape() : peekShape(payload);
 
-  // The file ParamStore::restore looks for (ParamStore::checkpointPath; server rank 0), written
-  // without writeCheckpointFile's fsyncs, which would cost more than the parse.
+  // The files the restore looks for (tableShardPath), written by writeCheckpointFile (its fsyncs
+  // cost little on the scratch folder in /dev/shm).
   static const std::string dir = ScratchDir::path() + "/table";
   static const bool made = std::filesystem::create_directories(dir) || true;
   (void)made;
-  const std::string path =
-      dir + "/table-" + std::to_string(kTableKey) + "-server-0-step-" + std::to_string(step) + ".ckpt";
-  PayloadWriter w;
-  w.putBytes("ZPSCKPT1", 8);
-  w.put(uint32_t{1});
-  w.put(static_cast<uint32_t>(CheckpointKind::kParamTable));
-  w.put(step);
-  w.put(static_cast<uint64_t>(payload.size()));
-  w.put(crc32(payload.data(), payload.size()));
-  std::string file = w.take() + payload;
-  writeFile(path, reinterpret_cast<const uint8_t*>(file.data()), file.size());
+  // Under the declared table's name, so that a payload naming another table reaches the mismatch check.
+  const std::string table = shape.name;
+  CheckpointShape file;
+  file.kind = CheckpointKind::kParamTable;
+  file.step = step;
+  file.num_servers = reshard ? 2 : 1;
+  file.table = table;
+  struct Cleanup {  // one input's files must not change what the next input does
+    std::vector<std::string> paths;
+    ~Cleanup() {
+      for (const auto& p : paths) std::remove(p.c_str());
+    }
+  } cleanup;
+  for (uint32_t rank = 0; rank < file.num_servers; ++rank) {
+    file.server_rank = rank;
+    cleanup.paths.push_back(tableShardPath(dir, table, rank, step));
+    if (!writeCheckpointFile(cleanup.paths.back(), file, payload).ok()) return false;
+  }
 
-  Shape shape = (mode & 2) ? Shape() : peekShape(payload);
-  ParamStore store(/*num_workers=*/1, /*server_rank=*/0, dir);
+  ParamStore store(/*num_workers=*/1, ShardPlace{dir, /*server_rank=*/0, /*num_servers=*/1, /*job_id=*/0});
   std::vector<Outgoing> out;
   wire::DataMessage declare = tableMessage(pb::CMD_DECLARE, 0, shape.dim);
   declare.header.set_name(shape.name);
@@ -155,7 +177,7 @@ bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
 }
 
 // Once per process: a valid empty shard must restore. Should the harness's idea of the file name
-// (ParamStore::checkpointPath) go stale, every input would stop at "does not exist" and the fuzzer
+// (tableShardPath) go stale, every input would stop at "does not exist" and the fuzzer
 // would test nothing; this fails loudly instead.
 void selfTest() {
   static const bool ok = [] {

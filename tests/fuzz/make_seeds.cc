@@ -22,6 +22,7 @@
 #include "kernels/optimizer.h"
 #include "ps/common/checkpoint.h"
 #include "ps/server/param_store.h"
+#include "ps/server/table_checkpoint.h"
 #include "ps/wire/codec.h"
 
 namespace zps::fuzz {
@@ -288,7 +289,7 @@ void checkpointSeeds() {
   const char* names[] = {"sgd", "momentum", "adam", "adagrad"};
   for (uint32_t kind = 0; kind <= 3; ++kind) {
     // A real shard, written by the server's own code: declare, push rows, checkpoint.
-    ParamStore store(1, 0, dir);
+    ParamStore store(1, ShardPlace{dir, 0, 1, 0});
     std::vector<Outgoing> out;
     wire::DataMessage m;
     m.dtype = DType::kFloat32;
@@ -321,25 +322,39 @@ void checkpointSeeds() {
         std::exit(1);
       }
     }
-    const std::string file = readFile(dir + "/table-7-server-0-step-5.ckpt");
-    if (file.size() < 36) {
-      std::fprintf(stderr, "the param store wrote no checkpoint\n");
+    const std::string path = tableShardPath(dir, "emb", 0, kStep);
+    const std::string file = readFile(path);
+    auto shard = readAnyCheckpointFile(path, 1 << 20);
+    if (!shard.ok()) {
+      std::fprintf(stderr, "the param store wrote no checkpoint: %s\n", shard.status().message().c_str());
       std::exit(1);
     }
     put("checkpoint", std::string("file-table-") + names[kind], std::string(1, '\0') + file);
     put("checkpoint", std::string("payload-table-") + names[kind],
-        std::string(1, static_cast<char>(1 | ((kStep - 1) << 2))) + file.substr(36));
+        std::string(1, static_cast<char>(1 | ((kStep - 1) << 3))) + shard->payload);
+    put("checkpoint", std::string("payload-reshard-") + names[kind],
+        std::string(1, static_cast<char>(1 | 4 | ((kStep - 1) << 3))) + shard->payload);
   }
   const std::string dense = dir + "/dense.ckpt";
   std::string model(64, '\0');
   for (size_t i = 0; i < model.size(); ++i) model[i] = static_cast<char>(i * 37);
-  if (!writeCheckpointFile(dense, CheckpointKind::kDenseModel, 42, model).ok() ||
-      !writeCheckpointFile(dense + ".empty", CheckpointKind::kDenseModel, 1, "").ok()) {
+  CheckpointShape shape;  // a dense model: no server, no table
+  shape.step = 42;
+  shape.job_id = 0x0123456789abcdefull;
+  CheckpointShape shard;  // a header the fixed-shape read expects (server 0 of 1, step 1, 'table')
+  shard.kind = CheckpointKind::kParamTable;
+  shard.step = 1;
+  shard.server_rank = 0;
+  shard.num_servers = 1;
+  shard.table = "table";
+  if (!writeCheckpointFile(dense, shape, model).ok() || !writeCheckpointFile(dense + ".empty", shape, "").ok() ||
+      !writeCheckpointFile(dense + ".shard", shard, model).ok()) {
     std::fprintf(stderr, "writeCheckpointFile failed\n");
     std::exit(1);
   }
   put("checkpoint", "file-dense", std::string(1, '\0') + readFile(dense));
   put("checkpoint", "file-dense-empty", std::string(1, '\0') + readFile(dense + ".empty"));
+  put("checkpoint", "file-shard-header", std::string(1, '\0') + readFile(dense + ".shard"));
   std::filesystem::remove_all(dir);
 }
 

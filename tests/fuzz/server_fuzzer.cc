@@ -71,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::filesystem::create_directories(dir, ec);
 
   SumStore sums(fuzz::kWorkers, reducer.get());
-  ParamStore params(fuzz::kWorkers, /*server_rank=*/0, dir);
+  ParamStore params(fuzz::kWorkers, ShardPlace{dir, /*server_rank=*/0, /*num_servers=*/1, /*job_id=*/0});
   std::vector<Outgoing> out;
   size_t pos = 0;
   while (size - pos >= 3) {

@@ -48,7 +48,7 @@ wire::DataMessage message(pb::DataCommand command, uint64_t round, const std::ve
 // Three rounds of Adam (per-row steps differ: rows join in different rounds) from two workers, then
 // every row pulled.
 std::vector<float> train(kernels::Reducer* engine) {
-  ParamStore store(kWorkers, 0, "", /*budget=*/nullptr, engine);
+  ParamStore store(kWorkers, ShardPlace{}, /*budget=*/nullptr, engine);
   std::vector<Outgoing> out;
   auto declare = message(pb::CMD_DECLARE, 0, {});
   declare.header.set_mode(pb::MODE_PARAM);
@@ -102,7 +102,7 @@ TEST_CASE("param engine: rows are identical with no engine, the CPU engine, or a
 // size and a worker that declares another size.
 TEST_CASE("param store: with local size 2 a sync round waits for every (worker, local rank) and counts each once") {
   constexpr uint32_t kLocal = 2;
-  ParamStore store(kWorkers, 0, "");
+  ParamStore store(kWorkers, ShardPlace{});
   std::vector<Outgoing> out;
   auto declare = message(pb::CMD_DECLARE, 0, {});
   declare.header.set_mode(pb::MODE_PARAM);
@@ -159,7 +159,7 @@ TEST_CASE("param store: with local size 2 a sync round waits for every (worker, 
 // A table name declared at another key (the workers declared their tables at different points) is
 // refused, naming the table and both keys; the first key stays usable.
 TEST_CASE("param store: one table name at two keys is refused") {
-  ParamStore store(kWorkers, 0, "", /*budget=*/nullptr, nullptr);
+  ParamStore store(kWorkers, ShardPlace{}, /*budget=*/nullptr, nullptr);
   std::vector<Outgoing> out;
   auto declare = message(pb::CMD_DECLARE, 0, {});
   declare.header.set_mode(pb::MODE_PARAM);

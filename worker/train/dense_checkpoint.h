@@ -19,10 +19,14 @@ struct DenseCheckpoint {
   std::vector<float> state;
 };
 
-// Writes dense-step-<step>.ckpt into `dir`, then `latest`; keeps the two newest dense files.
-Status writeDenseCheckpoint(const std::string& dir, const DenseCheckpoint& c);
-// Reads `latest` and the dense file it names, checked against the model's sizes. NotFound when there
-// is no checkpoint to resume from.
-StatusOr<DenseCheckpoint> readDenseCheckpoint(const std::string& dir, size_t num_params, size_t num_state);
+// Writes dense-step-<step>.ckpt into `dir` (its header records the folder's `job_id`), then
+// `latest`, then removes the dense files of older steps.
+Status writeDenseCheckpoint(const std::string& dir, uint64_t job_id, const DenseCheckpoint& c);
+// Reads `latest` and the dense file it names, checked against the folder's job id and the model's
+// sizes. kNotFound only when there is no `latest` (nothing to resume from); a `latest` that cannot be
+// read, or names a file that is missing, corrupt or of another job or step, is kInvalidArgument
+// naming the file: starting over from step 0 would overwrite the folder.
+StatusOr<DenseCheckpoint> readDenseCheckpoint(const std::string& dir, uint64_t job_id, size_t num_params,
+                                              size_t num_state);
 
 }  // namespace zps::train

@@ -6,11 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
 
+#include "ps/common/checkpoint_dir.h"
 #include "worker/train/dense_checkpoint.h"
 #include "worker/train/embedding.h"
 #include "worker/train/metrics.h"
@@ -58,11 +58,15 @@ class Trainer {
     // a replacement worker's pod may have lost its files, and worker 0 may have been writing `latest`
     // when a node was lost.
     const bool read_checkpoint = !config_.recovery || first_;
+    if (!config_.checkpoint_dir.empty() && (read_checkpoint || first_)) {
+      // A folder that cannot take the checkpoints is found now, before the first step.
+      auto job = prepareCheckpointDir(config_.checkpoint_dir);
+      if (!job.ok()) return InvalidArgument("ZPS_CHECKPOINT_DIR: " + job.status().message());
+      job_id_ = *job;
+    }
     if (!config_.checkpoint_dir.empty() && read_checkpoint) {
-      std::error_code ec;
-      std::filesystem::create_directories(config_.checkpoint_dir, ec);
       if (async_) LOG(WARNING) << "train: checkpoints are written only by synchronous runs";
-      auto resumed = readDenseCheckpoint(config_.checkpoint_dir, n, state_.size());
+      auto resumed = readDenseCheckpoint(config_.checkpoint_dir, job_id_, n, state_.size());
       if (resumed.ok()) {
         params_ = resumed->params;
         state_ = resumed->state;
@@ -403,7 +407,8 @@ class Trainer {
     c.opt_step = opt_step_;
     c.params = params_;
     c.state = state_;
-    ZPS_RETURN_IF_ERROR(writeDenseCheckpoint(config_.checkpoint_dir, c).withContext("writing the dense checkpoint"));
+    ZPS_RETURN_IF_ERROR(
+        writeDenseCheckpoint(config_.checkpoint_dir, job_id_, c).withContext("writing the dense checkpoint"));
     LOG(INFO) << "train: checkpoint at step " << step << " written to " << config_.checkpoint_dir;
     return Status::OK();
   }
@@ -416,6 +421,7 @@ class Trainer {
   size_t W_ = 1, b_ = 1;  // W_: worker processes (workers x local size)
   size_t me_ = 0;         // this process's index among them
   bool first_ = true;     // process 0: reads and writes the checkpoints
+  uint64_t job_id_ = 0;   // the checkpoint folder's (ps/common/checkpoint_dir.h)
   uint64_t steps_per_epoch_ = 0;
   TensorId dense_ = -1;
   TableId table_ = -1;
