@@ -1,13 +1,14 @@
 // ZeroMQ transport: one ROUTER socket for incoming connections (when listen() was called) and one DEALER
 // socket per outgoing connection, all owned by a single I/O thread. Other threads hand it work through a
 // command queue and an eventfd that zmq_poll watches, because ZeroMQ sockets must not be used from two
-// threads at once.
+// threads at once. The exception is sending on an outgoing connection: a caller's thread sends there
+// itself, under the connection's lock (see Dealer), which saves waking the I/O thread per request.
 //
-// Zero copy: a sent Blob becomes a zmq_msg_t that points at the Blob's bytes and holds a reference to its
-// owner until ZeroMQ frees it; a received zmq_msg_t becomes the owner of the Blob handed to recv().
+// Zero copy (zmq_frames.h): a sent Blob becomes a zmq_msg_t that points at the Blob's bytes and holds a
+// reference to its owner until ZeroMQ frees it; a received zmq_msg_t becomes the owner of the Blob
+// handed to recv().
 #include <arpa/inet.h>
 #include <glog/logging.h>
-#include <malloc.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -27,13 +28,11 @@
 #include "ps/common/log_limiter.h"
 #include "ps/transport/transport.h"
 #include "ps/transport/zmq/handshake_guard.h"
+#include "ps/transport/zmq/zmq_frames.h"
 
 namespace zps {
 namespace {
 
-// Frames smaller than this are copied into ZeroMQ's own message; a heap-allocated owner reference would
-// cost more than the copy.
-constexpr size_t kCopyBelowBytes = 256;
 // Messages with more frames than this are drained and dropped here; the codec allows far fewer.
 constexpr size_t kMaxFramesPerMessage = 16;
 // Upper bound of messages taken from one socket per poll round, so one busy peer cannot starve the rest.
@@ -47,29 +46,6 @@ constexpr size_t kRecentlyForgotten = 1024;
 // came back within the timeout (any traffic counts, so a long transfer never trips it).
 constexpr int kConnectionPingMs = 5'000;
 constexpr int kConnectionPingTimeoutMs = 30'000;
-
-struct ReceivedFrame {
-  zmq_msg_t msg;
-  ReceivedFrame() { zmq_msg_init(&msg); }
-  ~ReceivedFrame() { zmq_msg_close(&msg); }
-  ReceivedFrame(const ReceivedFrame&) = delete;
-  ReceivedFrame& operator=(const ReceivedFrame&) = delete;
-};
-
-// ZeroMQ allocates a fresh buffer for every large received message. With glibc's defaults, buffers past
-// the mmap threshold come from mmap and freed heap tops are trimmed back to the kernel, so many
-// messages land on never-touched pages and pay a page fault per 4 KiB: measured with `perf stat -e
-// page-faults` on 64 MiB push-pulls, ~6,100 faults (24 MiB of fresh pages) per round with the defaults
-// and ~1,350 with these settings. Process-wide and once: every transport's process moves messages.
-void keepFreedMessageMemory() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's maximum; larger blocks still use mmap
-    mallopt(M_TRIM_THRESHOLD, 256 << 20);  // keep up to 256 MiB of freed heap for the next messages
-  });
-}
-
-void releaseOwner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
 
 std::string zmqError() { return zmq_strerror(zmq_errno()); }
 
@@ -135,6 +111,8 @@ class ZmqTransport final : public Transport {
   Status send(PeerId peer, std::vector<Blob> frames) override {
     if (closed_.load()) return Aborted(options_.name + " is closed");
     if (frames.empty()) return InvalidArgument("cannot send a message with no frames");
+    if (sendWithoutHandOff(peer, frames)) return Status::OK();
+    queued_sends_.fetch_add(1);
     enqueue(SendCmd{peer, std::move(frames)});
     return Status::OK();
   }
@@ -223,24 +201,48 @@ class ZmqTransport final : public Transport {
       std::lock_guard<std::mutex> lock(cmd_mu_);
       commands_.push_back(std::move(cmd));
     }
+    wake();
+  }
+
+  void wake() {
     uint64_t one = 1;
     ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
     (void)ignored;
   }
 
-  void setCommonOptions(void* socket) {
-    int linger = static_cast<int>(options_.linger.count());
-    zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof(linger));
-    int64_t max_size = static_cast<int64_t>(options_.max_frame_bytes);
-    zmq_setsockopt(socket, ZMQ_MAXMSGSIZE, &max_size, sizeof(max_size));
-    // Unlimited send buffering: what we queue is bounded by the protocol (replies follow requests), and a
-    // full high-water mark would make ROUTER drop messages silently.
-    int hwm = 0;
-    zmq_setsockopt(socket, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-    int ipv6 = 1;
-    zmq_setsockopt(socket, ZMQ_IPV6, &ipv6, sizeof(ipv6));
-    int handshake_ms = static_cast<int>(options_.handshake_timeout.count());
-    zmq_setsockopt(socket, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof(handshake_ms));
+  // Sends at once, on this thread, when that overtakes no queued send and no fault is to be injected:
+  // on the I/O thread itself (a server's reply from its handler), or to an outgoing connection (a
+  // worker's request). Each saves a wake-up of the I/O thread; on loopback that is a good part of a
+  // small message's round trip. False: the message must go through the queue.
+  bool sendWithoutHandOff(PeerId peer, const std::vector<Blob>& frames) {
+    if (options_.faults.any() || queued_sends_.load() != 0) return false;
+    if (std::this_thread::get_id() == io_thread_.get_id()) {
+      sendNow(SendCmd{peer, frames});
+      return true;
+    }
+    std::shared_ptr<Dealer> dealer;
+    {
+      std::lock_guard<std::mutex> lock(dealers_mu_);
+      auto it = dealers_.find(peer);
+      if (it == dealers_.end()) return false;
+      dealer = it->second;
+    }
+    std::lock_guard<std::mutex> lock(dealer->mu);
+    if (dealer->socket == nullptr) return false;
+    if (!sendOnDealer(*dealer, frames)) {
+      LOG_EVERY_N(WARNING, 100) << options_.name << ": send to " << describe(peer) << " failed: " << zmqError();
+    }
+    if (dealer->look) wake();
+    return true;
+  }
+
+  // With the dealer's lock held. A send may take in the socket's news (a reply that arrived, a
+  // connection's pipe to read from), after which ZMQ_FD stays quiet about it: ZMQ_EVENTS tells, and
+  // `look` passes it on to the I/O thread.
+  bool sendOnDealer(Dealer& dealer, const std::vector<Blob>& frames) {
+    const bool ok = sendFrames(dealer.socket, nullptr, frames);
+    if (hasInput(dealer.socket)) dealer.look = true;
+    return ok;
   }
 
   void doListen(ListenCmd& cmd) {
@@ -249,7 +251,7 @@ class ZmqTransport final : public Transport {
       return;
     }
     void* s = zmq_socket(ctx_, ZMQ_ROUTER);
-    setCommonOptions(s);
+    setCommonOptions(s, options_);
     if (options_.max_queued_replies > 0)
       zmq_setsockopt(s, ZMQ_SNDHWM, &options_.max_queued_replies, sizeof(options_.max_queued_replies));
     if (Status guarded = guard_->prepareListener(s); !guarded.ok()) {
@@ -288,7 +290,7 @@ class ZmqTransport final : public Transport {
 
   void doConnect(const ConnectCmd& cmd) {
     void* s = zmq_socket(ctx_, ZMQ_DEALER);
-    setCommonOptions(s);
+    setCommonOptions(s, options_);
     guard_->prepareClient(s, cmd.id, cmd.endpoint);
     int reconnect_max = 1000;
     zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
@@ -310,23 +312,12 @@ class ZmqTransport final : public Transport {
       return;
     }
     VLOG(1) << options_.name << ": connecting to " << cmd.endpoint;
-    dealers_[cmd.id] = s;
-  }
-
-  bool sendFrame(void* socket, const Blob& frame, bool more) {
-    zmq_msg_t msg;
-    if (frame.size() < kCopyBelowBytes || !frame.owner()) {
-      zmq_msg_init_size(&msg, frame.size());
-      if (frame.size() > 0) std::memcpy(zmq_msg_data(&msg), frame.data(), frame.size());
-    } else {
-      auto* hint = new std::shared_ptr<const void>(frame.owner());
-      zmq_msg_init_data(&msg, const_cast<uint8_t*>(frame.data()), frame.size(), releaseOwner, hint);
-    }
-    if (zmq_msg_send(&msg, socket, (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&msg);
-      return false;
-    }
-    return true;
+    auto dealer = std::make_shared<Dealer>();
+    dealer->socket = s;
+    size_t fd_len = sizeof(dealer->fd);
+    CHECK(zmq_getsockopt(s, ZMQ_FD, &dealer->fd, &fd_len) == 0) << "ZMQ_FD: " << zmqError();
+    std::lock_guard<std::mutex> lock(dealers_mu_);
+    dealers_[cmd.id] = std::move(dealer);
   }
 
   void doSend(SendCmd& cmd) {
@@ -350,21 +341,16 @@ class ZmqTransport final : public Transport {
   }
 
   void sendNow(const SendCmd& cmd) {
-    void* socket = nullptr;
-    const std::string* routing_id = nullptr;
+    bool ok = true;
     if (auto it = dealers_.find(cmd.peer); it != dealers_.end()) {
-      socket = it->second;
+      std::lock_guard<std::mutex> lock(it->second->mu);
+      ok = sendOnDealer(*it->second, cmd.frames);
     } else if (auto in = incoming_ids_.find(cmd.peer); in != incoming_ids_.end() && router_ != nullptr) {
-      socket = router_;
-      routing_id = &in->second;
+      ok = sendFrames(router_, &in->second, cmd.frames);
     } else {
       LOG_EVERY_N(WARNING, 100) << options_.name << ": dropping a message to unknown peer #" << cmd.peer;
       return;
     }
-    bool ok = true;
-    if (routing_id != nullptr) ok = sendFrame(socket, Blob::fromString(*routing_id), true);
-    for (size_t i = 0; ok && i < cmd.frames.size(); ++i)
-      ok = sendFrame(socket, cmd.frames[i], i + 1 < cmd.frames.size());
     if (!ok && send_failure_log_.allow()) {
       LOG(WARNING) << options_.name << ": send to " << describe(cmd.peer) << " failed: " << zmqError()
                    << " (a peer that does not read its replies loses them; " << send_failure_log_.suppressed()
@@ -393,9 +379,14 @@ class ZmqTransport final : public Transport {
     auto it = dealers_.find(peer);
     if (it == dealers_.end()) return;
     guard_->forgetClient(peer);
-    int no_linger = 0;
-    zmq_setsockopt(it->second, ZMQ_LINGER, &no_linger, sizeof(no_linger));
-    zmq_close(it->second);
+    {
+      std::lock_guard<std::mutex> closing(it->second->mu);  // a sending thread may hold it
+      int no_linger = 0;
+      zmq_setsockopt(it->second->socket, ZMQ_LINGER, &no_linger, sizeof(no_linger));
+      zmq_close(it->second->socket);
+      it->second->socket = nullptr;
+    }
+    std::lock_guard<std::mutex> lock(dealers_mu_);
     dealers_.erase(it);
   }
 
@@ -404,8 +395,15 @@ class ZmqTransport final : public Transport {
     while (auto queued = recv_queue_.tryPop()) handler_(std::move(*queued));
   }
 
-  // Receives one multi-part message from `socket`; returns false when none is waiting.
-  bool receiveOne(void* socket, bool is_router, PeerId dealer_peer) {
+  // Receives one multi-part message from `socket` (a dealer's under its lock, released before the
+  // message is handled); returns false when none is waiting.
+  bool receiveOne(void* socket, bool is_router, PeerId dealer_peer, Dealer* dealer = nullptr) {
+    std::unique_lock<std::mutex> lock;
+    if (dealer != nullptr) {
+      lock = std::unique_lock<std::mutex>(dealer->mu);
+      socket = dealer->socket;
+      if (socket == nullptr) return false;  // disconnected meanwhile
+    }
     std::vector<Blob> frames;
     std::string routing_id;
     bool first = true;
@@ -430,6 +428,7 @@ class ZmqTransport final : public Transport {
       first = false;
       if (!more) break;
     }
+    if (lock.owns_lock()) lock.unlock();
     PeerId peer = dealer_peer;
     if (is_router) {
       auto it = peer_of_routing_id_.find(routing_id);
@@ -460,30 +459,40 @@ class ZmqTransport final : public Transport {
     return true;
   }
 
+  // Dealers are watched through ZMQ_FD, which only says "look at the socket": once looked at (by a
+  // receive here, or a send on another thread, which then sets `look`), it stays quiet until the next
+  // news, so each dealer is read until it has no message left or `look` is set again.
   void ioLoop() {
     bool stopping = false;
     std::vector<zmq_pollitem_t> items;
     std::vector<PeerId> item_peers;
+    std::vector<std::shared_ptr<Dealer>> item_dealers;  // kept alive through a disconnect meanwhile
     while (!stopping) {
       items.clear();
       item_peers.clear();
+      item_dealers.clear();
       items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
       item_peers.push_back(0);
+      item_dealers.push_back(nullptr);
       bool room = !recv_queue_.full();
+      bool look_now = false;
       if (room) {
         if (router_ != nullptr) {
           items.push_back({router_, 0, ZMQ_POLLIN, 0});
           item_peers.push_back(0);
+          item_dealers.push_back(nullptr);
         }
-        for (auto& [id, s] : dealers_) {
-          items.push_back({s, 0, ZMQ_POLLIN, 0});
+        for (auto& [id, d] : dealers_) {
+          items.push_back({nullptr, d->fd, ZMQ_POLLIN, 0});
           item_peers.push_back(id);
+          item_dealers.push_back(d);
+          look_now = look_now || d->look.load();
         }
       }
       size_t socket_items = items.size();
       guard_->appendPollItems(&items);
       // When the receive queue is full we only watch for commands, and look again soon.
-      zmq_poll(items.data(), static_cast<int>(items.size()), room && delayed_.empty() ? 100 : 2);
+      zmq_poll(items.data(), static_cast<int>(items.size()), look_now ? 0 : room && delayed_.empty() ? 100 : 2);
       guard_->handleReady();
       auto now = std::chrono::steady_clock::now();
       while (!delayed_.empty() && delayed_.front().first <= now) {
@@ -500,9 +509,10 @@ class ZmqTransport final : public Transport {
         batch.swap(commands_);
       }
       for (auto& cmd : batch) {
-        if (auto* c = std::get_if<SendCmd>(&cmd))
+        if (auto* c = std::get_if<SendCmd>(&cmd)) {
           doSend(*c);
-        else if (auto* l = std::get_if<ListenCmd>(&cmd))
+          queued_sends_.fetch_sub(1);
+        } else if (auto* l = std::get_if<ListenCmd>(&cmd))
           doListen(*l);
         else if (auto* k = std::get_if<ConnectCmd>(&cmd))
           doConnect(*k);
@@ -518,10 +528,17 @@ class ZmqTransport final : public Transport {
           stopping = true;
       }
       for (size_t i = 1; i < socket_items && !stopping; ++i) {
+        Dealer* dealer = item_dealers[i].get();
+        if (dealer != nullptr) {
+          if (!dealer->look.exchange(false) && (items[i].revents & ZMQ_POLLIN) == 0) continue;
+          int n = 0;
+          while (n < kRecvBatch && !recv_queue_.full() && receiveOne(nullptr, false, item_peers[i], dealer)) ++n;
+          if (n == kRecvBatch || recv_queue_.full()) dealer->look = true;  // messages may be left
+          continue;
+        }
         if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
-        bool is_router = items[i].socket == router_;
         for (int n = 0; n < kRecvBatch && !recv_queue_.full(); ++n) {
-          if (!receiveOne(items[i].socket, is_router, item_peers[i])) break;
+          if (!receiveOne(router_, true, 0)) break;
         }
       }
     }
@@ -529,7 +546,12 @@ class ZmqTransport final : public Transport {
     if (faults_injected_ > 0) LOG(INFO) << options_.name << ": injected " << faults_injected_ << " test faults";
     guard_->closeSockets();
     if (router_ != nullptr) zmq_close(router_);
-    for (auto& [id, s] : dealers_) zmq_close(s);
+    std::lock_guard<std::mutex> lock(dealers_mu_);
+    for (auto& [id, d] : dealers_) {
+      std::lock_guard<std::mutex> closing(d->mu);
+      zmq_close(d->socket);
+      d->socket = nullptr;
+    }
     dealers_.clear();
   }
 
@@ -551,7 +573,10 @@ class ZmqTransport final : public Transport {
   std::unique_ptr<HandshakeGuard> guard_;
   LogLimiter send_failure_log_;
   void* router_ = nullptr;
-  std::map<PeerId, void*> dealers_;
+  // Written by the I/O thread under dealers_mu_; read by it freely and by sending threads under the lock.
+  std::mutex dealers_mu_;
+  std::map<PeerId, std::shared_ptr<Dealer>> dealers_;
+  std::atomic<int64_t> queued_sends_{0};  // SendCmds queued and not yet sent: no send may overtake them
   std::unordered_map<std::string, PeerId> peer_of_routing_id_;
   std::unordered_map<PeerId, std::string> incoming_ids_;
   std::deque<PeerId> forgotten_;  // oldest first
