@@ -277,6 +277,7 @@ void SchedulerClient::handle(const pb::Control& control) {
     case pb::Control::kRegisterReply: {
       const auto& book = control.register_reply();
       bool answered_rejoin = false;
+      bool newer = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (!reply_.has_value()) {
@@ -284,6 +285,7 @@ void SchedulerClient::handle(const pb::Control& control) {
         } else if (reply_->accepted() && book.accepted()) {
           answered_rejoin = rejoining_;
           if (book.generation() > reply_->generation()) {
+            newer = true;
             // The address book of a new generation (ZPS_RECOVERY): barriers count afresh.
             std::string auth_mac = reply_->auth_mac();
             reply_ = book;
@@ -293,6 +295,14 @@ void SchedulerClient::handle(const pb::Control& control) {
           }
         }
         cv_.notify_all();
+      }
+      if (newer) {
+        // The scheduler announces a recovery before it sends its book, on the same connection: a book
+        // that comes first means a reset lost the announcement, which the node still needs.
+        pb::Recovery lost;
+        lost.set_generation(book.generation());
+        lost.set_lost("a node (its announcement was lost to a connection reset)");
+        noteRecovery(lost);
       }
       if (rejoining_ && !book.accepted()) {
         pb::Shutdown s;
@@ -307,18 +317,7 @@ void SchedulerClient::handle(const pb::Control& control) {
       }
       break;
     }
-    case pb::Control::kRecovery: {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (recovery_.has_value() && recovery_->generation() >= control.recovery().generation()) break;
-        recovery_ = control.recovery();
-        cv_.notify_all();
-      }
-      LOG(WARNING) << roleName(config_.role) << ": the scheduler lost " << control.recovery().lost()
-                   << "; recovering (generation " << control.recovery().generation() << ")";
-      if (on_recovery_) on_recovery_(control.recovery());
-      break;
-    }
+    case pb::Control::kRecovery: noteRecovery(control.recovery()); break;
     case pb::Control::kBarrierRelease: {
       const auto& r = control.barrier_release();
       std::lock_guard<std::mutex> lock(mu_);
@@ -334,6 +333,18 @@ void SchedulerClient::handle(const pb::Control& control) {
       break;
     default: LOG_EVERY_N(WARNING, 10) << "unexpected control message from the scheduler"; break;
   }
+}
+
+void SchedulerClient::noteRecovery(const pb::Recovery& r) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (recovery_.has_value() && recovery_->generation() >= r.generation()) return;
+    recovery_ = r;
+    cv_.notify_all();
+  }
+  LOG(WARNING) << roleName(config_.role) << ": the scheduler lost " << r.lost() << "; recovering (generation "
+               << r.generation() << ")";
+  if (on_recovery_) on_recovery_(r);
 }
 
 void SchedulerClient::setShutdown(pb::Shutdown s) {

@@ -77,6 +77,8 @@ class SchedulerClient {
   void loop();
   void handle(const pb::Control& control);
   void setShutdown(pb::Shutdown s);
+  // A recovery the scheduler announced (or that its newer address book implies); once per generation.
+  void noteRecovery(const pb::Recovery& r);
   Status sendControl(const pb::Control& c);
   // A fresh Register (new nonce and MAC); `rejoin`: as the holder of this node's rank.
   pb::Control registration(bool rejoin);
