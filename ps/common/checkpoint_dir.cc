@@ -125,12 +125,16 @@ std::optional<uint64_t> stepInFileName(const std::string& name, const std::strin
 size_t removeStepsBeforeLatest(const std::string& dir,
                                const std::function<std::optional<uint64_t>(const std::string&)>& step_of) {
   auto latest = readLatestStep(dir);
-  if (!latest.ok()) return 0;
+  return latest.ok() ? removeStepsBefore(dir, *latest, step_of) : 0;
+}
+
+size_t removeStepsBefore(const std::string& dir, uint64_t keep_from,
+                         const std::function<std::optional<uint64_t>(const std::string&)>& step_of) {
   size_t removed = 0;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     auto step = step_of(e.path().filename().string());
-    if (step && *step < *latest && std::filesystem::remove(e.path(), ec)) ++removed;
+    if (step && *step < keep_from && std::filesystem::remove(e.path(), ec)) ++removed;
   }
   return removed;
 }

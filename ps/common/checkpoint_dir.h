@@ -31,6 +31,9 @@ Status writeLatestStep(const std::string& dir, uint64_t step);
 // names; nothing when `latest` is missing or unreadable. Returns how many it removed.
 size_t removeStepsBeforeLatest(const std::string& dir,
                                const std::function<std::optional<uint64_t>(const std::string&)>& step_of);
+// The same with the step given: removes the files of steps older than `keep_from` (0: none).
+size_t removeStepsBefore(const std::string& dir, uint64_t keep_from,
+                         const std::function<std::optional<uint64_t>(const std::string&)>& step_of);
 
 // Parses "<prefix><step><suffix>" (the step in decimal digits only); nullopt for other names.
 std::optional<uint64_t> stepInFileName(const std::string& name, const std::string& prefix, const std::string& suffix);

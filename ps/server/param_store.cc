@@ -97,7 +97,7 @@ void ParamStore::handle(PeerId peer, int worker, uint32_t local_rank, const wire
         return;
       }
       if (t.async || h.round() <= t.completed) {
-        Status s = writeCheckpoint(t, h.round());
+        Status s = checkpointRequested(t, h.round());
         out->push_back(s.ok() ? ack(peer, h) : errorReply(peer, h, s.message()));
       } else {
         t.parked.push_back(Table::Parked{peer, h, {}});
@@ -316,7 +316,7 @@ void ParamStore::serveParked(uint64_t /*key*/, Table& t, std::vector<Outgoing>* 
     if (p.header.command() == pb::CMD_PULL_ROWS && p.header.round() <= t.completed + 1) {
       pullNow(t, p.peer, p.header, p.keys, out);
     } else if (p.header.command() == pb::CMD_CHECKPOINT && p.header.round() <= t.completed) {
-      Status s = writeCheckpoint(t, p.header.round());
+      Status s = checkpointRequested(t, p.header.round());
       out->push_back(s.ok() ? ack(p.peer, p.header) : errorReply(p.peer, p.header, s.message()));
     } else {
       still.push_back(std::move(p));
@@ -350,10 +350,16 @@ TableLayout ParamStore::layoutOf(const Table& t) {
   return TableLayout{t.name, t.dim, static_cast<uint32_t>(t.optimizer.kind), static_cast<uint32_t>(t.state_floats)};
 }
 
+Status ParamStore::checkpointRequested(Table& t, uint64_t step) {
+  if (t.requested != 0 && t.requested < step) t.committed = std::max(t.committed, t.requested);
+  t.requested = step;
+  return writeCheckpoint(t, step);
+}
+
 Status ParamStore::writeCheckpoint(const Table& t, uint64_t step) {
   const TableLayout layout = layoutOf(t);
   const TableRowsRef rows{t.keys, t.steps, t.values, t.state};
-  ZPS_RETURN_IF_ERROR(writeTableShard(place_, layout, rows, step));
+  ZPS_RETURN_IF_ERROR(writeTableShard(place_, layout, rows, step, t.committed));
   LOG(INFO) << "server " << server_rank_ << ": checkpointed table '" << t.name << "' (" << t.keys.size()
             << " rows, checksum " << std::hex << tableRowsChecksum(layout, rows) << std::dec << ") at step " << step;
   return Status::OK();
@@ -385,6 +391,7 @@ Status ParamStore::restore(Table& t, uint64_t step) {
   t.values = std::move(rows.values);
   t.state = std::move(rows.state);
   t.completed = step;
+  t.committed = step;
   const uint64_t checksum = tableRowsChecksum(layout, TableRowsRef{t.keys, t.steps, t.values, t.state});
   LOG(INFO) << "server " << server_rank_ << ": restored table '" << t.name << "' (" << t.keys.size()
             << " rows, checksum " << std::hex << checksum << std::dec << ") from step " << step << ", "

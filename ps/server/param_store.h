@@ -73,6 +73,11 @@ class ParamStore {
     std::vector<float> state;                      // slot x (state_floats x dim)
     std::vector<uint64_t> steps;                   // slot -> updates applied (Adam's bias correction)
     uint64_t completed = 0;                        // last applied round (sync)
+    // Checkpoints: the newest step known to be complete (`latest` names it or a newer one: it was
+    // restored, or a later checkpoint was asked for, which worker 0 does only after writing `latest`),
+    // and the step of the last checkpoint asked for. Shards older than `committed` may go.
+    uint64_t committed = 0;
+    uint64_t requested = 0;
     struct Round {
       struct Push {
         std::vector<uint64_t> keys;
@@ -104,6 +109,8 @@ class ParamStore {
   void applyRow(Table& t, uint64_t key, const float* grad);
   static TableLayout layoutOf(const Table& t);
   Status writeCheckpoint(const Table& t, uint64_t step);
+  // A checkpoint worker 0 asked for (CHECKPOINT): moves `committed` on, then writes.
+  Status checkpointRequested(Table& t, uint64_t step);
   Status restore(Table& t, uint64_t step);
 
   // The largest shard file a store without a memory budget reads (tests, the fuzzer).

@@ -131,7 +131,8 @@ uint64_t tableRowsChecksum(const TableLayout& layout, const TableRowsRef& rows) 
   return sum;
 }
 
-Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const TableRowsRef& rows, uint64_t step) {
+Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const TableRowsRef& rows, uint64_t step,
+                       uint64_t committed) {
   PayloadWriter w;
   w.put(static_cast<uint32_t>(layout.name.size()));
   w.putBytes(layout.name.data(), layout.name.size());
@@ -156,7 +157,7 @@ Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const
   ZPS_RETURN_IF_ERROR(
       writeCheckpointFile(tableShardPath(place.dir, layout.name, place.server_rank, step), shape, w.take()));
   const std::string prefix = fileNameOf(layout.name);
-  removeStepsBeforeLatest(place.dir, [&prefix](const std::string& name) { return shardStep(prefix, name); });
+  removeStepsBefore(place.dir, committed, [&prefix](const std::string& name) { return shardStep(prefix, name); });
   return Status::OK();
 }
 

@@ -59,8 +59,11 @@ std::string tableShardPath(const std::string& dir, const std::string& table, uin
 uint64_t tableRowsChecksum(const TableLayout& layout, const TableRowsRef& rows);
 
 // Writes this server's shard of the table at `step`, then removes the table's shards (of any server)
-// older than the step `latest` names.
-Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const TableRowsRef& rows, uint64_t step);
+// older than `committed`, the newest step the caller knows `latest` to name (or a newer one; 0:
+// none known, nothing is removed). The server cannot read `latest` itself: with a folder per pod
+// (k8s/overlays/recovery) only worker 0's folder has one.
+Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const TableRowsRef& rows, uint64_t step,
+                       uint64_t committed);
 
 struct ShardRestore {
   uint32_t old_servers = 0;  // servers of the job that wrote the checkpoint

@@ -1,7 +1,7 @@
 // Tests for table shards (ps/server/table_checkpoint.h): a table checkpointed by 2 servers is read
 // back whole by 1 server and by 3 (each keeping the rows it owns now, the same rows and checksum in
 // total), shards of another layout or job are refused by name, and retention never removes the
-// step `latest` names however many newer shards (SIGTERM's final checkpoints) follow it.
+// committed step however many newer shards (SIGTERM's final checkpoints) follow it.
 #include "ps/server/table_checkpoint.h"
 
 #include <unistd.h>
@@ -46,7 +46,7 @@ TEST_CASE("table shards: a 2-server checkpoint restores whole with 1 server and 
   const auto written = splitRows(1000, 2);
   uint64_t checksum = 0;
   for (uint32_t r = 0; r < 2; ++r) {
-    REQUIRE(writeTableShard(place(dir.path, r, 2), kLayout, written[r].ref(), 40).ok());
+    REQUIRE(writeTableShard(place(dir.path, r, 2), kLayout, written[r].ref(), 40, 0).ok());
     checksum += tableRowsChecksum(kLayout, written[r].ref());
   }
   for (uint32_t servers : {1u, 2u, 3u}) {
@@ -78,7 +78,8 @@ TEST_CASE("table shards: a 2-server checkpoint restores whole with 1 server and 
 TEST_CASE("table shards: a missing, foreign or mislaid shard is refused with the file's name") {
   ScratchFolder dir;
   const auto written = splitRows(200, 2);
-  for (uint32_t r = 0; r < 2; ++r) REQUIRE(writeTableShard(place(dir.path, r, 2), kLayout, written[r].ref(), 40).ok());
+  for (uint32_t r = 0; r < 2; ++r)
+    REQUIRE(writeTableShard(place(dir.path, r, 2), kLayout, written[r].ref(), 40, 0).ok());
   auto restore = [&](uint32_t rank, uint32_t servers, uint64_t step = 40, uint64_t job = kJob) {
     TableRows got;
     ShardPlace p = place(dir.path, rank, servers);
@@ -95,7 +96,7 @@ TEST_CASE("table shards: a missing, foreign or mislaid shard is refused with the
                              std::filesystem::copy_options::overwrite_existing);
   CHECK(restore(0, 2).find("server rank 1 (expected 0)") != std::string::npos);
   // Re-sharding needs every old shard.
-  REQUIRE(writeTableShard(place(dir.path, 0, 2), kLayout, written[0].ref(), 40).ok());
+  REQUIRE(writeTableShard(place(dir.path, 0, 2), kLayout, written[0].ref(), 40, 0).ok());
   std::filesystem::remove(tableShardPath(dir.path, kLayout.name, 1, 40));
   CHECK(restore(0, 3).find("re-sharding table 'train/embedding' from 2 servers to 3") != std::string::npos);
   // A layout that differs from the declared one.
@@ -106,21 +107,25 @@ TEST_CASE("table shards: a missing, foreign or mislaid shard is refused with the
   CHECK(r.status().message().find("does not match table 'train/embedding'") != std::string::npos);
 }
 
-TEST_CASE("table shards: retention keeps the step `latest` names through three final checkpoints") {
-  ScratchFolder dir;
+TEST_CASE("table shards: retention keeps the committed step through three final checkpoints") {
+  ScratchFolder dir;  // no `latest` here: a server's own folder (one per pod) has none
   const auto rows = splitRows(10, 1);
   const ShardPlace p = place(dir.path, 0, 1);
-  REQUIRE(writeTableShard(p, kLayout, rows[0].ref(), 10).ok());
-  REQUIRE(writeTableShard(p, kLayout, rows[0].ref(), 20).ok());
-  REQUIRE(writeLatestStep(dir.path, 20).ok());
-  // SIGTERM three times within one interval: final shards of steps 23, 22, 21, none named by `latest`.
-  for (uint64_t step : {23, 22, 21}) REQUIRE(writeTableShard(p, kLayout, rows[0].ref(), step).ok());
-  CHECK(std::filesystem::exists(tableShardPath(dir.path, kLayout.name, 0, 20)));
-  CHECK_FALSE(std::filesystem::exists(tableShardPath(dir.path, kLayout.name, 0, 10)));
+  auto exists = [&](uint64_t step) { return std::filesystem::exists(tableShardPath(dir.path, kLayout.name, 0, step)); };
+  // Checkpoints asked for at 10, 20, 30: asking for one means the one before is complete.
+  REQUIRE(writeTableShard(p, kLayout, rows[0].ref(), 10, 0).ok());
+  REQUIRE(writeTableShard(p, kLayout, rows[0].ref(), 20, 10).ok());
+  REQUIRE(writeTableShard(p, kLayout, rows[0].ref(), 30, 20).ok());
+  CHECK_FALSE(exists(10));
+  CHECK(exists(20));
+  // SIGTERM three times within one interval after a restore of 30: final shards of 33, 32, 31.
+  for (uint64_t step : {33, 32, 31}) REQUIRE(writeTableShard(p, kLayout, rows[0].ref(), step, 30).ok());
+  CHECK(exists(30));
+  CHECK_FALSE(exists(20));
   TableRows got;
-  CHECK(readTableShards(p, kLayout, 20, 1 << 20, noLimit, &got).ok());
+  CHECK(readTableShards(p, kLayout, 30, 1 << 20, noLimit, &got).ok());
   CHECK(got.keys.size() == 10);
-  CHECK(tableShardPath(dir.path, "train/embedding", 0, 20).find("table-train_embedding-") != std::string::npos);
+  CHECK(tableShardPath(dir.path, "train/embedding", 0, 30).find("table-train_embedding-") != std::string::npos);
 }
 
 }  // namespace
