@@ -53,6 +53,8 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     ZPS_ASSIGN_OR_RETURN(t.compression,
                          TensorCompression::choose(config_, options, async, name, bytes, dtype, t.parts, seed));
     parts = t.parts;
+    if (!async)
+      t.priority = options.priority ? options.priority : config_.priority ? std::optional<int64_t>(id) : std::nullopt;
     tensors_.push_back(std::move(t));
   }
   FanOut fan("declaring '" + name + "'");
@@ -92,6 +94,7 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
   DType dtype;
   std::string name;
   std::shared_ptr<TensorCompression> compression;
+  std::optional<int64_t> priority;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (id < 0 || id >= static_cast<int>(tensors_.size()))
@@ -117,6 +120,7 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
     dtype = t.dtype;
     name = t.name;
     compression = t.compression;
+    priority = t.priority;
     epoch = epoch_;
   }
   // Compress outside any lock: the receiver thread needs the request table's.
@@ -138,28 +142,55 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
     return cancelled(id, epoch, command, round, failed);
   };
   for (size_t i = 0; i < parts.size(); ++i) {
-    const PartitionInfo& p = parts[i];
-    OutgoingRequest o;
-    o.request = RequestSpec::to(p.server, p.key, dtype);
-    o.request.out = out ? static_cast<uint8_t*>(out) + p.offset : nullptr;
-    o.request.bytes = p.bytes;
-    pb::DataHeader h = requests_->header(command, p.key);
-    o.id = h.request_id();
-    h.set_round(round);
-    h.set_received_through(received_through);
-    h.set_dtype(static_cast<uint32_t>(dtype));
-    h.set_num_elements(p.bytes / dtypeSize(dtype));
-    pushes[i].describe(&h);
-    const size_t sent = in != nullptr ? pushes[i].payload.size() : p.bytes;
-    VLOG(2) << "worker " << rank_ << ": " << pb::DataCommand_Name(command) << " key " << p.key << " round " << round
-            << " (" << sent << " B) to server " << p.server;
-    o.frames = wire::encodeData(h, std::move(pushes[i].payload));
-    o.trace = RequestTrace{command, round, sent, name, 0};
-    fan.requests.push_back(std::move(o));
+    void* part_out = out ? static_cast<uint8_t*>(out) + parts[i].offset : nullptr;
+    if (priority && command == pb::CMD_PUSH_PULL) {
+      scheduledPushPull(&fan, *priority, parts[i], std::move(pushes[i]), part_out, name, dtype, round,
+                        received_through);
+      continue;
+    }
+    fan.requests.push_back(
+        request(command, parts[i], std::move(pushes[i]), part_out, name, dtype, round, received_through));
+    if (priority && command == pb::CMD_PUSH) {
+      fan.requests.back().request.priority = priority;
+      fan.requests.back().request.credit = fan.requests.back().trace->bytes;
+    }
   }
   StatusOr<Handle> handle = requests_->issue(std::move(fan));
   if (!handle.ok()) (void)cancelled(id, epoch, command, round, handle.status());
   return handle;
+}
+
+OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionInfo& p, EncodedPush push, void* out,
+                                      const std::string& name, DType dtype, uint64_t round, uint64_t received_through) {
+  OutgoingRequest o;
+  o.request = RequestSpec::to(p.server, p.key, dtype);
+  o.request.out = static_cast<uint8_t*>(out);
+  o.request.bytes = p.bytes;
+  pb::DataHeader h = requests_->header(command, p.key);
+  o.id = h.request_id();
+  o.request.id = o.id;
+  h.set_round(round);
+  h.set_received_through(received_through);
+  h.set_dtype(static_cast<uint32_t>(dtype));
+  h.set_num_elements(p.bytes / dtypeSize(dtype));
+  push.describe(&h);
+  const size_t sent = command != pb::CMD_PULL ? push.payload.size() : p.bytes;
+  VLOG(2) << "worker " << rank_ << ": " << pb::DataCommand_Name(command) << " key " << p.key << " round " << round
+          << " (" << sent << " B) to server " << p.server;
+  o.frames = wire::encodeData(h, std::move(push.payload));
+  o.trace = RequestTrace{command, round, sent, name, 0};
+  return o;
+}
+
+void DenseTensors::scheduledPushPull(FanOut* fan, int64_t priority, const PartitionInfo& p, EncodedPush push, void* out,
+                                     const std::string& name, DType dtype, uint64_t round, uint64_t received_through) {
+  OutgoingRequest pushed = request(pb::CMD_PUSH, p, std::move(push), nullptr, name, dtype, round, received_through);
+  pushed.request.priority = priority;
+  pushed.request.credit = pushed.trace->bytes;
+  OutgoingRequest pulled = request(pb::CMD_PULL, p, EncodedPush(), out, name, dtype, round, received_through);
+  pulled.request.priority = priority;  // queued right behind its push, and sent with it
+  fan->requests.push_back(std::move(pushed));
+  fan->requests.push_back(std::move(pulled));
 }
 
 Status DenseTensors::cancelled(TensorId id, uint64_t epoch, pb::DataCommand command, uint64_t round,

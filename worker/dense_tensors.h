@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -70,10 +71,19 @@ class DenseTensors {
     ReceivedRounds received;                         // sent as received_through
     // Set when a push of this tensor was cancelled: why its pushes are refused from then on.
     std::string push_refused;
+    // Set: pushes wait in the push scheduler by this priority (sync tensors only).
+    std::optional<int64_t> priority;
   };
 
   std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize,
                                           std::vector<kernels::LocalPiece>* node_pieces);
+  // One request of `command` for partition `p`: a push carries `push`, a pull lands in `out`.
+  OutgoingRequest request(pb::DataCommand command, const PartitionInfo& p, EncodedPush push, void* out,
+                          const std::string& name, DType dtype, uint64_t round, uint64_t received_through);
+  // A push-pull under priority scheduling: a PUSH, which holds credit until the server has taken it,
+  // then a PULL of the same round, which holds none (push_scheduler.h says why).
+  void scheduledPushPull(FanOut* fan, int64_t priority, const PartitionInfo& p, EncodedPush push, void* out,
+                         const std::string& name, DType dtype, uint64_t round, uint64_t received_through);
   // The status of a failed wait on round `round` of tensor `id`, after its cancellation.
   Status cancelled(TensorId id, uint64_t epoch, pb::DataCommand command, uint64_t round, const Status& failed);
 

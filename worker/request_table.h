@@ -70,6 +70,12 @@ struct RequestSpec {
   // Checks or records the reply header (HELLO's MAC, the ipc offer, STATS) before its payload is
   // copied; a failed status fails the request. Called outside the table's lock.
   std::function<Status(const pb::DataHeader&)> on_reply;
+  // Priority scheduling (worker/push_scheduler.h): with a priority the request waits in its
+  // server's queue (lower first) and holds `credit` bytes of the server's credit until completed;
+  // without one it is sent at once. `id` is the request's id (RequestTable::header).
+  std::optional<int64_t> priority;
+  size_t credit = 0;
+  uint64_t id = 0;
 
   // A request to `server` about `key`; callers that receive data also set out/bytes (or positions).
   static RequestSpec to(int server, uint64_t key = 0, DType dtype = DType::kUInt8) {

@@ -25,14 +25,22 @@ Status Worker::Impl::start() {
   // once).
   ZPS_ASSIGN_OR_RETURN(auth, Authenticator::fromConfig(config));
   RequestTable::Hooks hooks;
-  hooks.send = [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); };
+  scheduler = std::make_unique<PushScheduler>(
+      config.credit_bytes,
+      [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); });
+  hooks.send = [this](const RequestSpec& to, std::vector<Blob> frames) {
+    return scheduler->send(to, std::move(frames));
+  };
   hooks.describe_server = [this](int server) { return links->describe(server); };
   hooks.issued = [this](uint64_t id, const OutgoingRequest& o) {
     if (o.trace)
       obs->issued(id, o.trace->command, o.request.server, o.request.key, o.trace->round, o.trace->bytes,
                   o.trace->tensor, o.trace->rows);
   };
-  hooks.completed = [this](uint64_t id, bool ok) { obs->completed(id, ok); };
+  hooks.completed = [this](uint64_t id, bool ok) {
+    obs->completed(id, ok);
+    scheduler->completed(id);
+  };
   requests = std::make_unique<RequestTable>(std::move(hooks), config.resend_timeout);
   recovery = std::make_unique<RecoveryState>(requests.get());
   ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, registerNode());

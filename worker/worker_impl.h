@@ -3,6 +3,7 @@
 //   RequestTable (request_table.h)    requests in flight, fan-out-and-wait, replies, cancellation
 //   ServerLinks (server_links.h)      connections to the servers, HELLO, ipc
 //   DenseTensors (dense_tensors.h)    declared tensors, rounds, push/pull requests
+//   PushScheduler (push_scheduler.h)  priority order and credits of scheduled requests
 //   Tables (tables.h)                 embedding tables (param mode)
 //   RecoveryState (recovery_state.h)  generations, and whether the job recovers (ZPS_RECOVERY)
 //   LocalPath (local_path.h)          local reduction, the node's barrier and end of the job
@@ -31,6 +32,7 @@
 #include "worker/dense_tensors.h"
 #include "worker/local/local_group.h"
 #include "worker/local_path.h"
+#include "worker/push_scheduler.h"
 #include "worker/recovery_state.h"
 #include "worker/request_table.h"
 #include "worker/server_links.h"
@@ -46,6 +48,8 @@ struct Worker::Impl {
   Config config;
   Authenticator auth = Authenticator::withToken("");
   std::unique_ptr<WorkerObserver> obs;  // the client's thread fills heartbeats from it
+  // Priority scheduling's queues, in front of the links (the request table's send hook).
+  std::unique_ptr<PushScheduler> scheduler;
   std::unique_ptr<RequestTable> requests;
   std::unique_ptr<RecoveryState> recovery;
   // Local reduction (ZPS_LOCAL_SIZE > 1); null otherwise. Non-root local ranks have no client.

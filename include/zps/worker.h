@@ -61,6 +61,11 @@ struct DeclareOptions {
   // Unset: ZPS_COMPRESSOR compresses this tensor when it has at least ZPS_MIN_COMPRESS_BYTES.
   std::optional<Compressor> compressor;
   double compress_ratio = 0;  // topk/randomk: share of each partition sent per round, in (0, 1]; 0: ZPS_COMPRESS_RATIO
+  // Priority scheduling (docs/performance.md#priority-scheduling): set, this tensor's pushes wait in
+  // their server's queue behind those of lower priority (send the layers the next forward pass needs
+  // first with the lowest), with at most ZPS_CREDIT_BYTES in flight per server. Unset: with
+  // ZPS_PRIORITY=1 its declaration index (0, 1, ...), otherwise its requests leave at once.
+  std::optional<int64_t> priority;
 };
 
 // Where one partition of a tensor lives.

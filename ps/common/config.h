@@ -51,6 +51,10 @@ struct Config {
   size_t max_message_bytes = size_t{1} << 30;
   // ZPS_IPC: workers move their links to servers on the same host to the servers' ipc:// sockets.
   bool ipc = true;
+  // Priority scheduling (worker/push_scheduler.h): ZPS_PRIORITY gives every dense tensor its
+  // declaration index as priority; ZPS_CREDIT_BYTES bounds the scheduled pushes in flight per server.
+  bool priority = false;
+  size_t credit_bytes = 4 << 20;
 
   std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
   int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end

@@ -1,0 +1,117 @@
+// Tests for PushScheduler (worker/push_scheduler.h): the order requests leave in (priority, then
+// arrival, per server), credits, what completion and cancellation give back, and resends.
+#include "worker/push_scheduler.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+namespace zps {
+namespace {
+
+// A scheduler whose send records the ids it sent, in order.
+struct Recorder {
+  std::vector<uint64_t> sent;
+  PushScheduler scheduler;
+
+  explicit Recorder(size_t credit)
+      : scheduler(credit, [this](const RequestSpec& to, std::vector<Blob>) {
+          sent.push_back(to.id);
+          return Status::OK();
+        }) {}
+
+  // A request `id` to `server`; no priority: sent at once.
+  void send(uint64_t id, int server, std::optional<int64_t> priority, size_t credit) {
+    RequestSpec r = RequestSpec::to(server);
+    r.id = id;
+    r.priority = priority;
+    r.credit = credit;
+    REQUIRE(scheduler.send(r, {}).ok());
+  }
+};
+
+TEST_CASE("push scheduler: queued requests leave by priority, then by arrival, as credit comes back",
+          "[push_scheduler]") {
+  Recorder r(100);
+  r.send(1, 0, 5, 100);  // fills the credit: sent
+  r.send(2, 0, 9, 60);
+  r.send(3, 0, 1, 60);
+  r.send(4, 0, 1, 0);  // a pull behind its push (same priority, later arrival)
+  r.send(5, 0, 0, 60);
+  CHECK(r.sent == std::vector<uint64_t>{1});
+  CHECK(r.scheduler.queued() == 4);
+  CHECK(r.scheduler.inFlightBytes(0) == 100);
+  r.scheduler.completed(1);
+  // 5 (priority 0) fits alone; 3 would make 120 > 100.
+  CHECK(r.sent == std::vector<uint64_t>{1, 5});
+  r.scheduler.completed(5);
+  // 3 goes, then its pull (no credit), then 2 would make 120.
+  CHECK(r.sent == std::vector<uint64_t>{1, 5, 3, 4});
+  r.scheduler.completed(3);
+  CHECK(r.sent == std::vector<uint64_t>{1, 5, 3, 4, 2});
+  r.scheduler.completed(4);
+  r.scheduler.completed(2);
+  CHECK(r.scheduler.queued() == 0);
+  CHECK(r.scheduler.inFlightBytes(0) == 0);
+}
+
+TEST_CASE("push scheduler: each server has its own queue and credit", "[push_scheduler]") {
+  Recorder r(100);
+  r.send(1, 0, 3, 100);
+  r.send(2, 1, 3, 100);  // another server: its credit is free
+  r.send(3, 0, 0, 10);
+  r.send(4, 1, 1, 10);
+  CHECK(r.sent == std::vector<uint64_t>{1, 2});
+  r.scheduler.completed(2);
+  CHECK(r.sent == std::vector<uint64_t>{1, 2, 4});
+  CHECK(r.scheduler.inFlightBytes(0) == 100);
+  CHECK(r.scheduler.inFlightBytes(1) == 10);
+}
+
+TEST_CASE("push scheduler: a request larger than the credit goes alone", "[push_scheduler]") {
+  Recorder r(100);
+  r.send(1, 0, 0, 500);
+  r.send(2, 0, 0, 500);
+  CHECK(r.sent == std::vector<uint64_t>{1});
+  r.scheduler.completed(1);
+  CHECK(r.sent == std::vector<uint64_t>{1, 2});
+}
+
+TEST_CASE("push scheduler: requests without a priority leave at once, whatever the credit", "[push_scheduler]") {
+  Recorder r(100);
+  r.send(1, 0, 0, 100);
+  r.send(2, 0, 0, 100);
+  r.send(3, 0, std::nullopt, 0);
+  CHECK(r.sent == std::vector<uint64_t>{1, 3});
+  r.scheduler.completed(3);  // unknown to the scheduler: no credit comes back
+  CHECK(r.sent == std::vector<uint64_t>{1, 3});
+  CHECK(r.scheduler.inFlightBytes(0) == 100);
+}
+
+TEST_CASE("push scheduler: a cancelled queued request is dropped, never sent", "[push_scheduler]") {
+  Recorder r(100);
+  r.send(1, 0, 0, 100);
+  r.send(2, 0, 0, 100);
+  r.send(3, 0, 0, 100);
+  r.scheduler.completed(2);  // cancelled while queued
+  CHECK(r.scheduler.queued() == 1);
+  r.scheduler.completed(1);
+  CHECK(r.sent == std::vector<uint64_t>{1, 3});
+}
+
+TEST_CASE("push scheduler: a resend of a queued request waits, one in flight goes again on its credit",
+          "[push_scheduler]") {
+  Recorder r(100);
+  r.send(1, 0, 0, 100);
+  r.send(2, 0, 0, 100);
+  r.send(2, 0, 0, 100);  // resent while queued: nothing more queued, nothing sent
+  CHECK(r.scheduler.queued() == 1);
+  r.send(1, 0, 0, 100);  // resent in flight
+  CHECK(r.sent == std::vector<uint64_t>{1, 1});
+  CHECK(r.scheduler.inFlightBytes(0) == 100);
+  r.scheduler.completed(1);
+  CHECK(r.sent == std::vector<uint64_t>{1, 1, 2});
+  CHECK(r.scheduler.inFlightBytes(0) == 100);
+}
+
+}  // namespace
+}  // namespace zps
