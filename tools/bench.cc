@@ -9,7 +9,8 @@
 //
 // --model resnet50|bert-base runs a training-shaped round instead: one push-pull per gradient tensor of
 // the model, issued in backward order, against one fused tensor of the same total bytes, alternating
-// so both see the same machine.
+// so both see the same machine. With --compute_ms it runs training-shaped iterations with simulated
+// compute instead, FIFO against priority scheduling (tools/bench/overlap.h).
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -18,10 +19,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "ps/common/process_stats.h"
 #include "tools/bench/model_shapes.h"
+#include "tools/bench/overlap.h"
 #include "tools/command_line.h"
 #include "tools/programs.h"
 #include "tools/worker_program.h"
@@ -34,6 +37,11 @@ ZPS_FLAG(bench, int32_t, min_iters, 5, "fewest timed iterations per size");
 ZPS_FLAG(bench, int32_t, max_iters, 2000, "most timed iterations per size");
 ZPS_FLAG(bench, int32_t, warmup_iters, 2, "untimed iterations per size");
 ZPS_FLAG(bench, std::string, json, "", "also write the results as JSON to this file");
+ZPS_FLAG(bench, std::string, compute_ms, "",
+         "with --model: simulated compute per iteration in ms, or 'comm' for the measured communication time; "
+         "compares FIFO and priority scheduling with overlap (docs/performance.md#priority-scheduling)");
+ZPS_FLAG(bench, double, link_mbit, 0,
+         "with --compute_ms: each host's link rate in Mbit/s, for the communication bound");
 
 namespace zps {
 namespace {
@@ -299,7 +307,7 @@ Status report(Worker& w, const std::vector<Row>& rows, uint64_t declared_bytes, 
                 r.checked ? std::to_string(r.wrong).c_str() : "-");
     std::printf(r.label.empty() ? "\n" : "  %s\n", r.label.c_str());
   }
-  if (!model.empty() && rows.size() >= 2)
+  if (!model.empty() && FLAGS_compute_ms.empty() && rows.size() >= 2)
     std::printf("# %s round / fused round (p50): %.2f\n", model.c_str(), rows[0].p50_us / rows[1].p50_us);
   std::printf(
       "# peak RSS: servers %.1f MiB (largest; %.1f MiB before the first size; it holds %.1f MiB of keys), workers",
@@ -335,14 +343,31 @@ Status report(Worker& w, const std::vector<Row>& rows, uint64_t declared_bytes, 
   return Status::OK();
 }
 
-Status runBench(Worker& w, const std::vector<size_t>& sizes, const std::string& model, bool* all_correct) {
+// The overlap comparison's rows in the main table: communication only and with compute, per schedule.
+void overlapRows(const OverlapResult& r, const std::string& model, std::vector<Row>* rows) {
+  for (const auto& s : r.schedules) {
+    rows->push_back(summarize(model + " " + s.name + ", communication only", r.bytes, s.messages, s.comm, 0));
+    rows->push_back(summarize(model + " " + s.name + " + compute", r.bytes, s.messages, s.overlap, s.wrong));
+    for (size_t i = rows->size() - 2; i < rows->size(); ++i) {
+      (*rows)[i].server_ns_per_byte = -1;  // the servers' counters cover both schedules: not shown
+      (*rows)[i].sum_gbs = -1;
+    }
+  }
+}
+
+Status runBench(Worker& w, const std::vector<size_t>& sizes, const std::string& model,
+                const std::optional<OverlapOptions>& overlap_options, bool* all_correct) {
   TensorId control;
   ZPS_ASSIGN_OR_RETURN(control, w.declare("bench/iterations", sizeof(int64_t), DType::kInt64));
   ZPS_ASSIGN_OR_RETURN(ServerTotals at_start, serverTotals(w));
   std::vector<Row> rows;
   std::vector<TensorId> tensors = {control};
+  std::optional<OverlapResult> overlap;
   if (model.empty()) {
     ZPS_RETURN_IF_ERROR(benchSizes(w, control, sizes, &rows, &tensors));
+  } else if (overlap_options) {
+    ZPS_ASSIGN_OR_RETURN(overlap, runOverlap(w, control, *overlap_options, &tensors));
+    overlapRows(*overlap, model, &rows);
   } else {
     ZPS_RETURN_IF_ERROR(benchModel(w, control, model, &rows, &tensors));
   }
@@ -355,8 +380,11 @@ Status runBench(Worker& w, const std::vector<size_t>& sizes, const std::string& 
   ZPS_ASSIGN_OR_RETURN(ServerTotals servers, serverTotals(w));
   for (const auto& r : rows)
     if (r.wrong > 0) *all_correct = false;
-  if (w.rank() == 0)
+  if (w.rank() == 0) {
     ZPS_RETURN_IF_ERROR(report(w, rows, declared, at_start.peak_rss, servers.peak_rss, worker_rss, model));
+    if (overlap) printOverlap(*overlap, *overlap_options);
+    std::fflush(stdout);
+  }
   return Status::OK();
 }
 
@@ -382,6 +410,22 @@ int benchMain() {
       return 2;
     }
   }
+  std::optional<OverlapOptions> overlap;
+  if (!FLAGS_compute_ms.empty()) {
+    overlap.emplace();
+    overlap->model = model;
+    overlap->link_mbit = FLAGS_link_mbit;
+    overlap->warmup_iters = std::max(1, FLAGS_warmup_iters);
+    overlap->iters = FLAGS_min_iters;
+    char* end = nullptr;
+    overlap->compute_ms = FLAGS_compute_ms == "comm" ? -1 : std::strtod(FLAGS_compute_ms.c_str(), &end);
+    if (model.empty() || (end != nullptr && (*end != '\0' || overlap->compute_ms < 0 || overlap->compute_ms > 1e6)) ||
+        FLAGS_link_mbit < 0) {
+      std::cerr << "zps bench: --compute_ms needs --model, and is 'comm' or milliseconds in [0, 1e6]; --link_mbit >= 0"
+                << std::endl;
+      return 2;
+    }
+  }
   auto sizes = parseSizeList("--sizes", FLAGS_sizes);
   if (!sizes.ok()) {
     std::cerr << "zps bench: " << sizes.status().message() << std::endl;
@@ -389,7 +433,7 @@ int benchMain() {
   }
   return runWorkerProgram("bench", [&](Worker& w) -> Status {
     bool correct = true;
-    ZPS_RETURN_IF_ERROR(runBench(w, *sizes, model, &correct));
+    ZPS_RETURN_IF_ERROR(runBench(w, *sizes, model, overlap, &correct));
     if (!correct) return InternalError("bench saw wrong values");
     return Status::OK();
   });

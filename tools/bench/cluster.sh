@@ -15,6 +15,11 @@
 #   tools/bench/cluster.sh                              # 4 workers x 4 servers, RATE=200mbit, 4 MiB, 64 MiB
 #   WORKERS=2 SERVERS=2 SIZES=262144 REPEATS=1 tools/bench/cluster.sh   # the smoke test's size
 #   LAYOUT=colocated DELAY=1ms RATE=500mbit tools/bench/cluster.sh
+#   MODEL=resnet50 RATE=500mbit tools/bench/cluster.sh  # overlap: FIFO against priority scheduling
+#
+# With MODEL set it runs only `zps bench --model MODEL --compute_ms COMPUTE_MS --link_mbit R` (COMPUTE_MS
+# defaults to comm: the compute equals the measured communication time) REPEATS times and prints worker
+# 0's overlap table of each repetition, instead of the all-reduce comparison.
 #
 # Settings (environment): BUILD_DIR (build), OUT_DIR ($BUILD_DIR/cluster), WORKERS (4), SERVERS (4),
 # LAYOUT (separate|colocated), RATE (tc rate, 200mbit), DELAY (netem delay, none), SIZES (bytes, comma
@@ -39,6 +44,9 @@ GLOO=${GLOO:-1}
 MPI=${MPI:-1}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 PARTITION=${PARTITION:-1048576}
+MODEL=${MODEL:-}
+COMPUTE_MS=${COMPUTE_MS:-comm}
+ITERS=${ITERS:-5}
 ZPS=$BUILD_DIR/bin/zps
 PY=/usr/bin/python3
 SELF=$ROOT/tools/bench/cluster.sh
@@ -56,18 +64,22 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [[ -z $DELAY || $DELAY =~ ^[0-9.]+(us|ms)$ ]] || fail "DELAY must look like 1ms or 500us"
   [[ $SIZES =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "SIZES must be bytes, comma separated"
   [[ $PARTITION =~ ^[1-9][0-9]*$ ]] || fail "PARTITION must be bytes"
+  [[ -z $MODEL || $MODEL =~ ^(resnet50|bert-base)$ ]] || fail "MODEL must be resnet50 or bert-base"
+  [[ $COMPUTE_MS == comm || $COMPUTE_MS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "COMPUTE_MS must be comm or milliseconds"
+  [[ $ITERS =~ ^[1-9][0-9]?$ ]] || fail "ITERS must be 1..99"
   [ "$(id -u)" = 0 ] || skip "needs root for network namespaces, veth pairs, a bridge and tc (uid $(id -u))"
   for cmd in ip tc unshare timeout; do command -v $cmd >/dev/null || skip "$cmd is not installed"; done
   probe=$(unshare --net --mount --propagation private true 2>&1) || skip "unshare --net --mount does not work here: $probe"
   mkdir -p "$OUT_DIR" || fail "cannot create $OUT_DIR"
   rm -f "$OUT_DIR"/*.jsonl "$OUT_DIR"/*.log "$OUT_DIR"/*.json
-  if [ "$MPI" = 1 ] && command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
+  if [ -z "$MODEL" ] && [ "$MPI" = 1 ] && command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
     mpicxx -O2 -std=c++17 -o "$OUT_DIR/mpi_allreduce" "$ROOT/tools/bench/mpi_allreduce.cc" || MPI=0
   else
     MPI=0
   fi
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
+  export MODEL COMPUTE_MS ITERS
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -146,11 +158,13 @@ run_zps() {
     PIDS+=($!)
   done
   rm -f "$OUT_DIR/$name.json"
+  local what=(--sizes "$SIZES" --min_time "$MIN_TIME" --min_iters 3)
+  [ -z "$MODEL" ] || what=(--model "$MODEL" --compute_ms "$COMPUTE_MS" --link_mbit "$(mbit "$RATE")" --min_iters "$ITERS"
+                           --warmup_iters 1)
   for i in $(seq 0 $((WORKERS - 1))); do
     local h; h=$(worker_host "$i")
     in_host "$h" "${env[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" "$ZPS" bench \
-      --sizes "$SIZES" --min_time "$MIN_TIME" --min_iters 3 --json "$OUT_DIR/$name.w$i.json" \
-      >"$OUT_DIR/$name.worker$i.log" 2>&1 &
+      "${what[@]}" --json "$OUT_DIR/$name.w$i.json" >"$OUT_DIR/$name.worker$i.log" 2>&1 &
     PIDS+=($!)
   done
   wait_all "$name" || echo "cluster.sh: $name failed (see $OUT_DIR/$name.*.log)" >&2
@@ -183,6 +197,20 @@ run_gloo() {
   wait_all "$name" || echo "cluster.sh: $name failed (see $OUT_DIR/$name.rank*.log)" >&2
   tag "$name" <"$OUT_DIR/$name.rank0.log"
 }
+
+# mbit RATE: the rate in Mbit/s (200mbit -> 200, 1gbit -> 1000, 500kbit -> 0.5).
+mbit() { echo "$1" | sed -E 's/^([0-9]+)(kbit|mbit|gbit)$/\1 \2/' | { read -r n u
+  case $u in kbit) echo "$n" | awk '{print $1 / 1000}' ;; mbit) echo "$n" ;; gbit) echo $((n * 1000)) ;; esac; }; }
+
+if [ -n "$MODEL" ]; then
+  echo "cluster.sh: $MODEL overlap, $WORKERS worker hosts, $SERVERS server hosts, links at $RATE${DELAY:+ + $DELAY delay}, compute $COMPUTE_MS, zps partition $PARTITION B, $REPEATS repetitions"
+  for rep in $(seq 1 "$REPEATS"); do
+    echo "cluster.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    run_zps "overlap$rep"
+    grep -E '^(#|goal:|  )' "$OUT_DIR/overlap$rep.worker0.log" | grep -vE '^# (peak RSS|Out of bounds)'
+  done
+  exit 0
+fi
 
 HALF=$(echo "$RATE" | sed -E 's/^([0-9]+)(.*)$/\1 \2/' | { read -r n u; echo "$((n / 2))$u"; })
 echo "cluster.sh: $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, sizes $SIZES, zps partition $PARTITION B, $REPEATS repetitions"

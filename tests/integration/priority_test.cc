@@ -1,0 +1,49 @@
+// Priority scheduling (worker/push_scheduler.h) with the real zps binary on loopback: exact sums with
+// small credits, and the bench's FIFO-against-priority overlap comparison.
+#include <catch2/catch.hpp>
+
+#include "tests/integration/cluster.h"
+
+using zps::testing::Cluster;
+using zps::testing::contains;
+using namespace std::chrono_literals;
+
+TEST_CASE("priority scheduling: check's exact sums with a credit of one small partition, threads issuing at once") {
+  Cluster c(2, 3);
+  c.setEnv("ZPS_PRIORITY", "1");
+  c.setEnv("ZPS_CREDIT_BYTES", "5000");     // one 4 KiB partition in flight per server
+  c.setEnv("ZPS_PARTITION_BYTES", "4096");  // the 1 MiB tensor is 256 partitions
+  c.setEnv("ZPS_REQUEST_TIMEOUT", "60");    // a credit deadlock fails the waits, naming them
+  c.startScheduler();
+  c.startServer();
+  c.startServer();
+  std::vector<int> w;
+  for (int i = 0; i < 3; ++i)
+    w.push_back(c.startWorker(i, {"check", "--rounds", "5", "--sizes", "1,7,4K,64K+4,1M+8", "--dtypes",
+                                  "float32,int32,float16", "--threads", "3"}));
+  c.expectAllExitZero(180s);
+  for (int i : w) {
+    INFO(c.logTail(i));
+    CHECK(contains(c.log(i), " 0 wrong"));
+  }
+}
+
+TEST_CASE("zps bench --model resnet50 --compute_ms: FIFO and priority iterations with simulated compute") {
+  Cluster c(2, 2);
+  c.setEnv("ZPS_CREDIT_BYTES", "1048576");
+  c.startScheduler();
+  c.startServer();
+  c.startServer();
+  std::vector<std::string> args = {"bench", "--model",        "resnet50", "--compute_ms", "30",   "--min_iters",
+                                   "2",     "--warmup_iters", "1",        "--link_mbit",  "10000"};
+  int w0 = c.startWorker(0, args);
+  c.startWorker(1, args);
+  c.expectAllExitZero(180s);
+  INFO(c.log(w0));
+  CHECK(contains(c.log(w0), "resnet50 fifo, communication only"));
+  CHECK(contains(c.log(w0), "resnet50 priority + compute"));
+  CHECK(contains(c.log(w0), "simulated compute 30.0 ms per iteration"));
+  CHECK(contains(c.log(w0), "# communication bound: 102.2 MB / 10000 Mbit/s = 81.8 ms"));
+  CHECK(contains(c.log(w0), "goal: priority iteration / max(compute, communication), resnet50: "));
+  CHECK(contains(c.log(w0), "# zps bench: PASS"));
+}
