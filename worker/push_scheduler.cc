@@ -66,6 +66,13 @@ void PushScheduler::pump(int server) {
   }
 }
 
+void PushScheduler::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  servers_.clear();
+  known_.clear();
+  scheduled_.store(0, std::memory_order_release);
+}
+
 size_t PushScheduler::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;

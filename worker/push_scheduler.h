@@ -54,6 +54,10 @@ class PushScheduler {
   // queue) and sends the queued requests that now fit.
   void completed(uint64_t id);
 
+  // recover(): every request was failed; forgets what is queued and the credit held, including a
+  // request a concurrent refusal completed before it reached send().
+  void clear();
+
   size_t queued() const;
   size_t inFlightBytes(int server) const;
 

@@ -191,6 +191,7 @@ Status Worker::Impl::recover() {
     // Tensors and tables are declared again, in the same order, and get the same keys.
     tensors->clear();
     tables->clear();
+    scheduler->clear();
     ZPS_RETURN_IF_ERROR(links->link(book));
     Status hello = links->hello([this] { return recovery->recovering(); });
     if (recovery->recovering() && Clock::now() < deadline) continue;  // another node was lost meanwhile

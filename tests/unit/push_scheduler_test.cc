@@ -113,5 +113,17 @@ TEST_CASE("push scheduler: a resend of a queued request waits, one in flight goe
   CHECK(r.scheduler.inFlightBytes(0) == 100);
 }
 
+TEST_CASE("push scheduler: clear() forgets the queues and the credit held", "[push_scheduler]") {
+  Recorder r(100);
+  r.send(1, 0, 0, 100);
+  r.send(2, 0, 0, 100);
+  r.scheduler.clear();
+  CHECK(r.scheduler.queued() == 0);
+  CHECK(r.scheduler.inFlightBytes(0) == 0);
+  r.scheduler.completed(1);  // a late completion of a forgotten request changes nothing
+  r.send(3, 0, 0, 100);
+  CHECK(r.sent == std::vector<uint64_t>{1, 3});
+}
+
 }  // namespace
 }  // namespace zps
