@@ -52,6 +52,7 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
         (static_cast<uint64_t>(rank_) << 16 | static_cast<uint64_t>(config_.local_rank)) * 0x9E3779B97F4A7C15ull;
     ZPS_ASSIGN_OR_RETURN(t.compression,
                          TensorCompression::choose(config_, options, async, name, bytes, dtype, t.parts, seed));
+    if (async) t.async = std::make_shared<AsyncSequence>();
     parts = t.parts;
     if (!async)
       t.priority = options.priority ? options.priority : config_.priority ? std::optional<int64_t>(id) : std::nullopt;
@@ -89,6 +90,31 @@ std::vector<PartitionInfo> DenseTensors::placeForNode(int id, size_t bytes, size
 }
 
 StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const void* in, void* out) {
+  ZPS_ASSIGN_OR_RETURN(AsyncPush numbered, numberAsyncPush(id, command));
+  StatusOr<Handle> handle = issueNumbered(id, command, in, out, numbered);
+  if (!handle.ok() && numbered.sequence) numbered.sequence->end(numbered.seq);
+  return handle;
+}
+
+StatusOr<DenseTensors::AsyncPush> DenseTensors::numberAsyncPush(TensorId id, pb::DataCommand command) {
+  if (command == pb::CMD_PULL) return AsyncPush{};
+  AsyncPush numbered;
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id < 0 || id >= static_cast<int>(tensors_.size())) return AsyncPush{};  // issue says so
+    numbered.sequence = tensors_[id].async;
+    name = tensors_[id].name;
+  }
+  if (!numbered.sequence) return AsyncPush{};
+  // Outside the lock: it may wait for an old push's answer, which the I/O thread records under it.
+  ZPS_ASSIGN_OR_RETURN(numbered.seq, numbered.sequence->begin(config_.request_timeout,
+                                                              std::string(verbOf(command)) + " of '" + name + "'"));
+  return numbered;
+}
+
+StatusOr<Handle> DenseTensors::issueNumbered(TensorId id, pb::DataCommand command, const void* in, void* out,
+                                             const AsyncPush& numbered) {
   std::vector<PartitionInfo> parts;
   uint64_t round, received_through, epoch;
   DType dtype;
@@ -134,11 +160,13 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
   }
   FanOut fan(std::string(verbOf(command)) + " of '" + name + "' round " + std::to_string(round));
   const bool push_side = command != pb::CMD_PULL, pull_side = command != pb::CMD_PUSH;
-  fan.op->on_done = [this, id, epoch, round, push_side, pull_side] {
+  fan.op->on_done = [this, id, epoch, round, push_side, pull_side, numbered] {
+    if (numbered.sequence) numbered.sequence->end(numbered.seq);
     std::lock_guard<std::mutex> lock(mu_);
     if (epoch == epoch_) tensors_[id].received.done(round, push_side, pull_side);
   };
-  fan.op->on_cancelled = [this, id, epoch, command, round](const Status& failed) {
+  fan.op->on_cancelled = [this, id, epoch, command, round, numbered](const Status& failed) {
+    if (numbered.sequence) numbered.sequence->end(numbered.seq);
     return cancelled(id, epoch, command, round, failed);
   };
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -149,7 +177,7 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
       continue;
     }
     fan.requests.push_back(
-        request(command, parts[i], std::move(pushes[i]), part_out, name, dtype, round, received_through));
+        request(command, parts[i], std::move(pushes[i]), part_out, name, dtype, round, received_through, numbered.seq));
     if (priority && command == pb::CMD_PUSH) {
       fan.requests.back().request.priority = priority;
       fan.requests.back().request.credit = fan.requests.back().trace->bytes;
@@ -161,7 +189,8 @@ StatusOr<Handle> DenseTensors::issue(TensorId id, pb::DataCommand command, const
 }
 
 OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionInfo& p, EncodedPush push, void* out,
-                                      const std::string& name, DType dtype, uint64_t round, uint64_t received_through) {
+                                      const std::string& name, DType dtype, uint64_t round, uint64_t received_through,
+                                      uint64_t push_seq) {
   OutgoingRequest o;
   o.request = RequestSpec::to(p.server, p.key, dtype);
   o.request.out = static_cast<uint8_t*>(out);
@@ -171,6 +200,7 @@ OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionIn
   o.request.id = o.id;
   h.set_round(round);
   h.set_received_through(received_through);
+  h.set_push_seq(push_seq);
   h.set_dtype(static_cast<uint32_t>(dtype));
   h.set_num_elements(p.bytes / dtypeSize(dtype));
   push.describe(&h);

@@ -11,6 +11,9 @@
 // acknowledged when the first one had arrived. If later rounds were issued already, N is not
 // retried.
 //
+// Async tensors: their pushes carry a number (AsyncSequence) that servers apply once, so a resend or
+// a duplicated message never adds a push twice. Rounds still count their pushes and pulls here.
+//
 // Owned by the Worker; emptied by recover(). Thread-safe (callers' threads; the I/O thread marks
 // rounds received through the operations' on_done).
 #pragma once
@@ -24,6 +27,7 @@
 
 #include "kernels/local_collectives.h"
 #include "ps/common/config.h"
+#include "worker/async_sequence.h"
 #include "worker/compression.h"
 #include "worker/placement.h"
 #include "worker/received_rounds.h"
@@ -73,13 +77,24 @@ class DenseTensors {
     std::string push_refused;
     // Set: pushes wait in the push scheduler by this priority (sync tensors only).
     std::optional<int64_t> priority;
+    std::shared_ptr<AsyncSequence> async;  // async tensors: numbers their pushes; null for sync ones
   };
 
+  // An async tensor's push: its number and the sequence that gave it (empty otherwise).
+  struct AsyncPush {
+    std::shared_ptr<AsyncSequence> sequence;
+    uint64_t seq = 0;
+  };
+  StatusOr<AsyncPush> numberAsyncPush(TensorId id, pb::DataCommand command);
+  StatusOr<Handle> issueNumbered(TensorId id, pb::DataCommand command, const void* in, void* out,
+                                 const AsyncPush& numbered);
   std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize,
                                           std::vector<kernels::LocalPiece>* node_pieces);
   // One request of `command` for partition `p`: a push carries `push`, a pull lands in `out`.
+  // `push_seq`: an async tensor's push number (0 otherwise).
   OutgoingRequest request(pb::DataCommand command, const PartitionInfo& p, EncodedPush push, void* out,
-                          const std::string& name, DType dtype, uint64_t round, uint64_t received_through);
+                          const std::string& name, DType dtype, uint64_t round, uint64_t received_through,
+                          uint64_t push_seq = 0);
   // A push-pull under priority scheduling: a PUSH, which holds credit until the server has taken it,
   // then a PULL of the same round, which holds none (push_scheduler.h says why).
   void scheduledPushPull(FanOut* fan, int64_t priority, const PartitionInfo& p, EncodedPush push, void* out,

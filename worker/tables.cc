@@ -33,6 +33,7 @@ StatusOr<TableId> Tables::declare(const std::string& name, const TableOptions& o
     t.options = options;
     if (t.options.async < 0) t.options.async = config_.enable_async ? 1 : 0;
     t.push_round = options.restore_step;
+    if (t.options.async == 1) t.async = std::make_shared<AsyncSequence>();
     tables_.push_back(t);
   }
   FanOut fan("declaring table '" + name + "'");
@@ -111,6 +112,11 @@ StatusOr<Handle> Tables::pushRows(TableId table, const uint64_t* keys, size_t n,
     round = ++tables_[table].push_round;
     t = tables_[table];
   }
+  uint64_t seq = 0;
+  if (t.async) {
+    // Outside the lock: it may wait for an older push's answer.
+    ZPS_ASSIGN_OR_RETURN(seq, t.async->begin(config_.request_timeout, "pushing rows of '" + t.name + "'"));
+  }
   const int servers = config_.num_servers;
   const uint32_t dim = t.options.dim;
   std::vector<std::vector<uint64_t>> by_server(servers);
@@ -128,12 +134,22 @@ StatusOr<Handle> Tables::pushRows(TableId table, const uint64_t* keys, size_t n,
     h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
     h.set_num_elements(by_server[s].size());
     h.set_row_dim(dim);
+    h.set_push_seq(seq);
     const size_t bytes = rows[s].size() * sizeof(float);
     fan.requests.emplace_back(h, RequestSpec::to(s, t.key, DType::kFloat32),
                               wire::encodeRows(h, keyFrame(by_server[s]), Blob::copyOf(rows[s].data(), bytes)),
                               RequestTrace{pb::CMD_PUSH_ROWS, round, bytes, t.name, by_server[s].size()});
   }
-  return requests_->issue(std::move(fan));
+  if (!t.async) return requests_->issue(std::move(fan));
+  std::shared_ptr<AsyncSequence> sequence = t.async;
+  fan.op->on_done = [sequence, seq] { sequence->end(seq); };
+  fan.op->on_cancelled = [sequence, seq](const Status& failed) {
+    sequence->end(seq);
+    return failed;
+  };
+  StatusOr<Handle> handle = requests_->issue(std::move(fan));
+  if (!handle.ok()) sequence->end(seq);
+  return handle;
 }
 
 Status Tables::checkpoint(uint64_t step) {

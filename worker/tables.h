@@ -6,14 +6,19 @@
 // rows of different batches have little to sum on the node), and the DECLARE tells the servers how
 // many local ranks each node has, so that a round waits for one push per (node, local rank).
 //
+// Async tables number their pushes (AsyncSequence), so servers apply each push's rows once however
+// often the network delivers it.
+//
 // Owned by the Worker; emptied by recover(). Thread-safe (callers' threads).
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "ps/common/config.h"
+#include "worker/async_sequence.h"
 #include "worker/request_table.h"
 #include "worker/worker_observer.h"
 
@@ -41,6 +46,7 @@ class Tables {
     uint64_t key;
     TableOptions options;
     uint64_t push_round = 0;
+    std::shared_ptr<AsyncSequence> async;  // async tables: numbers their pushes; null for sync ones
   };
 
   const Config& config_;

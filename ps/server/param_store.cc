@@ -216,28 +216,21 @@ Status ParamStore::push(Table& t, int worker, uint32_t local_rank, const wire::D
   if (local_rank >= t.local_size)
     return InvalidArgument("local rank " + std::to_string(local_rank) + " is outside the table's local size " +
                            std::to_string(t.local_size));
+  // Exactly once per (worker, local rank, round) or, async, per (worker, local rank, push_seq): each
+  // local rank pushes its own rows.
+  const size_t pusher = static_cast<size_t>(worker) * t.local_size + local_rank;
+  if (t.async) return pushAsync(t, pusher, msg);
   size_t n = h.num_elements();
   // Rows are created when pushed, not when the round is applied, so that a push the server cannot hold
   // is refused before it is acknowledged. Initial values depend only on (seed, key): creating a row
   // early changes nothing.
-  if (t.async || (h.round() > t.completed && h.round() <= t.completed + kMaxRoundsAhead))
+  if (h.round() > t.completed && h.round() <= t.completed + kMaxRoundsAhead)
     ZPS_RETURN_IF_ERROR(ensureRows(t, keysOf(msg)));
   counters_.bytes_in += n * sizeof(uint64_t) + msg.payload.size();
   counters_.rows_pushed += n;
-  // The payload may be unaligned; copy each row out before use.
-  std::vector<float> row(t.dim);
-  if (t.async) {
-    for (size_t i = 0; i < n; ++i) {
-      std::memcpy(row.data(), msg.payload.data() + i * t.dim * sizeof(float), t.dim * sizeof(float));
-      applyRow(t, msg.keyAt(i), row.data());
-    }
-    return Status::OK();
-  }
   if (h.round() <= t.completed) return Status::OK();  // a resend of a push already applied
   if (h.round() > t.completed + kMaxRoundsAhead)
     return FailedPrecondition("push is too far ahead: last applied round is " + std::to_string(t.completed));
-  // Exactly once per (worker, local rank, round): each local rank pushes its own rows.
-  const size_t pusher = static_cast<size_t>(worker) * t.local_size + local_rank;
   auto& r = t.open[h.round()];
   if (r.pushed.empty()) {
     r.pushed.assign(static_cast<size_t>(pushers(t)), false);
@@ -250,6 +243,33 @@ Status ParamStore::push(Table& t, int worker, uint32_t local_rank, const wire::D
   if (n > 0) std::memcpy(mine.grads.data(), msg.payload.data(), n * t.dim * sizeof(float));
   r.pushed[pusher] = true;
   ++r.count;
+  return Status::OK();
+}
+
+Status ParamStore::pushAsync(Table& t, size_t pusher, const wire::DataMessage& msg) {
+  if (t.applied.empty()) {
+    const size_t windows = static_cast<size_t>(pushers(t));
+    ZPS_RETURN_IF_ERROR(memory_.take(windows * sizeof(SequenceWindow), "async push numbers of table '" + t.name + "'"));
+    t.applied.resize(windows);
+  }
+  SequenceWindow& seen = t.applied[pusher];
+  std::string why;
+  switch (seen.check(msg.header.push_seq(), &why)) {
+    case SequenceWindow::Verdict::kRefused: return FailedPrecondition(why);
+    case SequenceWindow::Verdict::kDuplicate: countDuplicateAsyncPush(); return Status::OK();
+    case SequenceWindow::Verdict::kApply: break;
+  }
+  ZPS_RETURN_IF_ERROR(ensureRows(t, keysOf(msg)));
+  const size_t n = msg.header.num_elements();
+  counters_.bytes_in += n * sizeof(uint64_t) + msg.payload.size();
+  counters_.rows_pushed += n;
+  // The payload may be unaligned; copy each row out before use.
+  std::vector<float> row(t.dim);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(row.data(), msg.payload.data() + i * t.dim * sizeof(float), t.dim * sizeof(float));
+    applyRow(t, msg.keyAt(i), row.data());
+  }
+  seen.applied(msg.header.push_seq());
   return Status::OK();
 }
 

@@ -5,7 +5,8 @@
 //
 // Synchronous tables (the default) count rounds, one per training step: round r's pushes from every
 // worker are summed per row, then applied once; a pull for round r waits until round r-1 is applied, so
-// every worker reads the same rows. Asynchronous tables apply each push at once and serve pulls at once.
+// every worker reads the same rows. Asynchronous tables apply each push at once and serve pulls at once,
+// each push once: a number (push_seq) its pusher's SequenceWindow has seen is acknowledged, not applied.
 // Workers push to every server every round (an empty push when none of their rows live there), so each
 // server can count its rounds. With several processes per worker node (ZPS_LOCAL_SIZE, carried by the
 // DECLARE) every local rank is a table client of its own: sparse rows gain nothing from an on-node
@@ -21,6 +22,7 @@
 #include "kernels/optimizer.h"
 #include "kernels/reducer.h"
 #include "ps/server/memory_budget.h"
+#include "ps/server/sequence_window.h"
 #include "ps/server/sum_store.h"
 #include "ps/server/table_checkpoint.h"
 
@@ -94,10 +96,15 @@ class ParamStore {
       std::vector<uint64_t> keys;
     };
     std::vector<Parked> parked;
+    // Async tables: per pusher (worker x local_size + local rank), the pushes already applied; sized
+    // at the first async push.
+    std::vector<SequenceWindow> applied;
   };
 
   Status declare(uint64_t key, uint32_t local_rank, const wire::DataMessage& msg);
   Status push(Table& t, int worker, uint32_t local_rank, const wire::DataMessage& msg);
+  // An async table's push: its rows are applied at once, once per push_seq of the pusher.
+  Status pushAsync(Table& t, size_t pusher, const wire::DataMessage& msg);
   int pushers(const Table& t) const { return num_workers_ * static_cast<int>(t.local_size); }
   void pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const std::vector<uint64_t>& keys,
                std::vector<Outgoing>* out);

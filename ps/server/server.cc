@@ -23,6 +23,7 @@
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
 #include "ps/server/param_store.h"
+#include "ps/server/sequence_window.h"
 #include "ps/server/server_observer.h"
 #include "ps/server/sum_store.h"
 #include "ps/wire/codec.h"
@@ -285,6 +286,9 @@ class Server {
     }
     if (malformed_ > 0)
       LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
+    if (const uint64_t duplicates = duplicateAsyncPushes(); duplicates > 0)
+      LOG(INFO) << "server " << rank_ << ": " << duplicates
+                << " async pushes came again (resends, duplicates) and were acknowledged without applying them twice";
     pb::Shutdown s = client_->waitShutdown();
     if (s.exit_code() == 0)
       LOG(INFO) << "server " << rank_ << ": " << s.reason() << "; exiting";

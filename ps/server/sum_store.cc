@@ -65,16 +65,7 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
   }
   KeyState& k = it->second;
   if (k.async) {
-    if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
-      Status s = pushAsync(k, msg);
-      if (!s.ok()) {
-        out->push_back(
-            errorReply(peer, h, s.withContext("key " + std::to_string(h.key()) + " of '" + k.name + "'").message()));
-        return;
-      }
-      if (h.command() == pb::CMD_PUSH) out->push_back(replyTo(peer, h, pb::CMD_REPLY));
-    }
-    if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_PUSH_PULL) out->push_back(snapshot(k, peer, h));
+    handleAsync(k, peer, worker, msg, out);
     return;
   }
   noteReceived(k, worker, h.received_through());
@@ -118,16 +109,43 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   // sent. 256 bytes stand for the bookkeeping.
   uint64_t bytes = h.num_elements() * dtypeSize(msg.dtype);
   const uint64_t buffers = h.async() ? 2 : kMaxRoundsAhead * static_cast<uint64_t>(num_workers_) + kKeptResults;
-  ZPS_RETURN_IF_ERROR(memory_.take(bytes * buffers + 256, "key " + std::to_string(h.key()) + " of '" + h.name() + "'"));
+  const uint64_t windows = h.async() ? sizeof(SequenceWindow) * static_cast<uint64_t>(num_workers_) : 0;
+  ZPS_RETURN_IF_ERROR(
+      memory_.take(bytes * buffers + windows + 256, "key " + std::to_string(h.key()) + " of '" + h.name() + "'"));
   KeyState k;
   k.name = h.name();
   k.dtype = msg.dtype;
   k.num_elements = h.num_elements();
   k.bytes = static_cast<size_t>(h.num_elements() * dtypeSize(msg.dtype));  // bounded by the codec's payload limit
   k.async = h.async();
+  if (k.async) k.applied.resize(num_workers_);
   k.received.assign(num_workers_, 0);
   keys_.emplace(h.key(), std::move(k));
   return Status::OK();
+}
+
+void SumStore::handleAsync(KeyState& k, PeerId peer, int worker, const wire::DataMessage& msg,
+                           std::vector<Outgoing>* out) {
+  const auto& h = msg.header;
+  if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
+    SequenceWindow& seen = k.applied[worker];
+    std::string why;
+    const SequenceWindow::Verdict verdict = seen.check(h.push_seq(), &why);
+    Status s = verdict == SequenceWindow::Verdict::kRefused ? FailedPrecondition(why)
+               : verdict == SequenceWindow::Verdict::kApply ? pushAsync(k, msg)
+                                                            : Status::OK();
+    if (!s.ok()) {
+      out->push_back(
+          errorReply(peer, h, s.withContext("key " + std::to_string(h.key()) + " of '" + k.name + "'").message()));
+      return;
+    }
+    if (verdict == SequenceWindow::Verdict::kApply)
+      seen.applied(h.push_seq());
+    else
+      countDuplicateAsyncPush();
+    if (h.command() == pb::CMD_PUSH) out->push_back(replyTo(peer, h, pb::CMD_REPLY));
+  }
+  if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_PUSH_PULL) out->push_back(snapshot(k, peer, h));
 }
 
 Status SumStore::pushAsync(KeyState& k, const wire::DataMessage& msg) {

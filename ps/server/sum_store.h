@@ -15,7 +15,9 @@
 //
 // Async keys (BytePS async, declared with async=true) have no rounds: the key holds one running sum, each
 // push is added to it at once, and a pull returns a snapshot of it at once. Workers use them to hold
-// parameters: worker 0 pushes the initial weights, and every worker pushes its own weight deltas.
+// parameters: worker 0 pushes the initial weights, and every worker pushes its own weight deltas. Each
+// push is added exactly once: it carries the worker's number for it (push_seq), and a number the key's
+// SequenceWindow for that worker has seen is acknowledged (a push-pull answered) without adding it.
 #pragma once
 
 #include <atomic>
@@ -30,6 +32,7 @@
 #include "kernels/reducer.h"
 #include "ps/common/blob.h"
 #include "ps/server/memory_budget.h"
+#include "ps/server/sequence_window.h"
 #include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
 
@@ -92,12 +95,15 @@ class SumStore {
     std::vector<ParkedPull> parked;
     bool async = false;
     std::shared_ptr<AlignedBuffer> running;  // async keys: the running sum
+    std::vector<SequenceWindow> applied;     // async keys: per worker, the pushes already added
   };
 
   Status declare(const wire::DataMessage& msg);
   Status push(KeyState& k, int worker, const wire::DataMessage& msg);
   // Adds the push of rank r.summed into the round's sum (the first one becomes it).
   Status addNextRank(const KeyState& k, OpenRound& r, const wire::DataMessage& msg);
+  // An async key's push (added once per push_seq), pull or push-pull.
+  void handleAsync(KeyState& k, PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
   Status pushAsync(KeyState& k, const wire::DataMessage& msg);
   // Adds a push's payload (dense or compressed) into `sum`, which the round's first push overwrites.
   Status addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg);

@@ -17,6 +17,9 @@ namespace zps::wire {
 
 inline constexpr uint32_t kMagic = 0x5A505331;  // "ZPS1"
 inline constexpr uint32_t kProtocolVersion = 1;
+// Async pushes (DataHeader.push_seq): a worker keeps every unanswered push of a key within this many
+// numbers of its oldest unanswered one, and a server remembers this many numbers per (pusher, key).
+inline constexpr uint64_t kAsyncPushWindow = 64;
 
 struct Limits {
   size_t max_frames = 3;                // envelope + at most two payload frames (keys + rows)
