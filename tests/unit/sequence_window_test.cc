@@ -168,7 +168,7 @@ wire::DataMessage rowMessage(pb::DataCommand command, uint64_t seq, const std::v
 TEST_CASE("async table: every local rank's numbered pushes of a row apply once, however often they arrive") {
   // 2 workers x 2 local ranks: four pushers, each with its own numbers. SGD with lr 1 and rows that
   // start at 0: a gradient of -1 per push counts the pushes applied.
-  ParamStore store(2, 0, "");
+  ParamStore store(2, ShardPlace{});
   std::vector<Outgoing> out;
   auto declare = rowMessage(pb::CMD_DECLARE, 0, {}, 0);
   declare.header.set_mode(pb::MODE_PARAM);
