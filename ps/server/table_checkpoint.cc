@@ -4,12 +4,19 @@
 #include <cstring>
 #include <optional>
 
+#include <sys/stat.h>
+
 #include "ps/common/checkpoint.h"
 #include "ps/common/checkpoint_dir.h"
 #include "ps/common/row_placement.h"
 
 namespace zps {
 namespace {
+
+bool isRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
 
 std::string fileNameOf(const std::string& table) {
   std::string safe;
@@ -167,11 +174,19 @@ StatusOr<ShardRestore> readTableShards(const ShardPlace& place, const TableLayou
   CheckpointShape expected;
   expected.kind = CheckpointKind::kParamTable;
   expected.step = step;
-  expected.server_rank = 0;
-  expected.num_servers = 0;  // learnt from server 0's shard
+  expected.num_servers = 0;  // learnt from the first shard read
   expected.table = layout.name;
   expected.job_id = place.job_id;
-  const std::string first = tableShardPath(place.dir, layout.name, 0, step);
+  // Server 0's shard says how many servers wrote the step. A server whose own shard records today's
+  // number of servers needs no other shard: with a checkpoint folder per server
+  // (k8s/overlays/recovery) the other servers' shards are not in its folder.
+  expected.server_rank = place.server_rank;
+  std::string first = tableShardPath(place.dir, layout.name, place.server_rank, step);
+  auto own = isRegularFile(first) ? readCheckpointShape(first) : StatusOr<CheckpointShape>(NotFound(first));
+  if (!own.ok() || own->num_servers != place.num_servers) {
+    expected.server_rank = 0;
+    first = tableShardPath(place.dir, layout.name, 0, step);
+  }
   ZPS_ASSIGN_OR_RETURN(CheckpointShape shape0, readCheckpointShape(first));
   ZPS_RETURN_IF_ERROR(checkCheckpointShape(first, shape0, expected));
   ShardRestore report;
