@@ -67,8 +67,9 @@ int resetRepeatedly(const std::string& filter, int times, std::chrono::milliseco
 
 // Starts workers 0 and 1 of a 2-server check job long enough to be hit mid-job (2500 rounds of 256 KiB
 // and 4 KiB+3 tensors, 10-20 s here) and waits until both are connected to the servers.
-std::pair<int, int> startCheckWorkers(Cluster& c) {
-  const std::vector<std::string> args = {"check",     "--rounds", "2500",         "--sizes",
+// `rounds` sets how long the job runs: 2500 take about 6 s on 2 idle cores.
+std::pair<int, int> startCheckWorkers(Cluster& c, const std::string& rounds = "2500") {
+  const std::vector<std::string> args = {"check",     "--rounds", rounds,         "--sizes",
                                          "256K,4K+3", "--dtypes", "float32,int32"};
   const int w0 = c.startWorker(0, args);
   const int w1 = c.startWorker(1, args);
@@ -133,7 +134,9 @@ TEST_CASE("scheduler SIGKILL and restart mid-job with ZPS_RECOVERY: the nodes re
   const int first = c.startScheduler();
   const int s0 = c.startServer();
   const int s1 = c.startServer();
-  const auto [w0, w1] = startCheckWorkers(c);
+  // 10000 rounds (about 25 s idle): the job must still be running when the new scheduler has rebuilt
+  // it; with 2500 an idle machine finished the rounds in the 5.5 s before the restart.
+  const auto [w0, w1] = startCheckWorkers(c, "10000");
   std::this_thread::sleep_for(500ms);
   c.signal(first, SIGKILL);
   CHECK(c.waitExit(first, 10s) == 128 + SIGKILL);
@@ -144,6 +147,7 @@ TEST_CASE("scheduler SIGKILL and restart mid-job with ZPS_RECOVERY: the nodes re
   const int second = c.startScheduler();
   REQUIRE(c.waitForLog(second, "rebuilt from its nodes", 60s));
   const double rebuilt_s = std::chrono::duration<double>(Clock::now() - killed).count();
+  for (int i : {w0, w1}) CHECK(c.running(i));  // rebuilt while the job was still pushing
   for (int i : {s0, s1, w0, w1, second}) CHECK(c.waitExit(i, 180s) == 0);
   for (int i : {w0, w1}) CHECK(contains(c.log(i), " 0 wrong"));
   CHECK(contains(c.log(w0), "has been silent for"));
@@ -193,7 +197,7 @@ TEST_CASE("scheduler restarts at a new address under the same name with ZPS_RECO
   c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "3");
   const int first = c.startScheduler({{"ZPS_BIND_HOST", "127.0.0.1"}});
   const int s0 = c.startServer();
-  const int w0 = c.startWorker(0, {"check", "--rounds", "1500", "--sizes", "256K,4K+3", "--dtypes", "float32"});
+  const int w0 = c.startWorker(0, {"check", "--rounds", "6000", "--sizes", "256K,4K+3", "--dtypes", "float32"});
   REQUIRE(c.waitForLog(w0, "connected to 1 servers", 60s));
   c.signal(first, SIGKILL);
   CHECK(c.waitExit(first, 10s) == 128 + SIGKILL);
@@ -202,6 +206,7 @@ TEST_CASE("scheduler restarts at a new address under the same name with ZPS_RECO
   const int second = c.startScheduler({{"ZPS_BIND_HOST", "127.0.0.2"}});
   REQUIRE(c.waitForLog(second, "rebuilt from its nodes", 60s));
   const double rebuilt_s = std::chrono::duration<double>(Clock::now() - killed).count();
+  CHECK(c.running(w0));  // rebuilt while the job was still pushing
   for (int i : {s0, w0, second}) CHECK(c.waitExit(i, 180s) == 0);
   CHECK(contains(c.log(w0), " 0 wrong"));
   CHECK(contains(c.log(w0), "moved from 127.0.0.1 to 127.0.0.2"));
