@@ -4,19 +4,12 @@
 #include <cstring>
 #include <optional>
 
-#include <sys/stat.h>
-
 #include "ps/common/checkpoint.h"
 #include "ps/common/checkpoint_dir.h"
 #include "ps/common/row_placement.h"
 
 namespace zps {
 namespace {
-
-bool isRegularFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 std::string fileNameOf(const std::string& table) {
   std::string safe;
@@ -182,7 +175,7 @@ StatusOr<ShardRestore> readTableShards(const ShardPlace& place, const TableLayou
   // (k8s/overlays/recovery) the other servers' shards are not in its folder.
   expected.server_rank = place.server_rank;
   std::string first = tableShardPath(place.dir, layout.name, place.server_rank, step);
-  auto own = isRegularFile(first) ? readCheckpointShape(first) : StatusOr<CheckpointShape>(NotFound(first));
+  auto own = readCheckpointShape(first);  // missing or unreadable: server 0's shard decides
   if (!own.ok() || own->num_servers != place.num_servers) {
     expected.server_rank = 0;
     first = tableShardPath(place.dir, layout.name, 0, step);
