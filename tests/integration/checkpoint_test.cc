@@ -21,10 +21,12 @@
 #include "ps/common/checkpoint.h"
 #include "ps/common/checkpoint_dir.h"
 #include "tests/integration/cluster.h"
+#include "tests/integration/train_jobs.h"
 
 using zps::testing::Cluster;
 using zps::testing::contains;
 using zps::testing::Env;
+using zps::testing::weightsChecksum;
 using namespace std::chrono_literals;
 
 namespace {
@@ -97,12 +99,6 @@ TableTotal tableTotal(const std::vector<std::string>& logs, const std::string& v
     }
   }
   return t;
-}
-
-std::string weightsChecksum(const std::string& log) {
-  std::smatch m;
-  REQUIRE(std::regex_search(log, m, std::regex("weights checksum ([0-9a-f]+)")));
-  return m[1];
 }
 
 uint64_t latestStep(const std::string& dir) {

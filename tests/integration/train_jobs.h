@@ -60,6 +60,14 @@ inline double finalMetric(const std::string& log, const std::string& metric) {
   return std::stod(m[1]);
 }
 
+// The hex after "weights checksum " in a log (`zps train` prints the dense weights' checksum).
+inline std::string weightsChecksum(const std::string& log) {
+  std::smatch m;
+  INFO(log);
+  REQUIRE(std::regex_search(log, m, std::regex("weights checksum ([0-9a-f]+)")));
+  return m[1];
+}
+
 inline std::vector<float> readWeights(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
