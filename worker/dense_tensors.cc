@@ -284,6 +284,12 @@ Compressor DenseTensors::compressorOf(TensorId id) const {
   return c ? c->kind() : Compressor::kNone;
 }
 
+std::optional<int64_t> DenseTensors::priorityOf(TensorId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || id >= static_cast<int>(tensors_.size())) return std::nullopt;
+  return tensors_[id].priority;
+}
+
 TrafficCounters DenseTensors::traffic() const {
   std::lock_guard<std::mutex> lock(mu_);
   return traffic_;

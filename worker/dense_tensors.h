@@ -56,6 +56,7 @@ class DenseTensors {
 
   std::vector<PartitionInfo> partitions(TensorId id) const;
   Compressor compressorOf(TensorId id) const;
+  std::optional<int64_t> priorityOf(TensorId id) const;
   TrafficCounters traffic() const;
   int count() const;
   // recover(): every tensor is forgotten; the program declares them again, in the same order.

@@ -47,6 +47,8 @@ StatusOr<TensorId> Worker::declareAsync(const std::string& name, size_t bytes, D
 
 Compressor Worker::compressorOf(TensorId tensor) const { return impl_->tensors->compressorOf(tensor); }
 
+std::optional<int64_t> Worker::priorityOf(TensorId tensor) const { return impl_->tensors->priorityOf(tensor); }
+
 StatusOr<Handle> Worker::push(TensorId t, const void* data) {
   return impl_->local_path->route(t, pb::CMD_PUSH, data, nullptr);
 }

@@ -87,6 +87,14 @@ int zps_worker_local_size(const zps_worker* w, int* out);
  * "randomk"; compress_ratio: 0 for ZPS_COMPRESS_RATIO. */
 int zps_declare(zps_worker* w, const char* name, uint64_t bytes, int dtype, const char* compressor,
                 double compress_ratio, int* tensor_id);
+/* zps_declare with a priority (docs/performance.md#priority-scheduling): the tensor's push-pulls wait in
+ * their server's queue behind those of lower priority (give the layer the next forward pass needs first
+ * the lowest), with at most ZPS_CREDIT_BYTES in flight per server, whatever ZPS_PRIORITY says. */
+int zps_declare_prioritized(zps_worker* w, const char* name, uint64_t bytes, int dtype, const char* compressor,
+                            double compress_ratio, int64_t priority, int* tensor_id);
+/* *scheduled = 1 and *priority = the tensor's priority when its push-pulls are scheduled by priority
+ * (zps_declare_prioritized, or ZPS_PRIORITY=1), else *scheduled = 0. */
+int zps_tensor_priority(const zps_worker* w, int tensor_id, int* scheduled, int64_t* priority);
 /* An async tensor: no rounds; the servers keep a running sum of every push; a pull returns it as it is. */
 int zps_declare_async(zps_worker* w, const char* name, uint64_t bytes, int dtype, int* tensor_id);
 

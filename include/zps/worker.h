@@ -121,6 +121,8 @@ class Worker {
   StatusOr<TensorId> declare(const std::string& name, size_t bytes, DType dtype, const DeclareOptions& options);
   // The compressor a declared tensor's pushes use (kNone for an unknown id).
   Compressor compressorOf(TensorId tensor) const;
+  // The priority a declared tensor's push-pulls are scheduled by (unset: not scheduled, or an unknown id).
+  std::optional<int64_t> priorityOf(TensorId tensor) const;
   // An async tensor (BytePS async): no rounds; the servers keep a running sum of every push and a pull
   // returns it as it is now. Workers keep parameters in one by pushing weight deltas.
   StatusOr<TensorId> declareAsync(const std::string& name, size_t bytes, DType dtype);

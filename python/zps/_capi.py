@@ -43,6 +43,8 @@ def _declare_signatures(lib):
         "zps_worker_local_rank": ([c_void_p, p_int], c_int),
         "zps_worker_local_size": ([c_void_p, p_int], c_int),
         "zps_declare": ([c_void_p, c_char_p, c_u64, c_int, c_char_p, c_double, p_int], c_int),
+        "zps_declare_prioritized": ([c_void_p, c_char_p, c_u64, c_int, c_char_p, c_double, c_i64, p_int], c_int),
+        "zps_tensor_priority": ([c_void_p, c_int, p_int, ctypes.POINTER(c_i64)], c_int),
         "zps_declare_async": ([c_void_p, c_char_p, c_u64, c_int, p_int], c_int),
         "zps_table_options_default": ([ctypes.POINTER(TableOptions)], None),
         "zps_declare_table": ([c_void_p, c_char_p, ctypes.POINTER(TableOptions), p_int], c_int),
@@ -152,11 +154,22 @@ class Worker:
     def local_size(self):
         return self._int(self._lib.zps_worker_local_size)
 
-    def declare(self, name, nbytes, dtype, compressor=None, compress_ratio=0.0):
+    def declare(self, name, nbytes, dtype, compressor=None, compress_ratio=0.0, priority=None):
+        """priority: None, or the tensor's priority in zps's order (lower is sent sooner)."""
         out = ctypes.c_int()
         comp = compressor.encode() if compressor is not None else None
-        check(self._lib.zps_declare(self._w, name.encode(), nbytes, dtype, comp, compress_ratio, ctypes.byref(out)))
+        if priority is None:
+            check(self._lib.zps_declare(self._w, name.encode(), nbytes, dtype, comp, compress_ratio, ctypes.byref(out)))
+        else:
+            check(self._lib.zps_declare_prioritized(self._w, name.encode(), nbytes, dtype, comp, compress_ratio,
+                                                    int(priority), ctypes.byref(out)))
         return out.value
+
+    def priority(self, tensor_id):
+        """The priority the tensor's push-pulls are scheduled by (zps's order), or None when not scheduled."""
+        scheduled, priority = ctypes.c_int(), ctypes.c_int64()
+        check(self._lib.zps_tensor_priority(self._w, tensor_id, ctypes.byref(scheduled), ctypes.byref(priority)))
+        return priority.value if scheduled.value else None
 
     def declare_table(self, name, dim, optimizer, lr, init_scale=None, seed=None, async_=None, **extra):
         opts = TableOptions()

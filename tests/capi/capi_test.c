@@ -77,7 +77,21 @@ static void exactSums(zps_worker* w, int workers) {
   static int64_t in64[kElements], out64[kElements];
   int f32 = -1, i64 = -1;
   CHECK_OK(zps_declare(w, "c/f32", sizeof(in), ZPS_FLOAT32, NULL, 0, &f32));
-  CHECK_OK(zps_declare(w, "c/i64", sizeof(in64), ZPS_INT64, NULL, 0, &i64));
+  /* int64 by priority (zps_declare_prioritized): its push-pulls go through the scheduler's queues. */
+  CHECK_OK(zps_declare_prioritized(w, "c/i64", sizeof(in64), ZPS_INT64, NULL, 0, 7, &i64));
+  int scheduled = -1;
+  int64_t priority = -1;
+  CHECK_OK(zps_tensor_priority(w, i64, &scheduled, &priority));
+  if (scheduled != 1 || priority != 7) {
+    fprintf(stderr, "FAILED: zps_tensor_priority of c/i64: scheduled %d priority %lld (want 1, 7)\n", scheduled,
+            (long long)priority);
+    exit(1);
+  }
+  CHECK_OK(zps_tensor_priority(w, f32, &scheduled, &priority));
+  if (scheduled != 0) {
+    fprintf(stderr, "FAILED: c/f32 was declared without a priority but is scheduled\n");
+    exit(1);
+  }
   for (int round = 1; round <= 3; ++round) {
     for (int i = 0; i < kElements; ++i) {
       in[i] = (float)((g_rank + 1) * round + i % 7);

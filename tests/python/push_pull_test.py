@@ -109,6 +109,22 @@ for (i, j), key in {(0, 0): 3, (0, 1): 17, (1, 1): 1000000007}.items():
     ok = ok and torch.equal(after[i, j], expect)
 check(ok, "Embedding backward: the servers' sgd applied the average gradient exactly")
 
+# priority= (BytePS's order: larger is sent sooner) schedules the tensor by its negation in zps's order;
+# without it the tensor is not scheduled. Several layers' push-pulls in flight at once, exact sums.
+from zps.torch._runtime import runtime  # noqa: E402
+
+layers = [torch.full((300_000 // (i + 1),), float((RANK + 1) * (i + 1))) for i in range(6)]
+handles = [bps.push_pull_async(t, average=False, name="prio.%d" % i, priority=-i) for i, t in enumerate(layers)]
+sums = [bps.synchronize(h) for h in reversed(handles)][::-1]
+check(all(torch.equal(s, torch.full_like(t, float(total * (i + 1)))) for i, (s, t) in enumerate(zip(sums, layers))),
+      "push_pull_async with priority: exact sums of 6 layers in flight at once")
+rt = runtime("test")
+check([rt.worker.priority(rt.declared["prio.%d" % i].tensor_id) for i in range(6)] == list(range(6)),
+      "priority=-i reaches the C API as zps priority i")
+check(rt.worker.priority(rt.declared["big"].tensor_id) is None, "a tensor without priority= is not scheduled")
+expect_raises(TypeError, "priority must be an int", lambda: bps.push_pull(torch.ones(2), name="p", priority=1.5),
+              "priority=1.5")
+
 # Bad use.
 expect_raises(ValueError, "not contiguous", lambda: bps.push_pull(torch.ones(4, 4).t(), name="nc"), "non-contiguous tensor")
 expect_raises(TypeError, "complex64", lambda: bps.push_pull(torch.ones(3, dtype=torch.complex64)), "complex64 tensor")

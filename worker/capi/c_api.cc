@@ -97,6 +97,18 @@ int getInt(const zps_worker* w, int* out, const char* what, Getter get) {
   });
 }
 
+// zps_declare's options from its C arguments.
+zps::StatusOr<zps::DeclareOptions> declareOptions(const char* name, const char* compressor, double compress_ratio) {
+  zps::DeclareOptions options;
+  if (compressor != nullptr) {
+    options.compressor = zps::compressorFromName(compressor);
+    if (!options.compressor)
+      return zps::InvalidArgument("tensor '" + std::string(name) + "': compressor '" + compressor + "' is not " +
+                                  std::string(zps::kCompressorNames));
+  }
+  options.compress_ratio = compress_ratio;
+  return options;
+}
 }  // namespace
 
 extern "C" {
@@ -166,18 +178,33 @@ int zps_worker_local_size(const zps_worker* w, int* out) {
 
 int zps_declare(zps_worker* w, const char* name, uint64_t bytes, int dtype, const char* compressor,
                 double compress_ratio, int* tensor_id) {
-  return declareWith(w, "zps_declare", name, dtype, tensor_id,
+  return declareWith(
+      w, "zps_declare", name, dtype, tensor_id, [&](zps::Worker& worker, zps::DType type) -> zps::StatusOr<int> {
+        ZPS_ASSIGN_OR_RETURN(zps::DeclareOptions options, declareOptions(name, compressor, compress_ratio));
+        return worker.declare(name, bytes, type, options);
+      });
+}
+
+int zps_declare_prioritized(zps_worker* w, const char* name, uint64_t bytes, int dtype, const char* compressor,
+                            double compress_ratio, int64_t priority, int* tensor_id) {
+  return declareWith(w, "zps_declare_prioritized", name, dtype, tensor_id,
                      [&](zps::Worker& worker, zps::DType type) -> zps::StatusOr<int> {
-                       zps::DeclareOptions options;
-                       if (compressor != nullptr) {
-                         options.compressor = zps::compressorFromName(compressor);
-                         if (!options.compressor)
-                           return zps::InvalidArgument("tensor '" + std::string(name) + "': compressor '" + compressor +
-                                                       "' is not " + std::string(zps::kCompressorNames));
-                       }
-                       options.compress_ratio = compress_ratio;
+                       ZPS_ASSIGN_OR_RETURN(zps::DeclareOptions options,
+                                            declareOptions(name, compressor, compress_ratio));
+                       options.priority = priority;
                        return worker.declare(name, bytes, type, options);
                      });
+}
+
+int zps_tensor_priority(const zps_worker* w, int tensor_id, int* scheduled, int64_t* priority) {
+  if (scheduled == nullptr) return nullArgument("zps_tensor_priority", "scheduled");
+  if (priority == nullptr) return nullArgument("zps_tensor_priority", "priority");
+  return guarded(w, "zps_tensor_priority", [&](zps::Worker& worker) {
+    const std::optional<int64_t> p = worker.priorityOf(tensor_id);
+    *scheduled = p ? 1 : 0;
+    *priority = p.value_or(0);
+    return zps::Status::OK();
+  });
 }
 
 int zps_declare_async(zps_worker* w, const char* name, uint64_t bytes, int dtype, int* tensor_id) {

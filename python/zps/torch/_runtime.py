@@ -65,8 +65,9 @@ class Runtime:
         self.declared = {}
         self.finished = False
 
-    def declare(self, name, tensor, compressor=None):
-        """The tensor id of `name`, declaring it on first use; a different shape or dtype is an error."""
+    def declare(self, name, tensor, compressor=None, priority=None):
+        """The tensor id of `name`, declaring it on first use; a different shape or dtype is an error.
+        priority (zps's order, lower sooner) applies at the declaration, the name's first use."""
         shape = tuple(tensor.shape)
         with self.lock:
             d = self.declared.get(name)
@@ -76,7 +77,7 @@ class Runtime:
                 # makes them refuse the same count in another shape too ([2, 3] against [3, 2]).
                 declared_name = "%s%s" % (name, list(shape))
                 try:
-                    tid = self.worker.declare(declared_name, nbytes, DTYPES[tensor.dtype], compressor)
+                    tid = self.worker.declare(declared_name, nbytes, DTYPES[tensor.dtype], compressor, priority=priority)
                 except ZpsError as e:
                     raise type(e)("zps.torch: tensor '%s': %s" % (name, e), e.code, e.status) from None
                 d = Declared(tid, shape, tensor.dtype, compressor)

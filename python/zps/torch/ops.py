@@ -67,8 +67,20 @@ def _divisor(average, op, size):
     return size if (average is None or average) else 1
 
 
-def start_push_pull(tensor, output, divisor, name, what, compression=Compression.none):
-    """Starts the sum of `tensor` over workers into `output` (may be `tensor`); returns a handle."""
+def _zps_priority(priority):
+    """BytePS's priority (larger is sent sooner; None: not scheduled) in zps's order (lower is sooner)."""
+    if priority is None:
+        return None
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError("zps.torch: priority must be an int or None, got %r" % (priority,))
+    if not -(1 << 62) <= priority <= (1 << 62):
+        raise ValueError("zps.torch: priority %d is out of range (|priority| <= 2**62)" % priority)
+    return -priority
+
+
+def start_push_pull(tensor, output, divisor, name, what, compression=Compression.none, priority=None):
+    """Starts the sum of `tensor` over workers into `output` (may be `tensor`); returns a handle.
+    priority: as BytePS's (larger is sent sooner); None leaves the tensor unscheduled."""
     rt = runtime(what)
     check_tensor(tensor, what, name)
     if name is None:
@@ -78,7 +90,7 @@ def start_push_pull(tensor, output, divisor, name, what, compression=Compression
     if tensor.numel() == 0:
         zps_handle = None
     else:
-        tid = rt.declare(name, tensor, compressor)
+        tid = rt.declare(name, tensor, compressor, _zps_priority(priority))
         if tensor.device.type != "cpu":
             # The library takes host memory (a build without CUDA cannot read a device pointer): the
             # sum goes through a host copy, and synchronize() copies the result back to the device.
@@ -128,29 +140,34 @@ def synchronize(handle, timeout=None):
     return out
 
 
-def _start(tensor, inplace, divisor_of, name, what, compression=Compression.none):
+def _start(tensor, inplace, divisor_of, name, what, compression=Compression.none, priority=None):
     output = tensor if inplace or not isinstance(tensor, torch.Tensor) else torch.empty_like(tensor)
-    return start_push_pull(tensor, output, divisor_of(_size(what)), name, what, compression)
+    return start_push_pull(tensor, output, divisor_of(_size(what)), name, what, compression, priority)
 
 
-# BytePS names; version and priority are accepted and ignored.
-def push_pull_async(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
+# BytePS names; version is accepted and ignored. priority (an int, larger is sent sooner, as in BytePS:
+# give the first layer the largest) schedules the named tensor's push-pulls by it
+# (docs/performance.md#priority-scheduling); it is taken at the name's first use. None (the default):
+# not scheduled, unless ZPS_PRIORITY=1.
+def push_pull_async(tensor, average=True, name=None, version=0, priority=None, compression=Compression.none):
     """Starts the sum over workers into a new tensor; synchronize(handle) returns it."""
-    return _start(tensor, False, lambda n: _divisor(average, None, n), name, "push_pull_async", compression)
+    return _start(tensor, False, lambda n: _divisor(average, None, n), name, "push_pull_async", compression, priority)
 
 
-def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
-    return _start(tensor, True, lambda n: _divisor(average, None, n), name, "push_pull_async_inplace", compression)
+def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority=None, compression=Compression.none):
+    return _start(tensor, True, lambda n: _divisor(average, None, n), name, "push_pull_async_inplace", compression,
+                  priority)
 
 
-def push_pull(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
+def push_pull(tensor, average=True, name=None, version=0, priority=None, compression=Compression.none):
     """The sum of `tensor` over all workers (divided by size() when average) as a new tensor."""
-    return synchronize(_start(tensor, False, lambda n: _divisor(average, None, n), name, "push_pull", compression))
+    return synchronize(_start(tensor, False, lambda n: _divisor(average, None, n), name, "push_pull", compression,
+                              priority))
 
 
-def push_pull_inplace(tensor, average=True, name=None, version=0, priority=0, compression=Compression.none):
+def push_pull_inplace(tensor, average=True, name=None, version=0, priority=None, compression=Compression.none):
     return synchronize(_start(tensor, True, lambda n: _divisor(average, None, n), name, "push_pull_inplace",
-                              compression))
+                              compression, priority))
 
 
 # Horovod names: average=None and op=None mean Average.
