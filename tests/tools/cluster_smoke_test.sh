@@ -2,8 +2,9 @@
 # tools/bench/cluster.sh at its smallest: 2 worker hosts and 2 server hosts in network namespaces, links
 # limited with tc, one tiny size, one repetition. Checks that it exits 0, that the table has a zps number
 # for the size (zps bench checked every sum: a wrong one is a missing result and exit 1), that MPI's and
-# Gloo's columns are filled when they are installed, and that it prints its goal lines; and that a bad
-# setting is refused with a message. SKIPPED (77) where namespaces or tc are not permitted.
+# Gloo's columns are filled when they are installed, that it prints its goal lines and (TRACE=1) where a
+# round's time went; and that a bad setting is refused with a message. SKIPPED (77) where namespaces or
+# tc are not permitted.
 #   cluster_smoke_test.sh REPO_ROOT BUILD_DIR
 set -uo pipefail
 root=${1:?usage: cluster_smoke_test.sh REPO_ROOT BUILD_DIR}
@@ -19,7 +20,7 @@ elif ! grep -q "RATE must look like" "$out/bad"; then
   echo "FAIL: RATE=bogus without its message:"; cat "$out/bad"; failed=1
 fi
 
-WORKERS=2 SERVERS=2 SIZES=65536 REPEATS=1 MIN_TIME=0.05 HALF_RATE=0 RATE=1gbit BUILD_DIR="$build" \
+WORKERS=2 SERVERS=2 SIZES=65536 REPEATS=1 MIN_TIME=0.05 HALF_RATE=0 RATE=1gbit TRACE=1 BUILD_DIR="$build" \
   OUT_DIR="$out/run" timeout --kill-after=10 540 "$root/tools/bench/cluster.sh" >"$out/log" 2>&1
 rc=$?
 cat "$out/log"
@@ -35,5 +36,7 @@ if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
 fi
 check '^goal: zps goodput / PS bound, 0.0625 MiB, 2 workers x 2 servers: [0-9.]+ \(>= 0.85\) (met|NOT met)$' "the PS-bound goal line"
 check '^goal: zps goodput / MPI ring, 0.0625 MiB' "the MPI ring goal line"
+# TRACE=1: where the round's time went, from the trace files (size, partition, rounds, 7 more columns).
+check '^ +65536 +65536 +[0-9]+( +[0-9.]+){7}$' "the trace summary row of 64 KiB"
 [ $failed = 0 ] && echo "PASS"
 exit $failed

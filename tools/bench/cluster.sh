@@ -25,8 +25,11 @@
 # LAYOUT (separate|colocated), RATE (tc rate, 200mbit), DELAY (netem delay, none), SIZES (bytes, comma
 # separated), REPEATS (3), MIN_TIME (seconds per size and run, 1), HALF_RATE (1), GLOO (1), MPI (1),
 # RUN_TIMEOUT (seconds for one run, 300), PARTITION (ZPS_PARTITION_BYTES for zps, 1048576: with zps's
-# default of 4 MiB a 4 MiB tensor is one key on one server, whose link then carries every worker's copy). Needs root, ip, tc, unshare; Open MPI (mpicxx, mpirun) and
-# python3-torch are references and shown as '-' when missing (tools/install-deps.sh installs them).
+# default of 4 MiB a 4 MiB tensor is one key on one server, whose link then carries every worker's copy),
+# QUEUE (tbf latency, the most a link's FIFO holds, 200ms), TRACE (1: zps writes its trace files, and
+# tools/bench/cluster_trace.py prints where each round's time went, per repetition; 0). Other ZPS_*
+# variables in the environment reach every zps process (e.g. ZPS_PRIORITY, ZPS_CREDIT_BYTES). Needs root,
+# ip, tc, unshare; Open MPI (mpicxx, mpirun) and python3-torch are references and shown as '-' when missing (tools/install-deps.sh installs them).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
@@ -47,6 +50,8 @@ PARTITION=${PARTITION:-1048576}
 MODEL=${MODEL:-}
 COMPUTE_MS=${COMPUTE_MS:-comm}
 ITERS=${ITERS:-5}
+TRACE=${TRACE:-0}
+QUEUE=${QUEUE:-200ms}
 ZPS=$BUILD_DIR/bin/zps
 PY=/usr/bin/python3
 SELF=$ROOT/tools/bench/cluster.sh
@@ -62,6 +67,8 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [[ $LAYOUT == separate || $SERVERS == "$WORKERS" ]] || fail "LAYOUT=colocated needs SERVERS = WORKERS"
   [[ $RATE =~ ^[0-9]+(kbit|mbit|gbit)$ ]] || fail "RATE must look like 200mbit (kbit, mbit or gbit)"
   [[ -z $DELAY || $DELAY =~ ^[0-9.]+(us|ms)$ ]] || fail "DELAY must look like 1ms or 500us"
+  [[ $QUEUE =~ ^[0-9]+(us|ms)$ ]] || fail "QUEUE must look like 200ms or 500us"
+  [[ $TRACE == 0 || $TRACE == 1 ]] || fail "TRACE must be 0 or 1"
   [[ $SIZES =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "SIZES must be bytes, comma separated"
   [[ $PARTITION =~ ^[1-9][0-9]*$ ]] || fail "PARTITION must be bytes"
   [[ -z $MODEL || $MODEL =~ ^(resnet50|bert-base)$ ]] || fail "MODEL must be resnet50 or bert-base"
@@ -71,7 +78,8 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   for cmd in ip tc unshare timeout; do command -v $cmd >/dev/null || skip "$cmd is not installed"; done
   probe=$(unshare --net --mount --propagation private true 2>&1) || skip "unshare --net --mount does not work here: $probe"
   mkdir -p "$OUT_DIR" || fail "cannot create $OUT_DIR"
-  rm -f "$OUT_DIR"/*.jsonl "$OUT_DIR"/*.log "$OUT_DIR"/*.json
+  rm -f "$OUT_DIR"/*.jsonl "$OUT_DIR"/*.log "$OUT_DIR"/*.json "$OUT_DIR"/*.links.txt
+  rm -rf "$OUT_DIR"/trace-*
   if [ -z "$MODEL" ] && [ "$MPI" = 1 ] && command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
     mpicxx -O2 -std=c++17 -o "$OUT_DIR/mpi_allreduce" "$ROOT/tools/bench/mpi_allreduce.cc" || MPI=0
   else
@@ -79,7 +87,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   fi
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
-  export MODEL COMPUTE_MS ITERS
+  export MODEL COMPUTE_MS ITERS TRACE QUEUE
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -97,10 +105,13 @@ addr() { echo "10.78.0.$1"; }
 
 # shape DEV RATE [NETNS]: tbf at RATE on DEV's egress, netem DELAY below it when DELAY is set. The burst
 # is small against the sizes measured (128 KiB), and large enough for one segmentation-offload packet.
+# QUEUE bounds the tbf's FIFO (200ms: 5 MB at 200mbit). The link_stats after each run show no drops
+# with it; shallower queues (20ms, 5ms) drop under four workers' incast into one server and cost zps
+# and TCP far more than the queueing delay (docs/performance.md).
 shape() {
   local dev=$1 rate=$2 ns=${3:-} pre=()
   [ -z "$ns" ] || pre=(ip netns exec "$ns")
-  "${pre[@]}" tc qdisc replace dev "$dev" root handle 1: tbf rate "$rate" burst 128kb latency 200ms || return 1
+  "${pre[@]}" tc qdisc replace dev "$dev" root handle 1: tbf rate "$rate" burst 128kb latency "$QUEUE" || return 1
   [ -z "$DELAY" ] || "${pre[@]}" tc qdisc replace dev "$dev" parent 1:1 handle 10: netem delay "$DELAY" || return 1
 }
 shape_all() {
@@ -122,6 +133,14 @@ shape_all "$RATE" || skip "tc cannot shape a veth here (tbf/netem qdiscs unavail
 PIDS=()
 stop_all() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; PIDS=(); }
 trap stop_all EXIT
+
+# link_stats: every link's qdisc counters (bytes, packets, drops) in both directions.
+link_stats() {
+  for h in $(seq 1 $HOSTS); do
+    echo "h$h out: $(ip netns exec "h$h" tc -s qdisc show dev eth0 | grep -m1 Sent)"
+    echo "h$h in:  $(tc -s qdisc show dev "veth$h" | grep -m1 Sent)"
+  done
+}
 
 # in_host H CMD...: runs CMD in host H's namespace.
 in_host() { local h=$1; shift; ip netns exec "h$h" "$@"; }
@@ -150,6 +169,7 @@ run_zps() {
   local name=$1 port=$((9000 + rep)) root; root=$(addr "$(server_host 0)")
   local env=(env GLOG_logtostderr=1 DMLC_PS_ROOT_URI="$root" DMLC_PS_ROOT_PORT=$port DMLC_NUM_SERVER="$SERVERS"
              DMLC_NUM_WORKER="$WORKERS" ZPS_PARTITION_BYTES="$PARTITION")
+  [ "$TRACE" = 0 ] || env+=(ZPS_TRACE_ON=1 ZPS_TRACE_DIR="$OUT_DIR/trace-$name-$rep" ZPS_TRACE_END_STEP=1000)
   in_host "$(server_host 0)" "${env[@]}" DMLC_ROLE=scheduler DMLC_NODE_HOST="$root" "$ZPS" >"$OUT_DIR/$name.scheduler.log" 2>&1 &
   PIDS+=($!)
   for i in $(seq 0 $((SERVERS - 1))); do
@@ -168,6 +188,7 @@ run_zps() {
     PIDS+=($!)
   done
   wait_all "$name" || echo "cluster.sh: $name failed (see $OUT_DIR/$name.*.log)" >&2
+  link_stats >"$OUT_DIR/$name.links.txt"
   [ -s "$OUT_DIR/$name.w0.json" ] && tag "$name" <"$OUT_DIR/$name.w0.json"
 }
 
@@ -229,3 +250,12 @@ for rep in $(seq 1 "$REPEATS"); do
 done
 
 $PY "$ROOT/tools/bench/cluster_table.py" "$RESULTS" "$RATE" "$LAYOUT" "$WORKERS" "$SERVERS" "$SIZES" "$HALF_RATE" "$MPI" "$GLOO"
+rc=$?
+if [ "$TRACE" = 1 ]; then
+  for rep in $(seq 1 "$REPEATS"); do
+    echo
+    echo "# repetition $rep, zps at $RATE: $OUT_DIR/trace-zps-$rep"
+    $PY "$ROOT/tools/bench/cluster_trace.py" "$OUT_DIR/trace-zps-$rep" "$RATE" "$(tr , '\n' <<<"$SIZES" | sort -n | head -1)" || rc=1
+  done
+fi
+exit $rc
