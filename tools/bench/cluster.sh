@@ -24,8 +24,10 @@
 # Settings (environment): BUILD_DIR (build), OUT_DIR ($BUILD_DIR/cluster), WORKERS (4), SERVERS (4),
 # LAYOUT (separate|colocated), RATE (tc rate, 200mbit), DELAY (netem delay, none), SIZES (bytes, comma
 # separated), REPEATS (3), MIN_TIME (seconds per size and run, 1), HALF_RATE (1), GLOO (1), MPI (1),
-# RUN_TIMEOUT (seconds for one run, 300), PARTITION (ZPS_PARTITION_BYTES for zps, 1048576: with zps's
+# RUN_TIMEOUT (seconds for one run, 300), PARTITION (ZPS_PARTITION_BYTES for zps, 65536: with zps's
 # default of 4 MiB a 4 MiB tensor is one key on one server, whose link then carries every worker's copy),
+# CREDIT (partition: zps runs with ZPS_PRIORITY=1 and ZPS_CREDIT_BYTES=PARTITION, one push in flight per
+# server; bytes: that credit; 0: off, every partition sent at once; docs/performance.md has why),
 # QUEUE (tbf latency, the most a link's FIFO holds, 200ms), TRACE (1: zps writes its trace files, and
 # tools/bench/cluster_trace.py prints where each round's time went, per repetition; 0). Other ZPS_*
 # variables in the environment reach every zps process (e.g. ZPS_PRIORITY, ZPS_CREDIT_BYTES). Needs root,
@@ -46,7 +48,8 @@ HALF_RATE=${HALF_RATE:-1}
 GLOO=${GLOO:-1}
 MPI=${MPI:-1}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
-PARTITION=${PARTITION:-1048576}
+PARTITION=${PARTITION:-65536}
+CREDIT=${CREDIT:-partition}
 MODEL=${MODEL:-}
 COMPUTE_MS=${COMPUTE_MS:-comm}
 ITERS=${ITERS:-5}
@@ -71,6 +74,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [[ $TRACE == 0 || $TRACE == 1 ]] || fail "TRACE must be 0 or 1"
   [[ $SIZES =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "SIZES must be bytes, comma separated"
   [[ $PARTITION =~ ^[1-9][0-9]*$ ]] || fail "PARTITION must be bytes"
+  [[ $CREDIT == partition || $CREDIT =~ ^[0-9]+$ ]] || fail "CREDIT must be partition, bytes, or 0 (off)"
   [[ -z $MODEL || $MODEL =~ ^(resnet50|bert-base)$ ]] || fail "MODEL must be resnet50 or bert-base"
   [[ $COMPUTE_MS == comm || $COMPUTE_MS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "COMPUTE_MS must be comm or milliseconds"
   [[ $ITERS =~ ^[1-9][0-9]?$ ]] || fail "ITERS must be 1..99"
@@ -87,7 +91,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   fi
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
-  export MODEL COMPUTE_MS ITERS TRACE QUEUE
+  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -169,6 +173,10 @@ run_zps() {
   local name=$1 port=$((9000 + rep)) root; root=$(addr "$(server_host 0)")
   local env=(env GLOG_logtostderr=1 DMLC_PS_ROOT_URI="$root" DMLC_PS_ROOT_PORT=$port DMLC_NUM_SERVER="$SERVERS"
              DMLC_NUM_WORKER="$WORKERS" ZPS_PARTITION_BYTES="$PARTITION")
+  # The all-reduce comparison schedules every push with CREDIT bytes in flight per server; the overlap
+  # bench (MODEL) compares FIFO with priority itself, so it keeps ZPS_CREDIT_BYTES's default there.
+  [ -n "$MODEL" ] || [ "$CREDIT" = 0 ] ||
+    env+=(ZPS_PRIORITY=1 ZPS_CREDIT_BYTES="$([ "$CREDIT" = partition ] && echo "$PARTITION" || echo "$CREDIT")")
   [ "$TRACE" = 0 ] || env+=(ZPS_TRACE_ON=1 ZPS_TRACE_DIR="$OUT_DIR/trace-$name-$rep" ZPS_TRACE_END_STEP=1000)
   in_host "$(server_host 0)" "${env[@]}" DMLC_ROLE=scheduler DMLC_NODE_HOST="$root" "$ZPS" >"$OUT_DIR/$name.scheduler.log" 2>&1 &
   PIDS+=($!)
@@ -234,7 +242,7 @@ if [ -n "$MODEL" ]; then
 fi
 
 HALF=$(echo "$RATE" | sed -E 's/^([0-9]+)(.*)$/\1 \2/' | { read -r n u; echo "$((n / 2))$u"; })
-echo "cluster.sh: $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, sizes $SIZES, zps partition $PARTITION B, $REPEATS repetitions"
+echo "cluster.sh: $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, sizes $SIZES, zps partition $PARTITION B, credit $CREDIT, $REPEATS repetitions"
 for rep in $(seq 1 "$REPEATS"); do
   echo "cluster.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   run_zps zps
