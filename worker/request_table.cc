@@ -113,14 +113,37 @@ StatusOr<bool> RequestTable::poll(Handle handle) const {
 }
 
 Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  receiveReplies(op, deadline);
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return op->remaining == 0 || aborted_.has_value(); });
+  cv_.wait_until(lock, deadline, [&] { return op->remaining == 0 || aborted_.has_value(); });
   // A reply being copied finishes first: the caller may reuse or free the buffer once we return.
   cv_.wait(lock, [&] { return op->delivering == 0; });
   if (op->remaining == 0) return op->status;
   if (aborted_) return aborted_->withContext(op->what);
   return DeadlineExceeded(op->what + ": " + std::to_string(op->remaining) + " replies missing after " +
                           secondsText(timeout) + " s: " + missing(*op));
+}
+
+void RequestTable::receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline) {
+  if (!hooks_.receive) return;
+  std::optional<int> server;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (op->remaining == 0 || aborted_) return;
+    for (uint64_t id : op->requests) {
+      auto it = pending_.find(id);
+      if (it == pending_.end()) continue;
+      const RequestSpec& r = it->second.request;
+      if (r.via || (server && *server != r.server)) return;  // a HELLO moving to ipc, or several servers
+      server = r.server;
+    }
+  }
+  if (!server) return;
+  hooks_.receive(*server, deadline, [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return op->remaining == 0 || aborted_.has_value();
+  });
 }
 
 std::string RequestTable::missing(const PendingOp& op) const {
@@ -277,9 +300,12 @@ int RequestTable::resendTo(int server) {
 }
 
 void RequestTable::abort(const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!aborted_) aborted_ = why;
-  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) aborted_ = why;
+    cv_.notify_all();
+  }
+  if (hooks_.wake_receivers) hooks_.wake_receivers();
 }
 
 std::optional<Status> RequestTable::aborted() const {
@@ -288,15 +314,18 @@ std::optional<Status> RequestTable::aborted() const {
 }
 
 void RequestTable::refuse(std::optional<Status> why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  refused_ = why;
-  if (!why) return;
-  std::vector<uint64_t> ids;
-  for (const auto& [id, e] : pending_) {
-    if (!e.delivering) ids.push_back(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    refused_ = why;
+    if (!why) return;
+    std::vector<uint64_t> ids;
+    for (const auto& [id, e] : pending_) {
+      if (!e.delivering) ids.push_back(id);
+    }
+    for (uint64_t id : ids) complete(id, *why);
+    cv_.notify_all();
   }
-  for (uint64_t id : ids) complete(id, *why);
-  cv_.notify_all();
+  if (hooks_.wake_receivers) hooks_.wake_receivers();
 }
 
 uint64_t RequestTable::resent() const {

@@ -14,7 +14,8 @@
 // logged at PS_VERBOSE), so nothing is written into its buffers after wait() returned.
 //
 // Owned by the Worker for its whole life. Thread-safe: callers' threads send and wait, the
-// transport's I/O thread delivers replies, the resend thread resends. The hooks are called with the
+// transport's I/O thread delivers replies (and so does a waiting caller's thread, see
+// Hooks::receive), the resend thread resends. The hooks are called with the
 // table's lock held (except send), so they must not call back into the table.
 #pragma once
 
@@ -129,6 +130,12 @@ class RequestTable {
     std::function<std::string(int server)> describe_server;           // "server 1 (host:port)"
     std::function<void(uint64_t id, const OutgoingRequest&)> issued;  // optional
     std::function<void(uint64_t id, bool ok)> completed;              // optional
+    // Optional: the waiting thread receives the replies from `server` itself until done() or the
+    // deadline (Transport::receiveOn), so a reply wakes one thread instead of two; false when it
+    // could not (the wait goes on as before). Called without the table's lock.
+    std::function<bool(int server, Clock::time_point deadline, const std::function<bool()>& done)> receive;
+    // Optional: threads inside `receive` check done() again (after abort and refuse).
+    std::function<void()> wake_receivers;
   };
 
   // resend_timeout 0: no resends on a timer (resendTo still resends after a reset).
@@ -196,6 +203,9 @@ class RequestTable {
     bool delivering = false;
   };
 
+  // While every unanswered request of the operation went to one server, this thread receives that
+  // server's replies itself (Hooks::receive) until the operation ends or the deadline.
+  void receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline);
   // After a failed wait: cancels the operation and lets it describe the outcome.
   Status cancelAfter(const std::shared_ptr<PendingOp>& op, const Status& failed);
   // All called with mu_ held.

@@ -171,6 +171,16 @@ Status ServerLinks::send(const RequestSpec& to, std::vector<Blob> frames) {
   return transport_->send(peer, std::move(frames));
 }
 
+bool ServerLinks::receiveFrom(int server, Clock::time_point deadline, const std::function<bool()>& done) {
+  PeerId peer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (server < 0 || server >= static_cast<int>(links_.size()) || links_[server].peer == 0) return false;
+    peer = links_[server].peer;
+  }
+  return transport_->receiveOn(peer, deadline, done);
+}
+
 std::optional<int> ServerLinks::serverOf(PeerId peer) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = server_of_peer_.find(peer);

@@ -43,6 +43,11 @@ class ServerLinks {
   std::string transports() const;
 
   Status send(const RequestSpec& to, std::vector<Blob> frames);
+  // The calling thread receives on `server`'s link itself until done() or the deadline (see
+  // Transport::receiveOn); false when it could not.
+  bool receiveFrom(int server, std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done);
+  // Threads inside receiveFrom check their done() again.
+  void wakeReceivers() { transport_->wakeReceivers(); }
   // The server rank of a transport peer; nullopt for a peer that is no (longer a) server link.
   std::optional<int> serverOf(PeerId peer) const;
   // "server 1 (127.0.0.1:9001)"

@@ -32,6 +32,13 @@ Status Worker::Impl::start() {
     return scheduler->send(to, std::move(frames));
   };
   hooks.describe_server = [this](int server) { return links->describe(server); };
+  hooks.receive = [this](int server, Clock::time_point deadline, const std::function<bool()>& done) {
+    ServerLinks* l = live_links.load();
+    return l != nullptr && l->receiveFrom(server, deadline, done);
+  };
+  hooks.wake_receivers = [this] {
+    if (ServerLinks* l = live_links.load()) l->wakeReceivers();
+  };
   hooks.issued = [this](uint64_t id, const OutgoingRequest& o) {
     if (o.trace)
       obs->issued(id, o.trace->command, o.request.server, o.request.key, o.trace->round, o.trace->bytes,
@@ -62,6 +69,7 @@ Status Worker::Impl::start() {
   recovery->start(book.generation());
   if (local) local->setGeneration(book.generation());
   links = std::make_unique<ServerLinks>(config, auth, rank, transport.get(), requests.get());
+  live_links = links.get();
   ZPS_RETURN_IF_ERROR(links->link(book));
   tensors = std::make_unique<DenseTensors>(config, rank, requests.get());
   tables = std::make_unique<Tables>(config, requests.get(), obs.get());
@@ -135,7 +143,8 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
   return book;
 }
 
-// Called by the transport's I/O thread for every reply: one thread hand-off less than a receiver
+// Called for every reply by the transport's I/O thread, or by a caller's thread that waits for a reply
+// from that server (RequestTable::Hooks::receive): one or two thread hand-offs less than a receiver
 // thread, which matters for small messages (a wake-up on another core costs tens of microseconds).
 void Worker::Impl::handleReply(const TransportMessage& msg) {
   const std::optional<int> server = links->serverOf(msg.peer);

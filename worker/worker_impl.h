@@ -10,8 +10,8 @@
 // Threads:
 //  - the caller's threads issue push/pull/pushPull and wait;
 //  - the data transport's I/O thread moves bytes, and also decodes replies, copies pulled bytes
-//  into
-//    the caller's buffers and completes operations (handleReply);
+//    into the caller's buffers and completes operations (handleReply); a caller waiting for the
+//    replies of one server does that itself (RequestTable::Hooks::receive);
 //  - with ZPS_RESEND_TIMEOUT, a thread that resends overdue requests;
 //  - with ZPS_RECOVERY and several local ranks, a thread that watches the node's control segment
 //  for
@@ -57,6 +57,9 @@ struct Worker::Impl {
   std::unique_ptr<SchedulerClient> client;
   std::unique_ptr<Transport> transport;
   std::unique_ptr<ServerLinks> links;
+  // links once it exists, for the request table's hooks on other threads (the scheduler client's
+  // thread may abort before start() has created it).
+  std::atomic<ServerLinks*> live_links{nullptr};
   std::unique_ptr<DenseTensors> tensors;
   std::unique_ptr<Tables> tables;
   std::unique_ptr<LocalPath> local_path;

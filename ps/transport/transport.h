@@ -4,10 +4,10 @@
 // for who sent a message, never something read out of the message bytes.
 //
 // Threading: send() and recv() may be called from any thread; implementations run one I/O thread that
-// owns the sockets. recv() reads from a bounded queue, so a slow consumer slows its peers (backpressure)
-// instead of growing memory. Alternatively onMessage() has the I/O thread hand each message to a
-// handler itself, which saves a thread hand-off per message (a wake-up on another core costs tens of
-// microseconds, more than a small message's whole processing).
+// owns the sockets (a caller waiting for its reply may receive on its connection itself: receiveOn). recv() reads from
+// a bounded queue, so a slow consumer slows its peers (backpressure) instead of growing memory. Alternatively
+// onMessage() has the I/O thread hand each message to a handler itself, which saves a thread hand-off per message (a
+// wake-up on another core costs tens of microseconds, more than a small message's whole processing).
 #pragma once
 
 #include <chrono>
@@ -85,8 +85,9 @@ class Transport {
   // The next incoming message, or kDeadlineExceeded when none came before the deadline.
   virtual StatusOr<TransportMessage> recv(std::chrono::steady_clock::time_point deadline) = 0;
   // From now on the I/O thread calls `handler` with every incoming message (first those already queued
-  // for recv()), and recv() gets nothing more. The handler runs on the I/O thread, which neither sends
-  // nor receives meanwhile: it must not wait for long (blocking on a full queue is fine: backpressure).
+  // for recv()), and recv() gets nothing more; so does a thread inside receiveOn. Call it once. The handler runs on the
+  // I/O thread (or a receiveOn caller's), which neither sends nor receives meanwhile: it must not wait for long
+  // (blocking on a full queue is fine: backpressure).
   virtual void onMessage(std::function<void(TransportMessage)> handler) = 0;
   // Flushes queued sends for up to the linger time, then stops the I/O thread. Idempotent.
   virtual void close() = 0;
@@ -112,6 +113,21 @@ class Transport {
   virtual void disconnect(PeerId peer) = 0;
   // How many times outgoing connections came back after losing their connection.
   virtual uint64_t reconnects() const = 0;
+
+  // Receives the messages of outgoing connection `peer` on the calling thread, handing each to the
+  // onMessage handler here instead of on the I/O thread, until `done()` (called with no transport
+  // lock held) is true or the deadline passes. For a caller waiting for its reply: the reply then
+  // wakes the caller alone, as in raw ZeroMQ request-reply, where the I/O thread and then the caller
+  // make two wake-ups. One thread at a time per connection; false at once (nothing received) when
+  // another thread is receiving there, the connection is closed or unknown, no handler is set, or on
+  // the I/O thread: the caller then waits as it would have.
+  virtual bool receiveOn(PeerId /*peer*/, std::chrono::steady_clock::time_point /*deadline*/,
+                         const std::function<bool()>& /*done*/) {
+    return false;
+  }
+  // Makes every thread inside receiveOn call its `done` again (after something other than a message
+  // may have ended its wait).
+  virtual void wakeReceivers() {}
 };
 
 std::unique_ptr<Transport> makeZmqTransport(const TransportOptions& options);

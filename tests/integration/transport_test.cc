@@ -1,7 +1,9 @@
 // The ZeroMQ transport on loopback within one process: onMessage() takes over from recv(), first with
-// the messages already queued, in order, then with new ones.
+// the messages already queued, in order, then with new ones; a caller receives on its own connection
+// (receiveOn) and hands it back to the I/O thread.
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -64,6 +66,82 @@ TEST_CASE("transport: a listener with an ipc name is also reachable over ipc://@
   auto got = server->recv(std::chrono::steady_clock::now() + 10s);
   REQUIRE(got.ok());
   CHECK(got->frames[0].view() == "over ipc");
+  client->close();
+  server->close();
+}
+
+// What a client's handler saw: each message and the thread that handled it.
+struct Handled {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<std::string, std::thread::id>> messages;
+
+  void add(const TransportMessage& msg) {
+    std::lock_guard<std::mutex> lock(mu);
+    messages.emplace_back(msg.frames[0].view(), std::this_thread::get_id());
+    cv.notify_all();
+  }
+  bool has(size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    return messages.size() >= n;
+  }
+};
+
+TEST_CASE("transport: a caller receives on its own connection, then the I/O thread again") {
+  auto server = makeZmqTransport(TransportOptions{});
+  auto client = makeZmqTransport(TransportOptions{});
+  auto port = server->listen("127.0.0.1", 0);
+  REQUIRE(port.ok());
+  Transport* echo = server.get();
+  server->onMessage([echo](TransportMessage msg) { (void)echo->send(msg.peer, std::move(msg.frames)); });
+  auto peer = client->connect("127.0.0.1", *port);
+  REQUIRE(peer.ok());
+  const auto soon = [] { return std::chrono::steady_clock::now() + 10s; };
+  CHECK_FALSE(client->receiveOn(*peer, soon(), [] { return false; }));  // no handler yet
+
+  Handled handled;
+  client->onMessage([&](TransportMessage msg) { handled.add(msg); });
+  std::this_thread::sleep_for(50ms);                                          // the I/O thread installs the handler
+  CHECK_FALSE(client->receiveOn(*peer + 100, soon(), [] { return false; }));  // no such connection
+
+  // Three requests: the replies are handled on this thread, the two before the awaited one too.
+  for (const char* m : {"a", "b", "c"}) REQUIRE(client->send(*peer, {Blob::fromString(m)}).ok());
+  CHECK(client->receiveOn(*peer, soon(), [&] { return handled.has(3); }));
+  REQUIRE(handled.has(3));
+  for (int i = 0; i < 3; ++i) {
+    CHECK(handled.messages[i].first == std::string(1, static_cast<char>('a' + i)));
+    CHECK(handled.messages[i].second == std::this_thread::get_id());
+  }
+
+  // Nothing comes: the wait ends at its deadline.
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(client->receiveOn(*peer, start + 300ms, [] { return false; }));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= 300ms);
+  CHECK(waited < 5s);
+
+  // One receiving thread per connection; wakeReceivers makes it look at what it waits for.
+  std::atomic<bool> stop{false}, inside{false};
+  std::thread receiver([&] {
+    CHECK(client->receiveOn(*peer, soon(), [&] {
+      inside = true;
+      return stop.load();
+    }));
+  });
+  while (!inside) std::this_thread::sleep_for(1ms);
+  CHECK_FALSE(client->receiveOn(*peer, soon(), [] { return false; }));
+  stop = true;
+  client->wakeReceivers();
+  receiver.join();
+
+  // Back with the I/O thread: a reply nobody waits for is still handled.
+  REQUIRE(client->send(*peer, {Blob::fromString("d")}).ok());
+  {
+    std::unique_lock<std::mutex> lock(handled.mu);
+    REQUIRE(handled.cv.wait_for(lock, 10s, [&] { return handled.messages.size() == 4; }));
+    CHECK(handled.messages[3].first == "d");
+    CHECK(handled.messages[3].second != std::this_thread::get_id());
+  }
   client->close();
   server->close();
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -17,16 +18,23 @@ using namespace std::chrono_literals;
 struct FakeServers {
   std::vector<int> sent_to;
   bool fail_sends = false;
-  RequestTable table{RequestTable::Hooks{[this](const RequestSpec& to, std::vector<Blob>) {
-                                           sent_to.push_back(to.server);
-                                           return fail_sends ? Unavailable("link down") : Status::OK();
-                                         },
-                                         [](int server) {
-                                           return "server " + std::to_string(server) +
-                                                  " (fake:" + std::to_string(9000 + server) + ")";
-                                         },
-                                         nullptr, nullptr},
-                     100ms};
+  // Stands for Transport::receiveOn (the waiting thread receives a server's replies); null: it cannot.
+  std::function<bool(int server, const std::function<bool()>& done)> receive;
+  int receivers_woken = 0;
+  RequestTable table{
+      RequestTable::Hooks{[this](const RequestSpec& to, std::vector<Blob>) {
+                            sent_to.push_back(to.server);
+                            return fail_sends ? Unavailable("link down") : Status::OK();
+                          },
+                          [](int server) {
+                            return "server " + std::to_string(server) + " (fake:" + std::to_string(9000 + server) + ")";
+                          },
+                          nullptr, nullptr,
+                          [this](int server, RequestTable::Clock::time_point, const std::function<bool()>& done) {
+                            return receive != nullptr && receive(server, done);
+                          },
+                          [this] { ++receivers_woken; }},
+      100ms};
 
   // A pull of `parts` partitions of 4 floats each into `out`, partition i from server i.
   FanOut pull(float* out, int parts, std::vector<uint64_t>* ids) {
@@ -276,6 +284,40 @@ TEST_CASE("request table: run() is send and wait, and completed() handles carry 
   Handle h = f.table.completed(InvalidArgument("bad buffer"));
   CHECK(f.table.poll(h).value() == true);
   CHECK(f.table.wait(h, 1s).message() == "bad buffer");
+}
+
+TEST_CASE("request table: a wait whose unanswered requests all went to one server receives them itself",
+          "[request_table]") {
+  FakeServers f;
+  std::vector<float> out(8, 0.0f);
+  std::vector<uint64_t> ids;
+  std::vector<int> received_from;
+  f.receive = [&](int server, const std::function<bool()>& done) {
+    received_from.push_back(server);
+    CHECK_FALSE(done());
+    CHECK(f.reply(ids[server], server, 2.5f) == Delivery::kDelivered);  // handed to this thread
+    CHECK(done());
+    return true;
+  };
+  auto handle = f.table.issue(f.pull(out.data(), 2, &ids));
+  REQUIRE(handle.ok());
+  CHECK(f.reply(ids[0], 0, 1.5f) == Delivery::kDelivered);
+  CHECK(f.table.wait(*handle, 1s).ok());
+  CHECK(received_from == std::vector<int>{1});  // only server 1's reply was missing
+  CHECK(out == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f, 2.5f, 2.5f, 2.5f, 2.5f});
+
+  // Replies missing from two servers: the wait does not receive (it waits for the I/O thread).
+  ids.clear();
+  auto both = f.table.issue(f.pull(out.data(), 2, &ids));
+  REQUIRE(both.ok());
+  CHECK(f.table.wait(*both, 20ms).code() == StatusCode::kDeadlineExceeded);
+  CHECK(received_from == std::vector<int>{1});
+
+  // An abort or a refusal ends a wait without a message: the receiving threads must look again.
+  CHECK(f.receivers_woken == 0);
+  f.table.refuse(Unavailable("recovering"));
+  f.table.abort(Aborted("job ended"));
+  CHECK(f.receivers_woken == 2);
 }
 
 }  // namespace

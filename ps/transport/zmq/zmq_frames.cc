@@ -12,6 +12,10 @@ namespace {
 // Frames smaller than this are copied into ZeroMQ's own message; a heap-allocated owner reference would
 // cost more than the copy.
 constexpr size_t kCopyBelowBytes = 256;
+// Outgoing connections send a ZeroMQ PING after this much quiet and reconnect when nothing at all
+// came back within the timeout (any traffic counts, so a long transfer never trips it).
+constexpr int kConnectionPingMs = 5'000;
+constexpr int kConnectionPingTimeoutMs = 30'000;
 
 void releaseOwner(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
 
@@ -45,6 +49,21 @@ void setCommonOptions(void* socket, const TransportOptions& options) {
   zmq_setsockopt(socket, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof(handshake_ms));
 }
 
+void setClientOptions(void* socket, std::random_device& rng) {
+  int reconnect_max = 1000;
+  zmq_setsockopt(socket, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
+  // Random so that no other peer can guess and take it; ids that start with a zero byte are libzmq's own.
+  std::string routing_id(16, '\0');
+  for (char& c : routing_id) c = static_cast<char>(rng());
+  routing_id[0] = static_cast<char>(routing_id[0] | 1);
+  zmq_setsockopt(socket, ZMQ_ROUTING_ID, routing_id.data(), routing_id.size());
+  // ZeroMQ heartbeats find a connection that died without a reset (a peer host that vanished, a
+  // dropped NAT entry), so that it is reconnected instead of waiting for a reply forever.
+  int ping_ms = kConnectionPingMs, ping_timeout_ms = kConnectionPingTimeoutMs;
+  zmq_setsockopt(socket, ZMQ_HEARTBEAT_IVL, &ping_ms, sizeof(ping_ms));
+  zmq_setsockopt(socket, ZMQ_HEARTBEAT_TIMEOUT, &ping_timeout_ms, sizeof(ping_timeout_ms));
+}
+
 bool sendFrame(void* socket, const Blob& frame, bool more) {
   zmq_msg_t msg;
   if (frame.size() < kCopyBelowBytes || !frame.owner()) {
@@ -66,6 +85,29 @@ bool sendFrames(void* socket, const std::string* routing_id, const std::vector<B
   if (routing_id != nullptr) ok = sendFrame(socket, Blob::fromString(*routing_id), true);
   for (size_t i = 0; ok && i < frames.size(); ++i) ok = sendFrame(socket, frames[i], i + 1 < frames.size());
   return ok;
+}
+
+Received receiveMessage(void* socket, bool routed, size_t max_frames, std::vector<Blob>* frames,
+                        std::string* routing_id) {
+  bool first = true;
+  bool dropped = false;
+  for (;;) {
+    auto frame = std::make_shared<ReceivedFrame>();
+    if (zmq_msg_recv(&frame->msg, socket, first ? ZMQ_DONTWAIT : 0) < 0)
+      return first ? Received::kNone : Received::kBroken;
+    const bool more = zmq_msg_more(&frame->msg) != 0;
+    if (routed && first) {
+      routing_id->assign(static_cast<const char*>(zmq_msg_data(&frame->msg)), zmq_msg_size(&frame->msg));
+    } else if (frames->size() < max_frames) {
+      const void* data = zmq_msg_data(&frame->msg);
+      const size_t size = zmq_msg_size(&frame->msg);
+      frames->emplace_back(std::shared_ptr<const void>(frame, data), data, size);
+    } else {
+      dropped = true;
+    }
+    first = false;
+    if (!more) return dropped ? Received::kTooManyFrames : Received::kMessage;
+  }
 }
 
 bool hasInput(void* socket) {

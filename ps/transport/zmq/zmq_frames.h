@@ -1,13 +1,11 @@
 // The ZeroMQ transport's socket-level pieces: socket options, sending Blobs as ZeroMQ messages without
-// copying them, owning a received message's bytes (and keeping their memory), and an outgoing
-// connection that several threads send on.
-// Used only by zmq_transport.cc.
+// copying them, owning a received message's bytes (and keeping their memory).
+// Used only by zmq_transport.cc and dealer.cc.
 #pragma once
 
 #include <zmq.h>
 
-#include <atomic>
-#include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -25,30 +23,27 @@ struct ReceivedFrame {
   ReceivedFrame& operator=(const ReceivedFrame&) = delete;
 };
 
-// An outgoing connection. The transport's I/O thread receives on its socket and callers' threads send
-// on it, one at a time under `mu` (a ZeroMQ socket may change threads behind a lock). The I/O thread
-// waits on the socket's ZMQ_FD, a plain descriptor, so that it holds no lock while it waits. Owned by
-// the transport's map of dealers; a sending thread shares it for the length of one send.
-struct Dealer {
-  std::mutex mu;
-  void* socket = nullptr;  // null once closed
-  int fd = -1;             // ZMQ_FD: readable when the socket may have news (see ZmqTransport::ioLoop)
-  // A send took in the socket's news (ZMQ_FD then stays quiet), or a batch left messages waiting: the
-  // I/O thread must look at the socket without waiting for ZMQ_FD.
-  std::atomic<bool> look{false};
-};
-
 // Process-wide, once: freed message buffers stay in the heap for the next messages (see the .cc).
 void keepFreedMessageMemory();
 // The options every socket gets: linger, largest frame, unlimited send buffering, IPv6, handshake
 // deadline.
 void setCommonOptions(void* socket, const TransportOptions& options);
+// An outgoing connection's options (before it connects): reconnection, a fixed random routing id
+// (see ZMQ_ROUTER_HANDOVER on listeners), ZeroMQ heartbeats.
+void setClientOptions(void* socket, std::random_device& rng);
 
 // Sends one frame: copied when small or ownerless, otherwise zero-copy (ZeroMQ keeps a reference to
 // the Blob's owner until it has sent the bytes). False when ZeroMQ refused it.
 bool sendFrame(void* socket, const Blob& frame, bool more);
 // The frames of one message, after the routing id when there is one (a ROUTER's reply).
 bool sendFrames(void* socket, const std::string* routing_id, const std::vector<Blob>& frames);
+// What receiveMessage found.
+enum class Received { kNone, kMessage, kTooManyFrames, kBroken };
+// Receives one multi-part message, without waiting for its first frame (kNone: none is waiting). A
+// ROUTER's (`routed`) first frame is the routing id. Frames past `max_frames` are read and dropped
+// (kTooManyFrames); a receive that fails mid-message gives kBroken (see zmq_errno).
+Received receiveMessage(void* socket, bool routed, size_t max_frames, std::vector<Blob>* frames,
+                        std::string* routing_id);
 // True when a message is waiting on the socket (ZMQ_EVENTS; this also takes in the socket's news).
 bool hasInput(void* socket);
 

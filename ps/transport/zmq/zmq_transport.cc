@@ -1,14 +1,16 @@
 // ZeroMQ transport: one ROUTER socket for incoming connections (when listen() was called) and one DEALER
 // socket per outgoing connection, all owned by a single I/O thread. Other threads hand it work through a
 // command queue and an eventfd that zmq_poll watches, because ZeroMQ sockets must not be used from two
-// threads at once. The exception is sending on an outgoing connection: a caller's thread sends there
-// itself, under the connection's lock (see Dealer), which saves waking the I/O thread per request.
+// threads at once. The exceptions are outgoing connections (see dealer.h): a caller's thread sends there
+// itself, under the connection's lock, which saves waking the I/O thread per request, and a caller
+// waiting for its reply may receive there itself (receiveOn), which saves a wake-up per reply.
 //
 // Zero copy (zmq_frames.h): a sent Blob becomes a zmq_msg_t that points at the Blob's bytes and holds a
 // reference to its owner until ZeroMQ frees it; a received zmq_msg_t becomes the owner of the Blob
 // handed to recv().
 #include <arpa/inet.h>
 #include <glog/logging.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -22,11 +24,13 @@
 #include <random>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include "ps/common/bounded_queue.h"
 #include "ps/common/log_limiter.h"
 #include "ps/transport/transport.h"
+#include "ps/transport/zmq/dealer.h"
 #include "ps/transport/zmq/handshake_guard.h"
 #include "ps/transport/zmq/zmq_frames.h"
 
@@ -42,10 +46,6 @@ constexpr int kRecvBatch = 64;
 constexpr size_t kMaxIncomingPeers = 65536;
 // Forgotten peers that can still be sent to (see doForget).
 constexpr size_t kRecentlyForgotten = 1024;
-// Outgoing connections send a ZeroMQ PING after this much quiet and reconnect when nothing at all
-// came back within the timeout (any traffic counts, so a long transfer never trips it).
-constexpr int kConnectionPingMs = 5'000;
-constexpr int kConnectionPingTimeoutMs = 30'000;
 
 std::string zmqError() { return zmq_strerror(zmq_errno()); }
 
@@ -64,6 +64,8 @@ class ZmqTransport final : public Transport {
     });
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     CHECK(wake_fd_ >= 0) << "eventfd failed";
+    dealer_fds_ = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(dealer_fds_ >= 0) << "epoll_create1 failed";
     io_thread_ = std::thread([this] { ioLoop(); });
   }
 
@@ -134,6 +136,7 @@ class ZmqTransport final : public Transport {
     if (io_thread_.joinable()) io_thread_.join();
     recv_queue_.close();
     ::close(wake_fd_);
+    ::close(dealer_fds_);
     zmq_ctx_term(ctx_);
   }
 
@@ -144,6 +147,30 @@ class ZmqTransport final : public Transport {
   void disconnect(PeerId peer) override { enqueue(DisconnectCmd{peer}); }
 
   uint64_t reconnects() const override { return reconnects_.load(); }
+
+  bool receiveOn(PeerId peer, std::chrono::steady_clock::time_point deadline,
+                 const std::function<bool()>& done) override {
+    if (!handler_ready_.load() || closed_.load() || std::this_thread::get_id() == io_thread_.get_id()) return false;
+    std::shared_ptr<Dealer> dealer = dealerOf(peer);
+    if (dealer == nullptr || !dealer->host()) return false;
+    while (!done()) {
+      if (receiveOne(nullptr, false, peer, dealer.get())) continue;
+      if (std::chrono::steady_clock::now() >= deadline || closed_.load() || dealer->closed()) break;
+      dealer->waitForNews(deadline);
+    }
+    if (dealer->release()) {
+      dealer->look = true;
+      wake();
+    }
+    return true;
+  }
+
+  void wakeReceivers() override {
+    std::lock_guard<std::mutex> lock(dealers_mu_);
+    for (auto& [id, d] : dealers_) {
+      if (d->hosted()) d->wakeHost();
+    }
+  }
 
   std::string handshakeFailure(PeerId peer) const override { return guard_->clientFailure(peer); }
 
@@ -220,15 +247,10 @@ class ZmqTransport final : public Transport {
       sendNow(SendCmd{peer, frames});
       return true;
     }
-    std::shared_ptr<Dealer> dealer;
-    {
-      std::lock_guard<std::mutex> lock(dealers_mu_);
-      auto it = dealers_.find(peer);
-      if (it == dealers_.end()) return false;
-      dealer = it->second;
-    }
+    std::shared_ptr<Dealer> dealer = dealerOf(peer);
+    if (dealer == nullptr) return false;
     std::lock_guard<std::mutex> lock(dealer->mu);
-    if (dealer->socket == nullptr) return false;
+    if (dealer->socket() == nullptr) return false;
     if (!sendOnDealer(*dealer, frames)) {
       LOG_EVERY_N(WARNING, 100) << options_.name << ": send to " << describe(peer) << " failed: " << zmqError();
     }
@@ -236,12 +258,18 @@ class ZmqTransport final : public Transport {
     return true;
   }
 
+  std::shared_ptr<Dealer> dealerOf(PeerId peer) {
+    std::lock_guard<std::mutex> lock(dealers_mu_);
+    auto it = dealers_.find(peer);
+    return it == dealers_.end() ? nullptr : it->second;
+  }
+
   // With the dealer's lock held. A send may take in the socket's news (a reply that arrived, a
   // connection's pipe to read from), after which ZMQ_FD stays quiet about it: ZMQ_EVENTS tells, and
-  // `look` passes it on to the I/O thread.
+  // the dealer passes it on to whoever receives there.
   bool sendOnDealer(Dealer& dealer, const std::vector<Blob>& frames) {
-    const bool ok = sendFrames(dealer.socket, nullptr, frames);
-    if (hasInput(dealer.socket)) dealer.look = true;
+    const bool ok = sendFrames(dealer.socket(), nullptr, frames);
+    if (hasInput(dealer.socket())) dealer.noticeWaiting();
     return ok;
   }
 
@@ -292,19 +320,7 @@ class ZmqTransport final : public Transport {
     void* s = zmq_socket(ctx_, ZMQ_DEALER);
     setCommonOptions(s, options_);
     guard_->prepareClient(s, cmd.id, cmd.endpoint);
-    int reconnect_max = 1000;
-    zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
-    // A fixed routing id per connection, random so that no other peer can guess and take it (see
-    // ZMQ_ROUTER_HANDOVER in doListen); ids that start with a zero byte are libzmq's own.
-    std::string routing_id(16, '\0');
-    for (char& c : routing_id) c = static_cast<char>(routing_id_rng_());
-    routing_id[0] = static_cast<char>(routing_id[0] | 1);
-    zmq_setsockopt(s, ZMQ_ROUTING_ID, routing_id.data(), routing_id.size());
-    // ZeroMQ heartbeats find a connection that died without a reset (a peer host that vanished, a
-    // dropped NAT entry), so that it is reconnected instead of waiting for a reply forever.
-    int ping_ms = kConnectionPingMs, ping_timeout_ms = kConnectionPingTimeoutMs;
-    zmq_setsockopt(s, ZMQ_HEARTBEAT_IVL, &ping_ms, sizeof(ping_ms));
-    zmq_setsockopt(s, ZMQ_HEARTBEAT_TIMEOUT, &ping_timeout_ms, sizeof(ping_timeout_ms));
+    setClientOptions(s, routing_id_rng_);
     if (zmq_connect(s, cmd.endpoint.c_str()) != 0) {
       LOG(ERROR) << options_.name << ": cannot connect to " << cmd.endpoint << ": " << zmqError();
       guard_->forgetClient(cmd.id);
@@ -312,10 +328,7 @@ class ZmqTransport final : public Transport {
       return;
     }
     VLOG(1) << options_.name << ": connecting to " << cmd.endpoint;
-    auto dealer = std::make_shared<Dealer>();
-    dealer->socket = s;
-    size_t fd_len = sizeof(dealer->fd);
-    CHECK(zmq_getsockopt(s, ZMQ_FD, &dealer->fd, &fd_len) == 0) << "ZMQ_FD: " << zmqError();
+    auto dealer = std::make_shared<Dealer>(s, dealer_fds_, cmd.id);
     std::lock_guard<std::mutex> lock(dealers_mu_);
     dealers_[cmd.id] = std::move(dealer);
   }
@@ -382,9 +395,8 @@ class ZmqTransport final : public Transport {
     {
       std::lock_guard<std::mutex> closing(it->second->mu);  // a sending thread may hold it
       int no_linger = 0;
-      zmq_setsockopt(it->second->socket, ZMQ_LINGER, &no_linger, sizeof(no_linger));
-      zmq_close(it->second->socket);
-      it->second->socket = nullptr;
+      zmq_setsockopt(it->second->socket(), ZMQ_LINGER, &no_linger, sizeof(no_linger));
+      it->second->close();
     }
     std::lock_guard<std::mutex> lock(dealers_mu_);
     dealers_.erase(it);
@@ -393,41 +405,27 @@ class ZmqTransport final : public Transport {
   void setHandler(std::function<void(TransportMessage)> handler) {
     handler_ = std::move(handler);
     while (auto queued = recv_queue_.tryPop()) handler_(std::move(*queued));
+    handler_ready_ = true;
   }
 
   // Receives one multi-part message from `socket` (a dealer's under its lock, released before the
-  // message is handled); returns false when none is waiting.
+  // message is handled), on the I/O thread or a dealer's host; returns false when none is waiting.
   bool receiveOne(void* socket, bool is_router, PeerId dealer_peer, Dealer* dealer = nullptr) {
     std::unique_lock<std::mutex> lock;
     if (dealer != nullptr) {
       lock = std::unique_lock<std::mutex>(dealer->mu);
-      socket = dealer->socket;
+      socket = dealer->socket();
       if (socket == nullptr) return false;  // disconnected meanwhile
     }
     std::vector<Blob> frames;
     std::string routing_id;
-    bool first = true;
-    bool dropped = false;
-    for (;;) {
-      auto frame = std::make_shared<ReceivedFrame>();
-      if (zmq_msg_recv(&frame->msg, socket, first ? ZMQ_DONTWAIT : 0) < 0) {
-        if (first) return false;
-        LOG(WARNING) << options_.name << ": receive failed mid-message: " << zmqError();
-        return true;
-      }
-      bool more = zmq_msg_more(&frame->msg) != 0;
-      if (is_router && first) {
-        routing_id.assign(static_cast<const char*>(zmq_msg_data(&frame->msg)), zmq_msg_size(&frame->msg));
-      } else if (frames.size() < kMaxFramesPerMessage) {
-        const void* data = zmq_msg_data(&frame->msg);
-        size_t size = zmq_msg_size(&frame->msg);
-        frames.emplace_back(std::shared_ptr<const void>(frame, data), data, size);
-      } else {
-        dropped = true;
-      }
-      first = false;
-      if (!more) break;
+    const Received got = receiveMessage(socket, is_router, kMaxFramesPerMessage, &frames, &routing_id);
+    if (got == Received::kNone) return false;
+    if (got == Received::kBroken) {
+      LOG(WARNING) << options_.name << ": receive failed mid-message: " << zmqError();
+      return true;
     }
+    const bool dropped = got == Received::kTooManyFrames;
     if (lock.owns_lock()) lock.unlock();
     PeerId peer = dealer_peer;
     if (is_router) {
@@ -459,35 +457,24 @@ class ZmqTransport final : public Transport {
     return true;
   }
 
-  // Dealers are watched through ZMQ_FD, which only says "look at the socket": once looked at (by a
-  // receive here, or a send on another thread, which then sets `look`), it stays quiet until the next
-  // news, so each dealer is read until it has no message left or `look` is set again.
+  // Dealers are watched through ZMQ_FD (in the epoll set dealer_fds_, except while a caller receives
+  // there), which only says "look at the socket": once looked at (by a receive here, or a send on
+  // another thread, which then sets `look`), it stays quiet until the next news, so each dealer is
+  // read until it has no message left or `look` is set again.
   void ioLoop() {
     bool stopping = false;
     std::vector<zmq_pollitem_t> items;
-    std::vector<PeerId> item_peers;
-    std::vector<std::shared_ptr<Dealer>> item_dealers;  // kept alive through a disconnect meanwhile
+    std::vector<epoll_event> ready_events;
+    std::unordered_set<PeerId> ready;
     while (!stopping) {
       items.clear();
-      item_peers.clear();
-      item_dealers.clear();
       items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
-      item_peers.push_back(0);
-      item_dealers.push_back(nullptr);
       bool room = !recv_queue_.full();
       bool look_now = false;
       if (room) {
-        if (router_ != nullptr) {
-          items.push_back({router_, 0, ZMQ_POLLIN, 0});
-          item_peers.push_back(0);
-          item_dealers.push_back(nullptr);
-        }
-        for (auto& [id, d] : dealers_) {
-          items.push_back({nullptr, d->fd, ZMQ_POLLIN, 0});
-          item_peers.push_back(id);
-          item_dealers.push_back(d);
-          look_now = look_now || d->look.load();
-        }
+        items.push_back({nullptr, dealer_fds_, ZMQ_POLLIN, 0});
+        if (router_ != nullptr) items.push_back({router_, 0, ZMQ_POLLIN, 0});
+        for (auto& [id, d] : dealers_) look_now = look_now || (d->look.load() && !d->hosted());
       }
       size_t socket_items = items.size();
       guard_->appendPollItems(&items);
@@ -527,16 +514,15 @@ class ZmqTransport final : public Transport {
         else
           stopping = true;
       }
-      for (size_t i = 1; i < socket_items && !stopping; ++i) {
-        Dealer* dealer = item_dealers[i].get();
-        if (dealer != nullptr) {
-          if (!dealer->look.exchange(false) && (items[i].revents & ZMQ_POLLIN) == 0) continue;
-          int n = 0;
-          while (n < kRecvBatch && !recv_queue_.full() && receiveOne(nullptr, false, item_peers[i], dealer)) ++n;
-          if (n == kRecvBatch || recv_queue_.full()) dealer->look = true;  // messages may be left
-          continue;
-        }
-        if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
+      if (stopping || !room) continue;
+      ready.clear();
+      if ((items[1].revents & ZMQ_POLLIN) != 0) {
+        ready_events.resize(dealers_.size() + 1);
+        int n = epoll_wait(dealer_fds_, ready_events.data(), static_cast<int>(ready_events.size()), 0);
+        for (int i = 0; i < n; ++i) ready.insert(ready_events[i].data.u64);
+      }
+      for (auto& [id, dealer] : dealers_) receiveFromDealer(id, *dealer, ready.count(id) > 0);
+      if (socket_items > 2 && (items[2].revents & ZMQ_POLLIN) != 0) {
         for (int n = 0; n < kRecvBatch && !recv_queue_.full(); ++n) {
           if (!receiveOne(router_, true, 0)) break;
         }
@@ -549,15 +535,27 @@ class ZmqTransport final : public Transport {
     std::lock_guard<std::mutex> lock(dealers_mu_);
     for (auto& [id, d] : dealers_) {
       std::lock_guard<std::mutex> closing(d->mu);
-      zmq_close(d->socket);
-      d->socket = nullptr;
+      d->close();
     }
     dealers_.clear();
+  }
+
+  // On the I/O thread: a batch of the dealer's messages, unless a caller receives there. A message
+  // taken while a caller started to (it may be that caller's reply) wakes the caller to check.
+  void receiveFromDealer(PeerId peer, Dealer& dealer, bool ready) {
+    if (dealer.hosted() || (!dealer.look.exchange(false) && !ready)) return;
+    int n = 0;
+    while (n < kRecvBatch && !recv_queue_.full() && receiveOne(nullptr, false, peer, &dealer)) {
+      ++n;
+      if (dealer.hosted()) dealer.wakeHost();
+    }
+    if (n == kRecvBatch || recv_queue_.full()) dealer.look = true;  // messages may be left
   }
 
   const TransportOptions options_;
   void* ctx_ = nullptr;
   int wake_fd_ = -1;
+  int dealer_fds_ = -1;  // epoll: the ZMQ_FD of each dealer that no caller receives on
   std::thread io_thread_;
   std::atomic<bool> closed_{false};
   BoundedQueue<TransportMessage> recv_queue_;
@@ -587,6 +585,7 @@ class ZmqTransport final : public Transport {
   uint64_t faults_injected_ = 0;
   std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;
   std::function<void(TransportMessage)> handler_;  // set: incoming messages go here, not to recv_queue_
+  std::atomic<bool> handler_ready_{false};         // handler_ is set, for receiveOn's threads
 };
 
 }  // namespace

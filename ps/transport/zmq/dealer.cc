@@ -1,0 +1,88 @@
+#include "ps/transport/zmq/dealer.h"
+
+#include <glog/logging.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ps/transport/zmq/zmq_frames.h"
+
+namespace zps {
+namespace {
+
+// The longest a host waits without looking again (see waitForNews).
+constexpr std::chrono::milliseconds kHostWaitSlice{100};
+
+}  // namespace
+
+Dealer::Dealer(void* socket, int epoll_fd, uint64_t peer) : socket_(socket), epoll_fd_(epoll_fd), peer_(peer) {
+  size_t fd_len = sizeof(fd_);
+  CHECK(zmq_getsockopt(socket_, ZMQ_FD, &fd_, &fd_len) == 0) << "ZMQ_FD: " << zmq_strerror(zmq_errno());
+  host_wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  CHECK(host_wake_ >= 0) << "eventfd failed";
+  epoll_event watch{};
+  watch.events = EPOLLIN;
+  watch.data.u64 = peer_;
+  CHECK(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &watch) == 0) << "epoll_ctl: " << strerror(errno);
+}
+
+Dealer::~Dealer() { ::close(host_wake_); }
+
+void Dealer::noticeWaiting() {
+  if (hosted_.load())
+    wakeHost();
+  else
+    look = true;
+}
+
+bool Dealer::host() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (socket_ == nullptr || hosted_.load()) return false;
+  hosted_ = true;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+  return true;
+}
+
+void Dealer::waitForNews(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  const auto wait = std::clamp(left, std::chrono::milliseconds(0), kHostWaitSlice);
+  pollfd fds[2] = {{fd_, POLLIN, 0}, {host_wake_, POLLIN, 0}};
+  if (::poll(fds, 2, static_cast<int>(wait.count())) <= 0 || fds[1].revents == 0) return;
+  uint64_t counter;
+  ssize_t ignored = ::read(host_wake_, &counter, sizeof(counter));
+  (void)ignored;
+}
+
+void Dealer::wakeHost() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(host_wake_, &one, sizeof(one));
+  (void)ignored;
+}
+
+bool Dealer::release() {
+  std::lock_guard<std::mutex> lock(mu);
+  hosted_ = false;
+  if (socket_ == nullptr) return false;
+  epoll_event watch{};
+  watch.events = EPOLLIN;
+  watch.data.u64 = peer_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &watch);
+  // Whatever arrived after the host's last receive and before the descriptor was back in the set has
+  // been taken in by now: ZMQ_FD will not say so.
+  return hasInput(socket_);
+}
+
+void Dealer::close() {
+  if (socket_ == nullptr) return;
+  if (!hosted_.load()) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+  zmq_close(socket_);
+  socket_ = nullptr;
+  if (hosted_.load()) wakeHost();
+}
+
+}  // namespace zps
