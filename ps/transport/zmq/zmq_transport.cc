@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -480,7 +481,9 @@ class ZmqTransport final : public Transport {
       guard_->appendPollItems(&items);
       // When the receive queue is full we only watch for commands, and look again soon.
       zmq_poll(items.data(), static_cast<int>(items.size()), look_now ? 0 : room && delayed_.empty() ? 100 : 2);
-      guard_->handleReady();
+      // Only when one of its sockets has a message: each look costs system calls, on every round trip.
+      if (std::any_of(items.begin() + socket_items, items.end(), [](auto& i) { return i.revents != 0; }))
+        guard_->handleReady();
       auto now = std::chrono::steady_clock::now();
       while (!delayed_.empty() && delayed_.front().first <= now) {
         sendNow(delayed_.front().second);
