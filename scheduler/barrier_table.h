@@ -28,6 +28,11 @@ class BarrierTable {
   void restore(pb::BarrierGroup group, uint64_t released) { state_[index(group)].generation = released; }
   // A node registered again from a new connection: its arrivals count as the new peer's.
   void rebind(PeerId from, PeerId to);
+  // Whether a node of role `r` takes part in barriers of `g`.
+  static bool inGroup(pb::BarrierGroup g, pb::Role r) {
+    return g == pb::GROUP_ALL || (g == pb::GROUP_WORKERS && r == pb::WORKER) ||
+           (g == pb::GROUP_SERVERS && r == pb::SERVER);
+  }
 
  private:
   struct GroupState {

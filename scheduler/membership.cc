@@ -15,6 +15,11 @@ void Membership::rebind(PeerId from, PeerId to, const std::string& auth_nonce) {
   }
 }
 
+bool isSameProcess(const Member& m, const pb::Register& reg) {
+  return m.host == reg.host() && m.port == static_cast<int>(reg.port()) && m.pid == static_cast<int>(reg.pid()) &&
+         m.hostname == reg.hostname();
+}
+
 std::string Member::describe() const {
   std::string s = wire::roleName(role);
   s += rank >= 0 ? " " + std::to_string(rank) : requested_rank >= 0 ? " " + std::to_string(requested_rank) : "";

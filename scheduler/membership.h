@@ -31,6 +31,10 @@ struct Member {
   std::string describe() const;  // "worker 1 (host:port, pid 42, host name x)"
 };
 
+// The member and the registration come from one process (host, port, pid, host name): a node that
+// registers again from a new connection, not a replacement.
+bool isSameProcess(const Member& m, const pb::Register& reg);
+
 class Membership {
  public:
   Membership(int num_servers, int num_workers);

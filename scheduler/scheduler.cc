@@ -17,7 +17,6 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <map>
 #include <set>
@@ -29,6 +28,8 @@
 #include "ps/node/signals.h"
 #include "ps/wire/codec.h"
 #include "scheduler/barrier_table.h"
+#include "scheduler/job_end.h"
+#include "scheduler/job_rebuild.h"
 #include "scheduler/membership.h"
 #include "scheduler/status_board.h"
 
@@ -77,10 +78,29 @@ class Scheduler {
     LOG(INFO) << "scheduler listening on " << config_.bind_host << ":" << *port << ", waiting for "
               << config_.num_servers << " servers and " << config_.num_workers << " workers (rendezvous timeout "
               << config_.rendezvous_timeout.count() / 1000.0 << " s)";
+    const int code = loop();
+    // Until every node acknowledged its Shutdown, at most two heartbeat intervals (JobEnd).
+    if (end_) end_->linger(transport_.get(), membership_, std::max(2 * config_.heartbeat_interval, kMinLinger));
+    transport_->close();  // flushes the last shutdowns (ZPS_SHUTDOWN_LINGER)
+    return code;
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kMinLinger{5000};
+
+  // Rendezvous, the running job and its end; returns the scheduler's exit code.
+  int loop() {
     auto next_report = start_ + config_.rendezvous_log_interval;
     for (;;) {
       auto now = Clock::now();
       if (!running_) {
+        if (now - start_ >= config_.rendezvous_timeout && allFinished()) {
+          // A rebuilt job whose workers all finished: their work is done, so the job is complete, but
+          // the missing nodes cannot be told.
+          return endJob(0, "job complete: all workers finished; not told (they did not register again within " +
+                               secondsText(config_.rendezvous_timeout) +
+                               " s, ZPS_RENDEZVOUS_TIMEOUT): " + membership_.report());
+        }
         if (now - start_ >= config_.rendezvous_timeout) {
           std::string report = "rendezvous timed out after " + secondsText(config_.rendezvous_timeout) +
                                " s (ZPS_RENDEZVOUS_TIMEOUT): " + membership_.report();
@@ -124,7 +144,6 @@ class Scheduler {
     }
   }
 
- private:
   void send(PeerId peer, const pb::Control& c) { (void)transport_->send(peer, wire::encodeControl(c)); }
 
   // Replies once and forgets the connection, so a peer repeating a refused registration costs a
@@ -231,31 +250,28 @@ class Scheduler {
   }
 
   void startJob() {
-    if (rebuilding_) {
-      generation_ = rebuilt_generation_;
+    if (rebuild_.active()) {
+      generation_ = rebuild_.generation();
       for (int g = pb::GROUP_WORKERS; g <= pb::GROUP_ALL; ++g)
-        barriers_.restore(static_cast<pb::BarrierGroup>(g), rebuilt_barriers_[g]);
+        barriers_.restore(static_cast<pb::BarrierGroup>(g), rebuild_.released(static_cast<pb::BarrierGroup>(g)));
     }
     sendBook();
     running_ = true;
     LOG(INFO) << "scheduler: all " << membership_.members().size() << " nodes registered in " << secondsSince(start_)
               << " s; address book sent"
-              << (rebuilding_
+              << (rebuild_.active()
                       ? "; the running job was rebuilt from its nodes (generation " + std::to_string(generation_) + ")"
                       : std::string());
+    if (allFinished()) endJob(0, "job complete: all workers finished");
   }
 
   // ZPS_RECOVERY: a node that held a rank before this scheduler started registers again; the job it
   // belongs to resumes where the nodes say it is.
   void noteRejoin(const pb::Register& reg) {
-    if (!rebuilding_)
+    if (rebuild_.note(reg))
       LOG(WARNING) << "scheduler: a " << wire::roleName(reg.role()) << " of a running job registers again (rank "
                    << reg.requested_rank() << ", generation " << reg.generation()
                    << "): rebuilding the job from its nodes (ZPS_RECOVERY)";
-    rebuilding_ = true;
-    rebuilt_generation_ = std::max(rebuilt_generation_, reg.generation());
-    for (int g = 0; g < reg.barriers_released_size(); ++g)
-      rebuilt_barriers_[g] = std::max(rebuilt_barriers_[g], reg.barriers_released(g));
   }
 
   // A member registers again from a new connection (it re-resolved our address, or its first
@@ -263,9 +279,7 @@ class Scheduler {
   // else is a replacement.
   bool rebind(PeerId peer, const pb::Register& reg) {
     const Member* m = membership_.holder(reg.role(), reg.requested_rank());
-    if (m == nullptr || m->host != reg.host() || m->port != static_cast<int>(reg.port()) ||
-        m->pid != static_cast<int>(reg.pid()) || m->hostname != reg.hostname())
-      return false;
+    if (m == nullptr || !isSameProcess(*m, reg)) return false;
     const PeerId old = m->peer;
     LOG(WARNING) << "scheduler: " << m->describe() << " registered again from a new connection; it keeps its rank";
     membership_.rebind(old, peer, reg.auth_nonce());
@@ -316,6 +330,7 @@ class Scheduler {
   // ends naming the node. Returns an exit code when the job ends, else -1.
   int lose(PeerId peer, const std::string& why) {
     obs_.nodeDead(peer);
+    gone_.insert(peer);  // not waited for at the end
     if (!config_.recovery) return endJob(1, "node dead: " + why);
     if (!finished_.empty())
       return endJob(1,
@@ -350,11 +365,6 @@ class Scheduler {
     return config_.num_workers + config_.num_servers;
   }
 
-  static bool inGroup(pb::BarrierGroup g, pb::Role r) {
-    return g == pb::GROUP_ALL || (g == pb::GROUP_WORKERS && r == pb::WORKER) ||
-           (g == pb::GROUP_SERVERS && r == pb::SERVER);
-  }
-
   void handleBarrier(const Member& m, const pb::Barrier& b) {
     if (!running_) {
       LOG_EVERY_N(WARNING, 20) << "scheduler: barrier from " << m.describe() << " before the job started, ignored";
@@ -364,7 +374,7 @@ class Scheduler {
       VLOG(1) << "scheduler: barrier of generation " << b.generation() << " from " << m.describe() << " ignored";
       return;
     }
-    if (!inGroup(b.group(), m.role)) {
+    if (!BarrierTable::inGroup(b.group(), m.role)) {
       LOG_EVERY_N(WARNING, 20) << "scheduler: " << m.describe() << " is not in barrier group "
                                << pb::BarrierGroup_Name(b.group()) << ", ignored";
       return;
@@ -388,7 +398,7 @@ class Scheduler {
     c.mutable_barrier_release()->set_group(b.group());
     c.mutable_barrier_release()->set_sequence(barriers_.generation(b.group()));
     for (const auto& other : membership_.members())
-      if (inGroup(b.group(), other.role)) send(other.peer, c);
+      if (BarrierTable::inGroup(b.group(), other.role)) send(other.peer, c);
     VLOG(1) << "scheduler: released barrier " << barriers_.generation(b.group()) << " of "
             << pb::BarrierGroup_Name(b.group());
   }
@@ -405,8 +415,19 @@ class Scheduler {
     finished_.insert(m.peer);
     LOG(INFO) << "scheduler: " << m.describe() << " finished (" << finished_.size() << "/" << config_.num_workers
               << ")";
-    if (static_cast<int>(finished_.size()) == config_.num_workers) endJob(0, "job complete: all workers finished");
+    if (!allFinished()) return;
+    if (running_) {
+      endJob(0, "job complete: all workers finished");
+      return;
+    }
+    // A rebuilt job (ZPS_RECOVERY): a node that has not registered again would never hear of the end.
+    LOG(WARNING) << "scheduler: all workers finished, but the job is not rebuilt yet; ending it once every rank "
+                    "has registered again (at most "
+                 << secondsText(config_.rendezvous_timeout) << " s after this scheduler started, "
+                 << "ZPS_RENDEZVOUS_TIMEOUT): " << membership_.report();
   }
+
+  bool allFinished() const { return static_cast<int>(finished_.size()) == config_.num_workers; }
 
   void handle(PeerId peer, const pb::Control& c) {
     if (c.has_register_()) {
@@ -448,6 +469,7 @@ class Scheduler {
           LOG(WARNING) << "scheduler: " << m->describe() << " left during rendezvous (" << c.goodbye().reason()
                        << "); waiting for a replacement";
           last_seen_.erase(peer);
+          finished_.erase(peer);
           membership_.remove(peer);
         } else if (finished_.count(peer) == 0) {
           lose(peer, m->describe() + " left: " + c.goodbye().reason());
@@ -486,6 +508,7 @@ class Scheduler {
         LOG(WARNING) << "scheduler: " << what << " during rendezvous; dropping it";
         membership_.remove(p);
         last_seen_.erase(p);
+        finished_.erase(p);
         continue;
       }
       if (int code = lose(p, what); code >= 0) return code;
@@ -504,11 +527,12 @@ class Scheduler {
       LOG(ERROR) << "scheduler: " << reason;
     obs_.jobEnded(code, reason);
     publishStatus(true);  // zps status and the dashboard show the end while the shutdowns flush
-    pb::Control c;
-    c.mutable_shutdown()->set_exit_code(code);
-    c.mutable_shutdown()->set_reason(reason);
-    for (const auto& m : membership_.members()) send(m.peer, c);
-    transport_->close();  // flushes the shutdowns (ZPS_SHUTDOWN_LINGER)
+    std::set<PeerId> awaiting;
+    for (const auto& m : membership_.members())
+      if (gone_.count(m.peer) == 0) awaiting.insert(m.peer);
+    end_ = std::make_unique<JobEnd>(code, reason, std::move(awaiting));
+    for (const auto& m : membership_.members()) send(m.peer, end_->shutdown());
+    for (const auto& [peer, entry] : parked_) send(peer, end_->shutdown());
     exit_code_ = code;
     return code;
   }
@@ -534,6 +558,8 @@ class Scheduler {
   BarrierTable barriers_;
   std::map<PeerId, Clock::time_point> last_seen_;
   std::set<PeerId> finished_;
+  std::set<PeerId> gone_;        // members declared dead: the end does not wait for them
+  std::unique_ptr<JobEnd> end_;  // set when the job ends
   // Recovery: the generation (lost nodes so far), whether a rank is held open, until when, for whom.
   uint64_t generation_ = 0;
   bool recovering_ = false;
@@ -544,11 +570,7 @@ class Scheduler {
     Clock::time_point last_seen;
   };
   std::map<PeerId, Parked> parked_;  // replacements waiting for the node they replace to be declared dead
-  // A restarted scheduler rebuilding a running job: the newest generation and the most barriers released
-  // per group that the rejoining nodes reported.
-  bool rebuilding_ = false;
-  uint64_t rebuilt_generation_ = 0;
-  std::array<uint64_t, 4> rebuilt_barriers_{};
+  JobRebuild rebuild_;               // a restarted scheduler rebuilding a running job from its nodes
   Clock::time_point start_;
   Clock::time_point next_liveness_check_;
   bool running_ = false;

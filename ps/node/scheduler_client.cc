@@ -326,7 +326,14 @@ void SchedulerClient::handle(const pb::Control& control) {
       cv_.notify_all();
       break;
     }
-    case pb::Control::kShutdown: setShutdown(control.shutdown()); break;
+    case pb::Control::kShutdown: {
+      // Before the role sees it (and may exit): the scheduler waits for this acknowledgement.
+      pb::Control ack;
+      ack.mutable_shutdown_ack();
+      (void)sendControl(ack);
+      setShutdown(control.shutdown());
+      break;
+    }
     case pb::Control::kHeartbeat:  // the scheduler's echo: a sample for aligning trace clocks
       Tracer::get().clockSample(control.heartbeat().sent_unix_us(), control.heartbeat().scheduler_unix_us(),
                                 unixMicros());

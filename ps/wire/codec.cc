@@ -61,6 +61,7 @@ Status validateControl(const pb::Control& c, const Limits& limits) {
     case pb::Control::kBarrier: return checkGroup(c.barrier().group());
     case pb::Control::kBarrierRelease: return checkGroup(c.barrier_release().group());
     case pb::Control::kHeartbeat: return Status::OK();
+    case pb::Control::kShutdownAck: return Status::OK();
     case pb::Control::kFinished: return checkString("finished.message", c.finished().message(), limits);
     case pb::Control::kGoodbye: return checkString("goodbye.reason", c.goodbye().reason(), limits);
     case pb::Control::kRecovery: return checkString("recovery.lost", c.recovery().lost(), limits);
