@@ -19,13 +19,19 @@ class JobRebuild {
  public:
   // A node that held a rank in the running job registered again (rejoin). True for the first.
   bool note(const pb::Register& reg);
+  // A node registered afresh (not as the holder of a rank): in a rebuilt job it replaces a node lost
+  // while no scheduler could tell the others, or one whose loss was announced. Either way the job goes
+  // on in a generation after the reported one, so every node recovers (an announced loss then costs
+  // one generation number more than needed), and its barriers count from 0.
+  void noteNewcomer() { newcomer_ = true; }
   bool active() const { return active_; }
-  uint64_t generation() const { return generation_; }
+  uint64_t generation() const { return generation_ + (newcomer_ ? 1 : 0); }
   // Barriers of `group` released so far in generation(), the most any node of it has seen.
-  uint64_t released(pb::BarrierGroup group) const { return released_[static_cast<size_t>(group) & 3]; }
+  uint64_t released(pb::BarrierGroup group) const { return newcomer_ ? 0 : released_[static_cast<size_t>(group) & 3]; }
 
  private:
   bool active_ = false;
+  bool newcomer_ = false;
   uint64_t generation_ = 0;
   std::array<uint64_t, 4> released_{};
 };

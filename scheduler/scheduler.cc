@@ -233,6 +233,7 @@ class Scheduler {
       refuse(peer, s.message());
       return;
     }
+    if (!running_ && !reg.rejoin()) rebuild_.noteNewcomer();  // counts only if the job is being rebuilt
     last_seen_[peer] = Clock::now();
     const Member* m = membership_.find(peer);
     LOG(INFO) << "scheduler: registered " << m->describe() << " (rank from " << m->rank_source << "); "
@@ -365,6 +366,14 @@ class Scheduler {
     return config_.num_workers + config_.num_servers;
   }
 
+  pb::Control barrierRelease(pb::BarrierGroup group) const {
+    pb::Control c;
+    c.mutable_barrier_release()->set_group(group);
+    c.mutable_barrier_release()->set_sequence(barriers_.generation(group));
+    c.mutable_barrier_release()->set_generation(generation_);
+    return c;
+  }
+
   void handleBarrier(const Member& m, const pb::Barrier& b) {
     if (!running_) {
       LOG_EVERY_N(WARNING, 20) << "scheduler: barrier from " << m.describe() << " before the job started, ignored";
@@ -382,10 +391,7 @@ class Scheduler {
     auto result = barriers_.arrive(b.group(), m.peer, b.sequence(), groupSize(b.group()));
     if (result == BarrierTable::Result::kStale) {
       // Sent again after a reset that lost its release: the node is told again.
-      pb::Control c;
-      c.mutable_barrier_release()->set_group(b.group());
-      c.mutable_barrier_release()->set_sequence(barriers_.generation(b.group()));
-      send(m.peer, c);
+      send(m.peer, barrierRelease(b.group()));
       return;
     }
     if (result == BarrierTable::Result::kDuplicate || result == BarrierTable::Result::kAhead) {
@@ -394,9 +400,7 @@ class Scheduler {
       return;
     }
     if (result != BarrierTable::Result::kReleased) return;
-    pb::Control c;
-    c.mutable_barrier_release()->set_group(b.group());
-    c.mutable_barrier_release()->set_sequence(barriers_.generation(b.group()));
+    const pb::Control c = barrierRelease(b.group());
     for (const auto& other : membership_.members())
       if (BarrierTable::inGroup(b.group(), other.role)) send(other.peer, c);
     VLOG(1) << "scheduler: released barrier " << barriers_.generation(b.group()) << " of "

@@ -152,7 +152,12 @@ StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command, 
 }
 
 Status LocalPath::barrier() {
-  if (!group_) return client_->barrier(pb::GROUP_WORKERS, config_.rendezvous_timeout);
+  // Recovering (a server's reply may say so before the scheduler does): the barrier would be of the
+  // old generation, which fails; the caller recovers and enters it again.
+  if (!group_) {
+    if (auto pending = recovery_->pending()) return *pending;
+    return client_->barrier(pb::GROUP_WORKERS, config_.rendezvous_timeout);
+  }
   // A local operation like a push-pull: in its turn, so that its barriers line up with the same
   // barrier's on the other local ranks, not with a collective another thread runs meanwhile.
   constexpr uint64_t kBarrierOp = ~uint64_t{0};

@@ -3,6 +3,8 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "ps/node/observability.h"
 #include "ps/node/resolve.h"
 #include "ps/node/signals.h"
@@ -65,8 +67,13 @@ pb::Control SchedulerClient::registration(bool rejoin) {
       reg->set_rejoin(true);
       reg->set_requested_rank(reply_->rank());
       reg->set_rank_source("the rank it held before registering again");
-      reg->set_generation(reply_->generation());
-      for (uint64_t released : barrier_released_) reg->add_barriers_released(released);
+      // In a recovery, the generation it recovers into: a restarted scheduler goes on with the
+      // recovery (its book is the nodes' cue) instead of sending the old generation's book again.
+      const uint64_t generation =
+          std::max(reply_->generation(), recovery_.has_value() ? recovery_->generation() : uint64_t{0});
+      reg->set_generation(generation);
+      for (uint64_t released : barrier_released_)
+        reg->add_barriers_released(working_generation_ == generation ? released : 0);
     }
   }
   if (auth_.enabled()) {
@@ -118,6 +125,7 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   }
   if (reply_.has_value()) {
     if (!reply_->accepted()) return FailedPrecondition("scheduler refused this node: " + reply_->error());
+    working_generation_ = reply_->generation();
     // The registration the scheduler answered may be a repeat (the first was lost to a reset).
     bool proven = !auth_.enabled();
     for (const std::string& nonce : nonces_)
@@ -147,7 +155,7 @@ void SchedulerClient::resendAfterRejoin() {
       pb::Control c;
       c.mutable_barrier()->set_group(static_cast<pb::BarrierGroup>(g));
       c.mutable_barrier()->set_sequence(barrier_sent_[g]);
-      c.mutable_barrier()->set_generation(reply_->generation());
+      c.mutable_barrier()->set_generation(working_generation_);
       resend.push_back(c);
     }
     if (finished_.has_value()) {
@@ -286,12 +294,11 @@ void SchedulerClient::handle(const pb::Control& control) {
           answered_rejoin = rejoining_;
           if (book.generation() > reply_->generation()) {
             newer = true;
-            // The address book of a new generation (ZPS_RECOVERY): barriers count afresh.
+            // The address book of a new generation (ZPS_RECOVERY); barriers count afresh once the
+            // role moves to it (waitBook).
             std::string auth_mac = reply_->auth_mac();
             reply_ = book;
             reply_->set_auth_mac(auth_mac);
-            for (auto& n : barrier_sent_) n = 0;
-            for (auto& n : barrier_released_) n = 0;
           }
         }
         cv_.notify_all();
@@ -322,6 +329,7 @@ void SchedulerClient::handle(const pb::Control& control) {
       const auto& r = control.barrier_release();
       std::lock_guard<std::mutex> lock(mu_);
       auto g = static_cast<size_t>(r.group()) & 3;
+      if (r.generation() != working_generation_) break;  // another generation's count
       if (r.sequence() > barrier_released_[g]) barrier_released_[g] = r.sequence();
       cv_.notify_all();
       break;
@@ -347,11 +355,13 @@ void SchedulerClient::noteRecovery(const pb::Recovery& r) {
     std::lock_guard<std::mutex> lock(mu_);
     if (recovery_.has_value() && recovery_->generation() >= r.generation()) return;
     recovery_ = r;
-    cv_.notify_all();
   }
   LOG(WARNING) << roleName(config_.role) << ": the scheduler lost " << r.lost() << "; recovering (generation "
                << r.generation() << ")";
   if (on_recovery_) on_recovery_(r);
+  std::lock_guard<std::mutex> lock(mu_);
+  announced_generation_ = std::max(announced_generation_, r.generation());
+  cv_.notify_all();
 }
 
 void SchedulerClient::setShutdown(pb::Shutdown s) {
@@ -369,8 +379,12 @@ Status SchedulerClient::barrier(pb::BarrierGroup group, std::chrono::millisecond
   uint64_t seq, generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    generation = working_generation_;
+    if (announced_generation_ > generation)
+      return Unavailable("recovering: a barrier of generation " + std::to_string(generation) + ", and generation " +
+                         std::to_string(announced_generation_) + " has begun (the scheduler lost " + recovery_->lost() +
+                         "); recover, then enter the barrier again");
     seq = ++barrier_sent_[g];
-    generation = reply_.has_value() ? reply_->generation() : 0;
   }
   pb::Control c;
   c.mutable_barrier()->set_group(group);
@@ -378,7 +392,7 @@ Status SchedulerClient::barrier(pb::BarrierGroup group, std::chrono::millisecond
   c.mutable_barrier()->set_generation(generation);
   ZPS_RETURN_IF_ERROR(sendControl(c));
   std::unique_lock<std::mutex> lock(mu_);
-  auto recovering = [&] { return recovery_.has_value() && recovery_->generation() > generation; };
+  auto recovering = [&] { return announced_generation_ > generation; };
   if (!cv_.wait_for(lock, timeout,
                     [&] { return barrier_released_[g] >= seq || shutdown_.has_value() || recovering(); }))
     return DeadlineExceeded("barrier " + std::to_string(seq) + " of group " + pb::BarrierGroup_Name(group) +
@@ -401,6 +415,11 @@ StatusOr<pb::RegisterReply> SchedulerClient::waitBook(uint64_t generation, std::
                             scheduler_address_ + " within " + std::to_string(static_cast<int>(seconds(timeout))) +
                             " s");
   if (shutdown_.has_value()) return Aborted("job ended by the scheduler while recovering: " + shutdown_->reason());
+  if (reply_->generation() > working_generation_) {
+    working_generation_ = reply_->generation();
+    for (auto& n : barrier_sent_) n = 0;
+    for (auto& n : barrier_released_) n = 0;
+  }
   return *reply_;
 }
 

@@ -45,14 +45,16 @@ class SchedulerClient {
   //  kDeadlineExceeded  no address book in time.
   StatusOr<pb::RegisterReply> start();
 
-  // Waits until every member of `group` reached this barrier. kUnavailable when the scheduler announces
-  // a recovery meanwhile (ZPS_RECOVERY).
+  // Waits until every member of `group` reached this barrier. A barrier belongs to the generation the
+  // role works in; kUnavailable (recovering) when a newer one has been announced, before or during the
+  // wait (ZPS_RECOVERY): the role recovers (waitBook) and enters the barrier again, counted afresh.
   Status barrier(pb::BarrierGroup group, std::chrono::milliseconds timeout);
 
   // ZPS_RECOVERY. The generation of the address book in use (0 until a node is lost).
   uint64_t generation() const;
-  // Waits for the address book of a generation newer than `generation`. kAborted when the job ends
-  // meanwhile, kDeadlineExceeded after `timeout`.
+  // Waits for the address book of a generation newer than `generation`; the role works in that
+  // generation from then on (its barriers count afresh). kAborted when the job ends meanwhile,
+  // kDeadlineExceeded after `timeout`.
   StatusOr<pb::RegisterReply> waitBook(uint64_t generation, std::chrono::milliseconds timeout);
   // Called on the client's thread when the scheduler announces that a node was lost. Set before start().
   void onRecovery(std::function<void(const pb::Recovery&)> callback) { on_recovery_ = std::move(callback); }
@@ -112,6 +114,12 @@ class SchedulerClient {
   std::vector<std::string> nonces_;       // of the registrations sent before the first book (its MAC names one)
   std::optional<pb::Finished> finished_;  // sent by finish(); sent again after a rejoin
   std::optional<pb::Shutdown> shutdown_;
+  // Barriers belong to the generation the role works in: the book's at start(), then the one each
+  // waitBook() moved it to (the role recovered). Counted afresh in each.
+  uint64_t working_generation_ = 0;
+  // The newest generation announced (a recovery), raised only after on_recovery_ ran: a barrier that
+  // fails because of it finds the role already told (Worker::recovering() true).
+  uint64_t announced_generation_ = 0;
   uint64_t barrier_sent_[4] = {0, 0, 0, 0};
   uint64_t barrier_released_[4] = {0, 0, 0, 0};
   std::chrono::steady_clock::time_point last_heard_;

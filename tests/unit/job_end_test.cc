@@ -83,6 +83,11 @@ TEST_CASE("JobRebuild: the newest generation wins, with the barrier counts of it
   rebuild.note(ahead);
   CHECK(rebuild.released(pb::GROUP_WORKERS) == 2);
   CHECK(rebuild.released(pb::GROUP_ALL) == 1);
+
+  // A node registered afresh: it replaces a lost one, so the job goes on in a new generation.
+  rebuild.noteNewcomer();
+  CHECK(rebuild.generation() == 2);
+  CHECK(rebuild.released(pb::GROUP_WORKERS) == 0);
 }
 
 }  // namespace
