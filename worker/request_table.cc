@@ -12,6 +12,14 @@ namespace {
 // Late replies of cancelled requests are recognised among this many most recent cancellations.
 constexpr size_t kCancelledRemembered = 1 << 16;
 
+// The status of a server's ERROR reply: recovering (ZPS_RECOVERY), the user's input refused (a user
+// error, exit 2), or a failure.
+Status errorReplyStatus(const pb::DataHeader& h, const std::string& from) {
+  if (h.recovering()) return Unavailable(from + " is " + h.error());
+  if (h.user_error()) return InvalidArgument(from + " refused: " + h.error());
+  return InternalError(from + " answered: " + h.error());
+}
+
 }  // namespace
 
 RequestTable::RequestTable(Hooks hooks, std::chrono::milliseconds resend_timeout)
@@ -221,8 +229,7 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
   }
   const RequestSpec& r = it->second.request;
   if (h.command() == pb::CMD_ERROR) {
-    complete(id,
-             h.recovering() ? Unavailable(from + " is " + h.error()) : InternalError(from + " answered: " + h.error()));
+    complete(id, errorReplyStatus(h, from));
     return Delivery::kDelivered;
   }
   if (h.command() != pb::CMD_REPLY) {

@@ -46,8 +46,11 @@ void ParamStore::handle(PeerId peer, int worker, uint32_t local_rank, const wire
                         std::vector<Outgoing>* out) {
   const auto& h = msg.header;
   if (h.command() == pb::CMD_DECLARE) {
-    Status s = declare(h.key(), local_rank, msg);
+    bool checkpoint_refused = false;
+    Status s = declare(h.key(), local_rank, msg, &checkpoint_refused);
     out->push_back(s.ok() ? ack(peer, h) : errorReply(peer, h, s.message()));
+    // A refused checkpoint file is the user's to fix, not a failure of the job: the worker exits 2.
+    out->back().header.set_user_error(checkpoint_refused);
     return;
   }
   auto it = tables_.find(h.key());
@@ -109,7 +112,7 @@ void ParamStore::handle(PeerId peer, int worker, uint32_t local_rank, const wire
   }
 }
 
-Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMessage& msg) {
+Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMessage& msg, bool* checkpoint_refused) {
   const auto& h = msg.header;
   const auto& o = h.optimizer();
   if (msg.dtype != DType::kFloat32) return InvalidArgument("tables hold float32 rows");
@@ -166,6 +169,7 @@ Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMe
     Status restored = restore(t, h.restore_step());
     if (!restored.ok()) {
       memory_.give(kTableOverhead);
+      *checkpoint_refused = restored.code() == StatusCode::kInvalidArgument;
       return restored;
     }
   }
@@ -397,9 +401,15 @@ Status ParamStore::restore(Table& t, uint64_t step) {
   };
   auto restored = readTableShards(place_, layout, step, max_shard_bytes_, reserve, &rows);
   Status s = restored.ok() ? Status::OK() : restored.status();
+  // A shard that `latest` needs and that is missing is refused like a damaged one.
+  if (s.code() == StatusCode::kNotFound) s = InvalidArgument(s.message());
   for (size_t slot = 0; s.ok() && slot < rows.keys.size(); ++slot) {
-    if (!t.index.emplace(rows.keys[slot], static_cast<uint32_t>(slot)).second)
-      s = InvalidArgument("row " + std::to_string(rows.keys[slot]) + " appears twice in the checkpoint");
+    if (!t.index.emplace(rows.keys[slot], static_cast<uint32_t>(slot)).second) {
+      std::string files;
+      for (const auto& f : restored->files) files += (files.empty() ? "" : ", ") + f;
+      s = InvalidArgument("row " + std::to_string(rows.keys[slot]) + " appears twice in the checkpoint (" + files +
+                          ")");
+    }
   }
   if (!s.ok()) {
     t.index.clear();

@@ -101,7 +101,9 @@ class ParamStore {
     std::vector<SequenceWindow> applied;
   };
 
-  Status declare(uint64_t key, uint32_t local_rank, const wire::DataMessage& msg);
+  // *checkpoint_refused: the declaration failed because restoring its checkpoint refused a file
+  // (kInvalidArgument naming it), not for a reason of the server's.
+  Status declare(uint64_t key, uint32_t local_rank, const wire::DataMessage& msg, bool* checkpoint_refused);
   Status push(Table& t, int worker, uint32_t local_rank, const wire::DataMessage& msg);
   // An async table's push: its rows are applied at once, once per push_seq of the pusher.
   Status pushAsync(Table& t, size_t pusher, const wire::DataMessage& msg);

@@ -48,10 +48,11 @@ uint64_t rowHash(uint64_t key, uint64_t updates, const float* values, size_t dim
   return fnv1a(h, state, state_count * sizeof(float));
 }
 
-// Appends the rows of one shard's payload that `keep` accepts to `rows`. `owned_only`: every row
-// must be one this server owns (a shard of the same number of servers as now).
+// Appends the rows of one shard's payload that this server owns now to `rows`. Every row must belong
+// to the server that wrote the shard (`writer`: its rank and the number of servers then), so no row
+// can come from two shards.
 Status takeRows(const std::string& path, const std::string& payload, const TableLayout& layout, const ShardPlace& place,
-                bool owned_only, const std::function<Status(uint64_t)>& reserve, TableRows* rows,
+                const CheckpointShape& writer, const std::function<Status(uint64_t)>& reserve, TableRows* rows,
                 ShardRestore* report) {
   PayloadReader r(payload);
   const std::string bad = "checkpoint " + path + " does not match table '" + layout.name + "': ";
@@ -80,12 +81,12 @@ Status takeRows(const std::string& path, const std::string& payload, const Table
   uint64_t owned = 0;
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t key = keyAt(i);
-    const bool mine = serverOfRow(key, static_cast<int>(place.num_servers)) == static_cast<int>(place.server_rank);
-    if (!mine && owned_only)
-      return InvalidArgument(bad + "row " + std::to_string(key) + " belongs to server " +
-                             std::to_string(serverOfRow(key, static_cast<int>(place.num_servers))) +
-                             ", not to the server whose shard this is");
-    owned += mine ? 1 : 0;
+    const int owner = serverOfRow(key, static_cast<int>(writer.num_servers));
+    if (owner != static_cast<int>(writer.server_rank))
+      return InvalidArgument(bad + "row " + std::to_string(key) + " belongs to server " + std::to_string(owner) +
+                             " of " + std::to_string(writer.num_servers) + ", not to server " +
+                             std::to_string(writer.server_rank) + " whose shard this is");
+    owned += serverOfRow(key, static_cast<int>(place.num_servers)) == static_cast<int>(place.server_rank) ? 1 : 0;
   }
   ZPS_RETURN_IF_ERROR(reserve(owned));
   const size_t old_rows = rows->keys.size();
@@ -197,7 +198,8 @@ StatusOr<ShardRestore> readTableShards(const ShardPlace& place, const TableLayou
                                " servers to " + std::to_string(place.num_servers) + ": " + file.status().message());
       return file.status();
     }
-    ZPS_RETURN_IF_ERROR(takeRows(path, file->payload, layout, place, same, reserve, rows, &report));
+    ZPS_RETURN_IF_ERROR(takeRows(path, file->payload, layout, place, file->shape, reserve, rows, &report));
+    report.files.push_back(path);
   }
   return report;
 }

@@ -68,7 +68,8 @@ Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const
 struct ShardRestore {
   uint32_t old_servers = 0;  // servers of the job that wrote the checkpoint
   uint32_t shards_read = 0;
-  uint64_t rows_skipped = 0;  // rows of the shards read that other servers own now
+  uint64_t rows_skipped = 0;       // rows of the shards read that other servers own now
+  std::vector<std::string> files;  // the shards read, for messages
 };
 
 // Reads the table as checkpointed at `step` into `rows`, keeping the rows this server owns

@@ -13,7 +13,8 @@
 //                       parser, and declares the table the payload names (bit 1 = 1: a fixed other
 //                       table, to reach the mismatch checks), then pulls and pushes the restored rows
 //            bit 2:     (bit 0 = 1) the payload is written as both shards of a 2-server job and
-//                       restored by a 1-server job (re-sharding; every row then appears twice)
+//                       restored by a 1-server job (re-sharding; a row belongs to only one of the
+//                       two shards, so the other refuses it)
 //            bits 3-7: the checkpoint's step - 1
 //   rest     as above
 #include <cstddef>

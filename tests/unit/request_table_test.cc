@@ -201,6 +201,18 @@ TEST_CASE("request table: error replies and malformed payloads fail the operatio
   CHECK(s.code() == StatusCode::kInternal);
   CHECK(s.message() == "pull of 'w' round 1: server 0 answered: no such key");
   CHECK(out == std::vector<float>(8, 0.0f));
+
+  // An error that refuses the user's input (a checkpoint file) is a user error: zps train exits 2.
+  auto refused = f.table.issue(f.pull(out.data(), 2, &ids));
+  REQUIRE(refused.ok());
+  error.set_request_id(ids[2]);
+  error.set_error("checkpoint /ckpt/x.ckpt is corrupt: CRC mismatch");
+  error.set_user_error(true);
+  CHECK(f.table.deliver(0, error, DType::kFloat32, Blob(), "server 0") == Delivery::kDelivered);
+  CHECK(f.reply(ids[3], 1, 1.0f) == Delivery::kDelivered);
+  s = f.table.wait(*refused, 1s);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::EndsWith("server 0 refused: checkpoint /ckpt/x.ckpt is corrupt: CRC mismatch"));
 }
 
 TEST_CASE("request table: refused and aborted operations", "[request_table]") {

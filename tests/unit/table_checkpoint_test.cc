@@ -99,6 +99,11 @@ TEST_CASE("table shards: a missing, foreign or mislaid shard is refused with the
   REQUIRE(writeTableShard(place(dir.path, 0, 2), kLayout, written[0].ref(), 40, 0).ok());
   std::filesystem::remove(tableShardPath(dir.path, kLayout.name, 1, 40));
   CHECK(restore(0, 3).find("re-sharding table 'train/embedding' from 2 servers to 3") != std::string::npos);
+  // Server 0's rows written as server 1's shard: re-sharding checks each row's owner under the
+  // writing job's shape, so no row is taken from the wrong shard.
+  REQUIRE(writeTableShard(place(dir.path, 1, 2), kLayout, written[0].ref(), 40, 0).ok());
+  CHECK(restore(0, 3).find("-server-1-step-40.ckpt does not match table 'train/embedding': row ") != std::string::npos);
+  CHECK(restore(0, 3).find("belongs to server 0 of 2, not to server 1 whose shard this is") != std::string::npos);
   // A layout that differs from the declared one.
   TableLayout other = kLayout;
   other.dim = 4;
