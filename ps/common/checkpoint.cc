@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cinttypes>
@@ -62,6 +63,14 @@ std::string hex64(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
   return buf;
+}
+
+// A version 1 file is not damaged, only old: say how to convert its folder.
+std::string version1Refusal(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  return "checkpoint " + path + " has format version 1, which records no job shape; this zps reads version " +
+         std::to_string(kVersion) + ": convert the folder once with `zps checkpoint upgrade " + dir + "`";
 }
 
 std::string serverText(uint32_t rank) { return rank == kNoServer ? "none" : std::to_string(rank); }
@@ -184,8 +193,14 @@ Status openCheckpoint(const std::string& path, OpenCheckpoint* f) {
     return InvalidArgument("checkpoint " + path + " is not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::string head(kFixedHead, '\0');
-  if (size < kFixedHead + kFixedTail || !readExactly(f->fd, head.data(), kFixedHead))
-    return InvalidArgument(bad + "only " + std::to_string(size) + " bytes");
+  const size_t got = static_cast<size_t>(std::min<uint64_t>(size, kFixedHead));
+  if (!readExactly(f->fd, head.data(), got)) return InvalidArgument(bad + "cannot read its header");
+  // A version 1 file (whose header is shorter) is old, not damaged: it is told apart first.
+  uint32_t early_version = 0;
+  if (got >= sizeof(kMagic) + sizeof(early_version)) std::memcpy(&early_version, head.data() + sizeof(kMagic), 4);
+  if (early_version == 1 && std::memcmp(head.data(), kMagic, sizeof(kMagic)) == 0)
+    return InvalidArgument(version1Refusal(path));
+  if (size < kFixedHead + kFixedTail) return InvalidArgument(bad + "only " + std::to_string(size) + " bytes");
   PayloadReader r(head);
   char magic[8];
   uint32_t version = 0, kind = 0, name_len = 0;
@@ -200,7 +215,7 @@ Status openCheckpoint(const std::string& path, OpenCheckpoint* f) {
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) return InvalidArgument(bad + "not a zps checkpoint (bad magic)");
   if (version != kVersion)
     return InvalidArgument(bad + "format version " + std::to_string(version) + ", this zps reads version " +
-                           std::to_string(kVersion) + (version == 1 ? " (version 1 files record no job shape)" : ""));
+                           std::to_string(kVersion));
   if (kind != static_cast<uint32_t>(CheckpointKind::kDenseModel) &&
       kind != static_cast<uint32_t>(CheckpointKind::kParamTable))
     return InvalidArgument(bad + "unknown kind " + std::to_string(kind));
