@@ -13,6 +13,10 @@ Worker::Impl::~Impl() {
   stop = true;
   if (resender.joinable()) resender.join();
   if (recovery_watch.joinable()) recovery_watch.join();
+  // The scheduler client's thread goes first: its Shutdown and recovery callbacks reach the request
+  // table's hooks, which use the links and the transport destroyed before the client otherwise.
+  client.reset();
+  live_links = nullptr;
   if (transport) transport->close();
 }
 
