@@ -96,8 +96,9 @@ class DenseTensors {
   OutgoingRequest request(pb::DataCommand command, const PartitionInfo& p, EncodedPush push, void* out,
                           const std::string& name, DType dtype, uint64_t round, uint64_t received_through,
                           uint64_t push_seq = 0);
-  // A push-pull under priority scheduling: a PUSH, which holds credit until the server has taken it,
-  // then a PULL of the same round, which holds none (push_scheduler.h says why).
+  // A push-pull under priority scheduling: a PUSH, which holds push credit until the server has taken
+  // it, then a PULL of the same round, which holds reply credit once the push was taken
+  // (push_scheduler.h says why).
   void scheduledPushPull(FanOut* fan, int64_t priority, const PartitionInfo& p, EncodedPush push, void* out,
                          const std::string& name, DType dtype, uint64_t round, uint64_t received_through);
   // The status of a failed wait on round `round` of tensor `id`, after its cancellation.

@@ -52,9 +52,11 @@ struct Config {
   // ZPS_IPC: workers move their links to servers on the same host to the servers' ipc:// sockets.
   bool ipc = true;
   // Priority scheduling (worker/push_scheduler.h): ZPS_PRIORITY gives every dense tensor its
-  // declaration index as priority; ZPS_CREDIT_BYTES bounds the scheduled pushes in flight per server.
+  // declaration index as priority; ZPS_CREDIT_BYTES bounds the scheduled pushes in flight per server,
+  // ZPS_REPLY_CREDIT_BYTES (0: off) the sums of scheduled push-pulls outstanding per server.
   bool priority = false;
   size_t credit_bytes = 4 << 20;
+  size_t reply_credit_bytes = 0;
 
   std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
   int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end

@@ -9,8 +9,11 @@ using zps::testing::contains;
 using namespace std::chrono_literals;
 
 TEST_CASE("priority scheduling: check's exact sums with a credit of one small partition, threads issuing at once") {
+  const char* reply_credit = GENERATE("0", "5000");  // off, and one 4 KiB sum outstanding per server
+  INFO("ZPS_REPLY_CREDIT_BYTES=" << reply_credit);
   Cluster c(2, 3);
   c.setEnv("ZPS_PRIORITY", "1");
+  c.setEnv("ZPS_REPLY_CREDIT_BYTES", reply_credit);
   c.setEnv("ZPS_CREDIT_BYTES", "5000");     // one 4 KiB partition in flight per server
   c.setEnv("ZPS_PARTITION_BYTES", "4096");  // the 1 MiB tensor is 256 partitions
   c.setEnv("ZPS_REQUEST_TIMEOUT", "60");    // a credit deadlock fails the waits, naming them
