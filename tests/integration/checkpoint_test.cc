@@ -145,13 +145,14 @@ TEST_CASE("checkpoint: three SIGTERMs of a server within one checkpoint interval
   c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
   std::vector<int> keep = {c.startScheduler(), c.startServer()};
   int victim = c.startServer();
-  // One epoch of 1000 steps between checkpoints: long enough for three SIGTERMs.
-  int w = c.startWorker(0, ctrTraining(40000, 2));
+  // One epoch of 2000 steps between checkpoints: each replacement rolls the job back to the
+  // checkpoint, and 2000 steps take about 3 s on two idle cores, several times one round below.
+  int w = c.startWorker(0, ctrTraining(80000, 2));
   keep.push_back(w);
   REQUIRE(c.waitForLog(w, "Training. Epoch 1,", 120s));
   const uint64_t latest = latestStep(dir);
   for (int round = 1; round <= 3; ++round) {
-    std::this_thread::sleep_for(1s);  // some steps past the checkpoint: the final shard is newer
+    std::this_thread::sleep_for(500ms);  // some steps past the checkpoint: the final shard is newer
     c.signal(victim, SIGTERM);
     INFO(c.logTail(victim));
     REQUIRE(c.waitExit(victim, 30s) == 0);
@@ -185,7 +186,7 @@ TEST_CASE("checkpoint: three SIGTERMs of a server within one checkpoint interval
   again.startScheduler();
   again.startServer();
   again.startServer();
-  int w2 = again.startWorker(0, ctrTraining(40000, 3));
+  int w2 = again.startWorker(0, ctrTraining(80000, 3));
   for (int code : again.waitAll(180s)) CHECK(code == 0);
   INFO(again.log(w2));
   CHECK(contains(again.log(w2), "resumes from the checkpoint at step " + std::to_string(end)));

@@ -177,7 +177,7 @@ TEST_CASE("push scheduler: the most urgent waiting pull is the next one asked fo
   CHECK(r.sent == std::vector<uint64_t>{1, 3, 5, 2, 6});  // priority 0 before 8
 }
 
-TEST_CASE("push scheduler: a pull whose push completed already queues at once; a held pull cancelled is dropped",
+TEST_CASE("push scheduler: a pull whose push completed already queues at once, and a held pull cancelled is dropped",
           "[push_scheduler]") {
   Recorder r(100);
   r.send(1, 0, 0, 100);
