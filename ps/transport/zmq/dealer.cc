@@ -25,10 +25,14 @@ Dealer::Dealer(void* socket, int epoll_fd, uint64_t peer) : socket_(socket), epo
   CHECK(zmq_getsockopt(socket_, ZMQ_FD, &fd_, &fd_len) == 0) << "ZMQ_FD: " << zmq_strerror(zmq_errno());
   host_wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   CHECK(host_wake_ >= 0) << "eventfd failed";
+  CHECK(watchFromIoThread() == 0) << "epoll_ctl: " << strerror(errno);
+}
+
+int Dealer::watchFromIoThread() {
   epoll_event watch{};
   watch.events = EPOLLIN;
   watch.data.u64 = peer_;
-  CHECK(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &watch) == 0) << "epoll_ctl: " << strerror(errno);
+  return epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &watch);
 }
 
 Dealer::~Dealer() { ::close(host_wake_); }
@@ -68,10 +72,7 @@ bool Dealer::release() {
   std::lock_guard<std::mutex> lock(mu);
   hosted_ = false;
   if (socket_ == nullptr) return false;
-  epoll_event watch{};
-  watch.events = EPOLLIN;
-  watch.data.u64 = peer_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &watch);
+  watchFromIoThread();
   // Whatever arrived after the host's last receive and before the descriptor was back in the set has
   // been taken in by now: ZMQ_FD will not say so.
   return hasInput(socket_);

@@ -66,6 +66,8 @@ class Dealer {
   void close();
 
  private:
+  // Adds the socket's ZMQ_FD to the I/O thread's epoll set; returns epoll_ctl's result.
+  int watchFromIoThread();
   void* socket_;
   const int epoll_fd_;
   const uint64_t peer_;
