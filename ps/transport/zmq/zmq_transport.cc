@@ -22,9 +22,9 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 
@@ -33,6 +33,7 @@
 #include "ps/transport/transport.h"
 #include "ps/transport/zmq/dealer.h"
 #include "ps/transport/zmq/handshake_guard.h"
+#include "ps/transport/zmq/incoming_peers.h"
 #include "ps/transport/zmq/zmq_frames.h"
 
 namespace zps {
@@ -42,11 +43,6 @@ namespace {
 constexpr size_t kMaxFramesPerMessage = 16;
 // Upper bound of messages taken from one socket per poll round, so one busy peer cannot starve the rest.
 constexpr int kRecvBatch = 64;
-// Incoming peers remembered at once (a routing id and a name, about 100 bytes each); messages from new
-// connections past it are dropped until refused peers are forgotten.
-constexpr size_t kMaxIncomingPeers = 65536;
-// Forgotten peers that can still be sent to (see doForget).
-constexpr size_t kRecentlyForgotten = 1024;
 
 std::string zmqError() { return zmq_strerror(zmq_errno()); }
 
@@ -359,8 +355,8 @@ class ZmqTransport final : public Transport {
     if (auto it = dealers_.find(cmd.peer); it != dealers_.end()) {
       std::lock_guard<std::mutex> lock(it->second->mu);
       ok = sendOnDealer(*it->second, cmd.frames);
-    } else if (auto in = incoming_ids_.find(cmd.peer); in != incoming_ids_.end() && router_ != nullptr) {
-      ok = sendFrames(router_, &in->second, cmd.frames);
+    } else if (const std::string* routing_id = incoming_.routingIdOf(cmd.peer); routing_id && router_) {
+      ok = sendFrames(router_, routing_id, cmd.frames);
     } else {
       LOG_EVERY_N(WARNING, 100) << options_.name << ": dropping a message to unknown peer #" << cmd.peer;
       return;
@@ -372,21 +368,11 @@ class ZmqTransport final : public Transport {
     }
   }
 
-  // The connection's next message makes a new peer at once; the old id stays sendable (for replies to
-  // messages the role has not handled yet) until kRecentlyForgotten later forgets push it out.
   void doForget(PeerId peer) {
-    auto it = incoming_ids_.find(peer);
-    if (it == incoming_ids_.end()) return;
-    if (auto current = peer_of_routing_id_.find(it->second);
-        current != peer_of_routing_id_.end() && current->second == peer)
-      peer_of_routing_id_.erase(current);
-    forgotten_.push_back(peer);
-    if (forgotten_.size() <= kRecentlyForgotten) return;
-    PeerId oldest = forgotten_.front();
-    forgotten_.pop_front();
-    incoming_ids_.erase(oldest);
+    std::optional<PeerId> gone = incoming_.forget(peer);
+    if (!gone) return;
     std::lock_guard<std::mutex> lock(names_mu_);
-    names_.erase(oldest);
+    names_.erase(*gone);
   }
 
   void doDisconnect(PeerId peer) {
@@ -430,20 +416,19 @@ class ZmqTransport final : public Transport {
     if (lock.owns_lock()) lock.unlock();
     PeerId peer = dealer_peer;
     if (is_router) {
-      auto it = peer_of_routing_id_.find(routing_id);
-      if (it == peer_of_routing_id_.end() && peer_of_routing_id_.size() >= kMaxIncomingPeers) {
-        LOG_EVERY_N(WARNING, 1000) << options_.name << ": " << kMaxIncomingPeers
+      std::optional<PeerId> known = incoming_.find(routing_id);
+      if (!known && incoming_.full()) {
+        LOG_EVERY_N(WARNING, 1000) << options_.name << ": " << IncomingPeers::kMaxIncomingPeers
                                    << " incoming peers already known; dropped a message from a new one";
         return true;
       }
-      if (it == peer_of_routing_id_.end()) {
+      if (known) {
+        peer = *known;
+      } else {
         std::lock_guard<std::mutex> lock(names_mu_);
         peer = next_peer_++;
         names_[peer] = "incoming connection #" + std::to_string(peer);
-        peer_of_routing_id_[routing_id] = peer;
-        incoming_ids_[peer] = routing_id;
-      } else {
-        peer = it->second;
+        incoming_.add(routing_id, peer);
       }
     }
     if (dropped || frames.empty()) {
@@ -578,9 +563,7 @@ class ZmqTransport final : public Transport {
   std::mutex dealers_mu_;
   std::map<PeerId, std::shared_ptr<Dealer>> dealers_;
   std::atomic<int64_t> queued_sends_{0};  // SendCmds queued and not yet sent: no send may overtake them
-  std::unordered_map<std::string, PeerId> peer_of_routing_id_;
-  std::unordered_map<PeerId, std::string> incoming_ids_;
-  std::deque<PeerId> forgotten_;  // oldest first
+  IncomingPeers incoming_;
   std::mt19937_64 fault_rng_;
   std::random_device routing_id_rng_;
   std::atomic<uint64_t> reconnects_{0};
