@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "ps/wire/codec.h"
 
 namespace zps {
@@ -35,10 +37,11 @@ std::string JobEnd::waitingFor(const Membership& membership) const {
   return names;
 }
 
-void JobEnd::linger(Transport* transport, const Membership& membership, std::chrono::milliseconds linger) {
+void JobEnd::linger(Transport* transport, const Membership& membership, const wire::Limits& limits,
+                    std::chrono::milliseconds heartbeat_interval) {
+  constexpr std::chrono::milliseconds kMinLinger{5000};
   const auto start = Clock::now();
-  const auto deadline = start + linger;
-  const wire::Limits limits;
+  const auto deadline = start + std::max(2 * heartbeat_interval, kMinLinger);
   size_t answered = 0;
   while (!awaiting_.empty() && Clock::now() < deadline) {
     auto msg = transport->recv(std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));

@@ -15,6 +15,7 @@
 
 #include "proto/zps.pb.h"
 #include "ps/transport/transport.h"
+#include "ps/wire/codec.h"
 #include "scheduler/membership.h"
 
 namespace zps {
@@ -37,8 +38,11 @@ class JobEnd {
   // "server 1 (host:port, pid 42)": the members that have not acknowledged yet.
   std::string waitingFor(const Membership& membership) const;
 
-  // Receives and answers until every awaited node acknowledged or `linger` passed; logs which.
-  void linger(Transport* transport, const Membership& membership, std::chrono::milliseconds linger);
+  // Receives and answers until every awaited node acknowledged or the linger passed (two heartbeat
+  // intervals, at least 5 s); logs which. `limits` bound what late messages may hold, as for every
+  // message the scheduler reads.
+  void linger(Transport* transport, const Membership& membership, const wire::Limits& limits,
+              std::chrono::milliseconds heartbeat_interval);
 
  private:
   pb::Control shutdown_;

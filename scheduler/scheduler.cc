@@ -79,15 +79,12 @@ class Scheduler {
               << config_.num_servers << " servers and " << config_.num_workers << " workers (rendezvous timeout "
               << config_.rendezvous_timeout.count() / 1000.0 << " s)";
     const int code = loop();
-    // Until every node acknowledged its Shutdown, at most two heartbeat intervals (JobEnd).
-    if (end_) end_->linger(transport_.get(), membership_, std::max(2 * config_.heartbeat_interval, kMinLinger));
+    if (end_) end_->linger(transport_.get(), membership_, limits_, config_.heartbeat_interval);
     transport_->close();  // flushes the last shutdowns (ZPS_SHUTDOWN_LINGER)
     return code;
   }
 
  private:
-  static constexpr std::chrono::milliseconds kMinLinger{5000};
-
   // Rendezvous, the running job and its end; returns the scheduler's exit code.
   int loop() {
     auto next_report = start_ + config_.rendezvous_log_interval;

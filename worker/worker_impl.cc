@@ -163,13 +163,18 @@ void Worker::Impl::handleReply(const TransportMessage& msg) {
   if (data == nullptr) return;
   const pb::DataHeader& h = data->header;
   const std::string from = links->describe(*server);
-  if (requests->deliver(*server, h, data->dtype, data->payload, from) != Delivery::kDelivered) return;
   if (h.command() == pb::CMD_ERROR && h.recovering()) {
     // A server ahead of us has heard of a lost node: so will we, from the scheduler (local rank 0)
-    // or from this announcement (the node's other local ranks).
+    // or from this announcement (the node's other local ranks). Noticed before the request fails, so
+    // a caller that sees kUnavailable finds recovering() already true; the notice fails every pending
+    // request, this one included, with the same message its reply carries.
     const Status why = Unavailable(from + " is " + h.error());
-    if (recovery->notice(h.generation(), why) && local) local->announceRecovery(h.generation(), why.message());
+    if (recovery->notice(h.generation(), why)) {
+      if (local) local->announceRecovery(h.generation(), why.message());
+      return;
+    }
   }
+  (void)requests->deliver(*server, h, data->dtype, data->payload, from);
 }
 
 void Worker::Impl::moveToIpc() {

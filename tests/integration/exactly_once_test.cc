@@ -101,9 +101,7 @@ int asyncCounterWorker() {
   for (int attempt = 1;; ++attempt) {
     result = countTo(w, pause_ms);
     // ZPS_RECOVERY: a lost worker makes the servers drop the counters, so everyone counts again. A
-    // server's "recovering" answer may fail a push a moment before the worker has taken note of it.
-    for (int i = 0; i < 100 && result.code() == zps::StatusCode::kUnavailable && !w.recovering(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // push failed by a server's "recovering" answer finds recovering() already true.
     if (result.ok() || !w.recovering() || attempt == 3) break;
     std::cerr << "async-counter-worker " << w.rank() << ": " << result.message() << "; counting again from 0"
               << std::endl;
