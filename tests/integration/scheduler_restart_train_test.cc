@@ -30,25 +30,12 @@ using Clock = std::chrono::steady_clock;
 
 // A CTR model (dense weights on the workers, an adam embedding table on the servers): 2 x 2
 // processes, 250 steps per epoch of 2 x 64 rows, a checkpoint at the end of each epoch.
-const std::vector<std::string> kTraining = {"train",
-                                            "--model",
-                                            "ctr",
-                                            "--data",
-                                            "synthetic-ctr",
-                                            "--synthetic_rows",
-                                            "40000",
-                                            "--epochs",
-                                            "4",
-                                            "--batch_size",
-                                            "64",
-                                            "--optimizer",
-                                            "adam",
-                                            "--lr",
-                                            "0.001",
-                                            "--hidden",
-                                            "32",
-                                            "--seed",
-                                            "7"};
+std::vector<std::string> seededTraining() {
+  std::vector<std::string> args = zps::testing::ctrAdamTraining(64);
+  args.insert(args.end(), {"--seed", "7"});
+  return args;
+}
+const std::vector<std::string> kTraining = seededTraining();
 constexpr int kEpochs = 4;
 
 struct TrainRun {

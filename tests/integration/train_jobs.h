@@ -51,6 +51,28 @@ inline std::string trainJob(Cluster& c, int servers, int workers, const std::vec
   return c.log(first);
 }
 
+// `zps train` of the CTR model (dense weights on the workers, an adam embedding table on the
+// servers) on 40000 synthetic rows for 4 epochs: the job the checkpoint and restart tests disturb.
+inline std::vector<std::string> ctrAdamTraining(int batch_size) {
+  return {"train",
+          "--model",
+          "ctr",
+          "--data",
+          "synthetic-ctr",
+          "--synthetic_rows",
+          "40000",
+          "--epochs",
+          "4",
+          "--batch_size",
+          std::to_string(batch_size),
+          "--optimizer",
+          "adam",
+          "--lr",
+          "0.001",
+          "--hidden",
+          "32"};
+}
+
 // The number after "Final test <metric> " in a log.
 inline double finalMetric(const std::string& log, const std::string& metric) {
   std::smatch m;

@@ -25,23 +25,7 @@ using zps::testing::readWeights;
 using namespace std::chrono_literals;
 
 TEST_CASE("train: a cluster killed after epoch 2 resumes from its checkpoint and ends like an uninterrupted run") {
-  std::vector<std::string> args = {"train",
-                                   "--model",
-                                   "ctr",
-                                   "--data",
-                                   "synthetic-ctr",
-                                   "--synthetic_rows",
-                                   "40000",
-                                   "--epochs",
-                                   "4",
-                                   "--batch_size",
-                                   "128",
-                                   "--optimizer",
-                                   "adam",
-                                   "--lr",
-                                   "0.001",
-                                   "--hidden",
-                                   "32"};
+  const std::vector<std::string> args = zps::testing::ctrAdamTraining(128);
   double uninterrupted = 0;
   {
     Cluster c(2, 2);
