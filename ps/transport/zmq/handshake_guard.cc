@@ -84,6 +84,24 @@ void HandshakeGuard::closeSockets() {
   for (auto& [peer, monitor] : client_monitors_) zmq_close(monitor);
   zap_ = listener_monitor_ = nullptr;
   client_monitors_.clear();
+  descriptors_.clear();
+}
+
+// A socket's pipe tells the socket's ZMQ_FD of a new message only once the socket found that pipe
+// empty: a monitor's pipe is attached when it connects, without a command that wakes anyone, so a
+// new socket is read at once, or its events would wait unseen.
+void HandshakeGuard::readNewSockets() { handleReady(); }
+
+void HandshakeGuard::refreshDescriptors() {
+  descriptors_.clear();
+  auto add = [this](void* socket) {
+    int fd = -1;
+    size_t len = sizeof(fd);
+    if (socket != nullptr && zmq_getsockopt(socket, ZMQ_FD, &fd, &len) == 0) descriptors_.push_back(fd);
+  };
+  add(zap_);
+  add(listener_monitor_);
+  for (const auto& [peer, monitor] : client_monitors_) add(monitor);
 }
 
 Status HandshakeGuard::prepareListener(void* router) {
@@ -108,6 +126,8 @@ Status HandshakeGuard::prepareListener(void* router) {
   }
   listener_monitor_ = monitorPair(ctx_, router, "inproc://zps-guard-listener", kHandshakeEvents);
   if (listener_monitor_ == nullptr) LOG(WARNING) << name_ << ": cannot watch handshakes: " << zmq_strerror(zmq_errno());
+  refreshDescriptors();
+  readNewSockets();
   return Status::OK();
 }
 
@@ -126,6 +146,8 @@ void HandshakeGuard::prepareClient(void* dealer, uint64_t peer, const std::strin
   }
   void* monitor = monitorPair(ctx_, dealer, "inproc://zps-guard-client-" + std::to_string(peer), kClientEvents);
   if (monitor != nullptr) client_monitors_[peer] = monitor;
+  refreshDescriptors();
+  readNewSockets();
 }
 
 void HandshakeGuard::forgetClient(uint64_t peer) {
@@ -136,12 +158,7 @@ void HandshakeGuard::forgetClient(uint64_t peer) {
   handshakes_.erase(peer);
   unexplained_closes_.erase(peer);
   endpoints_.erase(peer);
-}
-
-void HandshakeGuard::appendPollItems(std::vector<zmq_pollitem_t>* items) const {
-  if (zap_ != nullptr) items->push_back({zap_, 0, ZMQ_POLLIN, 0});
-  if (listener_monitor_ != nullptr) items->push_back({listener_monitor_, 0, ZMQ_POLLIN, 0});
-  for (const auto& [peer, monitor] : client_monitors_) items->push_back({monitor, 0, ZMQ_POLLIN, 0});
+  refreshDescriptors();
 }
 
 void HandshakeGuard::handleReady() {

@@ -60,8 +60,10 @@ class HandshakeGuard {
   // Called on the I/O thread when client `peer` finished a handshake again after losing its connection.
   void onClientReconnect(std::function<void(uint64_t)> handler) { on_reconnect_ = std::move(handler); }
 
-  // The guard's sockets, for the I/O thread's zmq_poll; call handleReady() when any is readable.
-  void appendPollItems(std::vector<zmq_pollitem_t>* items) const;
+  // The ZMQ_FD of each of the guard's sockets, for the I/O thread's wait (io_wait.h); call
+  // handleReady() when any is readable. It reads every socket until none has a message left, which
+  // takes in all their news, so the descriptors signal the next.
+  const std::vector<int>& descriptors() const { return descriptors_; }
   void handleReady();
 
   // Closes the guard's sockets (before the transport's context ends); the getters still answer.
@@ -76,6 +78,9 @@ class HandshakeGuard {
   void readListenerEvents();
   void readClientEvents(uint64_t peer, void* monitor);
   void refuse(const std::string& who, const std::string& why);
+  // After the guard's sockets changed.
+  void refreshDescriptors();
+  void readNewSockets();
 
   void* ctx_;
   const std::string name_;
@@ -83,6 +88,7 @@ class HandshakeGuard {
   void* zap_ = nullptr;               // REP socket answering libzmq's ZAP requests
   void* listener_monitor_ = nullptr;  // PAIR receiving the listener's handshake events
   std::map<uint64_t, void*> client_monitors_;
+  std::vector<int> descriptors_;
   std::map<uint64_t, int> unexplained_closes_;  // per client peer
   std::map<uint64_t, int> handshakes_;          // per client peer: successful handshakes so far
   std::map<uint64_t, std::string> endpoints_;   // per client peer

@@ -1,7 +1,7 @@
 // ZeroMQ transport: one ROUTER socket for incoming connections (when listen() was called) and one DEALER
 // socket per outgoing connection, all owned by a single I/O thread. Other threads hand it work through a
-// command queue and an eventfd that zmq_poll watches, because ZeroMQ sockets must not be used from two
-// threads at once. The exceptions are outgoing connections (see dealer.h): a caller's thread sends there
+// command queue and a wake-up that its wait watches (io_wait.h), because ZeroMQ sockets must not be
+// used from two threads at once. The exceptions are outgoing connections (see dealer.h): a caller's thread sends there
 // itself, under the connection's lock, which saves waking the I/O thread per request, and a caller
 // waiting for its reply may receive there itself (receiveOn), which saves a wake-up per reply.
 //
@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <glog/logging.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -34,6 +33,7 @@
 #include "ps/transport/zmq/dealer.h"
 #include "ps/transport/zmq/handshake_guard.h"
 #include "ps/transport/zmq/incoming_peers.h"
+#include "ps/transport/zmq/io_wait.h"
 #include "ps/transport/zmq/zmq_frames.h"
 
 namespace zps {
@@ -59,8 +59,6 @@ class ZmqTransport final : public Transport {
       ++reconnects_;
       if (reconnect_handler_) reconnect_handler_(peer);
     });
-    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    CHECK(wake_fd_ >= 0) << "eventfd failed";
     dealer_fds_ = epoll_create1(EPOLL_CLOEXEC);
     CHECK(dealer_fds_ >= 0) << "epoll_create1 failed";
     io_thread_ = std::thread([this] { ioLoop(); });
@@ -132,7 +130,6 @@ class ZmqTransport final : public Transport {
     enqueue(StopCmd{});
     if (io_thread_.joinable()) io_thread_.join();
     recv_queue_.close();
-    ::close(wake_fd_);
     ::close(dealer_fds_);
     zmq_ctx_term(ctx_);
   }
@@ -228,11 +225,7 @@ class ZmqTransport final : public Transport {
     wake();
   }
 
-  void wake() {
-    uint64_t one = 1;
-    ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
-    (void)ignored;
-  }
+  void wake() { io_wait_.wake(); }
 
   // Sends at once, on this thread, when that overtakes no queued send and no fault is to be injected:
   // on the I/O thread itself (a server's reply from its handler), or to an outgoing connection (a
@@ -309,6 +302,8 @@ class ZmqTransport final : public Transport {
       LOG(WARNING) << options_.name << ": cannot listen on ipc://@" << options_.ipc_name << " (" << zmqError()
                    << "); same-host peers use TCP";
     router_ = s;
+    size_t fd_len = sizeof(router_fd_);
+    CHECK(zmq_getsockopt(s, ZMQ_FD, &router_fd_, &fd_len) == 0) << "ZMQ_FD: " << zmqError();
     VLOG(1) << options_.name << ": listening on " << bound;
     cmd.done->set_value(port);
   }
@@ -357,6 +352,7 @@ class ZmqTransport final : public Transport {
       ok = sendOnDealer(*it->second, cmd.frames);
     } else if (const std::string* routing_id = incoming_.routingIdOf(cmd.peer); routing_id && router_) {
       ok = sendFrames(router_, routing_id, cmd.frames);
+      listener_look_ = true;  // the send may have taken in the listener's news
     } else {
       LOG_EVERY_N(WARNING, 100) << options_.name << ": dropping a message to unknown peer #" << cmd.peer;
       return;
@@ -443,41 +439,32 @@ class ZmqTransport final : public Transport {
     return true;
   }
 
-  // Dealers are watched through ZMQ_FD (in the epoll set dealer_fds_, except while a caller receives
-  // there), which only says "look at the socket": once looked at (by a receive here, or a send on
-  // another thread, which then sets `look`), it stays quiet until the next news, so each dealer is
-  // read until it has no message left or `look` is set again.
+  // The I/O thread waits on plain descriptors only (io_wait.h). Dealers are watched through their
+  // ZMQ_FD (in the epoll set dealer_fds_, except while a caller receives there), the listener and the
+  // handshake guard's sockets through theirs. A ZMQ_FD only says "look at the socket": once the socket
+  // took its news in (by a receive here, or a send, which then sets `look` or listener_look_), it stays
+  // quiet until the next news, so each socket is read until it has no message left or is looked at
+  // again without waiting.
   void ioLoop() {
     bool stopping = false;
-    std::vector<zmq_pollitem_t> items;
     std::vector<epoll_event> ready_events;
     std::unordered_set<PeerId> ready;
     while (!stopping) {
-      items.clear();
-      items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
       bool room = !recv_queue_.full();
-      bool look_now = false;
-      if (room) {
-        items.push_back({nullptr, dealer_fds_, ZMQ_POLLIN, 0});
-        if (router_ != nullptr) items.push_back({router_, 0, ZMQ_POLLIN, 0});
-        for (auto& [id, d] : dealers_) look_now = look_now || (d->look.load() && !d->hosted());
-      }
-      size_t socket_items = items.size();
-      guard_->appendPollItems(&items);
-      // When the receive queue is full we only watch for commands, and look again soon.
-      zmq_poll(items.data(), static_cast<int>(items.size()), look_now ? 0 : room && delayed_.empty() ? 100 : 2);
-      // Only when one of its sockets has a message: each look costs system calls, on every round trip.
-      if (std::any_of(items.begin() + socket_items, items.end(), [](auto& i) { return i.revents != 0; }))
-        guard_->handleReady();
+      bool look_now = listener_look_;
+      for (auto& [id, d] : dealers_) look_now = look_now || (d->look.load() && !d->hosted());
+      // When the receive queue is full we only watch for commands and the guard, and look again soon.
+      const IoWait::Ready got = io_wait_.wait(room ? dealer_fds_ : -1, room ? router_fd_ : -1, guard_->descriptors(),
+                                              room && look_now           ? 0
+                                              : room && delayed_.empty() ? 100
+                                                                         : 2);
+      if (got.guard) guard_->handleReady();
       auto now = std::chrono::steady_clock::now();
       while (!delayed_.empty() && delayed_.front().first <= now) {
         sendNow(delayed_.front().second);
         delayed_.pop_front();
       }
 
-      uint64_t counter;
-      while (::read(wake_fd_, &counter, sizeof(counter)) > 0) {
-      }
       std::deque<Command> batch;
       {
         std::lock_guard<std::mutex> lock(cmd_mu_);
@@ -502,19 +489,16 @@ class ZmqTransport final : public Transport {
         else
           stopping = true;
       }
+      room = !recv_queue_.full();
       if (stopping || !room) continue;
       ready.clear();
-      if ((items[1].revents & ZMQ_POLLIN) != 0) {
+      if (got.dealers) {
         ready_events.resize(dealers_.size() + 1);
         int n = epoll_wait(dealer_fds_, ready_events.data(), static_cast<int>(ready_events.size()), 0);
         for (int i = 0; i < n; ++i) ready.insert(ready_events[i].data.u64);
       }
       for (auto& [id, dealer] : dealers_) receiveFromDealer(id, *dealer, ready.count(id) > 0);
-      if (socket_items > 2 && (items[2].revents & ZMQ_POLLIN) != 0) {
-        for (int n = 0; n < kRecvBatch && !recv_queue_.full(); ++n) {
-          if (!receiveOne(router_, true, 0)) break;
-        }
-      }
+      if (router_ != nullptr && (got.listener || listener_look_)) receiveFromListener();
     }
     for (auto& d : delayed_) sendNow(d.second);
     if (faults_injected_ > 0) LOG(INFO) << options_.name << ": injected " << faults_injected_ << " test faults";
@@ -540,9 +524,18 @@ class ZmqTransport final : public Transport {
     if (n == kRecvBatch || recv_queue_.full()) dealer.look = true;  // messages may be left
   }
 
+  // On the I/O thread: a batch of the listener's messages. Replies that the handler sends meanwhile
+  // may take in the socket's news; the receive that finds no message left takes in the rest, after
+  // which router_fd_ signals the next.
+  void receiveFromListener() {
+    bool drained = false;
+    for (int n = 0; n < kRecvBatch && !recv_queue_.full() && !drained; ++n) drained = !receiveOne(router_, true, 0);
+    listener_look_ = !drained;
+  }
+
   const TransportOptions options_;
   void* ctx_ = nullptr;
-  int wake_fd_ = -1;
+  IoWait io_wait_;
   int dealer_fds_ = -1;  // epoll: the ZMQ_FD of each dealer that no caller receives on
   std::thread io_thread_;
   std::atomic<bool> closed_{false};
@@ -559,6 +552,8 @@ class ZmqTransport final : public Transport {
   std::unique_ptr<HandshakeGuard> guard_;
   LogLimiter send_failure_log_;
   void* router_ = nullptr;
+  int router_fd_ = -1;          // its ZMQ_FD
+  bool listener_look_ = false;  // look at router_ without waiting for router_fd_
   // Written by the I/O thread under dealers_mu_; read by it freely and by sending threads under the lock.
   std::mutex dealers_mu_;
   std::map<PeerId, std::shared_ptr<Dealer>> dealers_;

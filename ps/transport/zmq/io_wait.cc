@@ -1,0 +1,42 @@
+#include "ps/transport/zmq/io_wait.h"
+
+#include <glog/logging.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace zps {
+
+IoWait::IoWait() {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  CHECK(wake_fd_ >= 0) << "eventfd failed";
+}
+
+IoWait::~IoWait() { ::close(wake_fd_); }
+
+void IoWait::wake() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+IoWait::Ready IoWait::wait(int dealers_fd, int listener_fd, const std::vector<int>& guard_fds, int timeout_ms) {
+  fds_.clear();
+  fds_.push_back({wake_fd_, POLLIN, 0});
+  fds_.push_back({dealers_fd, POLLIN, 0});  // poll() skips negative descriptors
+  fds_.push_back({listener_fd, POLLIN, 0});
+  for (int fd : guard_fds) fds_.push_back({fd, POLLIN, 0});
+  Ready ready;
+  if (::poll(fds_.data(), fds_.size(), timeout_ms) <= 0) return ready;  // EINTR: the caller loops
+  ready.woken = fds_[0].revents != 0;
+  ready.dealers = fds_[1].revents != 0;
+  ready.listener = fds_[2].revents != 0;
+  for (size_t i = 3; i < fds_.size(); ++i) ready.guard = ready.guard || fds_[i].revents != 0;
+  if (ready.woken) {
+    uint64_t counter;  // an eventfd's read takes all wake-ups at once
+    ssize_t ignored = ::read(wake_fd_, &counter, sizeof(counter));
+    (void)ignored;
+  }
+  return ready;
+}
+
+}  // namespace zps

@@ -1,0 +1,47 @@
+// IoWait: how the ZeroMQ transport's I/O thread sleeps, and how other threads wake it. It waits with
+// one poll() on plain descriptors: its own wake-up (an eventfd), the dealers' epoll set, and the
+// ZMQ_FD of the listener and of the handshake guard's sockets. zmq_poll on the sockets themselves
+// would ask each for ZMQ_EVENTS before and after the wait (a poll and a getpid each), which on
+// loopback was a good part of a small message's round trip.
+//
+// A ZMQ_FD only says "look at the socket": it becomes readable when the socket has news, and stays
+// quiet once the socket has taken that news in, whichever call did (a receive, a send, ZMQ_EVENTS).
+// So whoever uses such a socket reads it until no message is left (the receive that finds none takes
+// in all news), and looks again without waiting after sending on it.
+//
+// Owned by the ZmqTransport; wake() is called from any thread, wait() from the I/O thread only.
+#pragma once
+
+#include <poll.h>
+
+#include <vector>
+
+namespace zps {
+
+class IoWait {
+ public:
+  IoWait();
+  ~IoWait();
+  IoWait(const IoWait&) = delete;
+  IoWait& operator=(const IoWait&) = delete;
+
+  // Any thread: the next (or current) wait() returns at once.
+  void wake();
+
+  // Which descriptors were readable (wake-ups are consumed).
+  struct Ready {
+    bool woken = false;
+    bool dealers = false;
+    bool listener = false;
+    bool guard = false;  // any of guard_fds
+  };
+  // Waits until a descriptor is readable, wake() or timeout_ms (0: only looks). A descriptor of -1 is
+  // not watched.
+  Ready wait(int dealers_fd, int listener_fd, const std::vector<int>& guard_fds, int timeout_ms);
+
+ private:
+  int wake_fd_ = -1;  // eventfd
+  std::vector<pollfd> fds_;
+};
+
+}  // namespace zps
