@@ -26,7 +26,9 @@ IoWait::Ready IoWait::wait(int dealers_fd, int listener_fd, const std::vector<in
   fds_.push_back({listener_fd, POLLIN, 0});
   for (int fd : guard_fds) fds_.push_back({fd, POLLIN, 0});
   Ready ready;
-  if (::poll(fds_.data(), fds_.size(), timeout_ms) <= 0) return ready;  // EINTR: the caller loops
+  const int n = ::poll(fds_.data(), fds_.size(), timeout_ms);
+  ready.timed_out = n == 0 && timeout_ms > 0;
+  if (n <= 0) return ready;  // EINTR: the caller loops
   ready.woken = fds_[0].revents != 0;
   ready.dealers = fds_[1].revents != 0;
   ready.listener = fds_[2].revents != 0;

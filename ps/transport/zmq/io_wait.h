@@ -33,7 +33,8 @@ class IoWait {
     bool woken = false;
     bool dealers = false;
     bool listener = false;
-    bool guard = false;  // any of guard_fds
+    bool guard = false;      // any of guard_fds
+    bool timed_out = false;  // none was, within a timeout_ms above 0
   };
   // Waits until a descriptor is readable, wake() or timeout_ms (0: only looks). A descriptor of -1 is
   // not watched.

@@ -444,7 +444,8 @@ class ZmqTransport final : public Transport {
   // handshake guard's sockets through theirs. A ZMQ_FD only says "look at the socket": once the socket
   // took its news in (by a receive here, or a send, which then sets `look` or listener_look_), it stays
   // quiet until the next news, so each socket is read until it has no message left or is looked at
-  // again without waiting.
+  // again without waiting. A wait that times out looks at every socket, so that a lost signal costs
+  // a delay (at most 100 ms while idle), never a hang.
   void ioLoop() {
     bool stopping = false;
     std::vector<epoll_event> ready_events;
@@ -458,7 +459,7 @@ class ZmqTransport final : public Transport {
                                               room && look_now           ? 0
                                               : room && delayed_.empty() ? 100
                                                                          : 2);
-      if (got.guard) guard_->handleReady();
+      if (got.guard || got.timed_out) guard_->handleReady();
       auto now = std::chrono::steady_clock::now();
       while (!delayed_.empty() && delayed_.front().first <= now) {
         sendNow(delayed_.front().second);
@@ -497,8 +498,8 @@ class ZmqTransport final : public Transport {
         int n = epoll_wait(dealer_fds_, ready_events.data(), static_cast<int>(ready_events.size()), 0);
         for (int i = 0; i < n; ++i) ready.insert(ready_events[i].data.u64);
       }
-      for (auto& [id, dealer] : dealers_) receiveFromDealer(id, *dealer, ready.count(id) > 0);
-      if (router_ != nullptr && (got.listener || listener_look_)) receiveFromListener();
+      for (auto& [id, dealer] : dealers_) receiveFromDealer(id, *dealer, got.timed_out || ready.count(id) > 0);
+      if (router_ != nullptr && (got.listener || listener_look_ || got.timed_out)) receiveFromListener();
     }
     for (auto& d : delayed_) sendNow(d.second);
     if (faults_injected_ > 0) LOG(INFO) << options_.name << ": injected " << faults_injected_ << " test faults";
