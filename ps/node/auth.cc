@@ -151,6 +151,8 @@ std::string helloMacInput(const pb::DataHeader& h) {
   w.put(static_cast<uint32_t>(h.auth_nonce().size()));
   w.putBytes(h.auth_nonce().data(), h.auth_nonce().size());
   w.put(h.auth_time_ms());
+  // A lane HELLO's token is signed too, so a captured token cannot be put in another HELLO.
+  if (h.lane_token() != 0) w.put(h.lane_token());
   return w.take();
 }
 

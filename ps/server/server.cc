@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kernels/reducer.h"
 #include "kernels/reducer_factory.h"
@@ -373,6 +374,8 @@ class Server {
     worker_of_peer_.clear();
     local_rank_of_peer_.clear();
     upgrade_token_of_peer_.clear();
+    lane_token_of_peer_.clear();
+    has_lane_.clear();
     for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
     inline_engine_->process(EngineTask{0, -1, {}, true});
   }
@@ -448,10 +451,12 @@ class Server {
         return;
       }
     }
+    const bool lane = h.lane_token() != 0;
+    if (lane && !acceptLane(peer, h, rank, moving)) return;
     // The local ranks of one worker node share its rank (each pushes its own keys); a repeat of
     // both is a misconfigured or hostile peer.
     for (auto& [p, r] : worker_of_peer_) {
-      if (!moving && r == rank && p != peer && local_rank_of_peer_[p] == h.local_rank()) {
+      if (!moving && !lane && r == rank && p != peer && local_rank_of_peer_[p] == h.local_rank()) {
         refuseHello(peer, h,
                     "worker rank " + std::to_string(rank) + " local rank " + std::to_string(h.local_rank()) +
                         " is already connected");
@@ -465,14 +470,50 @@ class Server {
     o.header.set_command(pb::CMD_REPLY);
     o.header.set_request_id(h.request_id());
     if (auth_.enabled()) o.header.set_auth_mac(auth_.mac(kHelloReplyContext, h.auth_nonce()));
-    if (!moving && !ipc_name_.empty()) {
-      uint64_t token = 0;
-      while (token == 0) std::memcpy(&token, Authenticator::newNonce().data(), sizeof(token));
+    if (!moving && !lane && !ipc_name_.empty()) {
+      const uint64_t token = newToken();
       upgrade_token_of_peer_[peer] = token;
       o.header.set_ipc_name(ipc_name_);
       o.header.set_upgrade_token(token);
     }
+    // Every worker connection may open one push lane; a lane opens none.
+    if (!lane && has_lane_.count(peer) == 0) {
+      const uint64_t token = newToken();
+      lane_token_of_peer_[peer] = token;
+      o.header.set_lane_token(token);
+    }
     reply(peer, std::move(o));
+  }
+
+  // A HELLO that presents a lane token: the second connection of the worker connection given that
+  // token (same worker rank and local rank), once per connection. Refuses it otherwise and returns false.
+  bool acceptLane(PeerId peer, const pb::DataHeader& h, int rank, bool moving) {
+    std::string why;
+    if (moving) {
+      why = "a HELLO may move a connection to ipc or open a lane, not both";
+    } else {
+      for (auto it = lane_token_of_peer_.begin(); it != lane_token_of_peer_.end(); ++it) {
+        if (it->second != h.lane_token() || it->first == peer || worker_of_peer_[it->first] != rank ||
+            local_rank_of_peer_[it->first] != h.local_rank())
+          continue;
+        has_lane_.insert(it->first);
+        lane_token_of_peer_.erase(it);
+        return true;
+      }
+      why = "unknown lane token: no connection of worker " + std::to_string(rank) + " local rank " +
+            std::to_string(h.local_rank()) + " was given it, or it has opened its lane already";
+    }
+    ++malformed_;
+    LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused a lane HELLO from " << transport_->describe(peer)
+                             << ": " << why;
+    refuseHello(peer, h, why);
+    return false;
+  }
+
+  static uint64_t newToken() {
+    uint64_t token = 0;
+    while (token == 0) std::memcpy(&token, Authenticator::newNonce().data(), sizeof(token));
+    return token;
   }
 
   static std::string randomHex(const std::string& bytes) {
@@ -500,6 +541,8 @@ class Server {
   std::unordered_map<PeerId, int> worker_of_peer_;
   std::unordered_map<PeerId, uint32_t> local_rank_of_peer_;
   std::unordered_map<PeerId, uint64_t> upgrade_token_of_peer_;  // for the move to ipc_name_
+  std::unordered_map<PeerId, uint64_t> lane_token_of_peer_;     // for opening a push lane
+  std::unordered_set<PeerId> has_lane_;                         // connections that opened theirs
   std::string ipc_name_;
   wire::Limits limits_;
   std::atomic<bool> stop_{false};

@@ -347,3 +347,61 @@ TEST_CASE("a bad compressed push gets an error reply, counts as malformed, and t
   CHECK(contains(c.log(w1), " 0 wrong"));
   CHECK(counterIn(c.log(server), "server 0") >= 2);
 }
+
+// A push lane (ZPS_PUSH_LANE) is bound to the connection whose HELLO reply carried its token: a forged
+// token, the token under another local rank, a token presented on its own connection and a token used
+// twice are refused with a clear message; the one real lane HELLO is accepted. The job goes on.
+TEST_CASE("a forged lane HELLO is refused, and a lane opens once per connection") {
+  Cluster c(1, 2);
+  int sched = c.startScheduler();
+  c.startServer();
+  c.startWorker(0, {"check", "--rounds", "50", "--sizes", "1,4K"});
+  int server_port = serverPort(c, sched);
+  c.startWorker(1, {"check", "--rounds", "50", "--sizes", "1,4K"});
+
+  void* ctx = zmq_ctx_new();
+  {
+    auto ask = [](RawClient& client, const pb::DataHeader& h) {
+      client.send({envelope(h)});
+      pb::Envelope out;
+      REQUIRE(out.ParseFromString(client.recv(20s)));
+      return out.data();
+    };
+    // Worker 0's rank under a local rank of its own, so the real worker 0 is not disturbed.
+    RawClient first(ctx, server_port);
+    pb::DataHeader r = ask(first, hello(0, 7));
+    REQUIRE(r.command() == pb::CMD_REPLY);
+    const uint64_t token = r.lane_token();
+    REQUIRE(token != 0);
+    auto laneHello = [&](int local_rank, uint64_t lane_token) {
+      pb::DataHeader h = hello(0, local_rank);
+      h.set_lane_token(lane_token);
+      return h;
+    };
+    auto refusedOn = [&](RawClient& client, const pb::DataHeader& h) {
+      pb::DataHeader answer = ask(client, h);
+      CHECK(answer.command() == pb::CMD_ERROR);
+      CHECK(contains(answer.error(), "unknown lane token"));
+      CHECK(contains(answer.error(), "worker 0 local rank " + std::to_string(h.local_rank())));
+    };
+    {
+      RawClient forged(ctx, server_port);
+      refusedOn(forged, laneHello(7, token + 1));
+    }
+    {
+      RawClient other_local_rank(ctx, server_port);
+      refusedOn(other_local_rank, laneHello(6, token));
+    }
+    refusedOn(first, laneHello(7, token));  // a connection cannot be its own lane
+    RawClient lane(ctx, server_port);
+    r = ask(lane, laneHello(7, token));
+    CHECK(r.command() == pb::CMD_REPLY);
+    CHECK(r.lane_token() == 0);  // a lane opens no lane
+    CHECK(r.upgrade_token() == 0);
+    RawClient again(ctx, server_port);
+    refusedOn(again, laneHello(7, token));  // once per connection
+  }
+  zmq_ctx_term(ctx);
+  c.expectAllExitZero(120s);
+  for (int w : {2, 3}) CHECK(contains(c.log(w), " 0 wrong"));
+}
