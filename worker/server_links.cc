@@ -37,9 +37,12 @@ Status ServerLinks::link(const pb::RegisterReply& book) {
     std::lock_guard<std::mutex> lock(mu_);
     // Replies from a lost server's old address are ignored.
     server_of_peer_.erase(links_[rank].peer);
+    server_of_peer_.erase(links_[rank].lane);
     links_[rank] = Link{};
     links_[rank].peer = peer;
     links_[rank].address = address;
+    links_[rank].ip = ip;
+    links_[rank].port = static_cast<int>(n.port());
     server_of_peer_[peer] = rank;
   }
   return Status::OK();
@@ -54,7 +57,8 @@ Status ServerLinks::hello(const std::function<bool()>& stop_retrying) {
   }
 }
 
-OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::optional<PeerId> peer) {
+OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::optional<PeerId> peer,
+                                     uint64_t lane_token) {
   OutgoingRequest o;
   pb::DataHeader h = requests_->header(pb::CMD_HELLO, 0);
   h.set_magic(wire::kMagic);
@@ -62,6 +66,7 @@ OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::op
   h.set_worker_rank(rank_);
   h.set_local_rank(static_cast<uint32_t>(config_.local_rank));
   std::string nonce;
+  if (lane_token != 0) h.set_lane_token(lane_token);  // before the MAC, which covers it
   if (auth_.enabled()) {
     nonce = Authenticator::newNonce();
     h.set_auth_nonce(nonce);
@@ -72,10 +77,20 @@ OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::op
   o.id = h.request_id();
   o.request.server = server;
   o.request.via = peer;
-  o.request.on_reply = [this, server, nonce](const pb::DataHeader& reply) -> Status {
+  o.request.on_reply = [this, server, nonce, peer, lane_token](const pb::DataHeader& reply) -> Status {
     const std::string from = describe(server);
     if (!nonce.empty() && !auth_.verify(kHelloReplyContext, nonce, reply.auth_mac()))
       return FailedPrecondition(from + " could not prove it knows ZPS_AUTH_TOKEN");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (lane_token != 0) {
+        links_[server].lane_open = peer && links_[server].lane == *peer;
+        return Status::OK();
+      }
+      // A (new) HELLO on the first connection: the server binds the lane afresh.
+      links_[server].lane_token = reply.lane_token();
+      links_[server].lane_open = false;
+    }
     if (!reply.ipc_name().empty() && reply.upgrade_token() != 0) {  // connectIpc checks the name
       std::lock_guard<std::mutex> lock(mu_);
       links_[server].ipc_name = reply.ipc_name();
@@ -162,11 +177,73 @@ void ServerLinks::moveToIpcIfAllowed(const std::string& unix_sockets) {
             << " servers are on this host; using their ipc:// sockets";
 }
 
+void ServerLinks::wantLanes() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lanes_wanted_) return;
+    lanes_wanted_ = true;
+  }
+  openLanes();
+}
+
+void ServerLinks::openLanes() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lanes_wanted_ || !config_.push_lane) return;
+  }
+  FanOut fan("opening the push lanes to the servers");
+  for (int s = 0; s < config_.num_servers; ++s) {
+    Link link;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      link = links_[s];
+      links_[s].lane_token = 0;  // one try per HELLO reply: the server accepts a token once
+    }
+    if (link.lane_open || link.lane_token == 0) continue;
+    auto lane = lanePeer(s, link);
+    if (!lane.ok()) {
+      LOG(WARNING) << "worker " << rank_ << ": no push lane to " << describe(s) << " (its scheduled pushes stay on "
+                   << "the first connection): " << lane.status().message();
+      continue;
+    }
+    fan.requests.push_back(helloTo(s, 0, *lane, link.lane_token));
+  }
+  if (fan.requests.empty()) return;
+  Status opened = requests_->run(std::move(fan),
+                                 std::min<std::chrono::milliseconds>(config_.connect_timeout, std::chrono::seconds(5)));
+  if (!opened.ok())
+    LOG(WARNING) << "worker " << rank_
+                 << ": scheduled pushes stay on the first connection where no lane opened: " << opened.message();
+  LOG(INFO) << "worker " << rank_ << ": push lanes open to " << openLaneCount() << " of " << config_.num_servers
+            << " servers";
+}
+
+StatusOr<PeerId> ServerLinks::lanePeer(int server, const Link& link) {
+  if (link.lane != 0) return link.lane;  // bound again after a recovery
+  StatusOr<PeerId> lane = link.on_ipc ? transport_->connectIpc(link.ipc_name) : transport_->connect(link.ip, link.port);
+  if (!lane.ok()) return lane;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (links_[server].peer != link.peer) return Unavailable("the server was replaced meanwhile");
+  links_[server].lane = *lane;
+  server_of_peer_[*lane] = server;
+  return lane;
+}
+
+int ServerLinks::openLaneCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int open = 0;
+  for (const Link& link : links_) open += link.lane_open ? 1 : 0;
+  return open;
+}
+
 Status ServerLinks::send(const RequestSpec& to, std::vector<Blob> frames) {
   PeerId peer;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    peer = to.via ? *to.via : links_[to.server].peer;
+    const Link& link = links_[to.server];
+    // Scheduled pushes (they hold push credit) take the lane, resends included.
+    const bool scheduled_push = to.priority && to.credit > 0;
+    peer = to.via ? *to.via : scheduled_push && link.lane_open ? link.lane : link.peer;
   }
   return transport_->send(peer, std::move(frames));
 }
@@ -175,7 +252,8 @@ bool ServerLinks::receiveFrom(int server, Clock::time_point deadline, const std:
   PeerId peer;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (server < 0 || server >= static_cast<int>(links_.size()) || links_[server].peer == 0) return false;
+    if (server < 0 || server >= static_cast<int>(links_.size()) || links_[server].peer == 0 || links_[server].lane_open)
+      return false;
     peer = links_[server].peer;
   }
   return transport_->receiveOn(peer, deadline, done);

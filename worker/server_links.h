@@ -3,6 +3,14 @@
 // connections to servers on this host to their ipc socket, and reconnects to a replacement server
 // after a recovery. Maps a transport peer back to its server rank for incoming replies.
 //
+// Push lanes (ZPS_PUSH_LANE=1, the default, once the job schedules pushes: ZPS_PRIORITY=1 or a tensor
+// declared with a priority): a second connection to each server, bound to the first with the token of
+// its HELLO reply, carries the scheduled pushes (requests holding push
+// credit, worker/push_scheduler.h); everything else stays on the first. A server answers on the
+// connection a request came in on, so the acknowledgements that return push credit travel alone on
+// the lane's way back instead of behind the sums queued on the first connection's. The lane follows
+// the first connection to the ipc socket; a lane that cannot open leaves its pushes on the first.
+//
 // Owned by the Worker for its whole life; the transport outlives it. Thread-safe: callers' threads
 // link and send, the transport's I/O thread maps peers and records HELLO replies. Its lock is a
 // leaf: it never calls the RequestTable while holding it.
@@ -39,12 +47,23 @@ class ServerLinks {
   // move fails the TCP connection stays. ZPS_IPC=0 keeps every link on TCP. Logs which transport
   // each link uses.
   void moveToIpc(const std::string& unix_sockets);
+  // The job schedules pushes (ZPS_PRIORITY=1 at the start, or the first tensor declared with a
+  // priority): from now on the lanes are wanted, and opened now (after hello() and moveToIpc()).
+  void wantLanes();
+  // With ZPS_PUSH_LANE, once lanes are wanted: opens the push lane of every server whose lane is not
+  // open (again after a recovery: a server that started a new generation forgot the lane, which is
+  // then bound again over the same connection). A lane that fails to open is logged and its
+  // server's pushes stay on the first connection.
+  void openLanes();
+  // How many servers' push lanes are open.
+  int openLaneCount() const;
   // "0 ipc://@zps-1f2e..., 1 tcp://10.0.0.2:9001": each server's link, in rank order.
   std::string transports() const;
 
   Status send(const RequestSpec& to, std::vector<Blob> frames);
   // The calling thread receives on `server`'s link itself until done() or the deadline (see
-  // Transport::receiveOn); false when it could not.
+  // Transport::receiveOn); false when it could not, or when the server's push lane is open (replies
+  // then come on two connections, and one read only by the I/O thread would not wake the caller).
   bool receiveFrom(int server, std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done);
   // Threads inside receiveFrom check their done() again.
   void wakeReceivers() { transport_->wakeReceivers(); }
@@ -61,12 +80,24 @@ class ServerLinks {
     std::string ipc_name;
     uint64_t upgrade_token = 0;
     bool on_ipc = false;  // peer is the ipc connection
+    std::string ip;       // resolved, for the lane's TCP connection
+    int port = 0;
+    // The push lane: the token from the latest HELLO reply on `peer` (0 once used or when none came),
+    // the lane's connection (0 until connected), and whether the server accepted it in the current
+    // generation (scheduled pushes use it only then).
+    uint64_t lane_token = 0;
+    PeerId lane = 0;
+    bool lane_open = false;
   };
 
   void moveToIpcIfAllowed(const std::string& unix_sockets);
   Status helloOnce(std::chrono::steady_clock::time_point deadline);
-  // A HELLO to `server` (via `peer`, or its link's), the reply checked for its MAC and ipc offer.
-  OutgoingRequest helloTo(int server, uint64_t upgrade_token, std::optional<PeerId> peer = std::nullopt);
+  // A HELLO to `server` (via `peer`, or its link's), the reply checked for its MAC and ipc offer;
+  // with `lane_token`, the HELLO that binds the push lane `peer`.
+  OutgoingRequest helloTo(int server, uint64_t upgrade_token, std::optional<PeerId> peer = std::nullopt,
+                          uint64_t lane_token = 0);
+  // The lane's connection to `server`: the one it has, or a new one beside `link`'s.
+  StatusOr<PeerId> lanePeer(int server, const Link& link);
 
   const Config& config_;
   const Authenticator& auth_;
@@ -77,6 +108,7 @@ class ServerLinks {
   mutable std::mutex mu_;
   std::vector<Link> links_;
   std::unordered_map<PeerId, int> server_of_peer_;
+  bool lanes_wanted_ = false;
 };
 
 }  // namespace zps

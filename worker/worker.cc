@@ -38,6 +38,9 @@ StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType 
 }
 
 StatusOr<TensorId> Worker::declare(const std::string& name, size_t bytes, DType dtype, const DeclareOptions& options) {
+  // The first tensor scheduled by its own priority opens the push lanes (ZPS_PRIORITY=1 opened them at
+  // the start); a job without scheduled tensors keeps one connection per server.
+  if (options.priority) impl_->links->wantLanes();
   return impl_->tensors->declare(name, bytes, dtype, false, options);
 }
 

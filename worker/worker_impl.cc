@@ -109,6 +109,7 @@ Status Worker::Impl::start() {
   }
   ZPS_RETURN_IF_ERROR(links->hello([this] { return recovery->recovering(); }));
   moveToIpc();
+  if (config.priority) links->wantLanes();
   LOG(INFO) << "worker " << rank << " connected to " << config.num_servers << " servers";
   return Status::OK();
 }
@@ -214,7 +215,8 @@ Status Worker::Impl::recover() {
     Status hello = links->hello([this] { return recovery->recovering(); });
     if (recovery->recovering() && Clock::now() < deadline) continue;  // another node was lost meanwhile
     ZPS_RETURN_IF_ERROR(hello);
-    moveToIpc();  // a replacement server on this host
+    moveToIpc();         // a replacement server on this host
+    links->openLanes();  // the servers forgot the lanes with the old generation: bound again if wanted
     LOG(INFO) << me() << ": reconnected to " << config.num_servers << " servers in generation " << book.generation();
     return Status::OK();
   }

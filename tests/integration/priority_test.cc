@@ -9,11 +9,15 @@ using zps::testing::contains;
 using namespace std::chrono_literals;
 
 TEST_CASE("priority scheduling: check's exact sums with a credit of one small partition, threads issuing at once") {
-  const char* reply_credit = GENERATE("0", "5000");  // off, and one 4 KiB sum outstanding per server
-  INFO("ZPS_REPLY_CREDIT_BYTES=" << reply_credit);
+  // Reply credit off, and one 4 KiB sum outstanding per server; pushes on their own lane (the
+  // default), and on the one connection.
+  const auto [reply_credit, push_lane] =
+      GENERATE(table<std::string, std::string>({{"0", "1"}, {"5000", "1"}, {"0", "0"}}));
+  INFO("ZPS_REPLY_CREDIT_BYTES=" << reply_credit << " ZPS_PUSH_LANE=" << push_lane);
   Cluster c(2, 3);
   c.setEnv("ZPS_PRIORITY", "1");
   c.setEnv("ZPS_REPLY_CREDIT_BYTES", reply_credit);
+  c.setEnv("ZPS_PUSH_LANE", push_lane);
   c.setEnv("ZPS_CREDIT_BYTES", "5000");     // one 4 KiB partition in flight per server
   c.setEnv("ZPS_PARTITION_BYTES", "4096");  // the 1 MiB tensor is 256 partitions
   c.setEnv("ZPS_REQUEST_TIMEOUT", "60");    // a credit deadlock fails the waits, naming them
@@ -28,6 +32,8 @@ TEST_CASE("priority scheduling: check's exact sums with a credit of one small pa
   for (int i : w) {
     INFO(c.logTail(i));
     CHECK(contains(c.log(i), " 0 wrong"));
+    CHECK(contains(c.log(i), push_lane == "1" ? "push lanes open to 2 of 2 servers" : "connected to 2 servers"));
+    CHECK(contains(c.log(i), "push lanes open") == (push_lane == "1"));
   }
 }
 

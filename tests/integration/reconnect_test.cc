@@ -125,6 +125,40 @@ TEST_CASE("connection resets mid-job: worker-server and node-scheduler connectio
   }
 }
 
+TEST_CASE("connection resets mid-job with priority scheduling: both lanes of each link come back, sums stay exact",
+          "[reconnect]") {
+  enterPrivateNetwork();
+  Cluster c(2, 2);
+  c.setEnv("ZPS_PRIORITY", "1");  // scheduled pushes travel on a second connection (ZPS_PUSH_LANE)
+  c.setEnv("ZPS_PARTITION_BYTES", "65536");
+  c.setEnv("ZPS_CREDIT_BYTES", "65536");
+  c.setEnv("ZPS_IPC", "0");                                       // ss cannot reset ipc sockets
+  c.setEnv("ZPS_AUTH_TOKEN", "reconnect-test-token-0123456789");  // the lanes' HELLOs are signed too
+  c.startScheduler();
+  c.startServer();
+  c.startServer();
+  const auto [w0, w1] = startCheckWorkers(c);
+  for (int i : {w0, w1}) REQUIRE(contains(c.log(i), "push lanes open to 2 of 2 servers"));
+  const std::string sched = std::to_string(c.port());
+  // Every worker-server connection, the lanes and the first connections alike: at first 2 workers x 2
+  // servers x 2 connections (killing one end takes the other out of the established state), then
+  // whatever has come back each time.
+  const std::string data = "not ( sport = :" + sched + " or dport = :" + sched + " )";
+  const int first = resetConnections(data);
+  CHECK(first >= 8);  // 4 without the lanes
+  const int killed = first + resetRepeatedly(data, 4, 200ms);
+  for (int i : {w0, w1}) REQUIRE(c.running(i));
+  c.expectAllExitZero(180s);
+  int reconnects = 0;
+  for (int i : {w0, w1}) {
+    CHECK(contains(c.log(i), " 0 wrong"));
+    reconnects += count(c.log(i), "was reset and is back; resent");
+  }
+  std::cout << "reconnect test with push lanes: " << killed << " worker-server sockets reset; " << reconnects
+            << " reconnections, 0 wrong" << std::endl;
+  CHECK(reconnects > 0);
+}
+
 TEST_CASE("scheduler SIGKILL and restart mid-job with ZPS_RECOVERY: the nodes rebuild the job and sums stay exact",
           "[reconnect]") {
   Cluster c(2, 2);

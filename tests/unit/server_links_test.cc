@@ -70,6 +70,8 @@ class FakeTransport final : public Transport {
   void onReconnect(std::function<void(PeerId)>) override {}
   void disconnect(PeerId) override {}
   uint64_t reconnects() const override { return 0; }
+  // The caller could receive on the connection itself.
+  bool receiveOn(PeerId, std::chrono::steady_clock::time_point, const std::function<bool()>&) override { return true; }
 
  private:
   PeerId next_peer_ = 1;
@@ -331,6 +333,101 @@ TEST_CASE("server links: no move without a listed socket, a connection, or while
     CHECK(o.upgrade_token_seen.empty());
     CHECK(o.l.transport.connects.size() == 2);
   }
+}
+
+// Two servers that give each HELLO on a first connection a lane token (100 + its server rank, plus 10
+// per HELLO after the first) and accept a lane HELLO that presents the latest one.
+struct LaneOffer {
+  Links l{2, "job-token"};
+  std::map<PeerId, uint64_t> lane_hellos;  // lane peer -> the token its HELLO carried
+  std::map<int, uint64_t> issued;          // server -> its latest token
+  bool refuse_lanes = false;
+
+  LaneOffer() {
+    REQUIRE(l.links->link(book({9000, 9001})).ok());
+    l.transport.reply = [this](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+      if (h.command() != pb::CMD_HELLO) return std::nullopt;
+      const int server = *l.links->serverOf(peer);
+      if (h.lane_token() != 0) {
+        lane_hellos[peer] = h.lane_token();
+        CHECK(l.auth.verify(kHelloContext, helloMacInput(h), h.auth_mac()));
+        if (refuse_lanes || h.lane_token() != issued[server]) {
+          pb::DataHeader r;
+          r.set_command(pb::CMD_ERROR);
+          r.set_error("unknown lane token");
+          return r;
+        }
+        return helloReply(l.auth, h);
+      }
+      pb::DataHeader r = helloReply(l.auth, h);
+      issued[server] = issued.count(server) ? issued[server] + 10 : 100 + server;
+      r.set_lane_token(issued[server]);
+      return r;
+    };
+    REQUIRE(l.links->hello([] { return false; }).ok());
+  }
+  // The peer a request goes through: a scheduled push (it holds push credit; which command the frames
+  // carry does not matter) or another request.
+  PeerId peerUsedFor(int server, bool scheduled_push) {
+    RequestSpec to = RequestSpec::to(server);
+    if (scheduled_push) {
+      to.priority = 0;
+      to.credit = 4096;
+    }
+    REQUIRE(l.links->send(to, wire::encodeData(l.table->header(pb::CMD_PULL, 1))).ok());
+    return l.transport.sent.back().peer;
+  }
+};
+
+TEST_CASE("server links: scheduled pushes take the push lane, everything else the first connection", "[server_links]") {
+  LaneOffer o;
+  o.l.links->wantLanes();
+  CHECK(o.l.links->openLaneCount() == 2);
+  REQUIRE(o.lane_hellos.size() == 2);
+  CHECK(o.lane_hellos[3] == 100);  // peers 1 and 2 are the first connections
+  CHECK(o.lane_hellos[4] == 101);
+  CHECK(o.l.transport.connects.back() == "127.0.0.1:9001");
+  CHECK(o.l.links->serverOf(4) == 1);
+  CHECK(o.peerUsedFor(1, true) == 4);
+  CHECK(o.peerUsedFor(1, false) == 2);
+  CHECK(o.peerUsedFor(0, true) == 3);
+  // Replies come on two connections: the caller does not read one of them itself.
+  CHECK_FALSE(o.l.links->receiveFrom(0, std::chrono::steady_clock::now() + 1s, [] { return true; }));
+
+  // A new HELLO on the first connections (a recovery): the servers forgot the lanes, so pushes go on the
+  // first connection until the lanes are bound again, over the same connections.
+  REQUIRE(o.l.links->hello([] { return false; }).ok());
+  CHECK(o.l.links->openLaneCount() == 0);
+  CHECK(o.peerUsedFor(1, true) == 2);
+  const size_t connects = o.l.transport.connects.size();
+  o.l.links->openLanes();
+  CHECK(o.l.links->openLaneCount() == 2);
+  CHECK(o.l.transport.connects.size() == connects);
+  CHECK(o.lane_hellos[4] == 111);
+  CHECK(o.peerUsedFor(1, true) == 4);
+  // Nothing more to open.
+  o.l.links->openLanes();
+  o.l.links->wantLanes();
+  CHECK(o.lane_hellos[4] == 111);
+  CHECK(o.lane_hellos.size() == 2);
+}
+
+TEST_CASE("server links: no push lane until one is wanted, with ZPS_PUSH_LANE=0, or when refused", "[server_links]") {
+  LaneOffer o;
+  bool wanted = true;
+  SECTION("no scheduled tensor yet") { wanted = false; }
+  SECTION("ZPS_PUSH_LANE=0") { o.l.config.push_lane = false; }
+  SECTION("the server refuses the lane") { o.refuse_lanes = true; }
+  if (wanted)
+    o.l.links->wantLanes();
+  else
+    o.l.links->openLanes();  // after a recovery
+  CHECK(o.l.links->openLaneCount() == 0);
+  CHECK(o.peerUsedFor(0, true) == 1);
+  CHECK(o.peerUsedFor(1, true) == 2);
+  if (o.refuse_lanes) CHECK(o.lane_hellos.size() == 2);
+  if (!o.refuse_lanes) CHECK(o.l.transport.connects.size() == 2);
+  CHECK(o.l.links->receiveFrom(0, std::chrono::steady_clock::now() + 1s, [] { return true; }));
 }
 
 }  // namespace
