@@ -23,6 +23,7 @@
 #include "ps/node/metrics.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
+#include "ps/server/fused_messages.h"
 #include "ps/server/param_store.h"
 #include "ps/server/sequence_window.h"
 #include "ps/server/server_observer.h"
@@ -75,23 +76,35 @@ class Engine {
       return;
     }
     out_.clear();
+    handle(task, &out_);
+    for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
+  }
+
+  // Handles one request and appends its answers to *out (a fused message's entries share one list).
+  // Only ever called by the thread that owns this engine.
+  void handle(const EngineTask& task, std::vector<Outgoing>* out) {
+    const size_t first = out->size();
     const int64_t obs_start = unixMicros();
     ServerObserver* obs = ServerObserver::current();
     const auto& h = task.msg.header;
     bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
                  h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
     if (param) {
-      params_->handle(task.peer, task.worker, task.local_rank, task.msg, &out_);
+      params_->handle(task.peer, task.worker, task.local_rank, task.msg, out);
     } else {
-      store_->handle(task.peer, task.worker, task.msg, &out_);
+      store_->handle(task.peer, task.worker, task.msg, out);
     }
-    if (obs != nullptr) obs->handled(index_, task.worker, h, task.msg.payload.size(), obs_start, out_);
-    for (auto& o : out_) {
+    size_t reply_bytes = 0, replies = 0;
+    for (size_t i = first; i < out->size(); ++i) {
+      const Outgoing& o = (*out)[i];
       if (o.header.command() == pb::CMD_ERROR) {
         LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task.worker << ": " << o.header.error();
       }
-      (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
+      if (o.payload.size() == 0) continue;
+      reply_bytes += o.payload.size();
+      ++replies;
     }
+    if (obs != nullptr) obs->handled(index_, task.worker, h, task.msg.payload.size(), obs_start, reply_bytes, replies);
   }
 
   // Blocks when the engine is behind (backpressure on the dispatcher and, through it, on the workers).
@@ -287,6 +300,9 @@ class Server {
     }
     if (malformed_ > 0)
       LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
+    if (fused_messages_ > 0)
+      LOG(INFO) << "server " << rank_ << ": " << fused_messages_ << " fused messages carried " << fused_entries_
+                << " requests (ZPS_FUSION_BYTES)";
     if (const uint64_t duplicates = duplicateAsyncPushes(); duplicates > 0)
       LOG(INFO) << "server " << rank_ << ": " << duplicates
                 << " async pushes came again (resends, duplicates) and were acknowledged without applying them twice";
@@ -309,7 +325,9 @@ class Server {
                                << ": " << decoded.status().message() << " (" << malformed_ << " so far)";
       // A worker that sent a bad request (a bad compressed payload, say) learns why instead of timing out.
       // Strangers get nothing: answering them would make the server an amplifier.
-      if (rejected.request_id() != 0 && worker_of_peer_.count(msg.peer) > 0) {
+      if (rejected.command() == pb::CMD_FUSED && worker_of_peer_.count(msg.peer) > 0) {
+        for (Outgoing& o : refuseEntries(msg.peer, rejected, decoded.status().message())) reply(msg.peer, std::move(o));
+      } else if (rejected.request_id() != 0 && worker_of_peer_.count(msg.peer) > 0) {
         rejected.set_dtype(0);  // the reply must decode even when the request's dtype did not
         reply(msg.peer, errorReply(msg.peer, rejected, decoded.status().message()));
       }
@@ -324,13 +342,21 @@ class Server {
     }
     const auto& h = data->header;
     if (h.generation() != generation_ && h.command() != pb::CMD_REPLY && h.command() != pb::CMD_ERROR) {
-      // Work of another generation (ZPS_RECOVERY): the worker rolls back when it hears this.
-      Outgoing o = errorReply(msg.peer, h,
-                              "recovering: this server is at generation " + std::to_string(generation_) +
-                                  ", the request is of generation " + std::to_string(h.generation()));
-      o.header.set_recovering(true);
-      o.header.set_generation(generation_);
-      reply(msg.peer, std::move(o));
+      // Work of another generation (ZPS_RECOVERY): the worker rolls back when it hears this. A fused
+      // message's entries are answered each.
+      const std::string why = "recovering: this server is at generation " + std::to_string(generation_) +
+                              ", the request is of generation " + std::to_string(h.generation());
+      std::vector<const wire::DataMessage*> requests{data};
+      if (h.command() == pb::CMD_FUSED) {
+        requests.clear();
+        for (const auto& e : data->entries) requests.push_back(&e);
+      }
+      for (const wire::DataMessage* r : requests) {
+        Outgoing o = errorReply(msg.peer, r->header, why);
+        o.header.set_recovering(true);
+        o.header.set_generation(generation_);
+        reply(msg.peer, std::move(o));
+      }
       return;
     }
     if (h.command() == pb::CMD_HELLO) {
@@ -351,6 +377,10 @@ class Server {
       reply(msg.peer, statsReply(msg.peer, h));
       return;
     }
+    if (h.command() == pb::CMD_FUSED) {
+      dispatchFused(msg.peer, it->second, *data);
+      return;
+    }
     VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
             << h.round() << " from worker " << it->second << " (" << data->payload.size() << " B)";
     if (runsInline(*data)) {
@@ -362,6 +392,28 @@ class Server {
     uint64_t mixed = (h.key() ^ (h.key() >> 24)) * 0x9E3779B97F4A7C15ull;
     size_t engine = (mixed >> 32) % engines_.size();
     engines_[engine]->submit(EngineTask{msg.peer, it->second, std::move(*data), false, local_rank_of_peer_[msg.peer]});
+  }
+
+  // A fused message: each entry is handled as the request it stands for, by the inline engine (entries
+  // are summation keys of at most kInlineBytes; a larger one is refused with an answer of its own), in
+  // order, and the answers to the sender go back fused (ps/server/fused_messages.h).
+  void dispatchFused(PeerId peer, int worker, wire::DataMessage& fused) {
+    ++fused_messages_;
+    fused_entries_ += fused.entries.size();
+    std::vector<Outgoing> out;
+    for (wire::DataMessage& e : fused.entries) {
+      VLOG(2) << "server " << rank_ << ": fused " << pb::DataCommand_Name(e.header.command()) << " key "
+              << e.header.key() << " round " << e.header.round() << " from worker " << worker << " ("
+              << e.payload.size() << " B)";
+      if (!runsInline(e)) {
+        out.push_back(errorReply(peer, e.header,
+                                 "a fused entry may hold at most " + std::to_string(kInlineBytes) +
+                                     " bytes; send this key's requests alone (ZPS_FUSION_BYTES)"));
+        continue;
+      }
+      inline_engine_->handle(EngineTask{peer, worker, entryAsRequest(std::move(e))}, &out);
+    }
+    for (auto& [to, frames] : packReplies(peer, std::move(out))) (void)transport_->send(to, std::move(frames));
   }
 
   // ZPS_RECOVERY: a node was lost. Everything of the old generation goes: the workers' connections
@@ -551,6 +603,8 @@ class Server {
   uint64_t generation_ = 0;                        // the dispatcher's
   std::atomic<uint64_t> announced_generation_{0};  // set by the scheduler link's thread
   std::atomic<uint64_t> malformed_{0};             // read by the metrics endpoint's thread
+  uint64_t fused_messages_ = 0;                    // CMD_FUSED messages dispatched, and their entries
+  uint64_t fused_entries_ = 0;
   std::string faults_error_;
 };
 

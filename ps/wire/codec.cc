@@ -1,5 +1,6 @@
 #include "ps/wire/codec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -145,7 +146,8 @@ Status checkSparseIndices(const Blob& payload, uint64_t count, uint64_t num_elem
   return Status::OK();
 }
 
-Status validateData(const std::vector<Blob>& frames, DataMessage& msg, const Limits& limits) {
+// The fields every data header must get right: command, mode, dtype (into msg.dtype), text lengths.
+Status checkHeader(DataMessage& msg, const Limits& limits) {
   const auto& h = msg.header;
   if (!pb::DataCommand_IsValid(h.command()) || h.command() == pb::CMD_UNSPECIFIED)
     return ProtocolError("data command " + std::to_string(h.command()) + " is unknown");
@@ -157,45 +159,122 @@ Status validateData(const std::vector<Blob>& frames, DataMessage& msg, const Lim
   ZPS_RETURN_IF_ERROR(checkString("data.error", h.error(), limits));
   ZPS_RETURN_IF_ERROR(checkString("data.auth_nonce", h.auth_nonce(), limits));
   ZPS_RETURN_IF_ERROR(checkString("data.auth_mac", h.auth_mac(), limits));
+  if (h.entries_size() > 0 && h.command() != pb::CMD_FUSED)
+    return ProtocolError(pb::DataCommand_Name(h.command()) + " must not carry fused entries");
+  return Status::OK();
+}
 
-  if (h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS) {
-    if (h.encoding() != pb::ENCODING_DENSE) return ProtocolError("row commands carry no compressed payload");
-    return validateRows(frames, msg, limits);
-  }
-
+// The payload size a (non-row) header announces: num_elements x dtype, or its compressed encoding's.
+StatusOr<uint64_t> announcedBytes(const DataMessage& msg, const Limits& limits) {
+  const auto& h = msg.header;
   uint64_t expected = 0;
   if (!checkedBytes(h.num_elements(), dtypeSize(msg.dtype), &expected) || expected > limits.max_payload_bytes)
     return ProtocolError("num_elements " + std::to_string(h.num_elements()) + " of " +
                          std::string(dtypeName(msg.dtype)) + " exceeds the payload limit of " +
                          std::to_string(limits.max_payload_bytes) + " bytes");
-
-  bool needs_payload = commandHasPayload(h.command());
   if (h.encoding() != pb::ENCODING_DENSE) {
-    if (!needs_payload)
+    if (!commandHasPayload(h.command()))
       return ProtocolError(pb::DataCommand_Name(h.command()) + " cannot carry a compressed payload; only pushes do");
-    ZPS_ASSIGN_OR_RETURN(expected, compressedBytes(h, msg.dtype, limits));
-  } else if (h.sparse_count() != 0) {
-    return ProtocolError("sparse_count is set on a dense payload");
+    return compressedBytes(h, msg.dtype, limits);
   }
-  bool may_have_payload = needs_payload || h.command() == pb::CMD_REPLY;
-  if (frames.size() > 2)
-    return ProtocolError(pb::DataCommand_Name(h.command()) + " has " + std::to_string(frames.size()) +
-                         " frames, at most 2 allowed");
-  if (frames.size() == 2) {
-    if (!may_have_payload)
+  if (h.sparse_count() != 0) return ProtocolError("sparse_count is set on a dense payload");
+  return expected;
+}
+
+// Checks a (non-row) message's payload, if it has one, against the size its header announces.
+Status checkPayload(const Blob* payload, DataMessage& msg, const Limits& limits) {
+  const auto& h = msg.header;
+  ZPS_ASSIGN_OR_RETURN(const uint64_t expected, announcedBytes(msg, limits));
+  const bool needs_payload = commandHasPayload(h.command());
+  if (payload != nullptr) {
+    if (!needs_payload && h.command() != pb::CMD_REPLY)
       return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " must not carry a payload");
-    if (frames[1].size() != expected)
-      return ProtocolError("payload is " + std::to_string(frames[1].size()) + " bytes but " +
+    if (payload->size() != expected)
+      return ProtocolError("payload is " + std::to_string(payload->size()) + " bytes but " +
                            std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
                            (h.encoding() == pb::ENCODING_DENSE ? "" : " " + pb::PayloadEncoding_Name(h.encoding())) +
                            " needs " + std::to_string(expected));
     if (h.encoding() == pb::ENCODING_SPARSE)
-      ZPS_RETURN_IF_ERROR(checkSparseIndices(frames[1], h.sparse_count(), h.num_elements()));
-    msg.payload = frames[1];
+      ZPS_RETURN_IF_ERROR(checkSparseIndices(*payload, h.sparse_count(), h.num_elements()));
+    msg.payload = *payload;
   } else if (needs_payload) {
     return ProtocolError(std::string(pb::DataCommand_Name(h.command())) + " is missing its payload frame");
   }
   return Status::OK();
+}
+
+bool isFusableRequest(pb::DataCommand c) { return c == pb::CMD_PUSH || c == pb::CMD_PULL || c == pb::CMD_PUSH_PULL; }
+bool isReply(pb::DataCommand c) { return c == pb::CMD_REPLY || c == pb::CMD_ERROR; }
+
+// One fused entry: its header checked like a message's, its payload the next `announced` bytes of the
+// frame (PUSH, PUSH_PULL, REPLY; none for PULL and ERROR), bounded by subtraction.
+Status takeEntry(const Blob& frame, size_t* offset, DataMessage& entry, bool replies, const Limits& limits) {
+  const auto& h = entry.header;
+  if (h.command() == pb::CMD_FUSED || h.entries_size() > 0) return ProtocolError("fused entries do not nest");
+  ZPS_RETURN_IF_ERROR(checkHeader(entry, limits));
+  if (replies ? !isReply(h.command()) : !isFusableRequest(h.command()))
+    return ProtocolError(pb::DataCommand_Name(h.command()) + " cannot be fused with " +
+                         (replies ? "replies" : "requests (only PUSH, PULL and PUSH_PULL can)"));
+  if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_ERROR) return checkPayload(nullptr, entry, limits);
+  ZPS_ASSIGN_OR_RETURN(const uint64_t announced, announcedBytes(entry, limits));
+  if (announced > frame.size() - *offset)
+    return ProtocolError("fused entry for key " + std::to_string(h.key()) + " needs " + std::to_string(announced) +
+                         " payload bytes but only " + std::to_string(frame.size() - *offset) + " are left");
+  const Blob slice(frame.owner(), frame.data() + *offset, static_cast<size_t>(announced));
+  *offset += static_cast<size_t>(announced);
+  return checkPayload(&slice, entry, limits);
+}
+
+// CMD_FUSED: [header with entries, payloads]. The entry count is capped before any entry is copied, all
+// entries go one way (requests or replies), a request names each key once, and the entries' payloads
+// fill the frame exactly.
+Status validateFused(const std::vector<Blob>& frames, DataMessage& msg, const Limits& limits) {
+  auto& h = msg.header;
+  const size_t count = static_cast<size_t>(h.entries_size());
+  if (count == 0 || count > limits.max_fused_entries)
+    return ProtocolError("fused message has " + std::to_string(count) + " entries, allowed 1 to " +
+                         std::to_string(limits.max_fused_entries));
+  if (frames.size() > 2)
+    return ProtocolError("CMD_FUSED has " + std::to_string(frames.size()) + " frames, at most 2 allowed");
+  if (h.num_elements() != 0 || h.encoding() != pb::ENCODING_DENSE || h.sparse_count() != 0)
+    return ProtocolError("a fused message's own header announces no payload; its entries do");
+  const bool replies = isReply(h.entries(0).command());
+  const Blob none;
+  const Blob& frame = frames.size() == 2 ? frames[1] : none;
+  std::vector<uint64_t> keys;
+  msg.entries.resize(count);
+  size_t offset = 0;
+  for (size_t i = 0; i < count; ++i) {
+    DataMessage& entry = msg.entries[i];
+    entry.header = h.entries(static_cast<int>(i));  // a copy: a refused message's header keeps its entries
+    Status s = takeEntry(frame, &offset, entry, replies, limits);
+    if (!s.ok()) return s.withContext("fused entry " + std::to_string(i));
+    if (!replies) keys.push_back(entry.header.key());
+  }
+  if (offset != frame.size())
+    return ProtocolError("fused payload frame is " + std::to_string(frame.size()) + " bytes but its entries take " +
+                         std::to_string(offset));
+  std::sort(keys.begin(), keys.end());
+  if (auto twice = std::adjacent_find(keys.begin(), keys.end()); twice != keys.end())
+    return ProtocolError("key " + std::to_string(*twice) +
+                         " appears twice in one fused message; each key may be fused once per message");
+  h.clear_entries();
+  return Status::OK();
+}
+
+Status validateData(const std::vector<Blob>& frames, DataMessage& msg, const Limits& limits) {
+  ZPS_RETURN_IF_ERROR(checkHeader(msg, limits));
+  const auto& h = msg.header;
+  if (h.command() == pb::CMD_FUSED) return validateFused(frames, msg, limits);
+  if (h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS) {
+    if (h.encoding() != pb::ENCODING_DENSE) return ProtocolError("row commands carry no compressed payload");
+    return validateRows(frames, msg, limits);
+  }
+  ZPS_RETURN_IF_ERROR(announcedBytes(msg, limits).status());  // the size limit is named before the frame count
+  if (frames.size() > 2)
+    return ProtocolError(pb::DataCommand_Name(h.command()) + " has " + std::to_string(frames.size()) +
+                         " frames, at most 2 allowed");
+  return checkPayload(frames.size() == 2 ? &frames[1] : nullptr, msg, limits);
 }
 
 }  // namespace

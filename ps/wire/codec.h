@@ -20,6 +20,8 @@ inline constexpr uint32_t kProtocolVersion = 1;
 // Async pushes (DataHeader.push_seq): a worker keeps every unanswered push of a key within this many
 // numbers of its oldest unanswered one, and a server remembers this many numbers per (pusher, key).
 inline constexpr uint64_t kAsyncPushWindow = 64;
+// CMD_FUSED: the most entries one fused message may carry (a worker fuses at most this many).
+inline constexpr size_t kMaxFusedEntries = 1024;
 
 struct Limits {
   size_t max_frames = 3;                // envelope + at most two payload frames (keys + rows)
@@ -28,6 +30,7 @@ struct Limits {
   size_t max_string_bytes = 4096;  // names, hosts, error texts
   size_t max_address_book = 65536;
   uint32_t max_row_dim = 65536;
+  size_t max_fused_entries = kMaxFusedEntries;
 };
 
 // A validated data-plane message. dtype is already range-checked; payload sizes already match.
@@ -35,11 +38,15 @@ struct Limits {
 // read them with keyAt) and, for PUSH_ROWS, num_elements x row_dim float32 values in `payload`.
 // A compressed push (header.encoding, float32 keys only) has the payload size of its encoding, and a
 // sparse one has sparse_count in [1, num_elements] and indices that increase strictly below num_elements.
+// CMD_FUSED: `entries` holds one validated message per fused request (PUSH, PULL, PUSH_PULL, no key twice)
+// or reply (REPLY, ERROR), each with its slice of the payload frame (which the entries fill exactly);
+// the outer message itself has no payload, and header.entries is emptied (moved into `entries`).
 struct DataMessage {
   pb::DataHeader header;
   DType dtype = DType::kFloat32;
-  Blob keys;     // row commands only
-  Blob payload;  // empty for commands without one
+  Blob keys;                         // row commands only
+  Blob payload;                      // empty for commands without one
+  std::vector<DataMessage> entries;  // CMD_FUSED only
 
   uint64_t keyAt(size_t i) const;
 };
@@ -51,6 +58,7 @@ using Message = std::variant<pb::Control, DataMessage>;
 StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected = nullptr);
 
 // Encoders build frames for a (validated, our own) message. The payload Blob is sent without copying.
+// A CMD_FUSED message is encodeData(header with its entries, the entries' payloads back to back).
 std::vector<Blob> encodeControl(const pb::Control& control);
 std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload = Blob());
 // Row commands: header, keys frame, and (PUSH_ROWS) rows frame.

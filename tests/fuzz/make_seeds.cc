@@ -195,6 +195,25 @@ void wireSeeds() {
   h.set_encoding(pb::ENCODING_SPARSE);
   h.set_sparse_count(2);
   put("wire", "push-pull-sparse", packFrames(wire::encodeData(h, sparseBytes({0, 2}))));
+  // Fused (CMD_FUSED): a push of 2 int32, a pull and an fp16 push-pull of 3 floats (8 + 6 bytes); and
+  // the replies: an acknowledgement, a sum of 2 float64 and an error.
+  pb::DataHeader fused;
+  fused.set_command(pb::CMD_FUSED);
+  *fused.add_entries() = header(pb::CMD_PUSH, DType::kInt32, 2);
+  *fused.add_entries() = header(pb::CMD_PULL, DType::kFloat32, 4);
+  fused.mutable_entries(1)->set_key(6);
+  h = header(pb::CMD_PUSH_PULL, DType::kFloat32, 3);
+  h.set_key(7);
+  h.set_encoding(pb::ENCODING_FP16);
+  *fused.add_entries() = h;
+  put("wire", "fused-requests", packFrames(wire::encodeData(fused, bytesOf(14))));
+  fused.clear_entries();
+  *fused.add_entries() = header(pb::CMD_REPLY, DType::kFloat32, 0);
+  *fused.add_entries() = header(pb::CMD_REPLY, DType::kFloat64, 2);
+  h = header(pb::CMD_ERROR, DType::kFloat32, 0);
+  h.set_error("key 9 was never declared");
+  *fused.add_entries() = h;
+  put("wire", "fused-replies", packFrames(wire::encodeData(fused, bytesOf(16))));
 }
 
 // ---- config: "NAME=VALUE" lines and "--flag=value" lines ----

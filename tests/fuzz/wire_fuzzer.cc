@@ -28,6 +28,7 @@ wire::Limits tightLimits() {
   l.max_string_bytes = 8;
   l.max_address_book = 2;
   l.max_row_dim = 4;
+  l.max_fused_entries = 2;
   return l;
 }
 
@@ -35,9 +36,26 @@ bool sameBytes(const Blob& a, const Blob& b) {
   return a.size() == b.size() && (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
+void checkDataInvariants(const wire::DataMessage& m, size_t num_frames, const wire::Limits& limits);
+
+// A fused message: 1..max entries, none fused itself, each keeping a message's promises with its slice
+// (present or not), the slices back to back inside the payload frame.
+void checkFusedInvariants(const wire::DataMessage& m, const wire::Limits& limits) {
+  ZPS_FUZZ_CHECK(m.header.entries_size() == 0 && m.payload.data() == nullptr);
+  ZPS_FUZZ_CHECK(!m.entries.empty() && m.entries.size() <= limits.max_fused_entries);
+  for (const auto& e : m.entries) {
+    ZPS_FUZZ_CHECK(e.header.command() != pb::CMD_FUSED && e.entries.empty());
+    checkDataInvariants(e, e.payload.data() != nullptr ? 2 : 1, limits);
+  }
+}
+
 // The codec's promises about a validated data message.
 void checkDataInvariants(const wire::DataMessage& m, size_t num_frames, const wire::Limits& limits) {
   const auto& h = m.header;
+  if (h.command() == pb::CMD_FUSED) {
+    checkFusedInvariants(m, limits);
+    return;
+  }
   ZPS_FUZZ_CHECK(static_cast<uint64_t>(m.dtype) == h.dtype());
   ZPS_FUZZ_CHECK(h.name().size() <= limits.max_string_bytes);
   ZPS_FUZZ_CHECK(h.error().size() <= limits.max_string_bytes);
@@ -103,6 +121,24 @@ void checkRoundTrip(const wire::Message& first, const wire::Limits& limits) {
   const auto& m = std::get<wire::DataMessage>(first);
   const auto cmd = m.header.command();
   std::vector<Blob> frames;
+  if (cmd == pb::CMD_FUSED) {
+    // Entries and their payloads back together, as a sender fuses them.
+    pb::DataHeader h = m.header;
+    std::string payloads;
+    for (const auto& e : m.entries) {
+      *h.add_entries() = e.header;
+      payloads.append(e.payload.view());
+    }
+    auto again = wire::decode(wire::encodeData(h, payloads.empty() ? Blob() : Blob::fromString(payloads)), limits);
+    ZPS_FUZZ_CHECK(again.ok());
+    const auto& m2 = std::get<wire::DataMessage>(*again);
+    ZPS_FUZZ_CHECK(m2.entries.size() == m.entries.size());
+    for (size_t i = 0; i < m.entries.size(); ++i) {
+      ZPS_FUZZ_CHECK(m2.entries[i].header.SerializeAsString() == m.entries[i].header.SerializeAsString());
+      ZPS_FUZZ_CHECK(sameBytes(m2.entries[i].payload, m.entries[i].payload));
+    }
+    return;
+  }
   if (cmd == pb::CMD_PUSH_ROWS || cmd == pb::CMD_PULL_ROWS) {
     frames = wire::encodeRows(m.header, m.keys, cmd == pb::CMD_PUSH_ROWS ? m.payload : Blob());
   } else {
