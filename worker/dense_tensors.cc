@@ -195,6 +195,7 @@ OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionIn
   o.request = RequestSpec::to(p.server, p.key, dtype);
   o.request.out = static_cast<uint8_t*>(out);
   o.request.bytes = p.bytes;
+  o.request.fuse_bytes = p.bytes;  // small ones travel fused where several are ready together (fusion.h)
   pb::DataHeader h = requests_->header(command, p.key);
   o.id = h.request_id();
   o.request.id = o.id;

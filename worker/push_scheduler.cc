@@ -4,12 +4,15 @@
 
 #include <algorithm>
 
+#include "worker/fusion.h"
+
 namespace zps {
 
-PushScheduler::PushScheduler(size_t credit_bytes, size_t reply_credit_bytes, Send send)
+PushScheduler::PushScheduler(size_t credit_bytes, size_t reply_credit_bytes, Send send, size_t fusion_bytes)
     : credit_bytes_(std::max<size_t>(1, credit_bytes)),
       reply_credit_bytes_(std::max<size_t>(1, reply_credit_bytes)),
-      send_(std::move(send)) {}
+      send_(std::move(send)),
+      fusion_bytes_(fusion_bytes) {}
 
 PushScheduler::Lane& PushScheduler::laneOf(int server, bool reply) {
   Server& s = servers_[server];
@@ -18,15 +21,68 @@ PushScheduler::Lane& PushScheduler::laneOf(int server, bool reply) {
   return reply ? s.replies : s.pushes;
 }
 
+namespace {
+// Deferrals alive on this thread (PushScheduler::Deferral).
+thread_local int t_deferring = 0;
+}  // namespace
+
+PushScheduler::Deferral::Deferral(PushScheduler* scheduler) : scheduler_(scheduler) { ++t_deferring; }
+
+PushScheduler::Deferral::~Deferral() {
+  if (--t_deferring > 0) return;
+  std::lock_guard<std::mutex> lock(scheduler_->mu_);
+  std::vector<Lane*> lanes;
+  lanes.swap(scheduler_->deferred_);
+  for (Lane* lane : lanes) scheduler_->pump(*lane);
+}
+
 Status PushScheduler::send(const RequestSpec& to, std::vector<Blob> frames) {
   if (!to.priority) return send_(to, std::move(frames));
   std::lock_guard<std::mutex> lock(mu_);
+  if (Lane* lane = admit(to, std::move(frames))) pumpOrDefer(*lane);
+  return Status::OK();
+}
+
+Status PushScheduler::sendAll(std::vector<ReadyRequest> ready) {
+  std::vector<ReadyRequest> now;
+  {
+    std::vector<Lane*> lanes;
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    for (ReadyRequest& r : ready) {
+      if (!r.to.priority) {
+        now.push_back(std::move(r));
+        continue;
+      }
+      if (!lock.owns_lock()) lock.lock();
+      Lane* lane = admit(r.to, std::move(r.frames));
+      if (lane != nullptr && std::find(lanes.begin(), lanes.end(), lane) == lanes.end()) lanes.push_back(lane);
+    }
+    // Every request of the fan-out is queued before any leaves: what fits leaves together, fused.
+    for (Lane* lane : lanes) pumpOrDefer(*lane);
+  }
+  return sendReady(std::move(now), fusion_bytes_, send_);
+}
+
+void PushScheduler::pumpOrDefer(Lane& lane) {
+  if (t_deferring == 0) {
+    pump(lane);
+  } else if (std::find(deferred_.begin(), deferred_.end(), &lane) == deferred_.end()) {
+    deferred_.push_back(&lane);
+  }
+}
+
+PushScheduler::Lane* PushScheduler::admit(const RequestSpec& to, std::vector<Blob> frames) {
   auto it = known_.find(to.id);
   if (it != known_.end()) {
     // A resend: one still held or queued leaves in its turn; one in flight goes again at once, on the
     // credit it already holds.
-    if (it->second.state != State::kSent) return Status::OK();
-    return send_(to, std::move(frames));
+    if (it->second.state == State::kSent) {
+      Status sent = send_(to, std::move(frames));
+      if (!sent.ok()) {
+        LOG_EVERY_N(WARNING, 20) << "resend of scheduled request " << to.id << " not sent: " << sent.message();
+      }
+    }
+    return nullptr;
   }
   Known k;
   k.server = to.server;
@@ -39,20 +95,19 @@ Status PushScheduler::send(const RequestSpec& to, std::vector<Blob> frames) {
     k.after = *to.after;
     known_[to.id] = k;
     held_.emplace(*to.after, Queued{to, std::move(frames)});
-    return Status::OK();
+    return nullptr;
   }
   known_[to.id] = k;
-  enqueue(Queued{to, std::move(frames)});
-  return Status::OK();
+  return &enqueue(Queued{to, std::move(frames)});
 }
 
-void PushScheduler::enqueue(Queued q) {
+PushScheduler::Lane& PushScheduler::enqueue(Queued q) {
   Known& k = known_[q.to.id];
   k.state = State::kQueued;
   k.order = Order{*q.to.priority, arrivals_++};
   Lane& lane = laneOf(k.server, k.reply);
   lane.queue.emplace(k.order, std::move(q));
-  pump(lane);
+  return lane;
 }
 
 void PushScheduler::completed(uint64_t id) {
@@ -74,7 +129,7 @@ void PushScheduler::completed(uint64_t id) {
       break;
     case State::kSent:
       lane.in_flight -= k.credit;
-      pump(lane);
+      pumpOrDefer(lane);
       break;
   }
   // The pull behind this request (its push) may queue now, whether the push succeeded or not: a
@@ -82,34 +137,37 @@ void PushScheduler::completed(uint64_t id) {
   if (auto behind = held_.find(id); behind != held_.end()) {
     Queued q = std::move(behind->second);
     held_.erase(behind);
-    enqueue(std::move(q));
+    pumpOrDefer(enqueue(std::move(q)));
   }
 }
 
 void PushScheduler::pump(Lane& lane) {
+  std::vector<ReadyRequest> released;
   while (!lane.queue.empty()) {
     auto head = lane.queue.begin();
     const size_t credit = creditOf(head->second);
     // A request that holds no credit leaves as soon as it is at the head.
-    if (credit > 0 && lane.in_flight > 0 && lane.in_flight + credit > lane.credit) return;
+    if (credit > 0 && lane.in_flight > 0 && lane.in_flight + credit > lane.credit) break;
     Queued q = std::move(head->second);
     lane.queue.erase(head);
     Known& k = known_[q.to.id];
     k.state = State::kSent;
     k.credit = credit;
     lane.in_flight += credit;
-    // The transport only fails once it is closed (the job is ending); the request's wait then
-    // fails or times out, naming it.
-    Status sent = send_(q.to, std::move(q.frames));
-    if (!sent.ok()) {
-      LOG_EVERY_N(WARNING, 20) << "scheduled request " << q.to.id << " not sent: " << sent.message();
-    }
+    released.push_back(ReadyRequest{std::move(q.to), std::move(q.frames)});
+  }
+  // Released together: small ones for this server travel as one message. The transport only fails
+  // once it is closed (the job is ending); the requests' waits then fail or time out, naming them.
+  Status sent = sendReady(std::move(released), fusion_bytes_, send_);
+  if (!sent.ok()) {
+    LOG_EVERY_N(WARNING, 20) << "scheduled requests not sent: " << sent.message();
   }
 }
 
 void PushScheduler::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   servers_.clear();
+  deferred_.clear();
   known_.clear();
   held_.clear();
   scheduled_.store(0, std::memory_order_release);

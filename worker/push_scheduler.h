@@ -29,7 +29,8 @@
 // wait for other workers' pushes, which may be queued behind their own credit.
 //
 // Requests without a priority (every request when scheduling is off) are sent at once, without
-// the lock. A resend of a request still queued or held is dropped (it will leave in its turn); a
+// the lock. What leaves together for one server (a fan-out's requests, those one pump releases, or
+// those released by the answers of one fused reply: Deferral) travels fused (worker/fusion.h). A resend of a request still queued or held is dropped (it will leave in its turn); a
 // resend of one in flight is sent at once and holds no more credit.
 //
 // Owned by the Worker for its whole life; the links' send function outlives it. Thread-safe:
@@ -58,11 +59,31 @@ class PushScheduler {
   using Send = std::function<Status(const RequestSpec& to, std::vector<Blob> frames)>;
 
   // credit_bytes: the bytes of pushes in flight per server (at least 1); reply_credit_bytes: the
-  // bytes of replies (RequestSpec::reply_credit) in flight per server (at least 1).
-  PushScheduler(size_t credit_bytes, size_t reply_credit_bytes, Send send);
+  // bytes of replies (RequestSpec::reply_credit) in flight per server (at least 1); fusion_bytes
+  // (ZPS_FUSION_BYTES, 0: off): the requests one pump releases together travel fused
+  // (worker/fusion.h).
+  PushScheduler(size_t credit_bytes, size_t reply_credit_bytes, Send send, size_t fusion_bytes = 0);
 
   // The request table's send hook: sends now, or queues a request with a priority.
   Status send(const RequestSpec& to, std::vector<Blob> frames);
+  // The request table's send_all hook: a new fan-out's requests. Those with a priority are all queued
+  // before any leaves, then what fits leaves together; the others go at once. Small ones for one
+  // server travel fused (worker/fusion.h).
+  Status sendAll(std::vector<ReadyRequest> ready);
+
+  // While one is alive on a thread, the completions that thread reports give credit back without
+  // sending; when the last one ends, each lane sends what then fits, together (fused). The worker
+  // holds one while it delivers the answers of one fused reply.
+  class Deferral {
+   public:
+    explicit Deferral(PushScheduler* scheduler);
+    ~Deferral();
+    Deferral(const Deferral&) = delete;
+    Deferral& operator=(const Deferral&) = delete;
+
+   private:
+    PushScheduler* const scheduler_;
+  };
   // The request table's completed hook: gives back the request's credit (or drops it from its
   // queue), lets the pull held behind it join its queue, and sends the queued requests that now fit.
   void completed(uint64_t id);
@@ -103,18 +124,25 @@ class PushScheduler {
 
   static size_t creditOf(const Queued& q) { return q.to.reply_credit > 0 ? q.to.reply_credit : q.to.credit; }
   Lane& laneOf(int server, bool reply);
+  // Takes a scheduled request: the lane it was queued in, or null (held behind its push, or a resend).
+  // Called with mu_ held.
+  Lane* admit(const RequestSpec& to, std::vector<Blob> frames);
   // Queues a known request in its lane. Called with mu_ held.
-  void enqueue(Queued q);
-  // Sends the head of a lane while it fits. Called with mu_ held.
+  Lane& enqueue(Queued q);
+  // Sends the head of a lane while it fits, the requests released together fused. Called with mu_ held.
   void pump(Lane& lane);
+  // pump(), or later while a Deferral is alive on this thread. Called with mu_ held.
+  void pumpOrDefer(Lane& lane);
 
   const size_t credit_bytes_;
   const size_t reply_credit_bytes_;
   const Send send_;
+  const size_t fusion_bytes_;
 
   mutable std::mutex mu_;
   uint64_t arrivals_ = 0;
   std::unordered_map<int, Server> servers_;
+  std::vector<Lane*> deferred_;                // lanes to pump when this thread's Deferral ends (values of servers_)
   std::unordered_map<uint64_t, Known> known_;  // scheduled requests, held, queued or in flight
   std::unordered_map<uint64_t, Queued> held_;  // pulls by the id of the push they wait for
   std::atomic<size_t> scheduled_{0};           // known_.size(), read without the lock

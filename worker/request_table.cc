@@ -42,7 +42,7 @@ void RequestTable::setGeneration(uint64_t generation) {
 
 StatusOr<std::shared_ptr<PendingOp>> RequestTable::send(FanOut fan) {
   std::shared_ptr<PendingOp> op = fan.op;
-  std::vector<std::pair<RequestSpec, std::vector<Blob>>> sends;
+  std::vector<ReadyRequest> sends;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) return aborted_->withContext(op->what);
@@ -55,14 +55,21 @@ StatusOr<std::shared_ptr<PendingOp>> RequestTable::send(FanOut fan) {
       e.sent = now;
       e.frames = o.frames;  // references, not copies: for resends (a timeout, a reconnection)
       if (hooks_.issued) hooks_.issued(o.id, o);
-      sends.emplace_back(e.request, std::move(o.frames));
+      sends.push_back(ReadyRequest{e.request, std::move(o.frames)});
       pending_[o.id] = std::move(e);
       op->requests.push_back(o.id);
       ++op->remaining;
     }
   }
-  for (auto& [to, frames] : sends) {
-    Status sent = hooks_.send(to, std::move(frames));
+  if (hooks_.send_all) {
+    if (Status sent = hooks_.send_all(std::move(sends)); !sent.ok()) {
+      cancel(op);
+      return sent.withContext(op->what);
+    }
+    return op;
+  }
+  for (ReadyRequest& r : sends) {
+    Status sent = hooks_.send(r.to, std::move(r.frames));
     if (!sent.ok()) {
       cancel(op);
       return sent.withContext(op->what);

@@ -81,6 +81,9 @@ struct RequestSpec {
   size_t reply_credit = 0;
   std::optional<uint64_t> after;
   uint64_t id = 0;
+  // > 0: a dense PUSH, PULL or PUSH_PULL that may travel fused with others ready for the same server
+  // (worker/fusion.h); the bytes it counts toward a fused message (its partition's).
+  size_t fuse_bytes = 0;
 
   // A request to `server` about `key`; callers that receive data also set out/bytes (or positions).
   static RequestSpec to(int server, uint64_t key = 0, DType dtype = DType::kUInt8) {
@@ -114,6 +117,12 @@ struct OutgoingRequest {
   std::optional<RequestTrace> trace;
 };
 
+// A request on its way to the transport: where it goes and its frames (header, then the payload if any).
+struct ReadyRequest {
+  RequestSpec to;
+  std::vector<Blob> frames;
+};
+
 // An operation's requests, built by one thread and handed to RequestTable::send or run.
 struct FanOut {
   std::shared_ptr<PendingOp> op = std::make_shared<PendingOp>();
@@ -140,6 +149,9 @@ class RequestTable {
     std::function<bool(int server, Clock::time_point deadline, const std::function<bool()>& done)> receive;
     // Optional: threads inside `receive` check done() again (after abort and refuse).
     std::function<void()> wake_receivers;
+    // Optional: sends a new fan-out's requests together (so that they can travel fused,
+    // worker/fusion.h), instead of `send` for each; resends still use `send`. Without the lock.
+    std::function<Status(std::vector<ReadyRequest> requests)> send_all;
   };
 
   // resend_timeout 0: no resends on a timer (resendTo still resends after a reset).

@@ -31,10 +31,12 @@ Status Worker::Impl::start() {
   RequestTable::Hooks hooks;
   scheduler = std::make_unique<PushScheduler>(
       config.credit_bytes, config.reply_credit_bytes,
-      [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); });
+      [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); },
+      config.fusion_bytes);
   hooks.send = [this](const RequestSpec& to, std::vector<Blob> frames) {
     return scheduler->send(to, std::move(frames));
   };
+  hooks.send_all = [this](std::vector<ReadyRequest> ready) { return scheduler->sendAll(std::move(ready)); };
   hooks.describe_server = [this](int server) { return links->describe(server); };
   hooks.receive = [this](int server, Clock::time_point deadline, const std::function<bool()>& done) {
     ServerLinks* l = live_links.load();
@@ -162,8 +164,18 @@ void Worker::Impl::handleReply(const TransportMessage& msg) {
   }
   const auto* data = std::get_if<wire::DataMessage>(&decoded.value());
   if (data == nullptr) return;
-  const pb::DataHeader& h = data->header;
   const std::string from = links->describe(*server);
+  if (data->header.command() != pb::CMD_FUSED) {
+    deliverReply(*server, *data, from);
+    return;
+  }
+  // The answers' completions give credit back together: what they release leaves together, fused.
+  PushScheduler::Deferral together(scheduler.get());
+  for (const wire::DataMessage& entry : data->entries) deliverReply(*server, entry, from);
+}
+
+void Worker::Impl::deliverReply(int server, const wire::DataMessage& reply, const std::string& from) {
+  const pb::DataHeader& h = reply.header;
   if (h.command() == pb::CMD_ERROR && h.recovering()) {
     // A server ahead of us has heard of a lost node: so will we, from the scheduler (local rank 0)
     // or from this announcement (the node's other local ranks). Noticed before the request fails, so
@@ -175,7 +187,7 @@ void Worker::Impl::handleReply(const TransportMessage& msg) {
       return;
     }
   }
-  (void)requests->deliver(*server, h, data->dtype, data->payload, from);
+  (void)requests->deliver(server, h, reply.dtype, reply.payload, from);
 }
 
 void Worker::Impl::moveToIpc() {

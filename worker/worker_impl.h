@@ -80,6 +80,8 @@ struct Worker::Impl {
  private:
   StatusOr<pb::RegisterReply> registerNode();
   void handleReply(const TransportMessage& msg);
+  // One reply (or one entry of a fused reply) to the request table, and a server's "recovering" noted.
+  void deliverReply(int server, const wire::DataMessage& reply, const std::string& from);
   void moveToIpc();
 };
 

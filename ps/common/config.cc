@@ -228,6 +228,7 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   ZPS_RETURN_IF_ERROR(readInto(&c.server_engine_threads, readInteger(env, "server_engine_threads")));
   ZPS_RETURN_IF_ERROR(readInto(&c.max_message_bytes, readInteger(env, "max_message_bytes")));
   ZPS_ASSIGN_OR_RETURN(c.priority, readSwitch(env, "priority"));
+  ZPS_RETURN_IF_ERROR(readInto(&c.fusion_bytes, readInteger(env, "fusion_bytes")));
   ZPS_RETURN_IF_ERROR(readInto(&c.credit_bytes, readInteger(env, "credit_bytes")));
   ZPS_RETURN_IF_ERROR(readInto(&c.reply_credit_bytes, readInteger(env, "reply_credit_bytes")));
   ZPS_ASSIGN_OR_RETURN(c.push_lane, readSwitch(env, "push_lane"));

@@ -242,6 +242,17 @@ std::vector<Setting> makeTable() {
        .help = "1: a worker's links to servers on its host move from TCP to the servers' ipc:// sockets (faster "
                "for large messages); 0: they stay on TCP (on a server: it offers no ipc:// socket)",
        .group = messages},
+      {.name = "fusion_bytes",
+       .env = {"ZPS_FUSION_BYTES"},
+       .type = T::kInteger,
+       .default_text = "65536",
+       .min = 0,
+       .max = 262144,
+       .help = "requests for partitions smaller than this that a worker has ready for one server together (one "
+               "call's partitions, or pushes the priority scheduler releases at once) travel as one message of at "
+               "most this many payload bytes; 0: every request alone (docs/performance.md#fusion)",
+       .group = messages,
+       .blank_is_unset = false},
       {.name = "priority",
        .env = {"ZPS_PRIORITY"},
        .type = T::kSwitch,

@@ -2,6 +2,10 @@
 // arrival, per server), credits, what completion and cancellation give back, and resends.
 #include "worker/push_scheduler.h"
 
+#include <string>
+
+#include "ps/wire/codec.h"
+
 #include <catch2/catch.hpp>
 #include <vector>
 
@@ -192,6 +196,60 @@ TEST_CASE("push scheduler: a pull whose push completed already queues at once, a
   CHECK(r.scheduler.queued() == 0);
   r.scheduler.clear();
   CHECK(r.scheduler.replyBytesInFlight(0) == 0);
+}
+
+// Fusion (ZPS_FUSION_BYTES): what leaves together for one server travels as one message.
+TEST_CASE("push scheduler: a fan-out's scheduled requests, and those released together, leave fused",
+          "[push_scheduler][fusion]") {
+  std::vector<std::vector<uint64_t>> messages;  // the keys of each message sent
+  PushScheduler scheduler(
+      250, 1,
+      [&](const RequestSpec&, std::vector<Blob> frames) {
+        auto decoded = wire::decode(frames, wire::Limits());
+        REQUIRE(decoded.ok());
+        const auto& m = std::get<wire::DataMessage>(*decoded);
+        std::vector<uint64_t> keys;
+        if (m.header.command() != pb::CMD_FUSED) keys.push_back(m.header.key());
+        for (const auto& e : m.entries) keys.push_back(e.header.key());
+        messages.push_back(keys);
+        return Status::OK();
+      },
+      /*fusion_bytes=*/1024);
+  auto push = [](uint64_t id, int64_t priority) {
+    pb::DataHeader h;
+    h.set_command(pb::CMD_PUSH);
+    h.set_request_id(id);
+    h.set_key(id);
+    h.set_round(1);
+    h.set_num_elements(25);
+    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    ReadyRequest r{RequestSpec::to(0, id, DType::kFloat32),
+                   wire::encodeData(h, Blob::copyOf(std::string(100, 'x').data(), 100))};
+    r.to.id = id;
+    r.to.priority = priority;
+    r.to.credit = 100;
+    r.to.fuse_bytes = 100;
+    return r;
+  };
+  std::vector<ReadyRequest> fan;
+  for (uint64_t id = 1; id <= 6; ++id) fan.push_back(push(id, static_cast<int64_t>(id)));
+  REQUIRE(scheduler.sendAll(std::move(fan)).ok());
+  // All six queued first, then the two that fit the credit of 250 leave together.
+  REQUIRE(messages.size() == 1);
+  CHECK(messages[0] == std::vector<uint64_t>{1, 2});
+  {
+    // The answers of one fused reply: their credit comes back first, then what fits leaves at once.
+    PushScheduler::Deferral together(&scheduler);
+    scheduler.completed(1);
+    scheduler.completed(2);
+    CHECK(messages.size() == 1);
+  }
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[1] == std::vector<uint64_t>{3, 4});
+  // Without a deferral each completion sends what it released at once: alone.
+  scheduler.completed(3);
+  REQUIRE(messages.size() == 3);
+  CHECK(messages[2] == std::vector<uint64_t>{5});
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+// Fusion on the worker (ZPS_FUSION_BYTES, docs/performance.md#fusion): small requests that are ready
+// together for one server (one call's partitions, or the requests the priority scheduler releases at
+// once) travel as one CMD_FUSED message instead of one message each. A lone request is never held
+// back waiting for company. The server applies each entry exactly as the request it stands for and
+// answers the sender's entries fused; the request table still tracks (and resends) each request on its
+// own, so a resend goes alone and the servers' exactly-once rules (by round, by push number) hold.
+//
+// Pure functions, no state: called by the PushScheduler (on a caller's thread sending a fan-out, or on
+// the thread whose reply released queued requests).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "ps/common/blob.h"
+#include "worker/request_table.h"
+
+namespace zps {
+
+using SendFunction = std::function<Status(const RequestSpec& to, std::vector<Blob> frames)>;
+
+// Sends `ready` through `send`. Requests whose to.fuse_bytes is set and below fusion_bytes are grouped
+// per server (and connection: scheduled pushes apart, for the push lane) into messages of at most
+// fusion_bytes (counting each one's fuse_bytes) and
+// wire::kMaxFusedEntries entries, each key at most once per message (a key's second request goes in a
+// later message, so a key's requests keep their order); a group of one goes as it is. The others go
+// first, unchanged, in order. Returns the first failed send's status; the rest are still sent.
+Status sendReady(std::vector<ReadyRequest> ready, size_t fusion_bytes, const SendFunction& send);
+
+// The CMD_FUSED message of `group` (requests to one server, built by RequestTable::header and the
+// codec's encodeData): their headers as entries, their payloads copied back to back.
+StatusOr<std::vector<Blob>> fuseRequests(const std::vector<ReadyRequest*>& group);
+
+}  // namespace zps
