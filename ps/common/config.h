@@ -62,7 +62,7 @@ struct Config {
   size_t reply_credit_bytes = 0;
   // ZPS_PUSH_LANE: with priority scheduling, a second connection to each server carries the scheduled pushes,
   // so that their acknowledgements do not queue behind the sums on the first (worker/server_links.h).
-  bool push_lane = true;
+  bool push_lane = false;
 
   std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
   int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end

@@ -283,7 +283,7 @@ std::vector<Setting> makeTable() {
       {.name = "push_lane",
        .env = {"ZPS_PUSH_LANE"},
        .type = T::kSwitch,
-       .default_text = "1",
+       .default_text = "0",
        .help = "with priority scheduling, 1: a worker opens a second connection (a lane) to each server for its "
                "scheduled pushes, so their acknowledgements never wait behind sums; 0: one connection "
                "(docs/performance.md)",

@@ -9,8 +9,8 @@ using zps::testing::contains;
 using namespace std::chrono_literals;
 
 TEST_CASE("priority scheduling: check's exact sums with a credit of one small partition, threads issuing at once") {
-  // Reply credit off, and one 4 KiB sum outstanding per server; pushes on their own lane (the
-  // default), and on the one connection.
+  // Reply credit off, and one 4 KiB sum outstanding per server; pushes on their own lane, and on the
+  // one connection (the default).
   const auto [reply_credit, push_lane] =
       GENERATE(table<std::string, std::string>({{"0", "1"}, {"5000", "1"}, {"0", "0"}}));
   INFO("ZPS_REPLY_CREDIT_BYTES=" << reply_credit << " ZPS_PUSH_LANE=" << push_lane);

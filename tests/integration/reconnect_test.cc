@@ -129,7 +129,8 @@ TEST_CASE("connection resets mid-job with priority scheduling: both lanes of eac
           "[reconnect]") {
   enterPrivateNetwork();
   Cluster c(2, 2);
-  c.setEnv("ZPS_PRIORITY", "1");  // scheduled pushes travel on a second connection (ZPS_PUSH_LANE)
+  c.setEnv("ZPS_PRIORITY", "1");
+  c.setEnv("ZPS_PUSH_LANE", "1");  // scheduled pushes travel on a second connection
   c.setEnv("ZPS_PARTITION_BYTES", "65536");
   c.setEnv("ZPS_CREDIT_BYTES", "65536");
   c.setEnv("ZPS_IPC", "0");                                       // ss cannot reset ipc sockets

@@ -344,6 +344,7 @@ struct LaneOffer {
   bool refuse_lanes = false;
 
   LaneOffer() {
+    l.config.push_lane = true;
     REQUIRE(l.links->link(book({9000, 9001})).ok());
     l.transport.reply = [this](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
       if (h.command() != pb::CMD_HELLO) return std::nullopt;

@@ -19,7 +19,9 @@
 #
 # With MODEL set it runs only `zps bench --model MODEL --compute_ms COMPUTE_MS --link_mbit R` (COMPUTE_MS
 # defaults to comm: the compute equals the measured communication time) REPEATS times and prints worker
-# 0's overlap table of each repetition, instead of the all-reduce comparison.
+# 0's overlap table of each repetition, instead of the all-reduce comparison. Its priority schedule
+# has MODEL_CREDIT bytes of pushes in flight per server (default 4 x PARTITION; ZPS_CREDIT_BYTES in the
+# environment wins), which measured better than 4 MiB with or without push lanes (docs/performance.md).
 #
 # Settings (environment): BUILD_DIR (build), OUT_DIR ($BUILD_DIR/cluster), WORKERS (4), SERVERS (4),
 # LAYOUT (separate|colocated), RATE (tc rate, 200mbit), DELAY (netem delay, none), SIZES (bytes, comma
@@ -53,6 +55,7 @@ CREDIT=${CREDIT:-partition}
 MODEL=${MODEL:-}
 COMPUTE_MS=${COMPUTE_MS:-comm}
 ITERS=${ITERS:-5}
+MODEL_CREDIT=${MODEL_CREDIT:-}
 TRACE=${TRACE:-0}
 QUEUE=${QUEUE:-200ms}
 ZPS=$BUILD_DIR/bin/zps
@@ -78,6 +81,8 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [[ -z $MODEL || $MODEL =~ ^(resnet50|bert-base)$ ]] || fail "MODEL must be resnet50 or bert-base"
   [[ $COMPUTE_MS == comm || $COMPUTE_MS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "COMPUTE_MS must be comm or milliseconds"
   [[ $ITERS =~ ^[1-9][0-9]?$ ]] || fail "ITERS must be 1..99"
+  [[ -z $MODEL_CREDIT || $MODEL_CREDIT =~ ^[1-9][0-9]*$ ]] || fail "MODEL_CREDIT must be bytes"
+  MODEL_CREDIT=${MODEL_CREDIT:-$((4 * PARTITION))}
   [ "$(id -u)" = 0 ] || skip "needs root for network namespaces, veth pairs, a bridge and tc (uid $(id -u))"
   for cmd in ip tc unshare timeout; do command -v $cmd >/dev/null || skip "$cmd is not installed"; done
   probe=$(unshare --net --mount --propagation private true 2>&1) || skip "unshare --net --mount does not work here: $probe"
@@ -91,7 +96,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   fi
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
-  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT
+  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT MODEL_CREDIT
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -174,9 +179,10 @@ run_zps() {
   local env=(env GLOG_logtostderr=1 DMLC_PS_ROOT_URI="$root" DMLC_PS_ROOT_PORT=$port DMLC_NUM_SERVER="$SERVERS"
              DMLC_NUM_WORKER="$WORKERS" ZPS_PARTITION_BYTES="$PARTITION")
   # The all-reduce comparison schedules every push with CREDIT bytes in flight per server; the overlap
-  # bench (MODEL) compares FIFO with priority itself, so it keeps ZPS_CREDIT_BYTES's default there.
+  # bench (MODEL) compares FIFO with priority itself (ZPS_PRIORITY stays off), with MODEL_CREDIT.
   [ -n "$MODEL" ] || [ "$CREDIT" = 0 ] ||
     env+=(ZPS_PRIORITY=1 ZPS_CREDIT_BYTES="$([ "$CREDIT" = partition ] && echo "$PARTITION" || echo "$CREDIT")")
+  [ -z "$MODEL" ] || [ -n "${ZPS_CREDIT_BYTES:-}" ] || env+=(ZPS_CREDIT_BYTES="$MODEL_CREDIT")
   [ "$TRACE" = 0 ] || env+=(ZPS_TRACE_ON=1 ZPS_TRACE_DIR="$OUT_DIR/trace-$name-$rep" ZPS_TRACE_END_STEP=1000)
   in_host "$(server_host 0)" "${env[@]}" DMLC_ROLE=scheduler DMLC_NODE_HOST="$root" "$ZPS" >"$OUT_DIR/$name.scheduler.log" 2>&1 &
   PIDS+=($!)
@@ -232,7 +238,7 @@ mbit() { echo "$1" | sed -E 's/^([0-9]+)(kbit|mbit|gbit)$/\1 \2/' | { read -r n 
   case $u in kbit) echo "$n" | awk '{print $1 / 1000}' ;; mbit) echo "$n" ;; gbit) echo $((n * 1000)) ;; esac; }; }
 
 if [ -n "$MODEL" ]; then
-  echo "cluster.sh: $MODEL overlap, $WORKERS worker hosts, $SERVERS server hosts, links at $RATE${DELAY:+ + $DELAY delay}, compute $COMPUTE_MS, zps partition $PARTITION B, $REPEATS repetitions"
+  echo "cluster.sh: $MODEL overlap, $WORKERS worker hosts, $SERVERS server hosts, links at $RATE${DELAY:+ + $DELAY delay}, compute $COMPUTE_MS, zps partition $PARTITION B, priority credit ${ZPS_CREDIT_BYTES:-$MODEL_CREDIT} B, $REPEATS repetitions"
   for rep in $(seq 1 "$REPEATS"); do
     echo "cluster.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     run_zps "overlap$rep"
