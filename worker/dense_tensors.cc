@@ -220,12 +220,8 @@ void DenseTensors::scheduledPushPull(FanOut* fan, int64_t priority, const Partit
   pushed.request.credit = pushed.trace->bytes;
   OutgoingRequest pulled = request(pb::CMD_PULL, p, EncodedPush(), out, name, dtype, round, received_through);
   pulled.request.priority = priority;
-  // With ZPS_REPLY_CREDIT_BYTES: queued by the same priority once its push is acknowledged, holding
-  // reply credit for the sum it brings (worker/push_scheduler.h); without, it follows its push at once.
-  if (config_.reply_credit_bytes > 0) {
-    pulled.request.reply_credit = p.bytes;
-    pulled.request.after = pushed.id;
-  }
+  // The pull follows its push at once, by the same priority, and holds no credit: it waits at the
+  // server for the other workers' pushes of its round (worker/push_scheduler.h).
   fan->requests.push_back(std::move(pushed));
   fan->requests.push_back(std::move(pulled));
 }

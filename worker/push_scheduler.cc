@@ -8,17 +8,13 @@
 
 namespace zps {
 
-PushScheduler::PushScheduler(size_t credit_bytes, size_t reply_credit_bytes, Send send, size_t fusion_bytes)
-    : credit_bytes_(std::max<size_t>(1, credit_bytes)),
-      reply_credit_bytes_(std::max<size_t>(1, reply_credit_bytes)),
-      send_(std::move(send)),
-      fusion_bytes_(fusion_bytes) {}
+PushScheduler::PushScheduler(size_t credit_bytes, Send send, size_t fusion_bytes)
+    : credit_bytes_(std::max<size_t>(1, credit_bytes)), send_(std::move(send)), fusion_bytes_(fusion_bytes) {}
 
-PushScheduler::Lane& PushScheduler::laneOf(int server, bool reply) {
-  Server& s = servers_[server];
-  s.pushes.credit = credit_bytes_;
-  s.replies.credit = reply_credit_bytes_;
-  return reply ? s.replies : s.pushes;
+PushScheduler::Lane& PushScheduler::laneOf(int server) {
+  Lane& lane = lanes_[server];
+  lane.credit = credit_bytes_;
+  return lane;
 }
 
 namespace {
@@ -74,7 +70,7 @@ void PushScheduler::pumpOrDefer(Lane& lane) {
 PushScheduler::Lane* PushScheduler::admit(const RequestSpec& to, std::vector<Blob> frames) {
   auto it = known_.find(to.id);
   if (it != known_.end()) {
-    // A resend: one still held or queued leaves in its turn; one in flight goes again at once, on the
+    // A resend: one still queued leaves in its turn; one in flight goes again at once, on the
     // credit it already holds.
     if (it->second.state == State::kSent) {
       Status sent = send_(to, std::move(frames));
@@ -84,30 +80,14 @@ PushScheduler::Lane* PushScheduler::admit(const RequestSpec& to, std::vector<Blo
     }
     return nullptr;
   }
-  Known k;
+  Known& k = known_[to.id];
   k.server = to.server;
-  k.reply = to.reply_credit > 0;
-  scheduled_.fetch_add(1, std::memory_order_release);
-  // A pull behind a push still queued or in flight waits for the push's acknowledgement; behind one
-  // already completed (or never scheduled), it queues now.
-  if (to.after && known_.count(*to.after) > 0 && held_.count(*to.after) == 0) {
-    k.state = State::kHeld;
-    k.after = *to.after;
-    known_[to.id] = k;
-    held_.emplace(*to.after, Queued{to, std::move(frames)});
-    return nullptr;
-  }
-  known_[to.id] = k;
-  return &enqueue(Queued{to, std::move(frames)});
-}
-
-PushScheduler::Lane& PushScheduler::enqueue(Queued q) {
-  Known& k = known_[q.to.id];
   k.state = State::kQueued;
-  k.order = Order{*q.to.priority, arrivals_++};
-  Lane& lane = laneOf(k.server, k.reply);
-  lane.queue.emplace(k.order, std::move(q));
-  return lane;
+  k.order = Order{*to.priority, arrivals_++};
+  scheduled_.fetch_add(1, std::memory_order_release);
+  Lane& lane = laneOf(k.server);
+  lane.queue.emplace(k.order, Queued{to, std::move(frames)});
+  return &lane;
 }
 
 void PushScheduler::completed(uint64_t id) {
@@ -119,11 +99,8 @@ void PushScheduler::completed(uint64_t id) {
   const Known k = it->second;
   known_.erase(it);
   scheduled_.fetch_sub(1, std::memory_order_release);
-  Lane& lane = laneOf(k.server, k.reply);
+  Lane& lane = laneOf(k.server);
   switch (k.state) {
-    case State::kHeld:
-      held_.erase(k.after);  // cancelled or failed before its push was acknowledged
-      break;
     case State::kQueued:
       lane.queue.erase(k.order);  // cancelled or failed before it left: its buffer is not read
       break;
@@ -132,20 +109,13 @@ void PushScheduler::completed(uint64_t id) {
       pumpOrDefer(lane);
       break;
   }
-  // The pull behind this request (its push) may queue now, whether the push succeeded or not: a
-  // failed push fails the pull's operation too, which completes the pull.
-  if (auto behind = held_.find(id); behind != held_.end()) {
-    Queued q = std::move(behind->second);
-    held_.erase(behind);
-    pumpOrDefer(enqueue(std::move(q)));
-  }
 }
 
 void PushScheduler::pump(Lane& lane) {
   std::vector<ReadyRequest> released;
   while (!lane.queue.empty()) {
     auto head = lane.queue.begin();
-    const size_t credit = creditOf(head->second);
+    const size_t credit = head->second.to.credit;
     // A request that holds no credit leaves as soon as it is at the head.
     if (credit > 0 && lane.in_flight > 0 && lane.in_flight + credit > lane.credit) break;
     Queued q = std::move(head->second);
@@ -166,30 +136,23 @@ void PushScheduler::pump(Lane& lane) {
 
 void PushScheduler::clear() {
   std::lock_guard<std::mutex> lock(mu_);
-  servers_.clear();
+  lanes_.clear();
   deferred_.clear();
   known_.clear();
-  held_.clear();
   scheduled_.store(0, std::memory_order_release);
 }
 
 size_t PushScheduler::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t n = held_.size();
-  for (const auto& [server, s] : servers_) n += s.pushes.queue.size() + s.replies.queue.size();
+  size_t n = 0;
+  for (const auto& [server, lane] : lanes_) n += lane.queue.size();
   return n;
 }
 
 size_t PushScheduler::inFlightBytes(int server) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = servers_.find(server);
-  return it == servers_.end() ? 0 : it->second.pushes.in_flight;
-}
-
-size_t PushScheduler::replyBytesInFlight(int server) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = servers_.find(server);
-  return it == servers_.end() ? 0 : it->second.replies.in_flight;
+  auto it = lanes_.find(server);
+  return it == lanes_.end() ? 0 : it->second.in_flight;
 }
 
 }  // namespace zps

@@ -1,37 +1,30 @@
 // PushScheduler: the worker's queue of data requests in front of the server links, for priority
 // scheduling (ZPS_PRIORITY, DeclareOptions::priority; docs/performance.md#priority-scheduling).
 //
-// A request with a priority (RequestSpec::priority) waits in one of its server's two queues, ordered
-// by priority (lower first: the first layer of the next forward pass is needed first), then by
-// arrival; each queue has its own credit per server:
-//  - pushes hold the bytes they send (RequestSpec::credit) until the server acknowledges them
-//    (ZPS_CREDIT_BYTES);
-//  - pulls whose replies are scheduled (ZPS_REPLY_CREDIT_BYTES > 0) hold the bytes their reply
-//    brings (RequestSpec::reply_credit, at most ZPS_REPLY_CREDIT_BYTES)
-//    until it came, and join their queue only once their own push was acknowledged
-//    (RequestSpec::after), so they never hold reply credit while their push still waits here.
-// The head of a queue leaves when the bytes in flight plus its own fit in the credit, or when
-// nothing is in flight (a request larger than the credit still goes, alone); one that holds no
-// credit leaves as soon as it is at the head. A request gives its credit back when the request table
-// completes it: its reply came, it failed, or its operation was cancelled (a cancelled request still
-// queued or held is dropped, so its buffer is not read any more).
+// A request with a priority (RequestSpec::priority) waits in its server's queue, ordered by
+// priority (lower first: the first layer of the next forward pass is needed first), then by
+// arrival. Pushes hold the bytes they send (RequestSpec::credit) until the server acknowledges them,
+// at most ZPS_CREDIT_BYTES per server. The head of a queue leaves when the bytes in flight plus its
+// own fit in the credit, or when nothing is in flight (a request larger than the credit still goes,
+// alone); a pull holds no credit and leaves as soon as it is at the head. A request gives its credit
+// back when the request table completes it: its reply came, it failed, or its operation was
+// cancelled (a cancelled request still queued is dropped, so its buffer is not read any more).
 //
-// Why the reply credit: a server answers pulls in the order their rounds complete, and everything it
-// answered queues on its link to this worker. Unbounded, the urgent first layer's sum waits behind
-// every sum completed before it; with the reply credit at most that many bytes of this worker's
-// replies are queued at each server, and the most urgent pull is the next one asked for.
-//
-// Why credits cannot deadlock here: pushes hold push credit, and a server answers a PUSH as soon as
+// Why credits cannot deadlock here: only pushes hold credit, and a server answers a PUSH as soon as
 // it has taken it, whatever the other workers did, so every push leaves in time and every round
-// completes. A pull holds reply credit only while it waits for other workers' pushes of its round,
-// which never wait for reply credit (the two queues are apart). A push-pull is therefore scheduled
-// as a PUSH followed by a PULL of the same round; credit held on a PUSH_PULL until its reply would
-// wait for other workers' pushes, which may be queued behind their own credit.
+// completes. A push-pull is therefore scheduled as a PUSH followed by a PULL of the same round;
+// credit held on a PUSH_PULL until its reply would wait for other workers' pushes, which may be
+// queued behind their own credit. For the same reason no credit is held by pulls: a pull waits at
+// the server until the other workers' pushes of its round arrive, and those may be issued only
+// after this worker's other pulls are answered (threads that issue in different orders), so a
+// bound on outstanding pulls can deadlock. (A reply credit, ZPS_REPLY_CREDIT_BYTES, did exactly that
+// with threads issuing at once; it was also not measurably faster, and was removed.)
 //
 // Requests without a priority (every request when scheduling is off) are sent at once, without
 // the lock. What leaves together for one server (a fan-out's requests, those one pump releases, or
-// those released by the answers of one fused reply: Deferral) travels fused (worker/fusion.h). A resend of a request still queued or held is dropped (it will leave in its turn); a
-// resend of one in flight is sent at once and holds no more credit.
+// those released by the answers of one fused reply: Deferral) travels fused (worker/fusion.h). A resend of a request
+// still queued is dropped (it will leave in its turn); a resend of one in flight is sent at once and holds no more
+// credit.
 //
 // Owned by the Worker for its whole life; the links' send function outlives it. Thread-safe:
 // callers' threads send through the request table's send hook; the table's completed hook (the I/O
@@ -58,11 +51,10 @@ class PushScheduler {
  public:
   using Send = std::function<Status(const RequestSpec& to, std::vector<Blob> frames)>;
 
-  // credit_bytes: the bytes of pushes in flight per server (at least 1); reply_credit_bytes: the
-  // bytes of replies (RequestSpec::reply_credit) in flight per server (at least 1); fusion_bytes
+  // credit_bytes: the bytes of pushes in flight per server (at least 1); fusion_bytes
   // (ZPS_FUSION_BYTES, 0: off): the requests one pump releases together travel fused
   // (worker/fusion.h).
-  PushScheduler(size_t credit_bytes, size_t reply_credit_bytes, Send send, size_t fusion_bytes = 0);
+  PushScheduler(size_t credit_bytes, Send send, size_t fusion_bytes = 0);
 
   // The request table's send hook: sends now, or queues a request with a priority.
   Status send(const RequestSpec& to, std::vector<Blob> frames);
@@ -85,16 +77,15 @@ class PushScheduler {
     PushScheduler* const scheduler_;
   };
   // The request table's completed hook: gives back the request's credit (or drops it from its
-  // queue), lets the pull held behind it join its queue, and sends the queued requests that now fit.
+  // queue) and sends the queued requests that now fit.
   void completed(uint64_t id);
 
   // recover(): every request was failed; forgets what is queued and the credit held, including a
   // request a concurrent refusal completed before it reached send().
   void clear();
 
-  size_t queued() const;  // queued and held requests, every server
+  size_t queued() const;  // queued requests, every server
   size_t inFlightBytes(int server) const;
-  size_t replyBytesInFlight(int server) const;
 
  private:
   using Order = std::pair<int64_t, uint64_t>;  // (priority, arrival)
@@ -108,43 +99,31 @@ class PushScheduler {
     size_t in_flight = 0;  // credit held by requests sent and not completed
     size_t credit = 1;     // the most it may hold
   };
-  struct Server {
-    Lane pushes;   // hold RequestSpec::credit
-    Lane replies;  // hold RequestSpec::reply_credit
-  };
-  enum class State { kHeld, kQueued, kSent };
+  enum class State { kQueued, kSent };
   struct Known {
     int server = 0;
-    bool reply = false;  // in the replies lane
     size_t credit = 0;
     State state = State::kQueued;
-    Order order;         // where it waits, while queued
-    uint64_t after = 0;  // while held: the request it waits for
+    Order order;  // where it waits, while queued
   };
 
-  static size_t creditOf(const Queued& q) { return q.to.reply_credit > 0 ? q.to.reply_credit : q.to.credit; }
-  Lane& laneOf(int server, bool reply);
-  // Takes a scheduled request: the lane it was queued in, or null (held behind its push, or a resend).
-  // Called with mu_ held.
+  Lane& laneOf(int server);
+  // Takes a scheduled request: the lane it was queued in, or null (a resend). Called with mu_ held.
   Lane* admit(const RequestSpec& to, std::vector<Blob> frames);
-  // Queues a known request in its lane. Called with mu_ held.
-  Lane& enqueue(Queued q);
   // Sends the head of a lane while it fits, the requests released together fused. Called with mu_ held.
   void pump(Lane& lane);
   // pump(), or later while a Deferral is alive on this thread. Called with mu_ held.
   void pumpOrDefer(Lane& lane);
 
   const size_t credit_bytes_;
-  const size_t reply_credit_bytes_;
   const Send send_;
   const size_t fusion_bytes_;
 
   mutable std::mutex mu_;
   uint64_t arrivals_ = 0;
-  std::unordered_map<int, Server> servers_;
-  std::vector<Lane*> deferred_;                // lanes to pump when this thread's Deferral ends (values of servers_)
-  std::unordered_map<uint64_t, Known> known_;  // scheduled requests, held, queued or in flight
-  std::unordered_map<uint64_t, Queued> held_;  // pulls by the id of the push they wait for
+  std::unordered_map<int, Lane> lanes_;        // by server
+  std::vector<Lane*> deferred_;                // lanes to pump when this thread's Deferral ends (values of lanes_)
+  std::unordered_map<uint64_t, Known> known_;  // scheduled requests, queued or in flight
   std::atomic<size_t> scheduled_{0};           // known_.size(), read without the lock
 };
 

@@ -73,13 +73,10 @@ struct RequestSpec {
   std::function<Status(const pb::DataHeader&)> on_reply;
   // Priority scheduling (worker/push_scheduler.h): with a priority the request waits in its
   // server's queue (lower first) and holds `credit` bytes of the server's push credit until
-  // completed; without one it is sent at once. A pull whose reply is scheduled too holds
-  // `reply_credit` bytes of the server's reply credit instead, and with `after` it joins its queue
-  // only once that request (its push) has completed. `id` is the request's id (RequestTable::header).
+  // completed (a pull holds none); without one it is sent at once. `id` is the request's id
+  // (RequestTable::header).
   std::optional<int64_t> priority;
   size_t credit = 0;
-  size_t reply_credit = 0;
-  std::optional<uint64_t> after;
   uint64_t id = 0;
   // > 0: a dense PUSH, PULL or PUSH_PULL that may travel fused with others ready for the same server
   // (worker/fusion.h); the bytes it counts toward a fused message (its partition's).

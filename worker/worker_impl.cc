@@ -30,7 +30,7 @@ Status Worker::Impl::start() {
   ZPS_ASSIGN_OR_RETURN(auth, Authenticator::fromConfig(config));
   RequestTable::Hooks hooks;
   scheduler = std::make_unique<PushScheduler>(
-      config.credit_bytes, config.reply_credit_bytes,
+      config.credit_bytes,
       [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); },
       config.fusion_bytes);
   hooks.send = [this](const RequestSpec& to, std::vector<Blob> frames) {

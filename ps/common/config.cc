@@ -230,7 +230,6 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   ZPS_ASSIGN_OR_RETURN(c.priority, readSwitch(env, "priority"));
   ZPS_RETURN_IF_ERROR(readInto(&c.fusion_bytes, readInteger(env, "fusion_bytes")));
   ZPS_RETURN_IF_ERROR(readInto(&c.credit_bytes, readInteger(env, "credit_bytes")));
-  ZPS_RETURN_IF_ERROR(readInto(&c.reply_credit_bytes, readInteger(env, "reply_credit_bytes")));
   ZPS_ASSIGN_OR_RETURN(c.push_lane, readSwitch(env, "push_lane"));
   ZPS_RETURN_IF_ERROR(readInto(&c.checkpoint_every, readInteger(env, "checkpoint_every")));
   ZPS_ASSIGN_OR_RETURN(c.checkpoint_dir, readText(env, "checkpoint_dir"));

@@ -52,14 +52,12 @@ struct Config {
   // ZPS_IPC: workers move their links to servers on the same host to the servers' ipc:// sockets.
   bool ipc = true;
   // Priority scheduling (worker/push_scheduler.h): ZPS_PRIORITY gives every dense tensor its
-  // declaration index as priority; ZPS_CREDIT_BYTES bounds the scheduled pushes in flight per server,
-  // ZPS_REPLY_CREDIT_BYTES (0: off) the sums of scheduled push-pulls outstanding per server.
+  // declaration index as priority; ZPS_CREDIT_BYTES bounds the scheduled pushes in flight per server.
   bool priority = false;
   // ZPS_FUSION_BYTES (0: off): requests for smaller partitions that are ready together for one server
   // travel as one CMD_FUSED message of at most this many payload bytes (worker/fusion.h).
   size_t fusion_bytes = 64 << 10;
   size_t credit_bytes = 4 << 20;
-  size_t reply_credit_bytes = 0;
   // ZPS_PUSH_LANE: with priority scheduling, a second connection to each server carries the scheduled pushes,
   // so that their acknowledgements do not queue behind the sums on the first (worker/server_links.h).
   bool push_lane = false;

@@ -269,17 +269,6 @@ std::vector<Setting> makeTable() {
        .help = "bytes of scheduled pushes in flight to each server (with priority scheduling)",
        .group = messages,
        .blank_is_unset = false},
-      {.name = "reply_credit_bytes",
-       .env = {"ZPS_REPLY_CREDIT_BYTES"},
-       .type = T::kInteger,
-       .default_text = "0",
-       .min = 0,
-       .max = int64_t{1} << 40,
-       .help = "with priority scheduling, bytes of scheduled push-pulls' sums outstanding per server: their pulls "
-               "are asked for by priority once their push is acknowledged; 0: off, each pull follows its push at "
-               "once (docs/performance.md)",
-       .group = messages,
-       .blank_is_unset = false},
       {.name = "push_lane",
        .env = {"ZPS_PUSH_LANE"},
        .type = T::kSwitch,

@@ -18,7 +18,7 @@ struct Recorder {
   PushScheduler scheduler;
 
   explicit Recorder(size_t credit)
-      : scheduler(credit, credit, [this](const RequestSpec& to, std::vector<Blob>) {
+      : scheduler(credit, [this](const RequestSpec& to, std::vector<Blob>) {
           sent.push_back(to.id);
           return Status::OK();
         }) {}
@@ -29,15 +29,6 @@ struct Recorder {
     r.id = id;
     r.priority = priority;
     r.credit = credit;
-    REQUIRE(scheduler.send(r, {}).ok());
-  }
-  // A pull `id` whose reply brings `reply_bytes`, behind push `after`.
-  void pull(uint64_t id, int server, int64_t priority, size_t reply_bytes, uint64_t after) {
-    RequestSpec r = RequestSpec::to(server);
-    r.id = id;
-    r.priority = priority;
-    r.reply_credit = reply_bytes;
-    r.after = after;
     REQUIRE(scheduler.send(r, {}).ok());
   }
 };
@@ -138,72 +129,12 @@ TEST_CASE("push scheduler: clear() forgets the queues and the credit held", "[pu
   CHECK(r.sent == std::vector<uint64_t>{1, 3});
 }
 
-TEST_CASE("push scheduler: a pull queues once its push is acknowledged and holds reply credit, apart from pushes",
-          "[push_scheduler]") {
-  Recorder r(100);
-  r.send(1, 0, 5, 100);
-  r.pull(2, 0, 5, 100, 1);  // held behind push 1, in flight
-  r.send(3, 0, 1, 100);     // queued behind push 1's credit
-  r.pull(4, 0, 1, 100, 3);  // held behind push 3, queued
-  CHECK(r.sent == std::vector<uint64_t>{1});
-  CHECK(r.scheduler.queued() == 3);
-  r.scheduler.completed(1);  // acknowledged: push 3 goes, pull 2 queues and goes on the free reply credit
-  CHECK(r.sent == std::vector<uint64_t>{1, 3, 2});
-  CHECK(r.scheduler.replyBytesInFlight(0) == 100);
-  CHECK(r.scheduler.inFlightBytes(0) == 100);
-  r.scheduler.completed(3);  // pull 4 queues, but the reply credit is held by pull 2
-  CHECK(r.sent == std::vector<uint64_t>{1, 3, 2});
-  CHECK(r.scheduler.inFlightBytes(0) == 0);
-  r.send(5, 0, 9, 50);  // a later push is not stuck behind the waiting pull
-  CHECK(r.sent == std::vector<uint64_t>{1, 3, 2, 5});
-  r.scheduler.completed(2);
-  CHECK(r.sent == std::vector<uint64_t>{1, 3, 2, 5, 4});
-  r.scheduler.completed(4);
-  r.scheduler.completed(5);
-  CHECK(r.scheduler.queued() == 0);
-  CHECK(r.scheduler.replyBytesInFlight(0) == 0);
-}
-
-TEST_CASE("push scheduler: the most urgent waiting pull is the next one asked for", "[push_scheduler]") {
-  Recorder r(1000);
-  r.send(1, 0, 9, 100);
-  r.pull(2, 0, 9, 1000, 1);
-  r.send(3, 0, 8, 100);
-  r.pull(4, 0, 8, 1000, 3);
-  r.send(5, 0, 0, 100);
-  r.pull(6, 0, 0, 1000, 5);
-  CHECK(r.sent == std::vector<uint64_t>{1, 3, 5});
-  r.scheduler.completed(1);
-  r.scheduler.completed(3);
-  r.scheduler.completed(5);
-  CHECK(r.sent == std::vector<uint64_t>{1, 3, 5, 2});  // pull 2 took the reply credit first
-  r.scheduler.completed(2);
-  CHECK(r.sent == std::vector<uint64_t>{1, 3, 5, 2, 6});  // priority 0 before 8
-}
-
-TEST_CASE("push scheduler: a pull whose push completed already queues at once, and a held pull cancelled is dropped",
-          "[push_scheduler]") {
-  Recorder r(100);
-  r.send(1, 0, 0, 100);
-  r.scheduler.completed(1);
-  r.pull(2, 0, 0, 100, 1);  // push 1 completed before the pull reached the scheduler
-  CHECK(r.sent == std::vector<uint64_t>{1, 2});
-  r.send(3, 0, 0, 100);
-  r.pull(4, 0, 0, 100, 3);
-  r.scheduler.completed(4);  // cancelled while held
-  r.scheduler.completed(3);
-  CHECK(r.sent == std::vector<uint64_t>{1, 2, 3});
-  CHECK(r.scheduler.queued() == 0);
-  r.scheduler.clear();
-  CHECK(r.scheduler.replyBytesInFlight(0) == 0);
-}
-
 // Fusion (ZPS_FUSION_BYTES): what leaves together for one server travels as one message.
 TEST_CASE("push scheduler: a fan-out's scheduled requests, and those released together, leave fused",
           "[push_scheduler][fusion]") {
   std::vector<std::vector<uint64_t>> messages;  // the keys of each message sent
   PushScheduler scheduler(
-      250, 1,
+      250,
       [&](const RequestSpec&, std::vector<Blob> frames) {
         auto decoded = wire::decode(frames, wire::Limits());
         REQUIRE(decoded.ok());

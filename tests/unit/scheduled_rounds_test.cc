@@ -37,13 +37,13 @@ class SumServers {
     for (int w = 0; w < workers; ++w) {
       auto stack = std::make_unique<WorkerStack>();
       WorkerStack* me = stack.get();
-      stack->scheduler = std::make_unique<PushScheduler>(config.credit_bytes, config.reply_credit_bytes,
-                                                         [this, w](const RequestSpec& to, std::vector<Blob> f) {
-                                                           std::lock_guard<std::mutex> lock(mu_);
-                                                           inbox_.push_back(Message{w, to.server, std::move(f)});
-                                                           cv_.notify_all();
-                                                           return Status::OK();
-                                                         });
+      stack->scheduler =
+          std::make_unique<PushScheduler>(config.credit_bytes, [this, w](const RequestSpec& to, std::vector<Blob> f) {
+            std::lock_guard<std::mutex> lock(mu_);
+            inbox_.push_back(Message{w, to.server, std::move(f)});
+            cv_.notify_all();
+            return Status::OK();
+          });
       RequestTable::Hooks hooks;
       hooks.send = [me](const RequestSpec& to, std::vector<Blob> f) { return me->scheduler->send(to, std::move(f)); };
       hooks.describe_server = [](int server) { return "server " + std::to_string(server); };
@@ -121,8 +121,6 @@ TEST_CASE("priority scheduling: workers that issue tensors in opposite orders bo
   Config config;
   config.num_servers = 1;
   config.credit_bytes = 1;
-  config.reply_credit_bytes = GENERATE(0, 1);  // off, and one reply in flight at a time
-  INFO("ZPS_REPLY_CREDIT_BYTES=" << config.reply_credit_bytes);
   SumServers servers(config, 2);
   std::vector<TensorId> ids;
   for (int w = 0; w < 2; ++w) {
@@ -144,10 +142,9 @@ TEST_CASE("priority scheduling: workers that issue tensors in opposite orders bo
   auto hx1 = servers.worker(1).tensors->issue(x, pb::CMD_PUSH_PULL, in1.data(), out[3].data());
   REQUIRE((hx0.ok() && hy0.ok() && hy1.ok() && hx1.ok()));
   // Each worker has one push in flight and the other queued behind its credit; its pull queued behind
-  // it too, or, with the reply credit, both pulls held until their pushes are acknowledged.
-  const size_t queued = config.reply_credit_bytes > 0 ? 3 : 2;
-  CHECK(servers.worker(0).scheduler->queued() == queued);
-  CHECK(servers.worker(1).scheduler->queued() == queued);
+  // it too.
+  CHECK(servers.worker(0).scheduler->queued() == 2);
+  CHECK(servers.worker(1).scheduler->queued() == 2);
   servers.open(true);
   for (auto [w, h] : {std::pair{0, *hx0}, {0, *hy0}, {1, *hy1}, {1, *hx1}}) {
     Status s = servers.worker(w).table->wait(h, 10s);
@@ -164,8 +161,6 @@ TEST_CASE("priority scheduling: exact sums over many tensors, partitions and rou
   config.partition_bytes = 64;  // 16 floats per partition
   config.priority = true;       // every tensor by declaration order
   config.credit_bytes = 100;    // at most one partition of pushes in flight per server, plus one small one
-  config.reply_credit_bytes = GENERATE(0, 100);
-  INFO("ZPS_REPLY_CREDIT_BYTES=" << config.reply_credit_bytes);
   constexpr int kWorkers = 3, kTensors = 24, kRounds = 4;
   SumServers servers(config, kWorkers);
   std::vector<size_t> elements;
