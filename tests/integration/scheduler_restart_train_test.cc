@@ -29,14 +29,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A CTR model (dense weights on the workers, an adam embedding table on the servers): 2 x 2
-// processes, 250 steps per epoch of 2 x 64 rows, a checkpoint at the end of each epoch.
+// processes, 250 steps per epoch of 2 x 64 rows, a checkpoint at the end of each epoch. Ten epochs,
+// so that on idle cores the job still trains when the restarted scheduler has rebuilt it (with four,
+// the last epoch had begun 1.9 s after the SIGKILL).
+constexpr int kEpochs = 10;
 std::vector<std::string> seededTraining() {
-  std::vector<std::string> args = zps::testing::ctrAdamTraining(64);
+  std::vector<std::string> args = zps::testing::ctrAdamTraining(64, kEpochs);
   args.insert(args.end(), {"--seed", "7"});
   return args;
 }
 const std::vector<std::string> kTraining = seededTraining();
-constexpr int kEpochs = 4;
 
 struct TrainRun {
   std::string weights;                         // worker 0's --weights_out, raw float32
@@ -93,7 +95,7 @@ TrainRun trainWithScheduler(bool restart) {
   std::vector<int> all = {first};
   TrainRun run;
   if (restart) {
-    // Mid-training: after epoch 1 of 4.
+    // Mid-training: after epoch 1.
     REQUIRE(c.waitForLog(workers[0], "Training. Epoch 1,", 120s));
     c.signal(first, SIGKILL);
     CHECK(c.waitExit(first, 10s) == 128 + SIGKILL);

@@ -52,8 +52,8 @@ inline std::string trainJob(Cluster& c, int servers, int workers, const std::vec
 }
 
 // `zps train` of the CTR model (dense weights on the workers, an adam embedding table on the
-// servers) on 40000 synthetic rows for 4 epochs: the job the checkpoint and restart tests disturb.
-inline std::vector<std::string> ctrAdamTraining(int batch_size) {
+// servers) on 40000 synthetic rows: the job the checkpoint and restart tests disturb.
+inline std::vector<std::string> ctrAdamTraining(int batch_size, int epochs = 4) {
   return {"train",
           "--model",
           "ctr",
@@ -62,7 +62,7 @@ inline std::vector<std::string> ctrAdamTraining(int batch_size) {
           "--synthetic_rows",
           "40000",
           "--epochs",
-          "4",
+          std::to_string(epochs),
           "--batch_size",
           std::to_string(batch_size),
           "--optimizer",
