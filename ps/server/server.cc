@@ -23,6 +23,7 @@
 #include "ps/node/metrics.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
+#include "ps/server/engine.h"
 #include "ps/server/fused_messages.h"
 #include "ps/server/param_store.h"
 #include "ps/server/sequence_window.h"
@@ -34,120 +35,6 @@ namespace zps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct EngineTask {
-  PeerId peer;
-  int worker;
-  wire::DataMessage msg;
-  bool reset = false;       // ZPS_RECOVERY: drop every key and table (a new generation starts over)
-  uint32_t local_rank = 0;  // from the worker's HELLO: tables count pushes per (worker, local rank)
-};
-
-// One summation thread and the keys it owns. The inline engine has no thread: the dispatcher runs
-// small summation keys on it directly (process()), which saves two thread hand-offs per request.
-class Engine {
- public:
-  Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
-         MemoryBudget* budget, Transport* transport, bool threaded = true)
-      : index_(index),
-        reducer_(std::move(reducer)),
-        num_workers_(num_workers),
-        checkpoints_(checkpoints),
-        budget_(budget),
-        transport_(transport),
-        queue_(1024) {
-    resetStores();
-    if (threaded) thread_ = std::thread([this] { run(); });
-  }
-  ~Engine() { stop(); }
-  void stop() {
-    closed_ = true;
-    queue_.close();
-    if (thread_.joinable()) thread_.join();
-  }
-  // Read after the engine thread has stopped (the destructor path joins it first).
-  ParamCounters paramCounters() const { return params_->counters(); }
-  void finalCheckpoint() { params_->checkpointAll(); }
-
-  // Handles one task and sends its replies. Only ever called by one thread per engine.
-  void process(const EngineTask& task) {
-    if (task.reset) {
-      resetStores();
-      return;
-    }
-    out_.clear();
-    handle(task, &out_);
-    for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
-  }
-
-  // Handles one request and appends its answers to *out (a fused message's entries share one list).
-  // Only ever called by the thread that owns this engine.
-  void handle(const EngineTask& task, std::vector<Outgoing>* out) {
-    const size_t first = out->size();
-    const int64_t obs_start = unixMicros();
-    ServerObserver* obs = ServerObserver::current();
-    const auto& h = task.msg.header;
-    bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
-                 h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
-    if (param) {
-      params_->handle(task.peer, task.worker, task.local_rank, task.msg, out);
-    } else {
-      store_->handle(task.peer, task.worker, task.msg, out);
-    }
-    size_t reply_bytes = 0, replies = 0;
-    for (size_t i = first; i < out->size(); ++i) {
-      const Outgoing& o = (*out)[i];
-      if (o.header.command() == pb::CMD_ERROR) {
-        LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task.worker << ": " << o.header.error();
-      }
-      if (o.payload.size() == 0) continue;
-      reply_bytes += o.payload.size();
-      ++replies;
-    }
-    if (obs != nullptr) obs->handled(index_, task.worker, h, task.msg.payload.size(), obs_start, reply_bytes, replies);
-  }
-
-  // Blocks when the engine is behind (backpressure on the dispatcher and, through it, on the workers).
-  void submit(EngineTask task) {
-    while (!queue_.push(std::move(task), Clock::now() + std::chrono::seconds(1))) {
-      if (closed_) return;
-      LOG_EVERY_N(WARNING, 10) << "server engine " << index_ << " queue is full; waiting";
-    }
-  }
-
- private:
-  void run() {
-    for (;;) {
-      auto task = queue_.pop(Clock::now() + std::chrono::seconds(3600));
-      if (!task) {
-        if (closed_) return;
-        continue;
-      }
-      ServerObserver* obs = ServerObserver::current();
-      if (obs != nullptr && !task->reset) obs->queueDepth(index_, queue_.size());
-      process(*task);
-    }
-  }
-  void resetStores() {
-    store_.reset();  // gives its memory charge back before the new store takes any
-    params_.reset();
-    store_ = std::make_unique<SumStore>(num_workers_, reducer_.get(), budget_);
-    params_ = std::make_unique<ParamStore>(num_workers_, checkpoints_, budget_, reducer_.get());
-  }
-
-  const int index_;
-  std::unique_ptr<kernels::Reducer> reducer_;
-  const int num_workers_;
-  const ShardPlace checkpoints_;
-  MemoryBudget* const budget_;
-  std::unique_ptr<SumStore> store_;
-  std::unique_ptr<ParamStore> params_;
-  Transport* transport_;
-  BoundedQueue<EngineTask> queue_;
-  std::atomic<bool> closed_{false};
-  std::vector<Outgoing> out_;
-  std::thread thread_;
-};
 
 class Server {
  public:
