@@ -11,12 +11,6 @@ namespace zps {
 PushScheduler::PushScheduler(size_t credit_bytes, Send send, size_t fusion_bytes)
     : credit_bytes_(std::max<size_t>(1, credit_bytes)), send_(std::move(send)), fusion_bytes_(fusion_bytes) {}
 
-PushScheduler::Lane& PushScheduler::laneOf(int server) {
-  Lane& lane = lanes_[server];
-  lane.credit = credit_bytes_;
-  return lane;
-}
-
 namespace {
 // Deferrals alive on this thread (PushScheduler::Deferral).
 thread_local int t_deferring = 0;
@@ -27,22 +21,22 @@ PushScheduler::Deferral::Deferral(PushScheduler* scheduler) : scheduler_(schedul
 PushScheduler::Deferral::~Deferral() {
   if (--t_deferring > 0) return;
   std::lock_guard<std::mutex> lock(scheduler_->mu_);
-  std::vector<Lane*> lanes;
-  lanes.swap(scheduler_->deferred_);
-  for (Lane* lane : lanes) scheduler_->pump(*lane);
+  std::vector<ServerQueue*> queues;
+  queues.swap(scheduler_->deferred_);
+  for (ServerQueue* queue : queues) scheduler_->pump(*queue);
 }
 
 Status PushScheduler::send(const RequestSpec& to, std::vector<Blob> frames) {
   if (!to.priority) return send_(to, std::move(frames));
   std::lock_guard<std::mutex> lock(mu_);
-  if (Lane* lane = admit(to, std::move(frames))) pumpOrDefer(*lane);
+  if (ServerQueue* queue = admit(to, std::move(frames))) pumpOrDefer(*queue);
   return Status::OK();
 }
 
 Status PushScheduler::sendAll(std::vector<ReadyRequest> ready) {
   std::vector<ReadyRequest> now;
   {
-    std::vector<Lane*> lanes;
+    std::vector<ServerQueue*> queues;
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     for (ReadyRequest& r : ready) {
       if (!r.to.priority) {
@@ -50,24 +44,24 @@ Status PushScheduler::sendAll(std::vector<ReadyRequest> ready) {
         continue;
       }
       if (!lock.owns_lock()) lock.lock();
-      Lane* lane = admit(r.to, std::move(r.frames));
-      if (lane != nullptr && std::find(lanes.begin(), lanes.end(), lane) == lanes.end()) lanes.push_back(lane);
+      ServerQueue* queue = admit(r.to, std::move(r.frames));
+      if (queue != nullptr && std::find(queues.begin(), queues.end(), queue) == queues.end()) queues.push_back(queue);
     }
     // Every request of the fan-out is queued before any leaves: what fits leaves together, fused.
-    for (Lane* lane : lanes) pumpOrDefer(*lane);
+    for (ServerQueue* queue : queues) pumpOrDefer(*queue);
   }
   return sendReady(std::move(now), fusion_bytes_, send_);
 }
 
-void PushScheduler::pumpOrDefer(Lane& lane) {
+void PushScheduler::pumpOrDefer(ServerQueue& queue) {
   if (t_deferring == 0) {
-    pump(lane);
-  } else if (std::find(deferred_.begin(), deferred_.end(), &lane) == deferred_.end()) {
-    deferred_.push_back(&lane);
+    pump(queue);
+  } else if (std::find(deferred_.begin(), deferred_.end(), &queue) == deferred_.end()) {
+    deferred_.push_back(&queue);
   }
 }
 
-PushScheduler::Lane* PushScheduler::admit(const RequestSpec& to, std::vector<Blob> frames) {
+PushScheduler::ServerQueue* PushScheduler::admit(const RequestSpec& to, std::vector<Blob> frames) {
   auto it = known_.find(to.id);
   if (it != known_.end()) {
     // A resend: one still queued leaves in its turn; one in flight goes again at once, on the
@@ -85,9 +79,9 @@ PushScheduler::Lane* PushScheduler::admit(const RequestSpec& to, std::vector<Blo
   k.state = State::kQueued;
   k.order = Order{*to.priority, arrivals_++};
   scheduled_.fetch_add(1, std::memory_order_release);
-  Lane& lane = laneOf(k.server);
-  lane.queue.emplace(k.order, Queued{to, std::move(frames)});
-  return &lane;
+  ServerQueue& queue = queues_[k.server];
+  queue.waiting.emplace(k.order, Queued{to, std::move(frames)});
+  return &queue;
 }
 
 void PushScheduler::completed(uint64_t id) {
@@ -99,31 +93,31 @@ void PushScheduler::completed(uint64_t id) {
   const Known k = it->second;
   known_.erase(it);
   scheduled_.fetch_sub(1, std::memory_order_release);
-  Lane& lane = laneOf(k.server);
+  ServerQueue& queue = queues_[k.server];
   switch (k.state) {
     case State::kQueued:
-      lane.queue.erase(k.order);  // cancelled or failed before it left: its buffer is not read
+      queue.waiting.erase(k.order);  // cancelled or failed before it left: its buffer is not read
       break;
     case State::kSent:
-      lane.in_flight -= k.credit;
-      pumpOrDefer(lane);
+      queue.in_flight -= k.credit;
+      pumpOrDefer(queue);
       break;
   }
 }
 
-void PushScheduler::pump(Lane& lane) {
+void PushScheduler::pump(ServerQueue& queue) {
   std::vector<ReadyRequest> released;
-  while (!lane.queue.empty()) {
-    auto head = lane.queue.begin();
+  while (!queue.waiting.empty()) {
+    auto head = queue.waiting.begin();
     const size_t credit = head->second.to.credit;
     // A request that holds no credit leaves as soon as it is at the head.
-    if (credit > 0 && lane.in_flight > 0 && lane.in_flight + credit > lane.credit) break;
+    if (credit > 0 && queue.in_flight > 0 && queue.in_flight + credit > credit_bytes_) break;
     Queued q = std::move(head->second);
-    lane.queue.erase(head);
+    queue.waiting.erase(head);
     Known& k = known_[q.to.id];
     k.state = State::kSent;
     k.credit = credit;
-    lane.in_flight += credit;
+    queue.in_flight += credit;
     released.push_back(ReadyRequest{std::move(q.to), std::move(q.frames)});
   }
   // Released together: small ones for this server travel as one message. The transport only fails
@@ -136,7 +130,7 @@ void PushScheduler::pump(Lane& lane) {
 
 void PushScheduler::clear() {
   std::lock_guard<std::mutex> lock(mu_);
-  lanes_.clear();
+  queues_.clear();
   deferred_.clear();
   known_.clear();
   scheduled_.store(0, std::memory_order_release);
@@ -145,14 +139,14 @@ void PushScheduler::clear() {
 size_t PushScheduler::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
-  for (const auto& [server, lane] : lanes_) n += lane.queue.size();
+  for (const auto& [server, queue] : queues_) n += queue.waiting.size();
   return n;
 }
 
 size_t PushScheduler::inFlightBytes(int server) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = lanes_.find(server);
-  return it == lanes_.end() ? 0 : it->second.in_flight;
+  auto it = queues_.find(server);
+  return it == queues_.end() ? 0 : it->second.in_flight;
 }
 
 }  // namespace zps

@@ -64,7 +64,7 @@ class PushScheduler {
   Status sendAll(std::vector<ReadyRequest> ready);
 
   // While one is alive on a thread, the completions that thread reports give credit back without
-  // sending; when the last one ends, each lane sends what then fits, together (fused). The worker
+  // sending; when the last one ends, each queue sends what then fits, together (fused). The worker
   // holds one while it delivers the answers of one fused reply.
   class Deferral {
    public:
@@ -93,11 +93,10 @@ class PushScheduler {
     RequestSpec to;
     std::vector<Blob> frames;
   };
-  // One credit and the requests waiting for it.
-  struct Lane {
-    std::map<Order, Queued> queue;
+  // One server's queue and the credit its requests hold (at most credit_bytes_).
+  struct ServerQueue {
+    std::map<Order, Queued> waiting;
     size_t in_flight = 0;  // credit held by requests sent and not completed
-    size_t credit = 1;     // the most it may hold
   };
   enum class State { kQueued, kSent };
   struct Known {
@@ -107,13 +106,12 @@ class PushScheduler {
     Order order;  // where it waits, while queued
   };
 
-  Lane& laneOf(int server);
-  // Takes a scheduled request: the lane it was queued in, or null (a resend). Called with mu_ held.
-  Lane* admit(const RequestSpec& to, std::vector<Blob> frames);
-  // Sends the head of a lane while it fits, the requests released together fused. Called with mu_ held.
-  void pump(Lane& lane);
+  // Takes a scheduled request: the queue it was queued in, or null (a resend). Called with mu_ held.
+  ServerQueue* admit(const RequestSpec& to, std::vector<Blob> frames);
+  // Sends the head of a queue while it fits, the requests released together fused. Called with mu_ held.
+  void pump(ServerQueue& queue);
   // pump(), or later while a Deferral is alive on this thread. Called with mu_ held.
-  void pumpOrDefer(Lane& lane);
+  void pumpOrDefer(ServerQueue& queue);
 
   const size_t credit_bytes_;
   const Send send_;
@@ -121,10 +119,10 @@ class PushScheduler {
 
   mutable std::mutex mu_;
   uint64_t arrivals_ = 0;
-  std::unordered_map<int, Lane> lanes_;        // by server
-  std::vector<Lane*> deferred_;                // lanes to pump when this thread's Deferral ends (values of lanes_)
-  std::unordered_map<uint64_t, Known> known_;  // scheduled requests, queued or in flight
-  std::atomic<size_t> scheduled_{0};           // known_.size(), read without the lock
+  std::unordered_map<int, ServerQueue> queues_;  // by server
+  std::vector<ServerQueue*> deferred_;           // queues to pump when this thread's Deferral ends (values of queues_)
+  std::unordered_map<uint64_t, Known> known_;    // scheduled requests, queued or in flight
+  std::atomic<size_t> scheduled_{0};             // known_.size(), read without the lock
 };
 
 }  // namespace zps
