@@ -28,6 +28,7 @@ IoWait::Ready IoWait::wait(int dealers_fd, int listener_fd, const std::vector<in
   Ready ready;
   const int n = ::poll(fds_.data(), fds_.size(), timeout_ms);
   ready.timed_out = n == 0 && timeout_ms > 0;
+  last_timed_out_ = ready.timed_out;
   if (n <= 0) return ready;  // EINTR: the caller loops
   ready.woken = fds_[0].revents != 0;
   ready.dealers = fds_[1].revents != 0;
@@ -39,6 +40,18 @@ IoWait::Ready IoWait::wait(int dealers_fd, int listener_fd, const std::vector<in
     (void)ignored;
   }
   return ready;
+}
+
+void IoWait::found(int received) {
+  if (!last_timed_out_ || received <= 0) return;
+  ++late_finds_;
+  late_messages_ += static_cast<uint64_t>(received);
+}
+
+void IoWait::logLateFinds(const std::string& name) const {
+  if (late_finds_ == 0) return;
+  LOG(INFO) << name << ": " << late_finds_ << " I/O waits ran to their timeout with " << late_messages_
+            << " messages waiting that no descriptor had signalled";
 }
 
 }  // namespace zps

@@ -14,6 +14,8 @@
 
 #include <poll.h>
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace zps {
@@ -40,8 +42,19 @@ class IoWait {
   // not watched.
   Ready wait(int dealers_fd, int listener_fd, const std::vector<int>& guard_fds, int timeout_ms);
 
+  // After each wait: how many messages the I/O thread then received. A wait that ran to its timeout
+  // and then found messages slept although they were there: no descriptor had signalled them (a lost
+  // ZMQ_FD edge), so they waited up to the timeout (100 ms while idle). Counted, and logged when the
+  // I/O thread ends (only when it happened), so that such delays show instead of hiding in the times.
+  void found(int received);
+  void logLateFinds(const std::string& name) const;
+  uint64_t lateFinds() const { return late_finds_; }
+
  private:
   int wake_fd_ = -1;  // eventfd
+  bool last_timed_out_ = false;
+  uint64_t late_finds_ = 0;     // waits that timed out with messages waiting
+  uint64_t late_messages_ = 0;  // the messages they found
   std::vector<pollfd> fds_;
 };
 

@@ -498,9 +498,13 @@ class ZmqTransport final : public Transport {
         int n = epoll_wait(dealer_fds_, ready_events.data(), static_cast<int>(ready_events.size()), 0);
         for (int i = 0; i < n; ++i) ready.insert(ready_events[i].data.u64);
       }
-      for (auto& [id, dealer] : dealers_) receiveFromDealer(id, *dealer, got.timed_out || ready.count(id) > 0);
-      if (router_ != nullptr && (got.listener || listener_look_ || got.timed_out)) receiveFromListener();
+      int received = 0;
+      for (auto& [id, dealer] : dealers_)
+        received += receiveFromDealer(id, *dealer, got.timed_out || ready.count(id) > 0);
+      if (router_ != nullptr && (got.listener || listener_look_ || got.timed_out)) received += receiveFromListener();
+      io_wait_.found(received);
     }
+    io_wait_.logLateFinds(options_.name);
     for (auto& d : delayed_) sendNow(d.second);
     if (faults_injected_ > 0) LOG(INFO) << options_.name << ": injected " << faults_injected_ << " test faults";
     guard_->closeSockets();
@@ -513,25 +517,27 @@ class ZmqTransport final : public Transport {
     dealers_.clear();
   }
 
-  // On the I/O thread: a batch of the dealer's messages, unless a caller receives there. A message
-  // taken while a caller started to (it may be that caller's reply) wakes the caller to check.
-  void receiveFromDealer(PeerId peer, Dealer& dealer, bool ready) {
-    if (dealer.hosted() || (!dealer.look.exchange(false) && !ready)) return;
+  // On the I/O thread: a batch of the dealer's messages (returns how many), unless a caller receives
+  // there. A message taken while a caller started to (it may be that caller's reply) wakes the caller.
+  int receiveFromDealer(PeerId peer, Dealer& dealer, bool ready) {
+    if (dealer.hosted() || (!dealer.look.exchange(false) && !ready)) return 0;
     int n = 0;
     while (n < kRecvBatch && !recv_queue_.full() && receiveOne(nullptr, false, peer, &dealer)) {
       ++n;
       if (dealer.hosted()) dealer.wakeHost();
     }
     if (n == kRecvBatch || recv_queue_.full()) dealer.look = true;  // messages may be left
+    return n;
   }
 
-  // On the I/O thread: a batch of the listener's messages. Replies that the handler sends meanwhile
-  // may take in the socket's news; the receive that finds no message left takes in the rest, after
-  // which router_fd_ signals the next.
-  void receiveFromListener() {
-    bool drained = false;
-    for (int n = 0; n < kRecvBatch && !recv_queue_.full() && !drained; ++n) drained = !receiveOne(router_, true, 0);
-    listener_look_ = !drained;
+  // On the I/O thread: a batch of the listener's messages (returns how many). Replies that the handler
+  // sends meanwhile may take in the socket's news; the receive that finds no message left takes in the
+  // rest, after which router_fd_ signals the next.
+  int receiveFromListener() {
+    int n = 0;
+    while (n < kRecvBatch && !recv_queue_.full() && receiveOne(router_, true, 0)) ++n;
+    listener_look_ = n == kRecvBatch || recv_queue_.full();
+    return n;
   }
 
   const TransportOptions options_;
