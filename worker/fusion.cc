@@ -46,7 +46,7 @@ StatusOr<std::vector<Blob>> fuseRequests(const std::vector<ReadyRequest*>& group
   return wire::encodeData(fused, payload_bytes > 0 ? Blob::fromBuffer(std::move(payload)) : Blob());
 }
 
-Status sendReady(std::vector<ReadyRequest> ready, size_t fusion_bytes, const SendFunction& send) {
+Status sendReady(std::vector<ReadyRequest> ready, const FusionPolicy& policy, const SendFunction& send) {
   Status first_failure;
   auto note = [&](Status s) {
     if (!s.ok() && first_failure.ok()) first_failure = std::move(s);
@@ -56,7 +56,8 @@ Status sendReady(std::vector<ReadyRequest> ready, size_t fusion_bytes, const Sen
   std::unordered_map<int64_t, std::vector<Group>> groups;
   std::vector<int64_t> order;  // the order (server, connection) first appeared
   for (ReadyRequest& r : ready) {
-    const bool fusable = fusion_bytes > 0 && r.to.fuse_bytes > 0 && r.to.fuse_bytes < fusion_bytes && !r.to.via;
+    const bool fusable = policy.bytes > 0 && r.to.fuse_bytes > 0 && r.to.fuse_bytes < policy.bytes && !r.to.via &&
+                         (!policy.accepts || policy.accepts(r.to.server));
     if (!fusable) {
       note(send(r.to, std::move(r.frames)));
       continue;
@@ -66,7 +67,7 @@ Status sendReady(std::vector<ReadyRequest> ready, size_t fusion_bytes, const Sen
     if (first) order.push_back(where);
     Group* home = nullptr;
     for (Group& g : it->second) {
-      if (g.members.size() < wire::kMaxFusedEntries && g.bytes + r.to.fuse_bytes <= fusion_bytes &&
+      if (g.members.size() < wire::kMaxFusedEntries && g.bytes + r.to.fuse_bytes <= policy.bytes &&
           g.keys.count(r.to.key) == 0) {
         home = &g;
         break;

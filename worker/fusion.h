@@ -19,13 +19,21 @@ namespace zps {
 
 using SendFunction = std::function<Status(const RequestSpec& to, std::vector<Blob> frames)>;
 
-// Sends `ready` through `send`. Requests whose to.fuse_bytes is set and below fusion_bytes are grouped
-// per server (and connection: scheduled pushes apart, for the push lane) into messages of at most
-// fusion_bytes (counting each one's fuse_bytes) and
+// What may be fused: requests for partitions below `bytes` (ZPS_FUSION_BYTES; 0: none), bound for a
+// server that `accepts` fused messages (said so in its HELLO reply, ServerLinks::acceptsFused; unset:
+// every server).
+struct FusionPolicy {
+  size_t bytes = 0;
+  std::function<bool(int server)> accepts;
+};
+
+// Sends `ready` through `send`. Requests whose to.fuse_bytes is set and below policy.bytes, for a
+// server that accepts fused messages, are grouped per server (and connection: scheduled pushes apart,
+// for the push lane) into messages of at most policy.bytes (counting each one's fuse_bytes) and
 // wire::kMaxFusedEntries entries, each key at most once per message (a key's second request goes in a
 // later message, so a key's requests keep their order); a group of one goes as it is. The others go
 // first, unchanged, in order. Returns the first failed send's status; the rest are still sent.
-Status sendReady(std::vector<ReadyRequest> ready, size_t fusion_bytes, const SendFunction& send);
+Status sendReady(std::vector<ReadyRequest> ready, const FusionPolicy& policy, const SendFunction& send);
 
 // The CMD_FUSED message of `group` (requests to one server, built by RequestTable::header and the
 // codec's encodeData): their headers as entries, their payloads copied back to back.

@@ -8,8 +8,8 @@
 
 namespace zps {
 
-PushScheduler::PushScheduler(size_t credit_bytes, Send send, size_t fusion_bytes)
-    : credit_bytes_(std::max<size_t>(1, credit_bytes)), send_(std::move(send)), fusion_bytes_(fusion_bytes) {}
+PushScheduler::PushScheduler(size_t credit_bytes, Send send, FusionPolicy fusion)
+    : credit_bytes_(std::max<size_t>(1, credit_bytes)), send_(std::move(send)), fusion_(std::move(fusion)) {}
 
 namespace {
 // Deferrals alive on this thread (PushScheduler::Deferral).
@@ -50,7 +50,7 @@ Status PushScheduler::sendAll(std::vector<ReadyRequest> ready) {
     // Every request of the fan-out is queued before any leaves: what fits leaves together, fused.
     for (ServerQueue* queue : queues) pumpOrDefer(*queue);
   }
-  return sendReady(std::move(now), fusion_bytes_, send_);
+  return sendReady(std::move(now), fusion_, send_);
 }
 
 void PushScheduler::pumpOrDefer(ServerQueue& queue) {
@@ -122,7 +122,7 @@ void PushScheduler::pump(ServerQueue& queue) {
   }
   // Released together: small ones for this server travel as one message. The transport only fails
   // once it is closed (the job is ending); the requests' waits then fail or time out, naming them.
-  Status sent = sendReady(std::move(released), fusion_bytes_, send_);
+  Status sent = sendReady(std::move(released), fusion_, send_);
   if (!sent.ok()) {
     LOG_EVERY_N(WARNING, 20) << "scheduled requests not sent: " << sent.message();
   }

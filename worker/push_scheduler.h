@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "ps/common/blob.h"
+#include "worker/fusion.h"
 #include "worker/request_table.h"
 
 namespace zps {
@@ -51,10 +52,9 @@ class PushScheduler {
  public:
   using Send = std::function<Status(const RequestSpec& to, std::vector<Blob> frames)>;
 
-  // credit_bytes: the bytes of pushes in flight per server (at least 1); fusion_bytes
-  // (ZPS_FUSION_BYTES, 0: off): the requests one pump releases together travel fused
-  // (worker/fusion.h).
-  PushScheduler(size_t credit_bytes, Send send, size_t fusion_bytes = 0);
+  // credit_bytes: the bytes of pushes in flight per server (at least 1); fusion (ZPS_FUSION_BYTES,
+  // default: off): the requests one pump releases together travel fused (worker/fusion.h).
+  PushScheduler(size_t credit_bytes, Send send, FusionPolicy fusion = {});
 
   // The request table's send hook: sends now, or queues a request with a priority.
   Status send(const RequestSpec& to, std::vector<Blob> frames);
@@ -115,7 +115,7 @@ class PushScheduler {
 
   const size_t credit_bytes_;
   const Send send_;
-  const size_t fusion_bytes_;
+  const FusionPolicy fusion_;
 
   mutable std::mutex mu_;
   uint64_t arrivals_ = 0;

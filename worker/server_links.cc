@@ -90,6 +90,11 @@ OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::op
       // A (new) HELLO on the first connection: the server binds the lane afresh.
       links_[server].lane_token = reply.lane_token();
       links_[server].lane_open = false;
+      links_[server].accepts_fused = reply.accepts_fused();
+    }
+    if (config_.fusion_bytes > 0 && !reply.accepts_fused()) {
+      LOG_FIRST_N(WARNING, 8) << "worker " << rank_ << ": " << from
+                              << " does not take fused messages (an older zps): requests to it go one per message";
     }
     if (!reply.ipc_name().empty() && reply.upgrade_token() != 0) {  // connectIpc checks the name
       std::lock_guard<std::mutex> lock(mu_);
@@ -227,6 +232,11 @@ StatusOr<PeerId> ServerLinks::lanePeer(int server, const Link& link) {
   links_[server].lane = *lane;
   server_of_peer_[*lane] = server;
   return lane;
+}
+
+bool ServerLinks::acceptsFused(int server) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return server >= 0 && static_cast<size_t>(server) < links_.size() && links_[server].accepts_fused;
 }
 
 int ServerLinks::openLaneCount() const {

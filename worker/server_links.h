@@ -55,6 +55,9 @@ class ServerLinks {
   // then bound again over the same connection). A lane that fails to open is logged and its
   // server's pushes stay on the first connection.
   void openLanes();
+  // Whether `server` said in its latest HELLO reply that it applies fused messages (an older server
+  // does not: requests to it then go one per message).
+  bool acceptsFused(int server) const;
   // How many servers' push lanes are open.
   int openLaneCount() const;
   // "0 ipc://@zps-1f2e..., 1 tcp://10.0.0.2:9001": each server's link, in rank order.
@@ -88,6 +91,7 @@ class ServerLinks {
     uint64_t lane_token = 0;
     PeerId lane = 0;
     bool lane_open = false;
+    bool accepts_fused = false;  // from the latest HELLO reply on `peer`
   };
 
   void moveToIpcIfAllowed(const std::string& unix_sockets);

@@ -32,7 +32,7 @@ Status Worker::Impl::start() {
   scheduler = std::make_unique<PushScheduler>(
       config.credit_bytes,
       [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); },
-      config.fusion_bytes);
+      FusionPolicy{config.fusion_bytes, [this](int server) { return links->acceptsFused(server); }});
   hooks.send = [this](const RequestSpec& to, std::vector<Blob> frames) {
     return scheduler->send(to, std::move(frames));
   };

@@ -409,6 +409,7 @@ class Server {
     o.header.set_command(pb::CMD_REPLY);
     o.header.set_request_id(h.request_id());
     if (auth_.enabled()) o.header.set_auth_mac(auth_.mac(kHelloReplyContext, h.auth_nonce()));
+    o.header.set_accepts_fused(true);  // ps/server/fused_messages.h
     if (!moving && !lane && !ipc_name_.empty()) {
       const uint64_t token = newToken();
       upgrade_token_of_peer_[peer] = token;

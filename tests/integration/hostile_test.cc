@@ -371,6 +371,7 @@ TEST_CASE("a forged lane HELLO is refused, and a lane opens once per connection"
     RawClient first(ctx, server_port);
     pb::DataHeader r = ask(first, hello(0, 7));
     REQUIRE(r.command() == pb::CMD_REPLY);
+    CHECK(r.accepts_fused());  // workers fuse only for servers that say so
     const uint64_t token = r.lane_token();
     REQUIRE(token != 0);
     auto laneHello = [&](int local_rank, uint64_t lane_token) {

@@ -176,7 +176,7 @@ TEST_CASE("fusion: sendReady fuses small requests per server, each key once per 
   batch.push_back(pull(0, 3, 4096));  // not below the fusion size: alone, first
   batch.push_back(pull(1, 4, 100));   // the only one for server 1: alone
   batch.push_back(pull(0, 5, 900));   // over the size left in the first message: joins the second
-  REQUIRE(sendReady(std::move(batch), 1024, send).ok());
+  REQUIRE(sendReady(std::move(batch), FusionPolicy{1024, nullptr}, send).ok());
   REQUIRE(sent.size() == 4);
   auto entriesOf = [](const std::vector<Blob>& frames) {
     auto decoded = wire::decode(frames, wire::Limits());
@@ -198,8 +198,31 @@ TEST_CASE("fusion: sendReady fuses small requests per server, each key once per 
   std::vector<ReadyRequest> again;
   again.push_back(pull(0, 1, 100));
   again.push_back(pull(0, 2, 100));
-  REQUIRE(sendReady(std::move(again), 0, send).ok());
+  REQUIRE(sendReady(std::move(again), FusionPolicy{0, nullptr}, send).ok());
   CHECK(sent.size() == 2);
+}
+
+TEST_CASE("fusion: requests for a server that does not accept fused messages go alone", "[fusion]") {
+  std::vector<std::pair<int, pb::DataCommand>> sent;  // server, command
+  auto send = [&](const RequestSpec& to, std::vector<Blob> frames) {
+    auto decoded = wire::decode(frames, wire::Limits());
+    REQUIRE(decoded.ok());
+    sent.emplace_back(to.server, std::get<wire::DataMessage>(*decoded).header.command());
+    return Status::OK();
+  };
+  std::vector<ReadyRequest> batch;
+  for (int server : {0, 1, 0, 1}) {
+    ReadyRequest r = ready(StoreFixture::header(pb::CMD_PULL, 10 + batch.size(), 1, DType::kFloat32, 25));
+    r.to.server = server;
+    r.to.fuse_bytes = 100;
+    batch.push_back(std::move(r));
+  }
+  // Server 1 is an older one: its HELLO reply did not say accepts_fused.
+  REQUIRE(sendReady(std::move(batch), FusionPolicy{1024, [](int server) { return server == 0; }}, send).ok());
+  REQUIRE(sent.size() == 3);
+  CHECK(sent[0] == std::make_pair(1, pb::CMD_PULL));
+  CHECK(sent[1] == std::make_pair(1, pb::CMD_PULL));
+  CHECK(sent[2] == std::make_pair(0, pb::CMD_FUSED));
 }
 
 }  // namespace

@@ -145,7 +145,7 @@ TEST_CASE("push scheduler: a fan-out's scheduled requests, and those released to
         messages.push_back(keys);
         return Status::OK();
       },
-      /*fusion_bytes=*/1024);
+      FusionPolicy{1024, nullptr});
   auto push = [](uint64_t id, int64_t priority) {
     pb::DataHeader h;
     h.set_command(pb::CMD_PUSH);

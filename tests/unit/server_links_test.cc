@@ -1,7 +1,8 @@
 // Tests for ServerLinks (worker/server_links.h) over a fake transport that answers each request at
 // once, as a server would, inside send: which address-book entries are connected and which are
 // kept, the peer-to-server map after a replacement, the HELLO's MAC both ways, the retry while a
-// server is recovering, and the ipc move with each of the reasons it stays on TCP.
+// server is recovering, the ipc move with each of the reasons it stays on TCP, which servers take
+// fused messages, and the push lanes.
 #include "worker/server_links.h"
 
 #include <catch2/catch.hpp>
@@ -189,6 +190,28 @@ TEST_CASE("server links: hello names this worker to every server, with a MAC bot
     CHECK(h.upgrade_token() == 0);
   }
   CHECK(l.transport.sent[0].peer != l.transport.sent[1].peer);
+}
+
+TEST_CASE("server links: fused messages go only to servers whose latest HELLO reply accepts them", "[server_links]") {
+  Links l(2);
+  l.config.fusion_bytes = 65536;
+  REQUIRE(l.links->link(book({9000, 9001})).ok());
+  CHECK_FALSE(l.links->acceptsFused(0));  // no HELLO reply yet
+  bool server1_upgraded = false;
+  l.transport.reply = [&](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+    pb::DataHeader r = helloReply(l.auth, h);
+    r.set_accepts_fused(peer == 1 || server1_upgraded);  // peer 2, server 1, runs an older zps
+    return r;
+  };
+  REQUIRE(l.links->hello([] { return false; }).ok());
+  CHECK(l.links->acceptsFused(0));
+  CHECK_FALSE(l.links->acceptsFused(1));
+  CHECK_FALSE(l.links->acceptsFused(2));  // no such server
+  CHECK_FALSE(l.links->acceptsFused(-1));
+  // Server 1 replaced by a current one (a recovery): its new HELLO reply says so.
+  server1_upgraded = true;
+  REQUIRE(l.links->hello([] { return false; }).ok());
+  CHECK(l.links->acceptsFused(1));
 }
 
 TEST_CASE("server links: a server that cannot prove the token fails hello, naming it", "[server_links]") {
