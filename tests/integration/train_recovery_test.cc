@@ -84,11 +84,15 @@ struct RecoveryRun {
   int killed_peer_code = 0;
 };
 
+using Env = std::vector<std::pair<std::string, std::string>>;
+
 // local_size > 1: every worker node runs that many processes (ZPS_LOCAL_RANK 0..N-1); "worker 1" then
-// kills the node's last local rank, and the node's local rank 0 must leave on its own.
+// kills the node's last local rank, and the node's local rank 0 must leave on its own. `env`: more
+// settings for every process.
 RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string& metric, const std::string& kill,
-                        int sig, int local_size = 1) {
+                        int sig, int local_size, const Env& env) {
   Cluster c(2, 2);
+  for (const auto& [name, value] : env) c.setEnv(name, value);
   std::string weights = c.dir() + "/weights";
   c.setEnv("ZPS_RECOVERY", "1");
   c.setEnv("ZPS_RECOVERY_TIMEOUT", "20");
@@ -159,12 +163,14 @@ RecoveryRun recoveryJob(const std::vector<std::string>& args, const std::string&
 // SIGKILL: the scheduler notices the silence after two heartbeat intervals, since a replacement waits
 // for the rank. SIGTERM: the node says goodbye (a server also writes a final shard) and the scheduler
 // starts the recovery at once.
-void checkRecovery(const std::vector<std::string>& args, const std::string& metric, const std::string& kill,
-                   const std::vector<int>& signals, int local_size = 1) {
-  RecoveryRun undisturbed = recoveryJob(args, metric, "none", 0, local_size);
+// Returns the last recovered run.
+RecoveryRun checkRecovery(const std::vector<std::string>& args, const std::string& metric, const std::string& kill,
+                          const std::vector<int>& signals, int local_size = 1, const Env& env = {}) {
+  RecoveryRun undisturbed = recoveryJob(args, metric, "none", 0, local_size, env);
+  RecoveryRun recovered;
   const bool whole_node_killed = kill == "server 1" || local_size == 1;
   for (int sig : signals) {
-    RecoveryRun recovered = recoveryJob(args, metric, kill, sig, local_size);
+    recovered = recoveryJob(args, metric, kill, sig, local_size, env);
     INFO(recovered.scheduler_log);
     CHECK(contains(recovered.scheduler_log, "lost " + kill));
     if (sig == SIGKILL && whole_node_killed)
@@ -191,6 +197,13 @@ void checkRecovery(const std::vector<std::string>& args, const std::string& metr
     CHECK(rel <= 1e-5);
     CHECK(std::fabs(recovered.metric - undisturbed.metric) <= 0.01);
   }
+  return recovered;
+}
+
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
 }
 
 }  // namespace
@@ -208,6 +221,20 @@ TEST_CASE(
     "one") {
   checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy", "worker 1",
                 {SIGKILL});
+}
+
+// Priority scheduling with push lanes: the surviving server forgets worker 0's lane with the old
+// generation, which binds it again over the same connection; the replacement gets a new one. Both
+// lanes carry the pushes of the rest of the job.
+TEST_CASE(
+    "train: recovery with push lanes: a server SIGKILLed mid-training is replaced, every lane opens again, and the "
+    "job ends like an undisturbed one") {
+  RecoveryRun run =
+      checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy",
+                    "server 1", {SIGKILL}, 1, {{"ZPS_PRIORITY", "1"}, {"ZPS_PUSH_LANE", "1"}});
+  INFO(run.worker_log);
+  CHECK(occurrences(run.worker_log, "push lanes open to 2 of 2 servers") == 2);  // at the start, after the recovery
+  CHECK_FALSE(contains(run.worker_log, "no push lane to"));
 }
 
 // Local reduction (2 processes per worker node): every local rank of every node moves to the new
