@@ -131,7 +131,21 @@ Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::
   const Clock::time_point deadline = Clock::now() + timeout;
   receiveReplies(op, deadline);
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, deadline, [&] { return op->remaining == 0 || aborted_.has_value(); });
+  auto ended = [&] { return op->remaining == 0 || aborted_.has_value(); };
+  // The replies still missing come through the I/O thread: the transport must not keep connections
+  // with threads that received there before (Transport::beginWaitOnIoThread).
+  const bool tell = !ended() && hooks_.wait_on_io_thread;
+  if (tell) {
+    lock.unlock();
+    hooks_.wait_on_io_thread(true);
+    lock.lock();
+  }
+  cv_.wait_until(lock, deadline, ended);
+  if (tell) {
+    lock.unlock();
+    hooks_.wait_on_io_thread(false);
+    lock.lock();
+  }
   // A reply being copied finishes first: the caller may reuse or free the buffer once we return.
   cv_.wait(lock, [&] { return op->delivering == 0; });
   if (op->remaining == 0) return op->status;

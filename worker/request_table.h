@@ -146,6 +146,9 @@ class RequestTable {
     std::function<bool(int server, Clock::time_point deadline, const std::function<bool()>& done)> receive;
     // Optional: threads inside `receive` check done() again (after abort and refuse).
     std::function<void()> wake_receivers;
+    // Optional: called with true before a wait that the transport's I/O thread ends (not `receive`),
+    // and with false after it (Transport::beginWaitOnIoThread). Without the lock.
+    std::function<void(bool begin)> wait_on_io_thread;
     // Optional: sends a new fan-out's requests together (so that they can travel fused,
     // worker/fusion.h), instead of `send` for each; resends still use `send`. Without the lock.
     std::function<Status(std::vector<ReadyRequest> requests)> send_all;

@@ -70,6 +70,8 @@ class ServerLinks {
   bool receiveFrom(int server, std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done);
   // Threads inside receiveFrom check their done() again.
   void wakeReceivers() { transport_->wakeReceivers(); }
+  // See Transport::beginWaitOnIoThread.
+  void waitOnIoThread(bool begin) { begin ? transport_->beginWaitOnIoThread() : transport_->endWaitOnIoThread(); }
   // The server rank of a transport peer; nullopt for a peer that is no (longer a) server link.
   std::optional<int> serverOf(PeerId peer) const;
   // "server 1 (127.0.0.1:9001)"

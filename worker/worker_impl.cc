@@ -45,6 +45,9 @@ Status Worker::Impl::start() {
   hooks.wake_receivers = [this] {
     if (ServerLinks* l = live_links.load()) l->wakeReceivers();
   };
+  hooks.wait_on_io_thread = [this](bool begin) {
+    if (ServerLinks* l = live_links.load()) l->waitOnIoThread(begin);
+  };
   hooks.issued = [this](uint64_t id, const OutgoingRequest& o) {
     if (o.trace)
       obs->issued(id, o.trace->command, o.request.server, o.request.key, o.trace->round, o.trace->bytes,

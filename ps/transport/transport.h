@@ -128,6 +128,13 @@ class Transport {
   // Makes every thread inside receiveOn call its `done` again (after something other than a message
   // may have ended its wait).
   virtual void wakeReceivers() {}
+  // After receiveOn returns, the connection may stay with the calling thread for a few milliseconds
+  // (it usually sends again and receives there next), and what arrives meanwhile waits in the
+  // socket. A thread about to wait for messages that the I/O thread delivers (not inside receiveOn)
+  // calls this first: such connections go back to the I/O thread, and none stays with a receiveOn
+  // caller until the matching endWaitOnIoThread().
+  virtual void beginWaitOnIoThread() {}
+  virtual void endWaitOnIoThread() {}
 };
 
 std::unique_ptr<Transport> makeZmqTransport(const TransportOptions& options);

@@ -38,17 +38,26 @@ int Dealer::watchFromIoThread() {
 Dealer::~Dealer() { ::close(host_wake_); }
 
 void Dealer::noticeWaiting() {
-  if (hosted_.load())
+  if (hosted())
     wakeHost();
   else
     look = true;
 }
 
+void Dealer::prepareSend() {
+  if (receiver_.load() == Receiver::kParked && host_thread_ != std::this_thread::get_id()) unpark();
+}
+
+bool Dealer::senderReceivesNext() const {
+  return receiver_.load() != Receiver::kIoThread && host_thread_ == std::this_thread::get_id();
+}
+
 bool Dealer::host() {
   std::lock_guard<std::mutex> lock(mu);
-  if (socket_ == nullptr || hosted_.load()) return false;
-  hosted_ = true;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+  if (socket_ == nullptr || hosted()) return false;
+  if (withIoThread()) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+  receiver_ = Receiver::kHost;
+  host_thread_ = std::this_thread::get_id();
   return true;
 }
 
@@ -68,22 +77,44 @@ void Dealer::wakeHost() {
   (void)ignored;
 }
 
-bool Dealer::release() {
+bool Dealer::release(const std::atomic<int>& io_thread_waiters) {
   std::lock_guard<std::mutex> lock(mu);
-  hosted_ = false;
-  if (socket_ == nullptr) return false;
+  if (socket_ == nullptr) {
+    receiver_ = Receiver::kIoThread;  // closed: nobody receives any more
+    return false;
+  }
+  if (io_thread_waiters.load() == 0) {
+    parked_at_ns_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    receiver_ = Receiver::kParked;
+    return false;
+  }
+  receiver_ = Receiver::kIoThread;
   watchFromIoThread();
   // Whatever arrived after the host's last receive and before the descriptor was back in the set has
   // been taken in by now: ZMQ_FD will not say so.
   return hasInput(socket_);
 }
 
+bool Dealer::unpark() {
+  if (socket_ == nullptr || receiver_.load() != Receiver::kParked) return false;
+  receiver_ = Receiver::kIoThread;
+  watchFromIoThread();
+  return true;
+}
+
+bool Dealer::parkedIdle(std::chrono::steady_clock::time_point now) const {
+  if (receiver_.load() != Receiver::kParked) return false;
+  const std::chrono::steady_clock::duration parked(parked_at_ns_.load());
+  return now.time_since_epoch() - parked >= kParkedIdle;
+}
+
 void Dealer::close() {
   if (socket_ == nullptr) return;
-  if (!hosted_.load()) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+  if (withIoThread()) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
   zmq_close(socket_);
   socket_ = nullptr;
-  if (hosted_.load()) wakeHost();
+  if (hosted()) wakeHost();
+  if (receiver_.load() == Receiver::kParked) receiver_ = Receiver::kIoThread;  // closed: nobody receives
 }
 
 }  // namespace zps

@@ -43,6 +43,8 @@ namespace {
 constexpr size_t kMaxFramesPerMessage = 16;
 // Upper bound of messages taken from one socket per poll round, so one busy peer cannot starve the rest.
 constexpr int kRecvBatch = 64;
+// The I/O thread's wait when nothing is due; a wait that times out looks at every socket.
+constexpr std::chrono::milliseconds kIdleWait{100};
 
 std::string zmqError() { return zmq_strerror(zmq_errno()); }
 
@@ -147,17 +149,33 @@ class ZmqTransport final : public Transport {
     if (!handler_ready_.load() || closed_.load() || std::this_thread::get_id() == io_thread_.get_id()) return false;
     std::shared_ptr<Dealer> dealer = dealerOf(peer);
     if (dealer == nullptr || !dealer->host()) return false;
+    // An I/O thread in its long wait would not notice when this connection gets parked.
+    if (io_waits_long_.load()) wake();
     while (!done()) {
       if (receiveOne(nullptr, false, peer, dealer.get())) continue;
       if (std::chrono::steady_clock::now() >= deadline || closed_.load() || dealer->closed()) break;
       dealer->waitForNews(deadline);
     }
-    if (dealer->release()) {
+    if (dealer->release(io_thread_waiters_)) {
       dealer->look = true;
       wake();
     }
     return true;
   }
+
+  void beginWaitOnIoThread() override {
+    io_thread_waiters_.fetch_add(1);
+    std::lock_guard<std::mutex> lock(dealers_mu_);
+    for (auto& [id, d] : dealers_) {
+      std::lock_guard<std::mutex> hold(d->mu);
+      if (d->unpark() && hasInput(d->socket())) {
+        d->look = true;
+        wake();
+      }
+    }
+  }
+
+  void endWaitOnIoThread() override { io_thread_waiters_.fetch_sub(1); }
 
   void wakeReceivers() override {
     std::lock_guard<std::mutex> lock(dealers_mu_);
@@ -257,9 +275,12 @@ class ZmqTransport final : public Transport {
   // With the dealer's lock held. A send may take in the socket's news (a reply that arrived, a
   // connection's pipe to read from), after which ZMQ_FD stays quiet about it: ZMQ_EVENTS tells, and
   // the dealer passes it on to whoever receives there.
+  // No check when the sending thread receives there next anyway (the host, or the thread that
+  // parked the connection): its receive takes the news in before it waits.
   bool sendOnDealer(Dealer& dealer, const std::vector<Blob>& frames) {
+    dealer.prepareSend();
     const bool ok = sendFrames(dealer.socket(), nullptr, frames);
-    if (hasInput(dealer.socket())) dealer.noticeWaiting();
+    if (!dealer.senderReceivesNext() && hasInput(dealer.socket())) dealer.noticeWaiting();
     return ok;
   }
 
@@ -445,22 +466,37 @@ class ZmqTransport final : public Transport {
   // took its news in (by a receive here, or a send, which then sets `look` or listener_look_), it stays
   // quiet until the next news, so each socket is read until it has no message left or is looked at
   // again without waiting. A wait that times out looks at every socket, so that a lost signal costs
-  // a delay (at most 100 ms while idle), never a hang.
+  // a delay (at most 100 ms while idle), never a hang. While a caller hosts or parked a dealer, the
+  // wait is short, so that a dealer parked for Dealer::kParkedIdle comes back (dealer.h).
   void ioLoop() {
     bool stopping = false;
     std::vector<epoll_event> ready_events;
     std::unordered_set<PeerId> ready;
+    auto last_sweep = std::chrono::steady_clock::now();
     while (!stopping) {
       bool room = !recv_queue_.full();
       bool look_now = listener_look_;
-      for (auto& [id, d] : dealers_) look_now = look_now || (d->look.load() && !d->hosted());
+      io_waits_long_ = true;  // before looking at the dealers: see receiveOn
+      bool away = false;      // a caller hosts or parked a connection: take it back once idle (dealer.h)
+      for (auto& [id, d] : dealers_) {
+        look_now = look_now || (d->look.load() && d->withIoThread());
+        away = away || !d->withIoThread();
+      }
       // When the receive queue is full we only watch for commands and the guard, and look again soon.
-      const IoWait::Ready got = io_wait_.wait(room ? dealer_fds_ : -1, room ? router_fd_ : -1, guard_->descriptors(),
-                                              room && look_now           ? 0
-                                              : room && delayed_.empty() ? 100
-                                                                         : 2);
-      if (got.guard || got.timed_out) guard_->handleReady();
+      // While only a parked connection cuts the wait short, a timeout looks at every socket no more
+      // often than an idle wait would.
+      const bool park_timer = room && !look_now && delayed_.empty() && away;
+      int timeout_ms = static_cast<int>(kIdleWait.count());
+      if (!room || !delayed_.empty()) timeout_ms = 2;
+      if (park_timer) timeout_ms = static_cast<int>(Dealer::kParkedIdle.count());
+      if (room && look_now) timeout_ms = 0;
+      io_waits_long_ = timeout_ms == kIdleWait.count();
+      const IoWait::Ready got =
+          io_wait_.wait(room ? dealer_fds_ : -1, room ? router_fd_ : -1, guard_->descriptors(), timeout_ms);
       auto now = std::chrono::steady_clock::now();
+      const bool sweep = got.timed_out && (!park_timer || now - last_sweep >= kIdleWait);
+      if (sweep) last_sweep = now;
+      if (got.guard || sweep) guard_->handleReady();
       while (!delayed_.empty() && delayed_.front().first <= now) {
         sendNow(delayed_.front().second);
         delayed_.pop_front();
@@ -498,10 +534,10 @@ class ZmqTransport final : public Transport {
         int n = epoll_wait(dealer_fds_, ready_events.data(), static_cast<int>(ready_events.size()), 0);
         for (int i = 0; i < n; ++i) ready.insert(ready_events[i].data.u64);
       }
+      if (away) takeBackIdleDealers();
       int received = 0;
-      for (auto& [id, dealer] : dealers_)
-        received += receiveFromDealer(id, *dealer, got.timed_out || ready.count(id) > 0);
-      if (router_ != nullptr && (got.listener || listener_look_ || got.timed_out)) received += receiveFromListener();
+      for (auto& [id, dealer] : dealers_) received += receiveFromDealer(id, *dealer, sweep || ready.count(id) > 0);
+      if (router_ != nullptr && (got.listener || listener_look_ || sweep)) received += receiveFromListener();
       io_wait_.found(received);
     }
     io_wait_.logLateFinds(options_.name);
@@ -517,10 +553,26 @@ class ZmqTransport final : public Transport {
     dealers_.clear();
   }
 
+  // On the I/O thread: connections parked for Dealer::kParkedIdle come back and are read at once
+  // (what they hold was expected to wait, so it is not counted as found late).
+  void takeBackIdleDealers() {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [id, d] : dealers_) {
+      if (!d->parkedIdle(now)) continue;
+      bool taken = false;
+      {
+        std::lock_guard<std::mutex> lock(d->mu);
+        taken = d->parkedIdle(now) && d->unpark();
+      }
+      if (taken) receiveFromDealer(id, *d, true);
+    }
+  }
+
   // On the I/O thread: a batch of the dealer's messages (returns how many), unless a caller receives
-  // there. A message taken while a caller started to (it may be that caller's reply) wakes the caller.
+  // there or parked it. A message taken while a caller started to (it may be that caller's reply)
+  // wakes the caller.
   int receiveFromDealer(PeerId peer, Dealer& dealer, bool ready) {
-    if (dealer.hosted() || (!dealer.look.exchange(false) && !ready)) return 0;
+    if (!dealer.withIoThread() || (!dealer.look.exchange(false) && !ready)) return 0;
     int n = 0;
     while (n < kRecvBatch && !recv_queue_.full() && receiveOne(nullptr, false, peer, &dealer)) {
       ++n;
@@ -574,6 +626,8 @@ class ZmqTransport final : public Transport {
   std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;
   std::function<void(TransportMessage)> handler_;  // set: incoming messages go here, not to recv_queue_
   std::atomic<bool> handler_ready_{false};         // handler_ is set, for receiveOn's threads
+  std::atomic<int> io_thread_waiters_{0};          // threads between begin- and endWaitOnIoThread
+  std::atomic<bool> io_waits_long_{false};         // the I/O thread may be in a kIdleWait wait
 };
 
 }  // namespace
