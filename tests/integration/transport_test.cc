@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -87,13 +88,40 @@ struct Handled {
   }
 };
 
+// Waits until a caller can receive on `peer` (the client's I/O thread installed its handler and made
+// the connection); under load that can take longer than any fixed sleep.
+bool untilReceivable(Transport& client, PeerId peer) {
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < end) {
+    if (client.receiveOn(peer, std::chrono::steady_clock::now() + 1ms, [] { return true; })) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
+// Echoes each message's first frame; a message with a second frame is held until a message "go".
+void echoWithHold(Transport& server) {
+  auto held = std::make_shared<std::vector<TransportMessage>>();
+  server.onMessage([&server, held](TransportMessage msg) {
+    if (msg.frames.size() == 2) {
+      held->push_back(std::move(msg));
+      return;
+    }
+    if (msg.frames[0].view() != "go") {
+      (void)server.send(msg.peer, std::move(msg.frames));
+      return;
+    }
+    for (TransportMessage& h : *held) (void)server.send(h.peer, {h.frames[0]});
+    held->clear();
+  });
+}
+
 TEST_CASE("transport: a caller receives on its own connection, then the I/O thread again") {
   auto server = makeZmqTransport(TransportOptions{});
   auto client = makeZmqTransport(TransportOptions{});
   auto port = server->listen("127.0.0.1", 0);
   REQUIRE(port.ok());
-  Transport* echo = server.get();
-  server->onMessage([echo](TransportMessage msg) { (void)echo->send(msg.peer, std::move(msg.frames)); });
+  echoWithHold(*server);
   auto peer = client->connect("127.0.0.1", *port);
   REQUIRE(peer.ok());
   const auto soon = [] { return std::chrono::steady_clock::now() + 10s; };
@@ -101,12 +129,18 @@ TEST_CASE("transport: a caller receives on its own connection, then the I/O thre
 
   Handled handled;
   client->onMessage([&](TransportMessage msg) { handled.add(msg); });
-  std::this_thread::sleep_for(50ms);                                          // the I/O thread installs the handler
+  REQUIRE(untilReceivable(*client, *peer));
   CHECK_FALSE(client->receiveOn(*peer + 100, soon(), [] { return false; }));  // no such connection
 
-  // Three requests: the replies are handled on this thread, the two before the awaited one too.
-  for (const char* m : {"a", "b", "c"}) REQUIRE(client->send(*peer, {Blob::fromString(m)}).ok());
-  CHECK(client->receiveOn(*peer, soon(), [&] { return handled.has(3); }));
+  // Three requests, answered only once this thread receives (it sends "go" from its first done()):
+  // the replies are handled on this thread, the two before the awaited one too.
+  for (const char* m : {"a", "b", "c"})
+    REQUIRE(client->send(*peer, {Blob::fromString(m), Blob::fromString("hold")}).ok());
+  bool go_sent = false;
+  CHECK(client->receiveOn(*peer, soon(), [&] {
+    if (!go_sent) go_sent = client->send(*peer, {Blob::fromString("go")}).ok();
+    return handled.has(3);
+  }));
   REQUIRE(handled.has(3));
   for (int i = 0; i < 3; ++i) {
     CHECK(handled.messages[i].first == std::string(1, static_cast<char>('a' + i)));
@@ -151,13 +185,12 @@ TEST_CASE("transport: a connection stays with its last receiver, and goes back t
   auto client = makeZmqTransport(TransportOptions{});
   auto port = server->listen("127.0.0.1", 0);
   REQUIRE(port.ok());
-  Transport* echo = server.get();
-  server->onMessage([echo](TransportMessage msg) { (void)echo->send(msg.peer, std::move(msg.frames)); });
+  echoWithHold(*server);
   auto peer = client->connect("127.0.0.1", *port);
   REQUIRE(peer.ok());
   Handled handled;
   client->onMessage([&](TransportMessage msg) { handled.add(msg); });
-  std::this_thread::sleep_for(50ms);  // the I/O thread installs the handler
+  REQUIRE(untilReceivable(*client, *peer));
   const auto soon = [] { return std::chrono::steady_clock::now() + 10s; };
   const auto handledBy = [&](size_t i) {
     std::lock_guard<std::mutex> lock(handled.mu);
