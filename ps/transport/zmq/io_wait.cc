@@ -26,7 +26,10 @@ IoWait::Ready IoWait::wait(int dealers_fd, int listener_fd, const std::vector<in
   fds_.push_back({listener_fd, POLLIN, 0});
   for (int fd : guard_fds) fds_.push_back({fd, POLLIN, 0});
   Ready ready;
-  const int n = ::poll(fds_.data(), fds_.size(), timeout_ms);
+  int n = ::poll(fds_.data(), fds_.size(), timeout_ms);
+  // News that came after the timeout expired, before this thread ran again (milliseconds on a busy
+  // host), is signalled, not lost: looked for once more, so that a timeout means none was readable.
+  if (n == 0 && timeout_ms > 0) n = ::poll(fds_.data(), fds_.size(), 0);
   ready.timed_out = n == 0 && timeout_ms > 0;
   last_timed_out_ = ready.timed_out;
   if (n <= 0) return ready;  // EINTR: the caller loops

@@ -36,7 +36,7 @@ class IoWait {
     bool dealers = false;
     bool listener = false;
     bool guard = false;      // any of guard_fds
-    bool timed_out = false;  // none was, within a timeout_ms above 0
+    bool timed_out = false;  // none was, within a timeout_ms above 0, nor right after it
   };
   // Waits until a descriptor is readable, wake() or timeout_ms (0: only looks). A descriptor of -1 is
   // not watched.
@@ -46,6 +46,8 @@ class IoWait {
   // and then found messages slept although they were there: no descriptor had signalled them (a lost
   // ZMQ_FD edge), so they waited up to the timeout (100 ms while idle). Counted, and logged when the
   // I/O thread ends (only when it happened), so that such delays show instead of hiding in the times.
+  // (A message that arrives between the last look and the receive counts too: a window of
+  // microseconds, unless the thread is preempted there.)
   void found(int received);
   void logLateFinds(const std::string& name) const;
   uint64_t lateFinds() const { return late_finds_; }
