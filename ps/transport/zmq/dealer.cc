@@ -108,6 +108,12 @@ bool Dealer::parkedIdle(std::chrono::steady_clock::time_point now) const {
   return now.time_since_epoch() - parked >= kParkedIdle;
 }
 
+bool Dealer::takeBackIfIdle(std::chrono::steady_clock::time_point now) {
+  if (!parkedIdle(now)) return false;
+  std::lock_guard<std::mutex> lock(mu);
+  return parkedIdle(now) && unpark();
+}
+
 void Dealer::close() {
   if (socket_ == nullptr) return;
   if (withIoThread()) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);

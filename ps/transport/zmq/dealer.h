@@ -93,8 +93,11 @@ class Dealer {
   // With mu held: a parked connection goes back to the I/O thread. True when it was parked: the
   // caller must then look at the socket once (receive, or ZMQ_EVENTS) before anyone waits on ZMQ_FD.
   bool unpark();
-  // No lock: parked for kParkedIdle or longer at `now` (the I/O thread then takes it back, with mu).
+  // No lock: parked for kParkedIdle or longer at `now`.
   bool parkedIdle(std::chrono::steady_clock::time_point now) const;
+  // The I/O thread: takes mu, and unparks when parkedIdle(now). True when it did: the caller then
+  // reads the socket until it is empty.
+  bool takeBackIfIdle(std::chrono::steady_clock::time_point now);
 
   // With mu held: closes the socket (ZMQ_LINGER decides what queued sends still go) and wakes the
   // host, if any.

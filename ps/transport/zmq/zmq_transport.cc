@@ -33,11 +33,14 @@
 #include "ps/transport/zmq/dealer.h"
 #include "ps/transport/zmq/handshake_guard.h"
 #include "ps/transport/zmq/incoming_peers.h"
+#include "ps/transport/zmq/io_commands.h"
 #include "ps/transport/zmq/io_wait.h"
 #include "ps/transport/zmq/zmq_frames.h"
 
 namespace zps {
 namespace {
+
+using namespace zmq_io;  // NOLINT: the I/O thread's commands
 
 // Messages with more frames than this are drained and dropped here; the codec allows far fewer.
 constexpr size_t kMaxFramesPerMessage = 16;
@@ -195,44 +198,9 @@ class ZmqTransport final : public Transport {
   }
 
  private:
-  struct ListenCmd {
-    std::string host;
-    int port;
-    std::shared_ptr<std::promise<StatusOr<int>>> done;
-  };
-  struct ConnectCmd {
-    PeerId id;
-    std::string endpoint;
-  };
-  struct SendCmd {
-    PeerId peer;
-    std::vector<Blob> frames;
-  };
-  struct HandlerCmd {
-    std::function<void(TransportMessage)> handler;
-  };
-  struct ForgetCmd {
-    PeerId peer;
-  };
-  struct ReconnectHandlerCmd {
-    std::function<void(PeerId)> handler;
-  };
-  struct DisconnectCmd {
-    PeerId peer;
-  };
-  struct StopCmd {};
-  using Command =
-      std::variant<ListenCmd, ConnectCmd, SendCmd, HandlerCmd, ForgetCmd, ReconnectHandlerCmd, DisconnectCmd, StopCmd>;
-
   static HandshakeCredentials credentialsOf(const TransportOptions& o) {
-    HandshakeCredentials c;
-    c.plain_password = o.handshake_password;
-    c.curve_server_secret = o.curve_server_secret;
-    c.curve_server_public = o.curve_server_public;
-    c.curve_client_public = o.curve_client_public;
-    c.curve_client_secret = o.curve_client_secret;
-    c.credential_name = o.credential_name;
-    return c;
+    return {o.handshake_password,  o.curve_server_secret, o.curve_server_public,
+            o.curve_client_public, o.curve_client_secret, o.credential_name};
   }
 
   void enqueue(Command cmd) {
@@ -482,9 +450,8 @@ class ZmqTransport final : public Transport {
         look_now = look_now || (d->look.load() && d->withIoThread());
         away = away || !d->withIoThread();
       }
-      // When the receive queue is full we only watch for commands and the guard, and look again soon.
-      // While only a parked connection cuts the wait short, a timeout looks at every socket no more
-      // often than an idle wait would.
+      // A full receive queue: only commands and the guard, and look again soon. A wait cut short for a
+      // parked connection only looks at every socket as often as an idle wait would.
       const bool park_timer = room && !look_now && delayed_.empty() && away;
       int timeout_ms = static_cast<int>(kIdleWait.count());
       if (!room || !delayed_.empty()) timeout_ms = 2;
@@ -558,13 +525,7 @@ class ZmqTransport final : public Transport {
   void takeBackIdleDealers() {
     const auto now = std::chrono::steady_clock::now();
     for (auto& [id, d] : dealers_) {
-      if (!d->parkedIdle(now)) continue;
-      bool taken = false;
-      {
-        std::lock_guard<std::mutex> lock(d->mu);
-        taken = d->parkedIdle(now) && d->unpark();
-      }
-      if (taken) receiveFromDealer(id, *d, true);
+      if (d->takeBackIfIdle(now)) receiveFromDealer(id, *d, true);
     }
   }
 
