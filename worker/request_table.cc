@@ -157,6 +157,7 @@ Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::
 void RequestTable::receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline) {
   if (!hooks_.receive) return;
   std::optional<int> server;
+  bool pushes = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (op->remaining == 0 || aborted_) return;
@@ -166,10 +167,11 @@ void RequestTable::receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::t
       const RequestSpec& r = it->second.request;
       if (r.via || (server && *server != r.server)) return;  // a HELLO moving to ipc, or several servers
       server = r.server;
+      pushes = pushes || (r.priority && r.credit > 0);
     }
   }
   if (!server) return;
-  hooks_.receive(*server, deadline, [&] {
+  hooks_.receive(*server, pushes, deadline, [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return op->remaining == 0 || aborted_.has_value();
   });

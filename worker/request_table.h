@@ -142,8 +142,10 @@ class RequestTable {
     std::function<void(uint64_t id, bool ok)> completed;              // optional
     // Optional: the waiting thread receives the replies from `server` itself until done() or the
     // deadline (Transport::receiveOn), so a reply wakes one thread instead of two; false when it
-    // could not (the wait goes on as before). Called without the table's lock.
-    std::function<bool(int server, Clock::time_point deadline, const std::function<bool()>& done)> receive;
+    // could not (the wait goes on as before). `pushes` says whether an unanswered request of the wait
+    // is a scheduled push (it holds push credit: its answer comes on the server's push lane where one
+    // is open). Called without the table's lock.
+    std::function<bool(int server, bool pushes, Clock::time_point deadline, const std::function<bool()>& done)> receive;
     // Optional: threads inside `receive` check done() again (after abort and refuse).
     std::function<void()> wake_receivers;
     // Optional: called with true before a wait that the transport's I/O thread ends (not `receive`),

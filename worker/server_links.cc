@@ -258,11 +258,12 @@ Status ServerLinks::send(const RequestSpec& to, std::vector<Blob> frames) {
   return transport_->send(peer, std::move(frames));
 }
 
-bool ServerLinks::receiveFrom(int server, Clock::time_point deadline, const std::function<bool()>& done) {
+bool ServerLinks::receiveFrom(int server, bool pushes, Clock::time_point deadline, const std::function<bool()>& done) {
   PeerId peer;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (server < 0 || server >= static_cast<int>(links_.size()) || links_[server].peer == 0 || links_[server].lane_open)
+    if (server < 0 || server >= static_cast<int>(links_.size()) || links_[server].peer == 0 ||
+        (pushes && links_[server].lane_open))
       return false;
     peer = links_[server].peer;
   }

@@ -64,10 +64,12 @@ class ServerLinks {
   std::string transports() const;
 
   Status send(const RequestSpec& to, std::vector<Blob> frames);
-  // The calling thread receives on `server`'s link itself until done() or the deadline (see
-  // Transport::receiveOn); false when it could not, or when the server's push lane is open (replies
-  // then come on two connections, and one read only by the I/O thread would not wake the caller).
-  bool receiveFrom(int server, std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done);
+  // The calling thread receives on `server`'s first connection itself until done() or the deadline
+  // (see Transport::receiveOn); false when it could not, or when it waits for scheduled `pushes` while
+  // the server's push lane is open: their answers come on the lane, which the I/O thread reads, and a
+  // caller inside receiveOn would not hear of them. Everything else is answered on the first connection.
+  bool receiveFrom(int server, bool pushes, std::chrono::steady_clock::time_point deadline,
+                   const std::function<bool()>& done);
   // Threads inside receiveFrom check their done() again.
   void wakeReceivers() { transport_->wakeReceivers(); }
   // See Transport::beginWaitOnIoThread.

@@ -38,9 +38,9 @@ Status Worker::Impl::start() {
   };
   hooks.send_all = [this](std::vector<ReadyRequest> ready) { return scheduler->sendAll(std::move(ready)); };
   hooks.describe_server = [this](int server) { return links->describe(server); };
-  hooks.receive = [this](int server, Clock::time_point deadline, const std::function<bool()>& done) {
+  hooks.receive = [this](int server, bool pushes, Clock::time_point deadline, const std::function<bool()>& done) {
     ServerLinks* l = live_links.load();
-    return l != nullptr && l->receiveFrom(server, deadline, done);
+    return l != nullptr && l->receiveFrom(server, pushes, deadline, done);
   };
   hooks.wake_receivers = [this] {
     if (ServerLinks* l = live_links.load()) l->wakeReceivers();

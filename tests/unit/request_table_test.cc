@@ -20,20 +20,23 @@ struct FakeServers {
   bool fail_sends = false;
   // Stands for Transport::receiveOn (the waiting thread receives a server's replies); null: it cannot.
   std::function<bool(int server, const std::function<bool()>& done)> receive;
+  std::vector<bool> receive_pushes;  // the `pushes` of each call of the receive hook
   int receivers_woken = 0;
   RequestTable table{
-      RequestTable::Hooks{[this](const RequestSpec& to, std::vector<Blob>) {
-                            sent_to.push_back(to.server);
-                            return fail_sends ? Unavailable("link down") : Status::OK();
-                          },
-                          [](int server) {
-                            return "server " + std::to_string(server) + " (fake:" + std::to_string(9000 + server) + ")";
-                          },
-                          nullptr, nullptr,
-                          [this](int server, RequestTable::Clock::time_point, const std::function<bool()>& done) {
-                            return receive != nullptr && receive(server, done);
-                          },
-                          [this] { ++receivers_woken; }},
+      RequestTable::Hooks{
+          [this](const RequestSpec& to, std::vector<Blob>) {
+            sent_to.push_back(to.server);
+            return fail_sends ? Unavailable("link down") : Status::OK();
+          },
+          [](int server) {
+            return "server " + std::to_string(server) + " (fake:" + std::to_string(9000 + server) + ")";
+          },
+          nullptr, nullptr,
+          [this](int server, bool pushes, RequestTable::Clock::time_point, const std::function<bool()>& done) {
+            receive_pushes.push_back(pushes);
+            return receive != nullptr && receive(server, done);
+          },
+          [this] { ++receivers_woken; }},
       100ms};
 
   // A pull of `parts` partitions of 4 floats each into `out`, partition i from server i.
@@ -317,6 +320,7 @@ TEST_CASE("request table: a wait whose unanswered requests all went to one serve
   CHECK(f.table.wait(*handle, 1s).ok());
   CHECK(received_from == std::vector<int>{1});  // only server 1's reply was missing
   CHECK(out == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f, 2.5f, 2.5f, 2.5f, 2.5f});
+  CHECK(f.receive_pushes == std::vector<bool>{false});  // a pull holds no push credit
 
   // Replies missing from two servers: the wait does not receive (it waits for the I/O thread).
   ids.clear();
@@ -330,6 +334,47 @@ TEST_CASE("request table: a wait whose unanswered requests all went to one serve
   f.table.refuse(Unavailable("recovering"));
   f.table.abort(Aborted("job ended"));
   CHECK(f.receivers_woken == 2);
+}
+
+TEST_CASE("request table: a wait tells the receive hook whether an unanswered request is a scheduled push",
+          "[request_table]") {
+  FakeServers f;
+  f.receive = [](int, const std::function<bool()>&) { return false; };
+  std::vector<float> out(4, 0.0f);
+  std::vector<uint64_t> ids;
+  FanOut fan = f.pull(out.data(), 1, &ids);
+  OutgoingRequest push;
+  push.id = f.table.header(pb::CMD_PUSH, 100).request_id();
+  push.request.server = 0;
+  push.request.key = 100;
+  push.request.priority = 0;
+  push.request.credit = 16;  // its answer comes on the push lane where one is open
+  push.frames.push_back(Blob::copyOf(&push.id, sizeof(push.id)));
+  fan.requests.push_back(std::move(push));
+  auto handle = f.table.issue(std::move(fan));
+  REQUIRE(handle.ok());
+  CHECK(f.table.wait(*handle, 10ms).code() == StatusCode::kDeadlineExceeded);
+  CHECK(f.receive_pushes == std::vector<bool>{true});
+
+  // Once the push is answered only the pull is left: the hook hears `pushes` false.
+  ids.clear();
+  FanOut again = f.pull(out.data(), 1, &ids);
+  OutgoingRequest push2;
+  push2.id = f.table.header(pb::CMD_PUSH, 100).request_id();
+  push2.request.server = 0;
+  push2.request.priority = 0;
+  push2.request.credit = 16;
+  push2.frames.push_back(Blob::copyOf(&push2.id, sizeof(push2.id)));
+  const uint64_t push2_id = push2.id;
+  again.requests.push_back(std::move(push2));
+  auto second = f.table.issue(std::move(again));
+  REQUIRE(second.ok());
+  pb::DataHeader ack;
+  ack.set_command(pb::CMD_REPLY);
+  ack.set_request_id(push2_id);
+  CHECK(f.table.deliver(0, ack, DType::kFloat32, Blob(), "server 0") == Delivery::kDelivered);
+  CHECK(f.table.wait(*second, 10ms).code() == StatusCode::kDeadlineExceeded);
+  CHECK(f.receive_pushes == std::vector<bool>{true, false});
 }
 
 }  // namespace

@@ -415,8 +415,10 @@ TEST_CASE("server links: scheduled pushes take the push lane, everything else th
   CHECK(o.peerUsedFor(1, true) == 4);
   CHECK(o.peerUsedFor(1, false) == 2);
   CHECK(o.peerUsedFor(0, true) == 3);
-  // Replies come on two connections: the caller does not read one of them itself.
-  CHECK_FALSE(o.l.links->receiveFrom(0, std::chrono::steady_clock::now() + 1s, [] { return true; }));
+  // A wait for scheduled pushes: their answers come on the lane, which the caller does not read itself;
+  // any other wait is answered on the first connection, which it reads.
+  CHECK_FALSE(o.l.links->receiveFrom(0, true, std::chrono::steady_clock::now() + 1s, [] { return true; }));
+  CHECK(o.l.links->receiveFrom(0, false, std::chrono::steady_clock::now() + 1s, [] { return true; }));
 
   // A new HELLO on the first connections (a recovery): the servers forgot the lanes, so pushes go on the
   // first connection until the lanes are bound again, over the same connections.
@@ -451,7 +453,7 @@ TEST_CASE("server links: no push lane until one is wanted, with ZPS_PUSH_LANE=0,
   CHECK(o.peerUsedFor(1, true) == 2);
   if (o.refuse_lanes) CHECK(o.lane_hellos.size() == 2);
   if (!o.refuse_lanes) CHECK(o.l.transport.connects.size() == 2);
-  CHECK(o.l.links->receiveFrom(0, std::chrono::steady_clock::now() + 1s, [] { return true; }));
+  CHECK(o.l.links->receiveFrom(0, true, std::chrono::steady_clock::now() + 1s, [] { return true; }));
 }
 
 }  // namespace
