@@ -272,10 +272,10 @@ std::vector<Setting> makeTable() {
       {.name = "push_lane",
        .env = {"ZPS_PUSH_LANE"},
        .type = T::kSwitch,
-       .default_text = "0",
+       .default_text = "1",
        .help = "with priority scheduling, 1: a worker opens a second connection (a lane) to each server for its "
-               "scheduled pushes, so their acknowledgements never wait behind sums; 0: one connection "
-               "(docs/performance.md)",
+               "scheduled pushes, so their acknowledgements never wait behind sums (a job that schedules no "
+               "push keeps one connection); 0: one connection (docs/performance.md)",
        .group = messages},
       {.name = "server_engine",
        .env = {"ZPS_SERVER_ENGINE"},

@@ -9,7 +9,7 @@ using zps::testing::contains;
 using namespace std::chrono_literals;
 
 TEST_CASE("priority scheduling: check's exact sums with a credit of one small partition, threads issuing at once") {
-  // Scheduled pushes on their own lane, and on the one connection (the default).
+  // Scheduled pushes on their own lane (the default), and on the one connection.
   const std::string push_lane = GENERATE("1", "0");
   INFO("ZPS_PUSH_LANE=" << push_lane);
   Cluster c(2, 3);
