@@ -42,12 +42,12 @@ class IoWait {
   // not watched.
   Ready wait(int dealers_fd, int listener_fd, const std::vector<int>& guard_fds, int timeout_ms);
 
-  // After each wait: how many messages the I/O thread then received. A wait that ran to its timeout
-  // and then found messages slept although they were there: no descriptor had signalled them (a lost
-  // ZMQ_FD edge), so they waited up to the timeout (100 ms while idle). Counted, and logged when the
-  // I/O thread ends (only when it happened), so that such delays show instead of hiding in the times.
-  // (A message that arrives between the last look and the receive counts too: a window of
-  // microseconds, unless the thread is preempted there.)
+  // After each wait: how many messages the I/O thread then found on sockets that nothing had signalled
+  // (no descriptor, no flag set by a send), when it looked at every socket because the wait ran to its
+  // timeout. Those slept although they were there (a lost ZMQ_FD edge), up to the timeout (100 ms while
+  // idle). Counted, and logged when the I/O thread ends (only when it happened), so that such delays
+  // show instead of hiding in the times. (A message that arrives between the last look and the receive
+  // counts too: a window of microseconds, unless the thread is preempted there.)
   void found(int received);
   void logLateFinds(const std::string& name) const;
   uint64_t lateFinds() const { return late_finds_; }

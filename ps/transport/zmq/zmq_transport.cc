@@ -502,10 +502,11 @@ class ZmqTransport final : public Transport {
         for (int i = 0; i < n; ++i) ready.insert(ready_events[i].data.u64);
       }
       if (away) takeBackIdleDealers();
-      int received = 0;
-      for (auto& [id, dealer] : dealers_) received += receiveFromDealer(id, *dealer, sweep || ready.count(id) > 0);
-      if (router_ != nullptr && (got.listener || listener_look_ || sweep)) received += receiveFromListener();
-      io_wait_.found(received);
+      int unsignalled = 0;  // messages that only the sweep found (io_wait.h)
+      for (auto& [id, dealer] : dealers_) unsignalled += receiveFromDealer(id, *dealer, ready.count(id) > 0, sweep);
+      if (router_ != nullptr && (got.listener || listener_look_ || sweep))
+        unsignalled += receiveFromListener(got.listener || listener_look_);
+      io_wait_.found(unsignalled);
     }
     io_wait_.logLateFinds(options_.name);
     for (auto& d : delayed_) sendNow(d.second);
@@ -520,37 +521,36 @@ class ZmqTransport final : public Transport {
     dealers_.clear();
   }
 
-  // On the I/O thread: connections parked for Dealer::kParkedIdle come back and are read at once
-  // (what they hold was expected to wait, so it is not counted as found late).
+  // On the I/O thread: connections parked for Dealer::kParkedIdle come back, read at once (expected: no late find).
   void takeBackIdleDealers() {
     const auto now = std::chrono::steady_clock::now();
-    for (auto& [id, d] : dealers_) {
+    for (auto& [id, d] : dealers_)
       if (d->takeBackIfIdle(now)) receiveFromDealer(id, *d, true);
-    }
   }
 
-  // On the I/O thread: a batch of the dealer's messages (returns how many), unless a caller receives
-  // there or parked it. A message taken while a caller started to (it may be that caller's reply)
-  // wakes the caller.
-  int receiveFromDealer(PeerId peer, Dealer& dealer, bool ready) {
-    if (!dealer.withIoThread() || (!dealer.look.exchange(false) && !ready)) return 0;
+  // On the I/O thread: a batch of the dealer's messages when signalled (`ready`, its `look`) or swept, unless a
+  // caller hosts or parked it; returns how many only the sweep found. Wakes a host that came meanwhile.
+  int receiveFromDealer(PeerId peer, Dealer& dealer, bool ready, bool sweep = false) {
+    if (!dealer.withIoThread()) return 0;
+    const bool signalled = dealer.look.exchange(false) || ready;
+    if (!signalled && !sweep) return 0;
     int n = 0;
     while (n < kRecvBatch && !recv_queue_.full() && receiveOne(nullptr, false, peer, &dealer)) {
       ++n;
       if (dealer.hosted()) dealer.wakeHost();
     }
     if (n == kRecvBatch || recv_queue_.full()) dealer.look = true;  // messages may be left
-    return n;
+    return signalled ? 0 : n;
   }
 
-  // On the I/O thread: a batch of the listener's messages (returns how many). Replies that the handler
-  // sends meanwhile may take in the socket's news; the receive that finds no message left takes in the
-  // rest, after which router_fd_ signals the next.
-  int receiveFromListener() {
+  // On the I/O thread: a batch of the listener's messages; returns how many were found without being
+  // `signalled`. Replies that the handler sends meanwhile may take in the socket's news; the receive
+  // that finds no message left takes in the rest, after which router_fd_ signals the next.
+  int receiveFromListener(bool signalled) {
     int n = 0;
     while (n < kRecvBatch && !recv_queue_.full() && receiveOne(router_, true, 0)) ++n;
     listener_look_ = n == kRecvBatch || recv_queue_.full();
-    return n;
+    return signalled ? 0 : n;
   }
 
   const TransportOptions options_;
