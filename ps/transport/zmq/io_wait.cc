@@ -6,6 +6,11 @@
 
 namespace zps {
 
+bool readableNow(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 IoWait::IoWait() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   CHECK(wake_fd_ >= 0) << "eventfd failed";
@@ -53,8 +58,9 @@ void IoWait::found(int received) {
 
 void IoWait::logLateFinds(const std::string& name) const {
   if (late_finds_ == 0) return;
-  LOG(INFO) << name << ": " << late_finds_ << " I/O waits ran to their timeout with " << late_messages_
-            << " messages waiting that no descriptor had signalled";
+  LOG(INFO) << name << ": " << late_finds_ << " I/O waits ran to their timeout and then found " << late_messages_
+            << " messages on sockets whose descriptor had not signalled (a lost ZMQ_FD edge, up to "
+            << "the timeout late, or messages that came the instant before the read)";
 }
 
 }  // namespace zps

@@ -20,6 +20,9 @@
 
 namespace zps {
 
+// Whether `fd` is readable now (a poll() that does not wait).
+bool readableNow(int fd);
+
 class IoWait {
  public:
   IoWait();
@@ -43,11 +46,11 @@ class IoWait {
   Ready wait(int dealers_fd, int listener_fd, const std::vector<int>& guard_fds, int timeout_ms);
 
   // After each wait: how many messages the I/O thread then found on sockets that nothing had signalled
-  // (no descriptor, no flag set by a send), when it looked at every socket because the wait ran to its
-  // timeout. Those slept although they were there (a lost ZMQ_FD edge), up to the timeout (100 ms while
-  // idle). Counted, and logged when the I/O thread ends (only when it happened), so that such delays
-  // show instead of hiding in the times. (A message that arrives between the last look and the receive
-  // counts too: a window of microseconds, unless the thread is preempted there.)
+  // (no readable descriptor right before the read, no flag set by a send), when it looked at every
+  // socket because the wait ran to its timeout. Such messages slept although they were there (a lost
+  // ZMQ_FD edge), up to the timeout (100 ms while idle); but a message that arrives between that last
+  // look and the read counts too, and so does every message the same read then takes, so on a busy
+  // host the count is an upper bound. Logged when the I/O thread ends (only when it happened).
   void found(int received);
   void logLateFinds(const std::string& name) const;
   uint64_t lateFinds() const { return late_finds_; }

@@ -505,7 +505,7 @@ class ZmqTransport final : public Transport {
       int unsignalled = 0;  // messages that only the sweep found (io_wait.h)
       for (auto& [id, dealer] : dealers_) unsignalled += receiveFromDealer(id, *dealer, ready.count(id) > 0, sweep);
       if (router_ != nullptr && (got.listener || listener_look_ || sweep))
-        unsignalled += receiveFromListener(got.listener || listener_look_);
+        unsignalled += receiveFromListener(got.listener || listener_look_ || readableNow(router_fd_));
       io_wait_.found(unsignalled);
     }
     io_wait_.logLateFinds(options_.name);
@@ -532,8 +532,9 @@ class ZmqTransport final : public Transport {
   // caller hosts or parked it; returns how many only the sweep found. Wakes a host that came meanwhile.
   int receiveFromDealer(PeerId peer, Dealer& dealer, bool ready, bool sweep = false) {
     if (!dealer.withIoThread()) return 0;
-    const bool signalled = dealer.look.exchange(false) || ready;
+    bool signalled = dealer.look.exchange(false) || ready;
     if (!signalled && !sweep) return 0;
+    signalled = signalled || readableNow(dealer.fd());  // news since the check above was signalled
     int n = 0;
     while (n < kRecvBatch && !recv_queue_.full() && receiveOne(nullptr, false, peer, &dealer)) {
       ++n;
@@ -543,9 +544,8 @@ class ZmqTransport final : public Transport {
     return signalled ? 0 : n;
   }
 
-  // On the I/O thread: a batch of the listener's messages; returns how many were found without being
-  // `signalled`. Replies that the handler sends meanwhile may take in the socket's news; the receive
-  // that finds no message left takes in the rest, after which router_fd_ signals the next.
+  // On the I/O thread: a batch of the listener's messages; returns how many came without being `signalled`. The
+  // receive that finds none takes in all news (a reply sent meanwhile may have), after which router_fd_ signals.
   int receiveFromListener(bool signalled) {
     int n = 0;
     while (n < kRecvBatch && !recv_queue_.full() && receiveOne(router_, true, 0)) ++n;
