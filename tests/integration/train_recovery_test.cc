@@ -225,13 +225,16 @@ TEST_CASE(
 
 // Priority scheduling with push lanes: the surviving server forgets worker 0's lane with the old
 // generation, which binds it again over the same connection; the replacement gets a new one. Both
-// lanes carry the pushes of the rest of the job.
+// lanes carry the pushes of the rest of the job. The CTR job, since it takes seconds and keeps a table
+// shard on server 1 (an 8-epoch MLP on digits ends in under a second on idle cores, before the loss
+// is noticed); small partitions spread its dense layers over both servers' lanes.
 TEST_CASE(
     "train: recovery with push lanes: a server SIGKILLed mid-training is replaced, every lane opens again, and the "
     "job ends like an undisturbed one") {
-  RecoveryRun run =
-      checkRecovery({"--model", "mlp", "--data", "digits", "--epochs", "8", "--batch_size", "16"}, "accuracy",
-                    "server 1", {SIGKILL}, 1, {{"ZPS_PRIORITY", "1"}, {"ZPS_PUSH_LANE", "1"}});
+  RecoveryRun run = checkRecovery({"--model", "ctr", "--data", "synthetic-ctr", "--synthetic_rows", "20000", "--epochs",
+                                   "4", "--batch_size", "64", "--optimizer", "adam", "--lr", "0.001", "--hidden", "32"},
+                                  "auc", "server 1", {SIGKILL}, 1,
+                                  {{"ZPS_PRIORITY", "1"}, {"ZPS_PUSH_LANE", "1"}, {"ZPS_PARTITION_BYTES", "8192"}});
   INFO(run.worker_log);
   CHECK(occurrences(run.worker_log, "push lanes open to 2 of 2 servers") == 2);  // at the start, after the recovery
   CHECK_FALSE(contains(run.worker_log, "no push lane to"));
