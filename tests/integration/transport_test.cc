@@ -116,14 +116,25 @@ void echoWithHold(Transport& server) {
   });
 }
 
+// A server that echoes (holding replies until "go": echoWithHold) and a client connected to it.
+struct EchoPair {
+  std::unique_ptr<Transport> server = makeZmqTransport(TransportOptions{});
+  std::unique_ptr<Transport> client = makeZmqTransport(TransportOptions{});
+  StatusOr<PeerId> peer = connect(*server, *client);
+
+  static StatusOr<PeerId> connect(Transport& server, Transport& client) {
+    auto port = server.listen("127.0.0.1", 0);
+    REQUIRE(port.ok());
+    echoWithHold(server);
+    auto peer = client.connect("127.0.0.1", *port);
+    REQUIRE(peer.ok());
+    return peer;
+  }
+};
+
 TEST_CASE("transport: a caller receives on its own connection, then the I/O thread again") {
-  auto server = makeZmqTransport(TransportOptions{});
-  auto client = makeZmqTransport(TransportOptions{});
-  auto port = server->listen("127.0.0.1", 0);
-  REQUIRE(port.ok());
-  echoWithHold(*server);
-  auto peer = client->connect("127.0.0.1", *port);
-  REQUIRE(peer.ok());
+  EchoPair pair;
+  auto& [server, client, peer] = pair;
   const auto soon = [] { return std::chrono::steady_clock::now() + 10s; };
   CHECK_FALSE(client->receiveOn(*peer, soon(), [] { return false; }));  // no handler yet
 
@@ -181,13 +192,8 @@ TEST_CASE("transport: a caller receives on its own connection, then the I/O thre
 }
 
 TEST_CASE("transport: a connection stays with its last receiver, and goes back to the I/O thread when needed") {
-  auto server = makeZmqTransport(TransportOptions{});
-  auto client = makeZmqTransport(TransportOptions{});
-  auto port = server->listen("127.0.0.1", 0);
-  REQUIRE(port.ok());
-  echoWithHold(*server);
-  auto peer = client->connect("127.0.0.1", *port);
-  REQUIRE(peer.ok());
+  EchoPair pair;
+  auto& [server, client, peer] = pair;
   Handled handled;
   client->onMessage([&](TransportMessage msg) { handled.add(msg); });
   REQUIRE(untilReceivable(*client, *peer));

@@ -336,6 +336,19 @@ TEST_CASE("request table: a wait whose unanswered requests all went to one serve
   CHECK(f.receivers_woken == 2);
 }
 
+// A scheduled push of key 100 to server 0: it holds push credit, so its answer comes on the push lane
+// where one is open.
+OutgoingRequest scheduledPush(RequestTable& table) {
+  OutgoingRequest push;
+  push.id = table.header(pb::CMD_PUSH, 100).request_id();
+  push.request.server = 0;
+  push.request.key = 100;
+  push.request.priority = 0;
+  push.request.credit = 16;
+  push.frames.push_back(Blob::copyOf(&push.id, sizeof(push.id)));
+  return push;
+}
+
 TEST_CASE("request table: a wait tells the receive hook whether an unanswered request is a scheduled push",
           "[request_table]") {
   FakeServers f;
@@ -343,14 +356,7 @@ TEST_CASE("request table: a wait tells the receive hook whether an unanswered re
   std::vector<float> out(4, 0.0f);
   std::vector<uint64_t> ids;
   FanOut fan = f.pull(out.data(), 1, &ids);
-  OutgoingRequest push;
-  push.id = f.table.header(pb::CMD_PUSH, 100).request_id();
-  push.request.server = 0;
-  push.request.key = 100;
-  push.request.priority = 0;
-  push.request.credit = 16;  // its answer comes on the push lane where one is open
-  push.frames.push_back(Blob::copyOf(&push.id, sizeof(push.id)));
-  fan.requests.push_back(std::move(push));
+  fan.requests.push_back(scheduledPush(f.table));
   auto handle = f.table.issue(std::move(fan));
   REQUIRE(handle.ok());
   CHECK(f.table.wait(*handle, 10ms).code() == StatusCode::kDeadlineExceeded);
@@ -359,12 +365,7 @@ TEST_CASE("request table: a wait tells the receive hook whether an unanswered re
   // Once the push is answered only the pull is left: the hook hears `pushes` false.
   ids.clear();
   FanOut again = f.pull(out.data(), 1, &ids);
-  OutgoingRequest push2;
-  push2.id = f.table.header(pb::CMD_PUSH, 100).request_id();
-  push2.request.server = 0;
-  push2.request.priority = 0;
-  push2.request.credit = 16;
-  push2.frames.push_back(Blob::copyOf(&push2.id, sizeof(push2.id)));
+  OutgoingRequest push2 = scheduledPush(f.table);
   const uint64_t push2_id = push2.id;
   again.requests.push_back(std::move(push2));
   auto second = f.table.issue(std::move(again));
