@@ -3,7 +3,7 @@
 // connections to servers on this host to their ipc socket, and reconnects to a replacement server
 // after a recovery. Maps a transport peer back to its server rank for incoming replies.
 //
-// Push lanes (with ZPS_PUSH_LANE=1, once the job schedules pushes: ZPS_PRIORITY=1 or a tensor
+// Push lanes (ZPS_PUSH_LANE=1, the default, once the job schedules pushes: ZPS_PRIORITY=1 or a tensor
 // declared with a priority): a second connection to each server, bound to the first with the token of
 // its HELLO reply, carries the scheduled pushes (requests holding push
 // credit, worker/push_scheduler.h); everything else stays on the first. A server answers on the
