@@ -31,7 +31,8 @@
 # CREDIT (partition: zps runs with ZPS_PRIORITY=1 and ZPS_CREDIT_BYTES=PARTITION, one push in flight per
 # server; bytes: that credit; 0: off, every partition sent at once; docs/performance.md has why),
 # QUEUE (tbf latency, the most a link's FIFO holds, 200ms), TRACE (1: zps writes its trace files, and
-# tools/bench/cluster_trace.py prints where each round's time went, per repetition; 0). Other ZPS_*
+# tools/bench/cluster_trace.py prints where each round's time went, per repetition, or with MODEL
+# tools/bench/overlap_trace.py where each schedule's forward pass waited; 0). Other ZPS_*
 # variables in the environment reach every zps process (e.g. ZPS_PRIORITY, ZPS_CREDIT_BYTES). Needs root,
 # ip, tc, unshare; Open MPI (mpicxx, mpirun) and python3-torch are references and shown as '-' when missing (tools/install-deps.sh installs them).
 set -uo pipefail
@@ -243,8 +244,13 @@ if [ -n "$MODEL" ]; then
     echo "cluster.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     run_zps "overlap$rep"
     grep -E '^(#|goal:|  )' "$OUT_DIR/overlap$rep.worker0.log" | grep -vE '^# (peak RSS|Out of bounds)'
+    if [ "$TRACE" = 1 ]; then
+      compute=$(sed -nE 's/.*simulated compute ([0-9.]+) ms per iteration.*/\1/p' "$OUT_DIR/overlap$rep.worker0.log" | head -1)
+      echo "# where the forward pass waited: $OUT_DIR/trace-overlap$rep-$rep"
+      $PY "$ROOT/tools/bench/overlap_trace.py" "$OUT_DIR/trace-overlap$rep-$rep" "${compute:-0}" || rc=1
+    fi
   done
-  exit 0
+  exit "${rc:-0}"
 fi
 
 HALF=$(echo "$RATE" | sed -E 's/^([0-9]+)(.*)$/\1 \2/' | { read -r n u; echo "$((n / 2))$u"; })
