@@ -4,18 +4,15 @@ that a folder without trace files is refused with a message.
 
     cluster_trace_test.py REPO_ROOT
 """
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
+from trace_tool_checks import refuses_folder_without_traces, verdict, write_trace
+
 KEY = 1 << 24  # tensor 1, partition 0
 
-
-def write(path, events):
-    with open(path, "w") as f:
-        json.dump({"traceEvents": [dict(e, ph="X", pid=0, tid=0) for e in events]}, f)
 
 
 def main():
@@ -26,12 +23,12 @@ def main():
         # Pushes taken in by the servers (partition i on server i % 2).
         arrivals = {0: [4000, 5000, 6000, 7000], 1: [5000, 6000, 7000, 9000]}
         for w in (0, 1):
-            write(os.path.join(d, f"worker-{w}.json"), [
+            write_trace(os.path.join(d, f"worker-{w}.json"), [
                 {"name": "push_pull", "cat": "worker", "ts": starts[w], "dur": replies[w][i] - starts[w],
                  "args": {"key": KEY + i, "round": 1, "bytes": 1000, "server": i % 2, "worker": w}}
                 for i in range(4)])
         for s in (0, 1):
-            write(os.path.join(d, f"server-{s}.json"), [
+            write_trace(os.path.join(d, f"server-{s}.json"), [
                 {"name": "sum", "cat": "server", "ts": arrivals[w][i] - 100, "dur": 100,
                  "args": {"key": KEY + i, "round": 1, "worker": w, "bytes": 1000, "server": s, "op": "push_pull"}}
                 for w in (0, 1) for i in range(4) if i % 2 == s])
@@ -43,13 +40,9 @@ def main():
         failed = out.returncode != 0 or rows != [want]
         if failed:
             print(f"FAIL: want the row {want}, got exit {out.returncode}:\n{out.stdout}{out.stderr}")
-        empty = subprocess.run([sys.executable, tool, os.path.join(d, "none"), "8mbit"], capture_output=True,
-                               text=True)
-        if empty.returncode == 0 or "no worker or server trace events" not in empty.stderr:
-            print(f"FAIL: a folder without traces: exit {empty.returncode}, {empty.stderr!r}")
+        if not refuses_folder_without_traces(tool, d, "8mbit"):
             failed = True
-    print("FAIL" if failed else "PASS")
-    return 1 if failed else 0
+    return verdict(failed)
 
 
 if __name__ == "__main__":

@@ -21,23 +21,15 @@ the last traced iteration and prints:
 COMPUTE_MS is the bench's simulated compute per iteration (its overlap table prints it). All processes
 run on one machine, so the workers' and servers' trace clocks are one clock.
 """
-import glob
-import json
 import os
 import statistics
 import sys
 from collections import defaultdict
 
-KEY_PARTITION_BITS = 24  # worker/placement.h: key = tensor id << 24 | partition index
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_trace import KEY_PARTITION_BITS, load  # noqa: E402  (the same trace files)
+
 WINDOW_US = 500_000
-
-
-def load(trace_dir, role):
-    events = []
-    for path in sorted(glob.glob(os.path.join(trace_dir, role + "-*.json"))):
-        with open(path) as f:
-            events += [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    return events
 
 
 def tensor_of(event):
