@@ -17,9 +17,6 @@ struct Group {
   size_t bytes = 0;
 };
 
-// A push that holds push credit: it travels on its server's push lane where one is open.
-bool scheduledPush(const RequestSpec& to) { return to.priority && to.credit > 0; }
-
 }  // namespace
 
 StatusOr<std::vector<Blob>> fuseRequests(const std::vector<ReadyRequest*>& group) {
@@ -62,7 +59,7 @@ Status sendReady(std::vector<ReadyRequest> ready, const FusionPolicy& policy, co
       note(send(r.to, std::move(r.frames)));
       continue;
     }
-    const int64_t where = int64_t{r.to.server} * 2 + (scheduledPush(r.to) ? 1 : 0);
+    const int64_t where = int64_t{r.to.server} * 2 + (r.to.scheduledPush() ? 1 : 0);
     auto [it, first] = groups.try_emplace(where);
     if (first) order.push_back(where);
     Group* home = nullptr;

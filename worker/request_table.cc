@@ -167,7 +167,7 @@ void RequestTable::receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::t
       const RequestSpec& r = it->second.request;
       if (r.via || (server && *server != r.server)) return;  // a HELLO moving to ipc, or several servers
       server = r.server;
-      pushes = pushes || (r.priority && r.credit > 0);
+      pushes = pushes || r.scheduledPush();
     }
   }
   if (!server) return;

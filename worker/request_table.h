@@ -82,6 +82,10 @@ struct RequestSpec {
   // (worker/fusion.h); the bytes it counts toward a fused message (its partition's).
   size_t fuse_bytes = 0;
 
+  // A push that holds push credit (priority scheduling): it travels on its server's push lane where
+  // one is open (worker/server_links.h), and so does its answer.
+  bool scheduledPush() const { return priority && credit > 0; }
+
   // A request to `server` about `key`; callers that receive data also set out/bytes (or positions).
   static RequestSpec to(int server, uint64_t key = 0, DType dtype = DType::kUInt8) {
     RequestSpec r;

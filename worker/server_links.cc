@@ -252,8 +252,7 @@ Status ServerLinks::send(const RequestSpec& to, std::vector<Blob> frames) {
     std::lock_guard<std::mutex> lock(mu_);
     const Link& link = links_[to.server];
     // Scheduled pushes (they hold push credit) take the lane, resends included.
-    const bool scheduled_push = to.priority && to.credit > 0;
-    peer = to.via ? *to.via : scheduled_push && link.lane_open ? link.lane : link.peer;
+    peer = to.via ? *to.via : to.scheduledPush() && link.lane_open ? link.lane : link.peer;
   }
   return transport_->send(peer, std::move(frames));
 }
