@@ -63,9 +63,10 @@ def print_apart(arrivals, ids):
     print(f"  keys: last worker's push in after the first's: median {statistics.median(spreads):.0f} ms, "
           f"p90 {spreads[int(len(spreads) * 0.9)]:.0f} ms ({len(spreads)} keys)")
     first_in = min(min(m.values()) for m in arrivals.values())
+    layer_of = {tensor: layer for layer, tensor in enumerate(ids)}
     widest = {}  # layer -> its key's arrivals with the widest spread
     for key, m in arrivals.items():
-        layer = ids.index(key >> KEY_PARTITION_BITS)
+        layer = layer_of[key >> KEY_PARTITION_BITS]
         if len(m) > 1 and (layer not in widest or spread(m) > spread(widest[layer])):
             widest[layer] = m
     for layer in sorted(sorted(widest, key=lambda layer: -spread(widest[layer]))[:5]):
