@@ -81,10 +81,17 @@ TEST_CASE(
   TcpProxy relay("127.0.0.2", "127.0.0.1", c.port());
   const int scheduler = c.startScheduler(kSchedulerOnLoopback);
   const int server = c.startServer(kThroughRelay);
-  const int worker = c.startWorker(0, {"check", "--rounds", "200", "--sizes", "4K", "--dtypes", "float32"});
+  // Enough rounds (about 2 s) that the worker cannot finish, and the scheduler send the server its
+  // Shutdown, before the relay holds; few enough that the server, whose scheduler link is held, does not
+  // reach its heartbeat timeout.
+  const int worker = c.startWorker(0, {"check", "--rounds", "10000", "--sizes", "4K", "--dtypes", "float32"});
   REQUIRE(c.waitForLog(worker, "connected to 1 servers", 60s));
   relay.hold();  // the server's Shutdown will wait in the relay
-  REQUIRE(c.waitForLog(scheduler, "shutting down all nodes", 30s));
+  const auto held = Clock::now();
+  INFO(c.logTail(scheduler));
+  REQUIRE_FALSE(contains(c.log(scheduler), "shutting down all nodes"));  // else it passed before the hold
+  REQUIRE(c.waitForLog(scheduler, "shutting down all nodes", 60s));
+  const double held_s = secondsSince(held);
   REQUIRE(c.waitExit(worker, 10s) == 0);
   std::this_thread::sleep_for(200ms);  // the Shutdown is written into the relay
   const auto reset = Clock::now();
@@ -97,6 +104,7 @@ TEST_CASE(
   CHECK(contains(c.log(server), "job complete: all workers finished"));
   CHECK(contains(c.log(scheduler), "again that the job ended"));
   CHECK(contains(c.log(scheduler), "every node acknowledged the end of the job"));
-  std::cout << "scheduler end test (lost shutdown): the server exited 0 " << server_s
+  std::cout << "scheduler end test (lost shutdown): the worker finished " << held_s
+            << " s after the hold; the server exited 0 " << server_s
             << " s after the reset that lost its Shutdown (heartbeat timeout 15 s)" << std::endl;
 }

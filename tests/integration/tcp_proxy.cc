@@ -58,6 +58,15 @@ TcpProxy::~TcpProxy() {
   ::close(listener_);
 }
 
+void TcpProxy::hold() {
+  holding_ = true;
+  // A poll that began before the hold may still pump once; the next pass of the loop sees the hold.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!holding_seen_ && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(holding_seen_);
+}
+
 int TcpProxy::cut() {
   cut_count_ = -1;
   cut_requested_ = true;
@@ -84,8 +93,10 @@ void TcpProxy::relay() {
       while (!pairs_.empty()) closePair(pairs_.size() - 1);
       cut_count_ = n;
     }
+    const bool holding = holding_;
+    holding_seen_ = holding;
     std::vector<pollfd> fds = {{listener_, POLLIN, 0}};
-    if (!holding_)
+    if (!holding)
       for (const auto& [down, up] : pairs_) {
         fds.push_back({down, POLLIN, 0});
         fds.push_back({up, POLLIN, 0});

@@ -25,7 +25,8 @@ class TcpProxy {
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
 
-  void hold() { holding_ = true; }
+  // Returns once the relay thread has stopped moving bytes: nothing crosses after hold() returns.
+  void hold();
   void release() { holding_ = false; }
   // Closes every relayed connection; returns how many pairs it closed.
   int cut();
@@ -41,6 +42,7 @@ class TcpProxy {
   int listener_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> holding_{false};
+  std::atomic<bool> holding_seen_{false};  // the relay thread's copy of holding_, taken before each poll
   std::atomic<int> accepted_{0};
   std::atomic<bool> cut_requested_{false};
   std::atomic<int> cut_count_{-1};
