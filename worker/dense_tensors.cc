@@ -176,9 +176,10 @@ StatusOr<Handle> DenseTensors::issueNumbered(TensorId id, pb::DataCommand comman
                         received_through);
       continue;
     }
-    fan.requests.push_back(
-        request(command, parts[i], std::move(pushes[i]), part_out, name, dtype, round, received_through, numbered.seq));
-    if (priority && command == pb::CMD_PUSH) {
+    const bool scheduled_push = priority && command == pb::CMD_PUSH;
+    fan.requests.push_back(request(command, parts[i], std::move(pushes[i]), part_out, name, dtype, round,
+                                   received_through, numbered.seq, scheduled_push));
+    if (scheduled_push) {
       fan.requests.back().request.priority = priority;
       fan.requests.back().request.credit = fan.requests.back().trace->bytes;
     }
@@ -190,18 +191,20 @@ StatusOr<Handle> DenseTensors::issueNumbered(TensorId id, pb::DataCommand comman
 
 OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionInfo& p, EncodedPush push, void* out,
                                       const std::string& name, DType dtype, uint64_t round, uint64_t received_through,
-                                      uint64_t push_seq) {
+                                      uint64_t push_seq, bool scheduled_push) {
   OutgoingRequest o;
   o.request = RequestSpec::to(p.server, p.key, dtype);
   o.request.out = static_cast<uint8_t*>(out);
   o.request.bytes = p.bytes;
   o.request.fuse_bytes = p.bytes;  // small ones travel fused where several are ready together (fusion.h)
+  o.request.round = round;
   pb::DataHeader h = requests_->header(command, p.key);
   o.id = h.request_id();
   o.request.id = o.id;
   h.set_round(round);
   h.set_received_through(received_through);
   h.set_push_seq(push_seq);
+  h.set_wants_awaited(scheduled_push && config_.push_hints);
   h.set_dtype(static_cast<uint32_t>(dtype));
   h.set_num_elements(p.bytes / dtypeSize(dtype));
   push.describe(&h);
@@ -215,7 +218,8 @@ OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionIn
 
 void DenseTensors::scheduledPushPull(FanOut* fan, int64_t priority, const PartitionInfo& p, EncodedPush push, void* out,
                                      const std::string& name, DType dtype, uint64_t round, uint64_t received_through) {
-  OutgoingRequest pushed = request(pb::CMD_PUSH, p, std::move(push), nullptr, name, dtype, round, received_through);
+  OutgoingRequest pushed =
+      request(pb::CMD_PUSH, p, std::move(push), nullptr, name, dtype, round, received_through, 0, true);
   pushed.request.priority = priority;
   pushed.request.credit = pushed.trace->bytes;
   OutgoingRequest pulled = request(pb::CMD_PULL, p, EncodedPush(), out, name, dtype, round, received_through);

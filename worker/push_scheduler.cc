@@ -77,7 +77,7 @@ PushScheduler::ServerQueue* PushScheduler::admit(const RequestSpec& to, std::vec
   Known& k = known_[to.id];
   k.server = to.server;
   k.state = State::kQueued;
-  k.order = Order{*to.priority, arrivals_++};
+  k.order = Order{false, *to.priority, arrivals_++};
   scheduled_.fetch_add(1, std::memory_order_release);
   ServerQueue& queue = queues_[k.server];
   queue.waiting.emplace(k.order, Queued{to, std::move(frames)});
@@ -102,6 +102,31 @@ void PushScheduler::completed(uint64_t id) {
       queue.in_flight -= k.credit;
       pumpOrDefer(queue);
       break;
+  }
+}
+
+void PushScheduler::hurry(int server, const google::protobuf::RepeatedPtrField<pb::AwaitedRound>& awaited) {
+  if (awaited.empty() || scheduled_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = queues_.find(server);
+  if (q == queues_.end()) return;
+  auto& waiting = q->second.waiting;
+  for (auto it = waiting.begin(); it != waiting.end();) {
+    const RequestSpec& to = it->second.to;
+    const bool named = std::any_of(awaited.begin(), awaited.end(), [&](const pb::AwaitedRound& a) {
+      return a.key() == to.key && a.round() == to.round;
+    });
+    if (it->first.hurried || !named) {
+      ++it;
+      continue;
+    }
+    // Re-keyed in place: it lands among the hurried ones at the front, behind the iterator.
+    const Order order{true, it->first.priority, it->first.arrival};
+    known_[to.id].order = order;
+    auto node = waiting.extract(it++);
+    node.key() = order;
+    waiting.insert(std::move(node));
+    ++hurried_;
   }
 }
 
@@ -141,6 +166,11 @@ size_t PushScheduler::queued() const {
   size_t n = 0;
   for (const auto& [server, queue] : queues_) n += queue.waiting.size();
   return n;
+}
+
+uint64_t PushScheduler::hurried() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hurried_;
 }
 
 size_t PushScheduler::inFlightBytes(int server) const {

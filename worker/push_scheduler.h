@@ -20,6 +20,17 @@
 // bound on outstanding pulls can deadlock. (A reply credit, ZPS_REPLY_CREDIT_BYTES, did exactly that
 // with threads issuing at once; it was also not measurably faster, and was removed.)
 //
+// Push hints (ZPS_PUSH_HINTS): a round completes only when every worker has pushed it, but each
+// worker's queue drains at its own pace, so when a new gradient preempts a large tensor, workers have
+// sent different parts of it, and each part's round waits for the slowest worker to get back to it
+// (the pulls of the next forward pass wait with it). A server's answer to a scheduled push names the
+// rounds of its keys that wait for this worker alone: every other worker has pushed them
+// (DataHeader.awaited). hurry() moves this worker's queued push and pull of each such round to the
+// head of the queue, ahead of every priority: its push completes the round, and the pulls of every
+// worker are answered. Hurried requests keep their priority order among themselves. (Naming every
+// round some other worker had pushed made each worker follow the others' order, which is close to
+// arrival order: ResNet-50 on the emulated cluster lost all of priority's gain, docs/performance.md.)
+//
 // Requests without a priority (every request when scheduling is off) are sent at once, without
 // the lock. What leaves together for one server (a fan-out's requests, those one pump releases, or
 // those released by the answers of one fused reply: Deferral) travels fused (worker/fusion.h). A resend of a request
@@ -38,6 +49,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -79,6 +91,9 @@ class PushScheduler {
   // The request table's completed hook: gives back the request's credit (or drops it from its
   // queue) and sends the queued requests that now fit.
   void completed(uint64_t id);
+  // Push hints from `server`'s reply: its queued requests of those rounds go to the head of its queue.
+  // They leave when the queue is next pumped (the completion of the push the reply answers).
+  void hurry(int server, const google::protobuf::RepeatedPtrField<pb::AwaitedRound>& awaited);
 
   // recover(): every request was failed; forgets what is queued and the credit held, including a
   // request a concurrent refusal completed before it reached send().
@@ -86,9 +101,19 @@ class PushScheduler {
 
   size_t queued() const;  // queued requests, every server
   size_t inFlightBytes(int server) const;
+  uint64_t hurried() const;  // requests moved to the head by push hints, since the start
 
  private:
-  using Order = std::pair<int64_t, uint64_t>;  // (priority, arrival)
+  // Where a request waits: hurried ones (push hints) first, then by priority, then by arrival.
+  struct Order {
+    bool hurried = false;
+    int64_t priority = 0;
+    uint64_t arrival = 0;
+    bool operator<(const Order& o) const {
+      if (hurried != o.hurried) return hurried;
+      return std::tie(priority, arrival) < std::tie(o.priority, o.arrival);
+    }
+  };
   struct Queued {
     RequestSpec to;
     std::vector<Blob> frames;
@@ -123,6 +148,7 @@ class PushScheduler {
   std::vector<ServerQueue*> deferred_;           // queues to pump when this thread's Deferral ends (values of queues_)
   std::unordered_map<uint64_t, Known> known_;    // scheduled requests, queued or in flight
   std::atomic<size_t> scheduled_{0};             // known_.size(), read without the lock
+  uint64_t hurried_ = 0;
 };
 
 }  // namespace zps

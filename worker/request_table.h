@@ -61,6 +61,7 @@ struct RequestSpec {
   int server = 0;
   std::optional<PeerId> via;  // a connection other than the server's current one (moving to ipc)
   uint64_t key = 0;
+  uint64_t round = 0;  // a sum key's PUSH, PULL or PUSH_PULL: its round (push hints name rounds)
   DType dtype = DType::kUInt8;
   // A pull's destination (null: the reply carries no payload for us).
   uint8_t* out = nullptr;

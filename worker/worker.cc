@@ -74,6 +74,9 @@ int Worker::finish(const Status& result) {
   // Every process (each local rank has its own requests): what a lossy network cost.
   if (const uint64_t resent = impl_->requests->resent(); resent > 0)
     LOG(INFO) << impl_->me() << ": resent " << resent << " requests";
+  if (const uint64_t hurried = impl_->scheduler->hurried(); hurried > 0)
+    LOG(INFO) << impl_->me() << ": push hints sent " << hurried
+              << " queued requests ahead of their priority (rounds that waited for it alone)";
   if (impl_->local) return impl_->local_path->finish(result);
   auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
   if (!shutdown.ok()) {

@@ -190,6 +190,8 @@ void Worker::Impl::deliverReply(int server, const wire::DataMessage& reply, cons
       return;
     }
   }
+  // Push hints first: completing the push this answers pumps the queue, hurried requests at its head.
+  if (h.awaited_size() > 0) scheduler->hurry(server, h.awaited());
   (void)requests->deliver(server, h, reply.dtype, reply.payload, from);
 }
 

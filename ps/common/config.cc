@@ -231,6 +231,7 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   ZPS_RETURN_IF_ERROR(readInto(&c.fusion_bytes, readInteger(env, "fusion_bytes")));
   ZPS_RETURN_IF_ERROR(readInto(&c.credit_bytes, readInteger(env, "credit_bytes")));
   ZPS_ASSIGN_OR_RETURN(c.push_lane, readSwitch(env, "push_lane"));
+  ZPS_ASSIGN_OR_RETURN(c.push_hints, readSwitch(env, "push_hints"));
   ZPS_RETURN_IF_ERROR(readInto(&c.checkpoint_every, readInteger(env, "checkpoint_every")));
   ZPS_ASSIGN_OR_RETURN(c.checkpoint_dir, readText(env, "checkpoint_dir"));
   ZPS_ASSIGN_OR_RETURN(c.enable_async, readSwitch(env, "enable_async"));

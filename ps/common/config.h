@@ -63,6 +63,9 @@ struct Config {
   // On by default: it measured faster on the emulated cluster (docs/performance.md); a job that
   // schedules no push never opens the lanes.
   bool push_lane = true;
+  // ZPS_PUSH_HINTS: with priority scheduling, a worker's scheduled pushes ask for the rounds that wait
+  // for its push alone, and it sends its queued pushes of those first (worker/push_scheduler.h).
+  bool push_hints = true;
 
   std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
   int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end

@@ -277,6 +277,14 @@ std::vector<Setting> makeTable() {
                "scheduled pushes, so their acknowledgements never wait behind sums (a job that schedules no "
                "push keeps one connection); 0: one connection (docs/performance.md)",
        .group = messages},
+      {.name = "push_hints",
+       .env = {"ZPS_PUSH_HINTS"},
+       .type = T::kSwitch,
+       .default_text = "1",
+       .help = "with priority scheduling, 1: servers tell a worker which rounds wait for its push alone (every "
+               "other worker has pushed them), and it sends its queued pushes of those first "
+               "(docs/performance.md#priority-scheduling); 0: each worker keeps its own order",
+       .group = messages},
       {.name = "server_engine",
        .env = {"ZPS_SERVER_ENGINE"},
        .type = T::kChoice,

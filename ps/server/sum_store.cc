@@ -75,7 +75,11 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
       out->push_back(errorReply(peer, h, s.withContext(where + " of '" + k.name + "'").message()));
       return;
     }
-    if (h.command() == pb::CMD_PUSH) out->push_back(replyTo(peer, h, pb::CMD_REPLY));
+    pushed_keys_.insert(h.key());
+    if (h.command() == pb::CMD_PUSH) {
+      out->push_back(replyTo(peer, h, pb::CMD_REPLY));
+      if (h.wants_awaited()) nameAwaited(worker, &out->back().header);
+    }
     completeReadyRounds(h.key(), k, out);
     if (h.command() == pb::CMD_PUSH) return;
   }
@@ -322,6 +326,23 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
       out->push_back(std::move(o));
     }
     k.parked.swap(still);
+  }
+}
+
+void SumStore::nameAwaited(int worker, pb::DataHeader* reply) {
+  for (auto it = pushed_keys_.begin(); it != pushed_keys_.end() && reply->awaited_size() < wire::kMaxAwaitedRounds;) {
+    auto key = keys_.find(*it);
+    if (key == keys_.end() || key->second.open.empty()) {
+      it = pushed_keys_.erase(it);  // every round it had open has completed
+      continue;
+    }
+    for (const auto& [round, r] : key->second.open) {
+      if (r.count < num_workers_ - 1 || r.pushed[worker] || reply->awaited_size() >= wire::kMaxAwaitedRounds) continue;
+      pb::AwaitedRound* awaited = reply->add_awaited();
+      awaited->set_key(*it);
+      awaited->set_round(round);
+    }
+    ++it;
   }
 }
 

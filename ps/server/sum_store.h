@@ -13,6 +13,11 @@
 // received_through, that it has that round's replies and will not ask again: then no honest request can
 // need it, and a key holds about one result and one open round instead of kKeptResults + 1.
 //
+// Push hints: a PUSH that sets wants_awaited (a worker with priority scheduling) is answered with the
+// open rounds of this store's keys that wait for that worker alone: every other worker has pushed
+// them (lowest key first, at most wire::kMaxAwaitedRounds), so that it sends those next
+// (worker/push_scheduler.h).
+//
 // Async keys (BytePS async, declared with async=true) have no rounds: the key holds one running sum, each
 // push is added to it at once, and a pull returns a snapshot of it at once. Workers use them to hold
 // parameters: worker 0 pushes the initial weights, and every worker pushes its own weight deltas. Each
@@ -25,6 +30,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -118,10 +124,15 @@ class SumStore {
   // Records a worker's received_through and frees the results no request can ask for any more.
   void noteReceived(KeyState& k, int worker, uint64_t received_through);
   void forgetResults(KeyState& k);
+  // Names in a push's reply the open rounds that wait for `worker` alone (push hints).
+  void nameAwaited(int worker, pb::DataHeader* reply);
 
   const int num_workers_;
   kernels::Reducer* reducer_;
   std::unordered_map<uint64_t, KeyState> keys_;
+  // Keys that took a push and may still have a round open, in key order: where nameAwaited looks (a
+  // key leaves when it is found with no open round), so a reply costs the open rounds, not every key.
+  std::set<uint64_t> pushed_keys_;
   MemoryCharge memory_;
 };
 

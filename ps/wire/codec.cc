@@ -161,6 +161,11 @@ Status checkHeader(DataMessage& msg, const Limits& limits) {
   ZPS_RETURN_IF_ERROR(checkString("data.auth_mac", h.auth_mac(), limits));
   if (h.entries_size() > 0 && h.command() != pb::CMD_FUSED)
     return ProtocolError(pb::DataCommand_Name(h.command()) + " must not carry fused entries");
+  if (h.awaited_size() > 0 && h.command() != pb::CMD_REPLY)
+    return ProtocolError(pb::DataCommand_Name(h.command()) + " must not name awaited rounds; only a push's REPLY does");
+  if (h.awaited_size() > kMaxAwaitedRounds)
+    return ProtocolError("reply names " + std::to_string(h.awaited_size()) + " awaited rounds, at most " +
+                         std::to_string(kMaxAwaitedRounds));
   return Status::OK();
 }
 

@@ -22,6 +22,8 @@ inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr uint64_t kAsyncPushWindow = 64;
 // CMD_FUSED: the most entries one fused message may carry (a worker fuses at most this many).
 inline constexpr size_t kMaxFusedEntries = 1024;
+// A push's REPLY: the most awaited rounds it may name (DataHeader.awaited; a server names at most this many).
+inline constexpr int kMaxAwaitedRounds = 16;
 
 struct Limits {
   size_t max_frames = 3;                // envelope + at most two payload frames (keys + rows)

@@ -1,6 +1,9 @@
 // Priority scheduling (worker/push_scheduler.h) with the real zps binary on loopback: exact sums with
 // small credits, and the bench's FIFO-against-priority overlap comparison.
 #include <catch2/catch.hpp>
+#include <iostream>
+#include <string>
+#include <utility>
 
 #include "tests/integration/cluster.h"
 
@@ -9,12 +12,15 @@ using zps::testing::contains;
 using namespace std::chrono_literals;
 
 TEST_CASE("priority scheduling: check's exact sums with a credit of one small partition, threads issuing at once") {
-  // Scheduled pushes on their own lane (the default), and on the one connection.
-  const std::string push_lane = GENERATE("1", "0");
-  INFO("ZPS_PUSH_LANE=" << push_lane);
+  // Scheduled pushes on their own lane (the default), and on the one connection; with push hints (the
+  // default), which reorder the queues by what the servers name, and without.
+  using Switches = std::pair<std::string, std::string>;  // ZPS_PUSH_LANE, ZPS_PUSH_HINTS
+  const auto [push_lane, push_hints] = GENERATE(Switches{"1", "1"}, Switches{"0", "1"}, Switches{"1", "0"});
+  INFO("ZPS_PUSH_LANE=" << push_lane << " ZPS_PUSH_HINTS=" << push_hints);
   Cluster c(2, 3);
   c.setEnv("ZPS_PRIORITY", "1");
   c.setEnv("ZPS_PUSH_LANE", push_lane);
+  c.setEnv("ZPS_PUSH_HINTS", push_hints);
   c.setEnv("ZPS_CREDIT_BYTES", "5000");     // one 4 KiB partition in flight per server
   c.setEnv("ZPS_PARTITION_BYTES", "4096");  // the 1 MiB tensor is 256 partitions
   c.setEnv("ZPS_REQUEST_TIMEOUT", "60");    // a credit deadlock fails the waits, naming them
@@ -31,6 +37,12 @@ TEST_CASE("priority scheduling: check's exact sums with a credit of one small pa
     CHECK(contains(c.log(i), " 0 wrong"));
     CHECK(contains(c.log(i), push_lane == "1" ? "push lanes open to 2 of 2 servers" : "connected to 2 servers"));
     CHECK(contains(c.log(i), "push lanes open") == (push_lane == "1"));
+    // Without hints nothing is hurried; with them, how much is up to the timing (printed, not checked).
+    const std::string log = c.log(i);
+    if (push_hints == "0") CHECK_FALSE(contains(log, "push hints sent"));
+    const size_t at = log.find("push hints sent");
+    if (at != std::string::npos)
+      std::cout << "priority test: worker " << i << ": " << log.substr(at, log.find('\n', at) - at) << "\n";
   }
 }
 

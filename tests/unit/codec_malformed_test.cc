@@ -323,6 +323,20 @@ std::vector<BadCase> malformedInputs() {
   }
   cases.push_back(
       {"control with no body", [] { return encodeControl(pb::Control()); }, "control message has no (known) body"});
+  cases.push_back({"awaited rounds on a push",
+                   [=] {
+                     pb::DataHeader h = push;
+                     h.add_awaited()->set_key(1);
+                     return encodeData(h, payloadOf(16));
+                   },
+                   "CMD_PUSH must not name awaited rounds"});
+  cases.push_back({"awaited rounds beyond the limit",
+                   [] {
+                     pb::DataHeader h = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
+                     for (int i = 0; i <= kMaxAwaitedRounds; ++i) h.add_awaited()->set_key(i);
+                     return encodeData(h);
+                   },
+                   "names 17 awaited rounds, at most 16"});
   return cases;
 }
 
@@ -357,6 +371,9 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
   CHECK(decode(frames, tight).ok());
   tight.max_envelope_bytes = frames[0].size() - 1;
   CHECK_FALSE(decode(frames, tight).ok());
+  pb::DataHeader reply = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
+  for (int i = 0; i < kMaxAwaitedRounds; ++i) reply.add_awaited()->set_key(i);
+  CHECK(decode(encodeData(reply), Limits()).ok());
 }
 
 TEST_CASE("codec: every truncation of a valid header is rejected", "[codec]") {

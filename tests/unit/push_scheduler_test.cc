@@ -1,5 +1,6 @@
 // Tests for PushScheduler (worker/push_scheduler.h): the order requests leave in (priority, then
-// arrival, per server), credits, what completion and cancellation give back, and resends.
+// arrival, per server), credits, what completion and cancellation give back, resends, and push hints
+// (hurry()).
 #include "worker/push_scheduler.h"
 
 #include <string>
@@ -7,6 +8,7 @@
 #include "ps/wire/codec.h"
 
 #include <catch2/catch.hpp>
+#include <utility>
 #include <vector>
 
 namespace zps {
@@ -26,6 +28,15 @@ struct Recorder {
   // A request `id` to `server`; no priority: sent at once.
   void send(uint64_t id, int server, std::optional<int64_t> priority, size_t credit) {
     RequestSpec r = RequestSpec::to(server);
+    r.id = id;
+    r.priority = priority;
+    r.credit = credit;
+    REQUIRE(scheduler.send(r, {}).ok());
+  }
+  // A scheduled request of `key` round `round` to server 0 (push hints name rounds).
+  void sendRound(uint64_t id, uint64_t key, uint64_t round, int64_t priority, size_t credit) {
+    RequestSpec r = RequestSpec::to(0, key);
+    r.round = round;
     r.id = id;
     r.priority = priority;
     r.credit = credit;
@@ -181,6 +192,60 @@ TEST_CASE("push scheduler: a fan-out's scheduled requests, and those released to
   scheduler.completed(3);
   REQUIRE(messages.size() == 3);
   CHECK(messages[2] == std::vector<uint64_t>{5});
+}
+
+// Push hints as a server's reply carries them: (key, round) pairs.
+google::protobuf::RepeatedPtrField<pb::AwaitedRound> awaited(const std::vector<std::pair<uint64_t, uint64_t>>& rounds) {
+  pb::DataHeader h;
+  for (const auto& [key, round] : rounds) {
+    auto* a = h.add_awaited();
+    a->set_key(key);
+    a->set_round(round);
+  }
+  return h.awaited();
+}
+
+TEST_CASE("push hints: the scheduler sends a named round's push and pull next, ahead of any priority", "[push_hints]") {
+  Recorder r(100);
+  r.sendRound(1, 10, 1, 0, 100);  // in flight: fills the credit
+  r.sendRound(2, 11, 1, 1, 100);  // push and pull of key 11 (priority 1)
+  r.sendRound(3, 11, 1, 1, 0);
+  r.sendRound(4, 12, 1, 5, 100);  // push and pull of key 12 (priority 5)
+  r.sendRound(5, 12, 1, 5, 0);
+  r.sendRound(6, 13, 1, 6, 100);  // push of key 13 (priority 6)
+  REQUIRE(r.sent == std::vector<uint64_t>{1});
+  // A round of another number, a key not queued and another server's queue are left alone.
+  r.scheduler.hurry(0, awaited({{12, 2}, {99, 1}}));
+  r.scheduler.hurry(1, awaited({{13, 1}}));
+  CHECK(r.scheduler.hurried() == 0);
+  // Keys 13 and 12 wait for this worker alone: they go first, by priority among themselves.
+  r.scheduler.hurry(0, awaited({{13, 1}, {12, 1}}));
+  CHECK(r.scheduler.hurried() == 3);
+  CHECK(r.sent == std::vector<uint64_t>{1});  // they leave when credit comes back
+  r.scheduler.completed(1);
+  CHECK(r.sent == std::vector<uint64_t>{1, 4, 5});
+  // Named again once sent: nothing left to move.
+  r.scheduler.hurry(0, awaited({{12, 1}}));
+  CHECK(r.scheduler.hurried() == 3);
+  r.scheduler.completed(4);
+  CHECK(r.sent == std::vector<uint64_t>{1, 4, 5, 6});
+  r.scheduler.completed(6);
+  CHECK(r.sent == std::vector<uint64_t>{1, 4, 5, 6, 2, 3});
+  for (uint64_t id : {5, 2, 3}) r.scheduler.completed(id);
+  CHECK(r.scheduler.queued() == 0);
+  CHECK(r.scheduler.inFlightBytes(0) == 0);
+}
+
+TEST_CASE("push hints: a hurried request that is cancelled is dropped from the head", "[push_hints]") {
+  Recorder r(100);
+  r.sendRound(1, 10, 1, 0, 100);
+  r.sendRound(2, 11, 1, 3, 100);
+  r.sendRound(3, 12, 1, 4, 100);
+  r.scheduler.hurry(0, awaited({{12, 1}}));
+  r.scheduler.completed(3);  // cancelled while queued
+  r.scheduler.completed(1);
+  CHECK(r.sent == std::vector<uint64_t>{1, 2});
+  CHECK(r.scheduler.queued() == 0);
 }
 
 }  // namespace
