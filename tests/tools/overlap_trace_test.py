@@ -1,6 +1,7 @@
 """tools/bench/overlap_trace.py on a made-up trace whose waits are known: 2 workers, 1 server, a fifo copy
 of one tensor and a priority copy of two layers, one round, 300 ms of compute (a 100 ms forward pass).
-Checks the lines it prints for worker 0 (and the layers pushed apart, from the server's trace), and that
+Checks the lines it prints for worker 0 (and the layers pushed apart and each worker's pushes into the
+server, from the server's trace), and that
 a folder without trace files is refused with a message.
 
     overlap_trace_test.py REPO_ROOT
@@ -22,9 +23,9 @@ def worker_event(name, tensor, tid, ts, end, nbytes, worker):
                      "worker": worker}}
 
 
-def push_in(tid, at, worker, op):
+def push_in(tid, at, worker, op, nbytes=1):
     return {"name": "sum", "cat": "server", "ts": at - 1000, "dur": 1000,
-            "args": {"key": tid << 24, "round": 1, "worker": worker, "bytes": 1, "server": 0, "op": op}}
+            "args": {"key": tid << 24, "round": 1, "worker": worker, "bytes": nbytes, "server": 0, "op": op}}
 
 
 def main():
@@ -43,8 +44,8 @@ def main():
         # Pushes in at the server: tensor 1 at 20 and 30 ms; layer 1 at 8 and 20 ms; layer 0 at 52 and 100 ms.
         write_trace(os.path.join(d, "server-0.json"), [
             push_in(1, 20000, 0, "push_pull"), push_in(1, 30000, 1, "push_pull"),
-            push_in(4, 8000, 0, "push"), push_in(4, 20000, 1, "push"),
-            push_in(3, 52000, 0, "push"), push_in(3, 100000, 1, "push")])
+            push_in(4, 8000, 0, "push", 3 * MB), push_in(4, 20000, 1, "push", 3 * MB),
+            push_in(3, 52000, 0, "push", MB), push_in(3, 100000, 1, "push", MB)])
         out = subprocess.run([sys.executable, tool, d, "300"], capture_output=True, text=True)
         lines = [" ".join(line.split()) for line in out.stdout.splitlines()]
         # fifo: its reply at 40 ms keeps the forward (from 0 ms) waiting 40 ms; the round completed at 30 ms,
@@ -63,6 +64,8 @@ def main():
             "keys: last worker's push in after the first's: median 30 ms, p90 48 ms (2 keys)",
             "apart: layer 0: workers' pushes in at [44, 92] ms",
             "apart: layer 1: workers' pushes in at [0, 12] ms",
+            # 4 MB from each worker; worker 0's last in at 44 ms, worker 1's at 92 ms after the first.
+            "into server 0: last push in at [44, 92] ms, MB/s [90.9, 43.5]",
             "0 70 50 20",
             "rebuilt: forward blocked 70 ms, iteration 220 ms",
             "rates (ms: pushes acknowledged / replies received, MB/s): 0: 8.0/8.0",

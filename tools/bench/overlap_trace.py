@@ -8,6 +8,9 @@ the last traced iteration and prints:
               only when the last one is in
   apart       the 5 layers with the widest such key, when each worker's push of it came in (ms from
               the iteration's first push in): the workers sent it in a different order
+  into        per server, when each worker's last push came in (ms from the iteration's first push in)
+              and the rate of that worker's pushes into it until then (MB/s): the workers share each
+              server's link, and one that gets less than its share is late with all its keys there
   waits       the layers the forward pass waited for on WORKER (default 0), rebuilt from the trace:
               the forward starts when the backward pass issued its last push and spends COMPUTE_MS / 3
               over the layers by their bytes, as tools/bench/overlap.h does; per layer the wait, how
@@ -74,6 +77,26 @@ def print_apart(arrivals, ids):
         print(f"  apart: layer {layer}: workers' pushes in at {[round((m[w] - first_in) / 1e3) for w in sorted(m)]} ms")
 
 
+def print_links(servers, tensors, rnd):
+    """Per server, each worker's last push in and the rate of its pushes into that server until then."""
+    taken = defaultdict(lambda: defaultdict(int))  # server -> worker -> bytes
+    last = defaultdict(dict)  # server -> worker -> when its last push was in (us)
+    for e in servers:
+        a = e["args"]
+        if a["round"] == rnd and a["op"] in ("push", "push_pull") and tensor_of(e) in tensors:
+            taken[a["server"]][a["worker"]] += a["bytes"]
+            last[a["server"]][a["worker"]] = max(last[a["server"]].get(a["worker"], 0), e["ts"] + e["dur"])
+    if not last:
+        return
+    first_in = min(e["ts"] + e["dur"] for e in servers
+                   if e["args"]["round"] == rnd and tensor_of(e) in tensors and e["args"]["op"] in ("push", "push_pull"))
+    for server in sorted(last):
+        ends = last[server]
+        rates = [taken[server][w] / max(ends[w] - first_in, 1) for w in sorted(ends)]  # bytes/us = MB/s
+        print(f"  into server {server}: last push in at {[round((ends[w] - first_in) / 1e3) for w in sorted(ends)]} ms, "
+              f"MB/s {[round(r, 1) for r in rates]}")
+
+
 def print_waits(ids, issued, complete, replied, nbytes, start, backward_end, compute_ms):
     """Rebuilds the forward pass: from the backward's last push, layer by layer, each waiting for its reply."""
     total = sum(nbytes[t] for t in ids)
@@ -136,6 +159,7 @@ def report(schedule, workers, servers, compute_ms, worker):
     print(f"{schedule}, round {rnd}, worker {worker}: {len(ids)} tensors; backward issued its last push at "
           f"{(backward_end - start) / 1e3:.0f} ms")
     print_apart(arrivals, ids)
+    print_links(servers, in_copy, rnd)
     print_waits(ids, issued, complete, replied, nbytes, start, backward_end, compute_ms)
     print_rates(acks, replies, start)
 
