@@ -223,9 +223,9 @@ TEST_CASE("a server at its memory cap refuses new keys and rows and keeps servin
   c.setEnv("ZPS_SERVER_MAX_BYTES", std::to_string(64 << 20));
   int sched = c.startScheduler();
   int server = c.startServer();
-  c.startWorker(0, {"check", "--rounds", "300", "--sizes", "1,4K,256K"});
+  c.startWorker(0, {"check", "--rounds", "1000", "--sizes", "1,4K,256K"});  // outlasts the probes below
   int server_port = serverPort(c, sched);
-  c.startWorker(1, {"check", "--rounds", "300", "--sizes", "1,4K,256K"});
+  c.startWorker(1, {"check", "--rounds", "1000", "--sizes", "1,4K,256K"});
 
   void* ctx = zmq_ctx_new();
   {
