@@ -281,8 +281,8 @@ std::vector<Setting> makeTable() {
        .env = {"ZPS_PUSH_HINTS"},
        .type = T::kSwitch,
        .default_text = "1",
-       .help = "with priority scheduling, 1: servers tell a worker which rounds wait for its push alone (every "
-               "other worker has pushed them), and it sends its queued pushes of those first "
+       .help = "with priority scheduling and three workers or more, 1: servers tell a worker which rounds wait for "
+               "its push alone (every other worker has pushed them), and it sends its queued pushes of those first "
                "(docs/performance.md#priority-scheduling); 0: each worker keeps its own order",
        .group = messages},
       {.name = "server_engine",

@@ -78,7 +78,9 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
     pushed_keys_.insert(h.key());
     if (h.command() == pb::CMD_PUSH) {
       out->push_back(replyTo(peer, h, pb::CMD_REPLY));
-      if (h.wants_awaited()) nameAwaited(worker, &out->back().header);
+      // With two workers "every other worker" is one peer, whose order is no better than this one's:
+      // following it measured slower (docs/performance.md), so hints need at least three.
+      if (h.wants_awaited() && num_workers_ >= 3) nameAwaited(worker, &out->back().header);
     }
     completeReadyRounds(h.key(), k, out);
     if (h.command() == pb::CMD_PUSH) return;
