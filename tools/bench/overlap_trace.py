@@ -44,13 +44,17 @@ def schedule_tensors(workers, schedule):
     return sorted({tensor_of(e) for e in workers if f"/{schedule}/" in e["args"].get("tensor", "")})
 
 
+def round_pushes(servers, tensors, rnd):
+    """The servers' events of the pushes of round `rnd` of these tensors."""
+    return [e for e in servers
+            if e["args"]["round"] == rnd and e["args"]["op"] in ("push", "push_pull") and tensor_of(e) in tensors]
+
+
 def push_arrivals(servers, tensors, rnd):
     """key -> worker -> when the server had taken that worker's push in (us)."""
     arrivals = defaultdict(dict)
-    for e in servers:
-        a = e["args"]
-        if a["round"] == rnd and a["op"] in ("push", "push_pull") and tensor_of(e) in tensors:
-            arrivals[a["key"]][a["worker"]] = e["ts"] + e["dur"]
+    for e in round_pushes(servers, tensors, rnd):
+        arrivals[e["args"]["key"]][e["args"]["worker"]] = e["ts"] + e["dur"]
     return arrivals
 
 
@@ -79,17 +83,16 @@ def print_apart(arrivals, ids):
 
 def print_links(servers, tensors, rnd):
     """Per server, each worker's last push in and the rate of its pushes into that server until then."""
+    pushes = round_pushes(servers, tensors, rnd)
+    if not pushes:
+        return
     taken = defaultdict(lambda: defaultdict(int))  # server -> worker -> bytes
     last = defaultdict(dict)  # server -> worker -> when its last push was in (us)
-    for e in servers:
+    for e in pushes:
         a = e["args"]
-        if a["round"] == rnd and a["op"] in ("push", "push_pull") and tensor_of(e) in tensors:
-            taken[a["server"]][a["worker"]] += a["bytes"]
-            last[a["server"]][a["worker"]] = max(last[a["server"]].get(a["worker"], 0), e["ts"] + e["dur"])
-    if not last:
-        return
-    first_in = min(e["ts"] + e["dur"] for e in servers
-                   if e["args"]["round"] == rnd and tensor_of(e) in tensors and e["args"]["op"] in ("push", "push_pull"))
+        taken[a["server"]][a["worker"]] += a["bytes"]
+        last[a["server"]][a["worker"]] = max(last[a["server"]].get(a["worker"], 0), e["ts"] + e["dur"])
+    first_in = min(e["ts"] + e["dur"] for e in pushes)
     for server in sorted(last):
         ends = last[server]
         rates = [taken[server][w] / max(ends[w] - first_in, 1) for w in sorted(ends)]  # bytes/us = MB/s
