@@ -13,13 +13,14 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Engine::Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
-               MemoryBudget* budget, Transport* transport, bool threaded)
+               MemoryBudget* budget, Transport* transport, ReplyWindow* replies, bool threaded)
     : index_(index),
       reducer_(std::move(reducer)),
       num_workers_(num_workers),
       checkpoints_(checkpoints),
       budget_(budget),
       transport_(transport),
+      replies_(replies),
       queue_(1024) {
   resetStores();
   if (threaded) thread_ = std::thread([this] { run(); });
@@ -38,7 +39,13 @@ void Engine::process(const EngineTask& task) {
   }
   out_.clear();
   handle(task, &out_);
-  for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
+  std::vector<Outgoing>* send = &out_;
+  if (replies_ != nullptr) {
+    ready_.clear();
+    for (auto& o : out_) replies_->offer(std::move(o), &ready_);
+    send = &ready_;
+  }
+  for (auto& o : *send) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
 }
 
 void Engine::handle(const EngineTask& task, std::vector<Outgoing>* out) {

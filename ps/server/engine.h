@@ -17,6 +17,7 @@
 #include "ps/common/bounded_queue.h"
 #include "ps/server/memory_budget.h"
 #include "ps/server/param_store.h"
+#include "ps/server/reply_window.h"
 #include "ps/server/sum_store.h"
 #include "ps/server/table_checkpoint.h"
 #include "ps/transport/transport.h"
@@ -34,8 +35,9 @@ struct EngineTask {
 
 class Engine {
  public:
+  // replies (may be null): the answers to ordered pulls go through it (ps/server/reply_window.h).
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
-         MemoryBudget* budget, Transport* transport, bool threaded = true);
+         MemoryBudget* budget, Transport* transport, ReplyWindow* replies = nullptr, bool threaded = true);
   ~Engine() { stop(); }
   void stop();
   // Read after the engine thread has stopped (the destructor path joins it first).
@@ -62,6 +64,8 @@ class Engine {
   std::unique_ptr<SumStore> store_;
   std::unique_ptr<ParamStore> params_;
   Transport* transport_;
+  ReplyWindow* const replies_;
+  std::vector<Outgoing> ready_;  // what the reply window lets go now
   BoundedQueue<EngineTask> queue_;
   std::atomic<bool> closed_{false};
   std::vector<Outgoing> out_;

@@ -26,6 +26,7 @@
 #include "ps/server/engine.h"
 #include "ps/server/fused_messages.h"
 #include "ps/server/param_store.h"
+#include "ps/server/reply_window.h"
 #include "ps/server/sequence_window.h"
 #include "ps/server/server_observer.h"
 #include "ps/server/sum_store.h"
@@ -145,9 +146,9 @@ class Server {
                                  static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_};
     for (int i = 0; i < config_.server_engine_threads; ++i)
       engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, checkpoints, &memory_,
-                                                  transport_.get()));
+                                                  transport_.get(), &replies_));
     inline_engine_ = std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()),
-                                              config_.num_workers, checkpoints, &memory_, transport_.get(),
+                                              config_.num_workers, checkpoints, &memory_, transport_.get(), &replies_,
                                               /*threaded=*/false);
 
     // The transport's I/O thread dispatches each message itself: one thread hand-off less per request.
@@ -161,6 +162,7 @@ class Server {
         startGeneration(announced_generation_);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      sendAll(expireReplies());
     }
     {
       std::lock_guard<std::mutex> lock(dispatch_mu_);
@@ -187,6 +189,9 @@ class Server {
     }
     if (malformed_ > 0)
       LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
+    if (const uint64_t held = replies_.held(); held > 0)
+      LOG(INFO) << "server " << rank_ << ": " << held
+                << " answers to ordered pulls waited for their connection's reply window (ZPS_REPLY_WINDOW_BYTES)";
     if (fused_messages_ > 0)
       LOG(INFO) << "server " << rank_ << ": " << fused_messages_ << " fused messages carried " << fused_entries_
                 << " requests (ZPS_FUSION_BYTES)";
@@ -264,12 +269,19 @@ class Server {
       reply(msg.peer, statsReply(msg.peer, h));
       return;
     }
+    if (h.command() == pb::CMD_RECEIVED) {
+      std::vector<Outgoing> send;
+      replies_.received(msg.peer, h.received_replies(), &send);
+      sendAll(std::move(send));
+      return;
+    }
     if (h.command() == pb::CMD_FUSED) {
       dispatchFused(msg.peer, it->second, *data);
       return;
     }
     VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
             << h.round() << " from worker " << it->second << " (" << data->payload.size() << " B)";
+    if (h.ordered_reply()) replies_.expect(msg.peer, h.request_id(), h.reply_priority(), h.reply_window());
     if (runsInline(*data)) {
       inline_engine_->process(EngineTask{msg.peer, it->second, std::move(*data)});
       return;
@@ -300,7 +312,10 @@ class Server {
       }
       inline_engine_->handle(EngineTask{peer, worker, entryAsRequest(std::move(e))}, &out);
     }
-    for (auto& [to, frames] : packReplies(peer, std::move(out))) (void)transport_->send(to, std::move(frames));
+    // Answers to ordered pulls (this worker's parked ones, or another's) go through the reply window too.
+    std::vector<Outgoing> ready;
+    for (Outgoing& o : out) replies_.offer(std::move(o), &ready);
+    for (auto& [to, frames] : packReplies(peer, std::move(ready))) (void)transport_->send(to, std::move(frames));
   }
 
   // ZPS_RECOVERY: a node was lost. Everything of the old generation goes: the workers' connections
@@ -315,6 +330,7 @@ class Server {
     upgrade_token_of_peer_.clear();
     lane_token_of_peer_.clear();
     has_lane_.clear();
+    replies_.clear();
     for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
     inline_engine_->process(EngineTask{0, -1, {}, true});
   }
@@ -335,6 +351,15 @@ class Server {
 
   void reply(PeerId peer, Outgoing o) {
     (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload)));
+  }
+  void sendAll(std::vector<Outgoing> out) {
+    for (Outgoing& o : out) reply(o.peer, std::move(o));
+  }
+  // Answers unacknowledged past the reply window's deadline count as received (ps/server/reply_window.h).
+  std::vector<Outgoing> expireReplies() {
+    std::vector<Outgoing> out;
+    replies_.expire(ReplyWindow::Clock::now(), &out);
+    return out;
   }
 
   // A refused HELLO: the reply says why, and the transport then forgets a connection that is no worker's.
@@ -476,6 +501,7 @@ class Server {
   std::unique_ptr<SchedulerClient> client_;
   std::mutex dispatch_mu_;  // held while the I/O thread dispatches; guards dispatch_stopped_
   bool dispatch_stopped_ = false;
+  ReplyWindow replies_;  // before the engines, which offer their answers to it
   std::vector<std::unique_ptr<Engine>> engines_;
   std::unique_ptr<Engine> inline_engine_;  // small summation keys, run by the dispatcher
   std::unordered_map<PeerId, int> worker_of_peer_;

@@ -337,6 +337,55 @@ std::vector<BadCase> malformedInputs() {
                      return encodeData(h);
                    },
                    "names 17 awaited rounds, at most 16"});
+  cases.push_back({"ordered reply asked by a push",
+                   [=] {
+                     pb::DataHeader h = push;
+                     h.set_ordered_reply(true);
+                     h.set_reply_window(1 << 20);
+                     return encodeData(h, payloadOf(16));
+                   },
+                   "CMD_PUSH must not ask for an ordered reply; only a PULL may"});
+  for (uint64_t window : {uint64_t{0}, kMaxReplyWindow + 1}) {
+    cases.push_back({"ordered pull with a window of " + std::to_string(window),
+                     [=] {
+                       pb::DataHeader h = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
+                       h.set_ordered_reply(true);
+                       h.set_reply_window(window);
+                       return encodeData(h);
+                     },
+                     "reply window of " + std::to_string(window) + " bytes is out of range"});
+  }
+  cases.push_back({"a pull that asks to be acknowledged",
+                   [] {
+                     pb::DataHeader h = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
+                     h.set_wants_received(true);
+                     return encodeData(h);
+                   },
+                   "CMD_PULL must not ask to be acknowledged"});
+  cases.push_back({"received replies named by a pull",
+                   [] {
+                     pb::DataHeader h = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
+                     h.add_received_replies(7);
+                     return encodeData(h);
+                   },
+                   "CMD_PULL must not name received replies"});
+  cases.push_back({"CMD_RECEIVED naming nothing",
+                   [] { return encodeData(sampleHeader(pb::CMD_RECEIVED, DType::kFloat32, 0)); },
+                   "CMD_RECEIVED names no reply"});
+  cases.push_back({"CMD_RECEIVED beyond the limit",
+                   [] {
+                     pb::DataHeader h = sampleHeader(pb::CMD_RECEIVED, DType::kFloat32, 0);
+                     for (int i = 0; i <= kMaxReceivedReplies; ++i) h.add_received_replies(i);
+                     return encodeData(h);
+                   },
+                   "CMD_RECEIVED names 1025 replies, at most 1024"});
+  cases.push_back({"CMD_RECEIVED with a payload",
+                   [] {
+                     pb::DataHeader h = sampleHeader(pb::CMD_RECEIVED, DType::kFloat32, 4);
+                     h.add_received_replies(1);
+                     return encodeData(h, payloadOf(16));
+                   },
+                   "CMD_RECEIVED must not carry a payload"});
   return cases;
 }
 
@@ -374,6 +423,15 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
   pb::DataHeader reply = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
   for (int i = 0; i < kMaxAwaitedRounds; ++i) reply.add_awaited()->set_key(i);
   CHECK(decode(encodeData(reply), Limits()).ok());
+  pb::DataHeader received = sampleHeader(pb::CMD_RECEIVED, DType::kFloat32, 0);
+  for (int i = 0; i < kMaxReceivedReplies; ++i) received.add_received_replies(i);
+  CHECK(decode(encodeData(received), Limits()).ok());
+  pb::DataHeader ordered = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
+  ordered.set_ordered_reply(true);
+  ordered.set_reply_window(kMaxReplyWindow);
+  CHECK(decode(encodeData(ordered), Limits()).ok());
+  ordered.set_reply_window(1);
+  CHECK(decode(encodeData(ordered), Limits()).ok());
 }
 
 TEST_CASE("codec: every truncation of a valid header is rejected", "[codec]") {
