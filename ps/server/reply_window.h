@@ -5,9 +5,10 @@
 // Why: a round's answer is ready when its last push arrives, and answers of rounds completed together
 // would otherwise go into the connection at once, in completion order. The connection's ZeroMQ pipe
 // and TCP send buffer then hold megabytes, and the sum of an urgent first layer, completed a moment
-// later, waits behind all of them (on the emulated cluster about 250 ms per reply, most of the time
-// the next forward pass was blocked). Keeping at most a window of unacknowledged answer bytes per
-// connection keeps that queue short, and what waits here waits in priority order.
+// later, waits behind all of them (up to about 250 ms per reply in traces of the emulated cluster).
+// Keeping at most a window of unacknowledged answer bytes per connection keeps that queue short, and
+// what waits here waits in priority order. Off by default: there it did not make ResNet-50's
+// iteration faster (docs/performance.md#2026-12-02-reply-windows-resnet-50-on-the-emulated-cluster).
 //
 // How: the dispatcher announces each ordered PULL (expect(): its connection, request id, priority and
 // the worker's window). An engine offers every answer it makes; an answer to an announced pull leaves
