@@ -133,6 +133,7 @@ class SumStore {
   // Keys that took a push and may still have a round open, in key order: where nameAwaited looks (a
   // key leaves when it is found with no open round), so a reply costs the open rounds, not every key.
   std::set<uint64_t> pushed_keys_;
+  bool hints_asked_ = false;  // a push asked for hints in a job of three workers or more: keep pushed_keys_
   MemoryCharge memory_;
 };
 
