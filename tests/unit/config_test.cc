@@ -55,7 +55,7 @@ TEST_CASE("config: a good worker environment", "[config]") {
   CHECK(c->max_message_bytes == size_t{1} << 30);
 }
 
-TEST_CASE("config: the reply window is off unless set; -1 makes it twice the push credit", "[config]") {
+TEST_CASE("config: the reply window is off unless set, and -1 makes it twice the push credit", "[config]") {
   auto c = loadConfig(lookup(baseEnv("worker")));
   REQUIRE(c.ok());
   CHECK(c->reply_window_bytes == 0);
