@@ -39,13 +39,8 @@ void Engine::process(const EngineTask& task) {
   }
   out_.clear();
   handle(task, &out_);
-  std::vector<Outgoing>* send = &out_;
-  if (replies_ != nullptr) {
-    ready_.clear();
-    for (auto& o : out_) replies_->offer(std::move(o), &ready_);
-    send = &ready_;
-  }
-  for (auto& o : *send) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
+  if (replies_ != nullptr) replies_->offerAll(&out_);
+  for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
 }
 
 void Engine::handle(const EngineTask& task, std::vector<Outgoing>* out) {

@@ -65,7 +65,6 @@ class Engine {
   std::unique_ptr<ParamStore> params_;
   Transport* transport_;
   ReplyWindow* const replies_;
-  std::vector<Outgoing> ready_;  // what the reply window lets go now
   BoundedQueue<EngineTask> queue_;
   std::atomic<bool> closed_{false};
   std::vector<Outgoing> out_;

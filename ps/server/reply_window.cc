@@ -41,6 +41,13 @@ void ReplyWindow::offer(Outgoing o, std::vector<Outgoing>* send) {
   if (c.waiting.count(order) > 0) ++held_;
 }
 
+void ReplyWindow::offerAll(std::vector<Outgoing>* answers) {
+  if (!used_.load(std::memory_order_relaxed)) return;  // as offer(): every answer leaves now
+  std::vector<Outgoing> offered;
+  offered.swap(*answers);
+  for (Outgoing& o : offered) offer(std::move(o), answers);
+}
+
 void ReplyWindow::release(Connection& c, uint64_t request_id) {
   auto it = c.unacknowledged.find(request_id);
   if (it == c.unacknowledged.end()) return;

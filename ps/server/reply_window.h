@@ -51,6 +51,8 @@ class ReplyWindow {
   void expect(PeerId peer, uint64_t request_id, int64_t priority, uint64_t window);
   // An answer an engine made: appended to *send now, or kept until it fits.
   void offer(Outgoing o, std::vector<Outgoing>* send);
+  // offer() for each of *answers, which then holds what leaves now, in order.
+  void offerAll(std::vector<Outgoing>* answers);
   // CMD_RECEIVED from `peer`: those answers arrived; appends to *send what then fits. Unknown ids are ignored.
   template <typename Ids>
   void received(PeerId peer, const Ids& ids, std::vector<Outgoing>* send, Clock::time_point now = Clock::now()) {

@@ -313,9 +313,8 @@ class Server {
       inline_engine_->handle(EngineTask{peer, worker, entryAsRequest(std::move(e))}, &out);
     }
     // Answers to ordered pulls (this worker's parked ones, or another's) go through the reply window too.
-    std::vector<Outgoing> ready;
-    for (Outgoing& o : out) replies_.offer(std::move(o), &ready);
-    for (auto& [to, frames] : packReplies(peer, std::move(ready))) (void)transport_->send(to, std::move(frames));
+    replies_.offerAll(&out);
+    for (auto& [to, frames] : packReplies(peer, std::move(out))) (void)transport_->send(to, std::move(frames));
   }
 
   // ZPS_RECOVERY: a node was lost. Everything of the old generation goes: the workers' connections

@@ -75,16 +75,17 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
       out->push_back(errorReply(peer, h, s.withContext(where + " of '" + k.name + "'").message()));
       return;
     }
+    // With two workers "every other worker" is one peer, whose order is no better than this one's:
+    // following it measured slower (docs/performance.md), so hints need at least three.
+    const bool asks_hints = h.wants_awaited() && num_workers_ >= 3;
     // Only push hints read the set: a job whose pushes never ask for them (no priority scheduling,
     // ZPS_PUSH_HINTS=0, fewer than three workers) pays nothing for it. A key pushed before the first
     // push that asks is missed until its next round: hints are advice, never needed for a sum.
-    hints_asked_ = hints_asked_ || (h.wants_awaited() && num_workers_ >= 3);
+    hints_asked_ = hints_asked_ || asks_hints;
     if (hints_asked_) pushed_keys_.insert(h.key());
     if (h.command() == pb::CMD_PUSH) {
       out->push_back(replyTo(peer, h, pb::CMD_REPLY));
-      // With two workers "every other worker" is one peer, whose order is no better than this one's:
-      // following it measured slower (docs/performance.md), so hints need at least three.
-      if (h.wants_awaited() && num_workers_ >= 3) nameAwaited(worker, &out->back().header);
+      if (asks_hints) nameAwaited(worker, &out->back().header);
     }
     completeReadyRounds(h.key(), k, out);
     if (h.command() == pb::CMD_PUSH) return;

@@ -86,6 +86,19 @@ TEST_CASE("reply window: other answers pass through, and an answer larger than t
   CHECK_FALSE(sent[0].header.wants_received());
 }
 
+TEST_CASE("reply window: offerAll keeps what leaves now, in order, and nothing else", "[reply_window]") {
+  ReplyWindow w;
+  std::vector<Outgoing> answers;
+  answers.push_back(answer(1, 1, 100));
+  w.offerAll(&answers);  // nothing announced yet: every answer leaves
+  CHECK(idsOf(answers) == std::vector<uint64_t>{1});
+  for (uint64_t id : {2, 3}) w.expect(1, id, 0, 100);
+  answers.clear();
+  for (uint64_t id : {2, 3, 4}) answers.push_back(answer(1, id, 100));
+  w.offerAll(&answers);  // 2 fills the window, 3 waits, 4 was never announced
+  CHECK(idsOf(answers) == std::vector<uint64_t>{2, 4});
+}
+
 TEST_CASE("reply window: unknown, repeated and foreign acknowledgements change nothing", "[reply_window]") {
   ReplyWindow w;
   std::vector<Outgoing> sent;
