@@ -205,6 +205,7 @@ OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionIn
   h.set_received_through(received_through);
   h.set_push_seq(push_seq);
   h.set_wants_awaited(scheduled_push && config_.push_hints);
+  h.set_holds_credit(scheduled_push);                     // its acknowledgement returns credit: the server may pace it
   if (ordered_reply && config_.reply_window_bytes > 0) {  // its sum comes back by priority (ps/server/reply_window.h)
     h.set_ordered_reply(true);
     h.set_reply_priority(*ordered_reply);

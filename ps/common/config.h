@@ -71,6 +71,11 @@ struct Config {
   // 0 (the default): off; the setting's -1 is twice credit_bytes. Off by default: on the emulated
   // cluster it did not make ResNet-50 faster (docs/performance.md).
   size_t reply_window_bytes = 0;
+  // ZPS_PUSH_PACING_BYTES: a server holds back the push acknowledgements of a worker this far ahead of
+  // the slowest one pushing to it (ps/server/push_pacer.h); 0 (the default): off; the setting's -1 is
+  // twice credit_bytes. Off by default: it paid on the emulated cluster's slow links, and cost a few
+  // percent where the CPUs are the limit (loopback; docs/performance.md).
+  size_t push_pacing_bytes = 0;
 
   std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
   int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end

@@ -296,6 +296,19 @@ std::vector<Setting> makeTable() {
                "-1: twice ZPS_CREDIT_BYTES; 0: off, sums leave in the order their rounds complete",
        .group = messages,
        .blank_is_unset = false},
+      {.name = "push_pacing_bytes",
+       .env = {"ZPS_PUSH_PACING_BYTES"},
+       .type = T::kInteger,
+       .default_text = "0",
+       .min = -1,
+       .max = int64_t{1} << 40,
+       .help = "with priority scheduling, a server holds back the acknowledgements (and so the push credit) of a "
+               "worker that has pushed more than this many bytes beyond the slowest worker still pushing to it, "
+               "for at most 100 ms, so the workers share its link evenly; for links slower than the CPUs "
+               "(docs/performance.md#priority-scheduling); -1: twice ZPS_CREDIT_BYTES (the servers read it too); "
+               "0: off",
+       .group = messages,
+       .blank_is_unset = false},
       {.name = "server_engine",
        .env = {"ZPS_SERVER_ENGINE"},
        .type = T::kChoice,

@@ -13,7 +13,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Engine::Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
-               MemoryBudget* budget, Transport* transport, ReplyWindow* replies, bool threaded)
+               MemoryBudget* budget, Transport* transport, ReplyWindow* replies, PushPacer* pacer, bool threaded)
     : index_(index),
       reducer_(std::move(reducer)),
       num_workers_(num_workers),
@@ -21,6 +21,7 @@ Engine::Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_wor
       budget_(budget),
       transport_(transport),
       replies_(replies),
+      pacer_(pacer),
       queue_(1024) {
   resetStores();
   if (threaded) thread_ = std::thread([this] { run(); });
@@ -40,6 +41,7 @@ void Engine::process(const EngineTask& task) {
   out_.clear();
   handle(task, &out_);
   if (replies_ != nullptr) replies_->offerAll(&out_);
+  if (pacer_ != nullptr) pacer_->offerAll(&out_);
   for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
 }
 

@@ -26,6 +26,7 @@
 #include "ps/server/engine.h"
 #include "ps/server/fused_messages.h"
 #include "ps/server/param_store.h"
+#include "ps/server/push_pacer.h"
 #include "ps/server/reply_window.h"
 #include "ps/server/sequence_window.h"
 #include "ps/server/server_observer.h"
@@ -146,10 +147,10 @@ class Server {
                                  static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_};
     for (int i = 0; i < config_.server_engine_threads; ++i)
       engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, checkpoints, &memory_,
-                                                  transport_.get(), &replies_));
-    inline_engine_ = std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()),
-                                              config_.num_workers, checkpoints, &memory_, transport_.get(), &replies_,
-                                              /*threaded=*/false);
+                                                  transport_.get(), &replies_, &pacer_));
+    inline_engine_ =
+        std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()), config_.num_workers,
+                                 checkpoints, &memory_, transport_.get(), &replies_, &pacer_, /*threaded=*/false);
 
     // The transport's I/O thread dispatches each message itself: one thread hand-off less per request.
     transport_->onMessage([this](TransportMessage msg) {
@@ -192,6 +193,9 @@ class Server {
     if (const uint64_t held = replies_.held(); held > 0)
       LOG(INFO) << "server " << rank_ << ": " << held
                 << " answers to ordered pulls waited for their connection's reply window (ZPS_REPLY_WINDOW_BYTES)";
+    if (const uint64_t held = pacer_.held(); held > 0)
+      LOG(INFO) << "server " << rank_ << ": " << held << " push acknowledgements waited for the slower workers ("
+                << pacer_.expired() << " of them until the 100 ms deadline; ZPS_PUSH_PACING_BYTES)";
     if (fused_messages_ > 0)
       LOG(INFO) << "server " << rank_ << ": " << fused_messages_ << " fused messages carried " << fused_entries_
                 << " requests (ZPS_FUSION_BYTES)";
@@ -282,6 +286,7 @@ class Server {
     VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
             << h.round() << " from worker " << it->second << " (" << data->payload.size() << " B)";
     if (h.ordered_reply()) replies_.expect(msg.peer, h.request_id(), h.reply_priority(), h.reply_window());
+    if (h.holds_credit()) pace(msg.peer, it->second, *data);
     if (runsInline(*data)) {
       inline_engine_->process(EngineTask{msg.peer, it->second, std::move(*data)});
       return;
@@ -310,10 +315,13 @@ class Server {
                                      " bytes; send this key's requests alone (ZPS_FUSION_BYTES)"));
         continue;
       }
+      if (e.header.holds_credit()) pace(peer, worker, e);
       inline_engine_->handle(EngineTask{peer, worker, entryAsRequest(std::move(e))}, &out);
     }
-    // Answers to ordered pulls (this worker's parked ones, or another's) go through the reply window too.
+    // Answers to ordered pulls (this worker's parked ones, or another's) go through the reply window,
+    // acknowledgements of credit-holding pushes through the pacer.
     replies_.offerAll(&out);
+    pacer_.offerAll(&out);
     for (auto& [to, frames] : packReplies(peer, std::move(out))) (void)transport_->send(to, std::move(frames));
   }
 
@@ -330,6 +338,7 @@ class Server {
     lane_token_of_peer_.clear();
     has_lane_.clear();
     replies_.clear();
+    pacer_.clear();
     for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
     inline_engine_->process(EngineTask{0, -1, {}, true});
   }
@@ -348,6 +357,14 @@ class Server {
            bytes <= kInlineBytes;
   }
 
+  // A credit-holding push arrived: the pacer counts it, and sends the acknowledgements it then releases.
+  void pace(PeerId peer, int worker, const wire::DataMessage& push) {
+    if (!pacer_.enabled()) return;
+    std::vector<Outgoing> released;
+    pacer_.arrived(peer, push.header, worker, push.payload.size(), &released);
+    sendAll(std::move(released));
+  }
+
   void reply(PeerId peer, Outgoing o) {
     (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload)));
   }
@@ -358,6 +375,7 @@ class Server {
   std::vector<Outgoing> expireReplies() {
     std::vector<Outgoing> out;
     replies_.expire(ReplyWindow::Clock::now(), &out);
+    pacer_.expire(PushPacer::Clock::now(), &out);
     return out;
   }
 
@@ -501,6 +519,7 @@ class Server {
   std::mutex dispatch_mu_;  // held while the I/O thread dispatches; guards dispatch_stopped_
   bool dispatch_stopped_ = false;
   ReplyWindow replies_;  // before the engines, which offer their answers to it
+  PushPacer pacer_{config_.num_workers, config_.push_pacing_bytes};  // as replies_
   std::vector<std::unique_ptr<Engine>> engines_;
   std::unique_ptr<Engine> inline_engine_;  // small summation keys, run by the dispatcher
   std::unordered_map<PeerId, int> worker_of_peer_;

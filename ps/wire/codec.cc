@@ -171,6 +171,8 @@ Status checkHeader(DataMessage& msg, const Limits& limits) {
   if (h.ordered_reply() && (h.reply_window() == 0 || h.reply_window() > kMaxReplyWindow))
     return ProtocolError("reply window of " + std::to_string(h.reply_window()) + " bytes is out of range [1, " +
                          std::to_string(kMaxReplyWindow) + "]");
+  if (h.holds_credit() && h.command() != pb::CMD_PUSH)
+    return ProtocolError(pb::DataCommand_Name(h.command()) + " must not hold push credit; only a PUSH does");
   if (h.wants_received() && h.command() != pb::CMD_REPLY)
     return ProtocolError(pb::DataCommand_Name(h.command()) + " must not ask to be acknowledged; only a REPLY does");
   if ((h.received_replies_size() > 0) != (h.command() == pb::CMD_RECEIVED))

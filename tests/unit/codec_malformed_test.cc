@@ -355,6 +355,15 @@ std::vector<BadCase> malformedInputs() {
                      },
                      "reply window of " + std::to_string(window) + " bytes is out of range"});
   }
+  for (pb::DataCommand command : {pb::CMD_PULL, pb::CMD_PUSH_PULL}) {
+    cases.push_back({pb::DataCommand_Name(command) + " that claims push credit",
+                     [=] {
+                       pb::DataHeader h = sampleHeader(command, DType::kFloat32, 4);
+                       h.set_holds_credit(true);
+                       return encodeData(h, command == pb::CMD_PULL ? Blob() : payloadOf(16));
+                     },
+                     pb::DataCommand_Name(command) + " must not hold push credit; only a PUSH does"});
+  }
   cases.push_back({"a pull that asks to be acknowledged",
                    [] {
                      pb::DataHeader h = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
@@ -432,6 +441,9 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
   CHECK(decode(encodeData(ordered), Limits()).ok());
   ordered.set_reply_window(1);
   CHECK(decode(encodeData(ordered), Limits()).ok());
+  pb::DataHeader paced = sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4);
+  paced.set_holds_credit(true);
+  CHECK(decode(encodeData(paced, payloadOf(16)), Limits()).ok());
 }
 
 TEST_CASE("codec: every truncation of a valid header is rejected", "[codec]") {

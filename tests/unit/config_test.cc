@@ -73,6 +73,26 @@ TEST_CASE("config: the reply window is off unless set, and -1 makes it twice the
   expectInvalid(env, "ZPS_REPLY_WINDOW_BYTES");
 }
 
+TEST_CASE("config: push pacing is off unless set, and -1 makes it twice the push credit", "[config]") {
+  auto c = loadConfig(lookup(baseEnv("server")));
+  REQUIRE(c.ok());
+  CHECK(c->push_pacing_bytes == 0);
+  Env env = baseEnv("server");
+  env["ZPS_CREDIT_BYTES"] = "262144";
+  env["ZPS_PUSH_PACING_BYTES"] = "-1";
+  c = loadConfig(lookup(env));
+  REQUIRE(c.ok());
+  CHECK(c->push_pacing_bytes == 524288);
+  env["ZPS_PUSH_PACING_BYTES"] = "100000";
+  c = loadConfig(lookup(env));
+  REQUIRE(c.ok());
+  CHECK(c->push_pacing_bytes == 100000);
+  env["ZPS_PUSH_PACING_BYTES"] = "-2";
+  expectInvalid(env, "ZPS_PUSH_PACING_BYTES");
+  env["ZPS_PUSH_PACING_BYTES"] = "lots";
+  expectInvalid(env, "ZPS_PUSH_PACING_BYTES");
+}
+
 TEST_CASE("config: a good server environment", "[config]") {
   Env env = baseEnv("server");
   env["DMLC_PORT"] = "9100";
