@@ -21,7 +21,9 @@
 # defaults to comm: the compute equals the measured communication time) REPEATS times and prints worker
 # 0's overlap table of each repetition, instead of the all-reduce comparison. Its priority schedule
 # has MODEL_CREDIT bytes of pushes in flight per server (default 4 x PARTITION; ZPS_CREDIT_BYTES in the
-# environment wins), which measured better than 4 MiB with or without push lanes (docs/performance.md).
+# environment wins), which measured better than 4 MiB with or without push lanes, and its servers pace
+# the pushes with MODEL_PACING bytes (ZPS_PUSH_PACING_BYTES; default 2 x MODEL_CREDIT; 0: off;
+# ZPS_PUSH_PACING_BYTES in the environment wins), which measured better than none (docs/performance.md).
 #
 # Settings (environment): BUILD_DIR (build), OUT_DIR ($BUILD_DIR/cluster), WORKERS (4), SERVERS (4),
 # LAYOUT (separate|colocated), RATE (tc rate, 200mbit), DELAY (netem delay, none), SIZES (bytes, comma
@@ -84,6 +86,8 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [[ $ITERS =~ ^[1-9][0-9]?$ ]] || fail "ITERS must be 1..99"
   [[ -z $MODEL_CREDIT || $MODEL_CREDIT =~ ^[1-9][0-9]*$ ]] || fail "MODEL_CREDIT must be bytes"
   MODEL_CREDIT=${MODEL_CREDIT:-$((4 * PARTITION))}
+  [[ -z ${MODEL_PACING:-} || $MODEL_PACING =~ ^[0-9]+$ ]] || fail "MODEL_PACING must be bytes (0: off)"
+  MODEL_PACING=${MODEL_PACING:-$((2 * MODEL_CREDIT))}
   [ "$(id -u)" = 0 ] || skip "needs root for network namespaces, veth pairs, a bridge and tc (uid $(id -u))"
   for cmd in ip tc unshare timeout; do command -v $cmd >/dev/null || skip "$cmd is not installed"; done
   probe=$(unshare --net --mount --propagation private true 2>&1) || skip "unshare --net --mount does not work here: $probe"
@@ -97,7 +101,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   fi
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
-  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT MODEL_CREDIT
+  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT MODEL_CREDIT MODEL_PACING
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -184,6 +188,7 @@ run_zps() {
   [ -n "$MODEL" ] || [ "$CREDIT" = 0 ] ||
     env+=(ZPS_PRIORITY=1 ZPS_CREDIT_BYTES="$([ "$CREDIT" = partition ] && echo "$PARTITION" || echo "$CREDIT")")
   [ -z "$MODEL" ] || [ -n "${ZPS_CREDIT_BYTES:-}" ] || env+=(ZPS_CREDIT_BYTES="$MODEL_CREDIT")
+  [ -z "$MODEL" ] || [ -n "${ZPS_PUSH_PACING_BYTES:-}" ] || env+=(ZPS_PUSH_PACING_BYTES="$MODEL_PACING")
   [ "$TRACE" = 0 ] || env+=(ZPS_TRACE_ON=1 ZPS_TRACE_DIR="$OUT_DIR/trace-$name-$rep" ZPS_TRACE_END_STEP=1000)
   in_host "$(server_host 0)" "${env[@]}" DMLC_ROLE=scheduler DMLC_NODE_HOST="$root" "$ZPS" >"$OUT_DIR/$name.scheduler.log" 2>&1 &
   PIDS+=($!)
@@ -239,7 +244,7 @@ mbit() { echo "$1" | sed -E 's/^([0-9]+)(kbit|mbit|gbit)$/\1 \2/' | { read -r n 
   case $u in kbit) echo "$n" | awk '{print $1 / 1000}' ;; mbit) echo "$n" ;; gbit) echo $((n * 1000)) ;; esac; }; }
 
 if [ -n "$MODEL" ]; then
-  echo "cluster.sh: $MODEL overlap, $WORKERS worker hosts, $SERVERS server hosts, links at $RATE${DELAY:+ + $DELAY delay}, compute $COMPUTE_MS, zps partition $PARTITION B, priority credit ${ZPS_CREDIT_BYTES:-$MODEL_CREDIT} B, $REPEATS repetitions"
+  echo "cluster.sh: $MODEL overlap, $WORKERS worker hosts, $SERVERS server hosts, links at $RATE${DELAY:+ + $DELAY delay}, compute $COMPUTE_MS, zps partition $PARTITION B, priority credit ${ZPS_CREDIT_BYTES:-$MODEL_CREDIT} B, push pacing ${ZPS_PUSH_PACING_BYTES:-$MODEL_PACING} B, $REPEATS repetitions"
   for rep in $(seq 1 "$REPEATS"); do
     echo "cluster.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     run_zps "overlap$rep"
