@@ -1,8 +1,11 @@
 """DistributedOptimizer, broadcast_parameters and broadcast_optimizer_state, as the workers of one job
 (2 workers): workers start from different weights and optimizer settings; after the broadcasts they hold
 rank 0's exactly; then 2 workers training on batch b end with the weights of one process training on
-batch 2b (max relative difference <= 1e-5, printed), and every worker holds bit-identical weights."""
+batch 2b (max relative difference <= 1e-5, printed), and every worker holds bit-identical weights; the same
+with backward_passes_per_step=2, and with gradients in buckets of float32 and float64 beside lone ones
+and an unused parameter. A gradient computed twice in one step and a bad ZPS_TORCH_BUCKET_BYTES raise."""
 import copy
+import os
 
 import torch
 
@@ -115,4 +118,69 @@ worst2 = max(((p.detach() - q.detach()).abs() / q.detach().abs().clamp_min(1e-3)
 print("worker %d: backward_passes_per_step=2: max relative weight difference %.3g" % (rank, worst2))
 check(worst2 <= 1e-5 and same_as_root(list(model2.parameters()), "final2"),
       "backward_passes_per_step=2 matches 1 process on batch %d, workers bit-identical" % (2 * n * B))
+
+
+# Buckets: gradients smaller than bucket_bytes share one push_pull per bucket. With 1024 bytes, a.weight
+# (2560 bytes) goes alone, a.bias and the unused parameter (float32) share a bucket, and so do b's
+# float64 weight and bias; every weight still matches one process on the whole batch.
+class Mixed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(DIN, DHID)
+        self.c = torch.nn.Module()  # between a and b in named_parameters' order
+        self.c.unused = torch.nn.Parameter(torch.ones(5))
+        self.b = torch.nn.Linear(DHID, DOUT).double()
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)).double()).float()
+
+
+model3 = Mixed()
+bps.broadcast_parameters(model3.state_dict(), root_rank=0)
+reference3 = copy.deepcopy(model3)
+ref3_optimizer = torch.optim.SGD(reference3.parameters(), lr=0.05, momentum=0.9)
+os.environ["ZPS_TORCH_BUCKET_BYTES"] = "12x"
+try:
+    bps.DistributedOptimizer(torch.optim.SGD(model3.parameters(), lr=0.05), named_parameters=model3.named_parameters())
+    raise AssertionError("ZPS_TORCH_BUCKET_BYTES=12x was accepted")
+except ValueError as e:
+    check("ZPS_TORCH_BUCKET_BYTES='12x' is not an integer" in str(e), "a bad ZPS_TORCH_BUCKET_BYTES raises (%s)" % e)
+os.environ["ZPS_TORCH_BUCKET_BYTES"] = "1024"
+optimizer3 = bps.DistributedOptimizer(torch.optim.SGD(model3.parameters(), lr=0.05, momentum=0.9),
+                                      named_parameters=model3.named_parameters())
+del os.environ["ZPS_TORCH_BUCKET_BYTES"]
+plan = [u.name for u in optimizer3._zps_units]
+check(plan == ["grad.a.weight", "grad.bucket(a.bias..c.unused)", "grad.bucket(b.weight..b.bias)"],
+      "ZPS_TORCH_BUCKET_BYTES=1024: one lone gradient and two buckets %s" % plan)
+X3 = torch.randn(6, n * B, DIN, generator=data)
+Y3 = torch.randn(6, n * B, DOUT, generator=data)
+for step in range(6):
+    optimizer3.zero_grad()
+    mine = slice(rank * B, (rank + 1) * B)
+    torch.nn.functional.mse_loss(model3(X3[step, mine]), Y3[step, mine]).backward()
+    optimizer3.step()
+    ref3_optimizer.zero_grad()
+    torch.nn.functional.mse_loss(reference3(X3[step]), Y3[step]).backward()
+    ref3_optimizer.step()
+worst3 = max(((p.detach() - q.detach()).abs() / q.detach().abs().clamp_min(1e-3)).max().item()
+             for p, q in zip(model3.parameters(), reference3.parameters()))
+print("worker %d: buckets: max relative weight difference %.3g" % (rank, worst3))
+check(worst3 <= 1e-5 and torch.equal(model3.c.unused.detach(), torch.ones(5)),
+      "gradients in buckets match 1 process on batch %d, the unused parameter unchanged" % (n * B))
+check(same_as_root(list(model3.parameters()), "final3"), "buckets: every worker holds bit-identical weights")
+
+# A second backward before step(): the first gradient computed again raises, naming it; synchronize()
+# then sums what the first backward produced, so the workers' rounds stay in step.
+optimizer3.zero_grad()
+torch.nn.functional.mse_loss(model3(X3[0, :B]), Y3[0, :B]).backward()
+try:
+    torch.nn.functional.mse_loss(model3(X3[1, :B]), Y3[1, :B]).backward()
+    raise AssertionError("a second backward before step() was accepted")
+except RuntimeError as e:
+    # b's bias or weight: backward produces them first, in an order autograd does not promise.
+    check("gradient of 'grad.b." in str(e) and "computed again before step()" in str(e),
+          "a second backward raises (%s)" % str(e).splitlines()[0])
+optimizer3.synchronize()
+optimizer3.step()
+check(same_as_root(list(model3.parameters()), "after_error"), "after the error the workers still agree")
 bps.shutdown()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # zps.torch against torch.distributed DDP over Gloo, on this machine, in one run: the same models, data
-# and batch, 2 workers each; zps with 1 and with 2 servers. Then push_pull of one tensor from Python
-# against `zps bench` at the same size (what the Python layer costs).
+# and batch, 2 workers each; zps with 1 and with 2 servers, and with 1 server and every gradient alone
+# (ZPS_TORCH_BUCKET_BYTES=0: what the buckets of small gradients gain). Then push_pull of one tensor
+# from Python against `zps bench` at the same size (what the Python layer costs).
 #
 #   tools/bench/torch-compare.sh                        # ROUNDS=3 REPS=3 STEPS=20 MODELS="digits wide"
 #   ROUNDS=1 REPS=1 STEPS=2 MODELS=digits PP_BYTES=1048576 tools/bench/torch-compare.sh   # a smoke run
@@ -71,11 +72,13 @@ zps_run() {  # zps_run SERVERS LABEL DRIVER-ARGS...: 2 workers under zps launch
 }
 
 echo "torch-compare: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of: models ($MODELS) x" \
-     "{DDP/Gloo, zps 1 server, zps 2 servers}, push_pull vs zps bench at $PP_BYTES B; batch $BATCH per worker"
+     "{DDP/Gloo, zps 1 server, zps 1 server without buckets, zps 2 servers}, push_pull vs zps bench at" \
+     "$PP_BYTES B; batch $BATCH per worker"
 for round in $(seq "$ROUNDS"); do
   for model in $MODELS; do
     ddp "$model"
     zps_run 1 "zps-1s" --system zps --model "$model" "${common[@]}"
+    ZPS_TORCH_BUCKET_BYTES=0 zps_run 1 "zps-1s-nobuckets" --system zps --model "$model" "${common[@]}"
     zps_run 2 "zps-2s" --system zps --model "$model" "${common[@]}"
   done
   zps_run 1 "pushpull" --system pushpull --bytes "$PP_BYTES" --steps "$STEPS" --reps "$REPS"

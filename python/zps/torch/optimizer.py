@@ -1,24 +1,135 @@
 """DistributedOptimizer: wraps a torch.optim optimizer so that each gradient is summed over the workers
 (and averaged) while backward is still running.
 
-A hook on each parameter's gradient accumulator starts the push_pull of that gradient as soon as backward
-has produced it; step() waits for all of them, then steps. The wrapper is a dynamic subclass of the
-optimizer's own class, so isinstance checks and schedulers keep working.
+A hook on each parameter's gradient accumulator notes when backward has produced that gradient. Small
+gradients travel in buckets (as DDP's and Horovod's fusion do): a bucket's push_pull starts once all of
+its gradients are ready, so a model of many small tensors pays for a few messages instead of one each.
+A gradient of bucket_bytes or more travels alone, straight from its own tensor. step() waits for all of
+them, then steps. The wrapper is a dynamic subclass of the optimizer's own class, so isinstance checks
+and schedulers keep working.
 """
+import os
+
 import torch
 
 from zps.torch._runtime import runtime
 from zps.torch.compression import Compression
 from zps.torch.ops import Average, Sum, start_push_pull, synchronize
 
+# Gradients smaller than this share buckets of at most this many bytes (ZPS_TORCH_BUCKET_BYTES).
+DEFAULT_BUCKET_BYTES = 1 << 20
+BUCKET_BYTES_LIMIT = 1 << 30
+BUCKET_ENV = "ZPS_TORCH_BUCKET_BYTES"
+
+
+def bucket_bytes_setting(value):
+    """bucket_bytes as given, else ZPS_TORCH_BUCKET_BYTES, else the default; a bad value raises ValueError."""
+    where = "bucket_bytes"
+    if value is None:
+        text = os.environ.get(BUCKET_ENV, "").strip()
+        if not text:
+            return DEFAULT_BUCKET_BYTES
+        where = BUCKET_ENV
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise ValueError("zps.torch.DistributedOptimizer: %s=%r is not an integer (bytes; 0 turns buckets off)"
+                             % (BUCKET_ENV, text)) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("zps.torch.DistributedOptimizer: bucket_bytes must be an int, got %r" % (value,))
+    if not 0 <= value <= BUCKET_BYTES_LIMIT:
+        raise ValueError("zps.torch.DistributedOptimizer: %s=%d is out of range (0 to %d bytes; 0 turns buckets off)"
+                         % (where, value, BUCKET_BYTES_LIMIT))
+    return value
+
+
+class _Unit:
+    """What one push_pull sums each step: one gradient, or a bucket of small ones copied into `flat`."""
+
+    __slots__ = ("name", "params", "offsets", "flat", "ready")
+
+    def __init__(self, name, params, flat=None, offsets=None):
+        self.name = name
+        self.params = params
+        self.flat = flat  # None for a gradient that travels alone
+        self.offsets = offsets  # per param: (start, numel) in flat
+        self.ready = 0  # params whose gradient this step is complete
+
+    def tensor(self):
+        """The tensor to push: the flat bucket, filled from the gradients, or the lone gradient itself."""
+        if self.flat is None:
+            p = self.params[0]
+            if not p.grad.is_contiguous():
+                p.grad = p.grad.contiguous()
+            return p.grad
+        for p, (start, n) in zip(self.params, self.offsets):
+            self.flat[start:start + n].copy_(p.grad.reshape(-1))
+        return self.flat
+
+    def scatter(self):
+        """Copies a bucket's sum back into its gradients."""
+        if self.flat is None:
+            return
+        for p, (start, n) in zip(self.params, self.offsets):
+            p.grad.copy_(self.flat[start:start + n].view_as(p.grad))
+
+
+def _plan_units(named, bucket_bytes):
+    """Groups (name, param) into units. Walks backward's usual order (the last parameter first), filling
+    one open bucket per dtype and device; a parameter of bucket_bytes or more, or any with buckets off,
+    is a unit of its own and closes the open buckets. Returns the units ordered by their first
+    parameter: the order of declaration."""
+    position = {id(p): i for i, (_, p) in enumerate(named)}
+    units, open_buckets, open_bytes = [], {}, {}
+
+    def close(key):
+        members = open_buckets.pop(key, None)
+        open_bytes.pop(key, None)
+        if members:
+            units.append(members)
+
+    for name, p in reversed(named):
+        nbytes = p.numel() * p.element_size()
+        if nbytes == 0 or nbytes >= bucket_bytes:
+            # Buckets hold neighbours only: one that went on past this gradient would wait for the
+            # gradients behind it in backward, and its early ones would lose their overlap.
+            for key in list(open_buckets):
+                close(key)
+            units.append([(name, p)])
+            continue
+        key = (p.dtype, p.device)
+        if open_bytes.get(key, 0) + nbytes > bucket_bytes:
+            close(key)
+        open_buckets.setdefault(key, []).append((name, p))
+        open_bytes[key] = open_bytes.get(key, 0) + nbytes
+    for key in list(open_buckets):
+        close(key)
+    units.sort(key=lambda members: min(position[id(p)] for _, p in members))
+    planned = []
+    for members in units:
+        members.sort(key=lambda m: position[id(m[1])])
+        params = [p for _, p in members]
+        if len(members) == 1:
+            planned.append(_Unit("grad." + members[0][0], params))
+            continue
+        offsets, start = [], 0
+        for p in params:
+            offsets.append((start, p.numel()))
+            start += p.numel()
+        flat = torch.zeros(start, dtype=params[0].dtype, device=params[0].device)
+        name = "grad.bucket(%s..%s)" % (members[0][0], members[-1][0])
+        planned.append(_Unit(name, params, flat, offsets))
+    return planned
+
 
 class _DistributedMixin:
-    def _zps_setup(self, named_parameters, compression, backward_passes_per_step, op):
+    def _zps_setup(self, named_parameters, compression, backward_passes_per_step, op, bucket_bytes):
         rt = runtime("DistributedOptimizer")
         if op not in (Average, Sum):
             raise ValueError("zps.torch.DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
         if backward_passes_per_step < 1:
             raise ValueError("zps.torch.DistributedOptimizer: backward_passes_per_step must be >= 1")
+        bucket_bytes = bucket_bytes_setting(bucket_bytes)
         all_params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is not None:
             named = list(named_parameters)
@@ -35,65 +146,83 @@ class _DistributedMixin:
             named = [(by_id[id(p)], p) for p in all_params]
         else:
             named = [("param.%d" % i, p) for i, p in enumerate(all_params)]
+        seen, trained = set(), []
+        for name, p in named:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                trained.append((name, p))
         self._zps_divisor = rt.size if op == Average else 1
         self._zps_compression = compression
         self._zps_passes = backward_passes_per_step
-        self._zps_names = {}
+        self._zps_units = _plan_units(trained, bucket_bytes)
+        self._zps_unit_of = {}
+        self._zps_names = {id(p): "grad." + name for name, p in trained}
         self._zps_counts = {}
-        self._zps_handles = {}
+        self._zps_done = set()  # params whose gradient this step is complete
+        self._zps_handles = {}  # unit index -> handle of its push_pull in flight
         self._zps_hooks = []
         self._zps_synchronized = False
         compressor = "fp16" if compression is Compression.fp16 else None
-        for name, p in named:
-            if not p.requires_grad:
-                continue
-            if id(p) in self._zps_names:
-                continue
-            self._zps_names[id(p)] = "grad." + name
-            self._zps_counts[id(p)] = 0
-            # Declared now, in the optimizer's order, so that every worker declares the same sequence.
-            if p.numel() > 0:
-                rt.declare("grad." + name, p, compressor if p.dtype == torch.float32 else None)
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(self._zps_make_hook(p))
-            self._zps_hooks.append(acc)  # keeps the accumulator (and its hook) alive
+        for index, unit in enumerate(self._zps_units):
+            # Declared now, first layers first, so that every worker declares the same sequence (and,
+            # with ZPS_PRIORITY=1, the first layer's sum is sent first).
+            pushed = unit.flat if unit.flat is not None else unit.params[0]
+            if pushed.numel() > 0:
+                rt.declare(unit.name, pushed, compressor if pushed.dtype == torch.float32 else None)
+            for p in unit.params:
+                self._zps_unit_of[id(p)] = index
+                self._zps_counts[id(p)] = 0
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(self._zps_make_hook(p))
+                self._zps_hooks.append(acc)  # keeps the accumulator (and its hook) alive
 
     def _zps_make_hook(self, p):
         def hook(*_):
             if p.grad is None or self._zps_synchronized:
                 return
-            if id(p) in self._zps_handles:
+            if id(p) in self._zps_done:
                 raise RuntimeError("zps.torch.DistributedOptimizer: gradient of '%s' computed again before step(); "
                                    "call step() or synchronize() between backward passes, or raise "
                                    "backward_passes_per_step" % self._zps_names[id(p)])
             self._zps_counts[id(p)] += 1
             if self._zps_counts[id(p)] == self._zps_passes:
-                self._zps_start(p)
+                self._zps_mark_done(p)
         return hook
 
-    def _zps_start(self, p):
+    def _zps_mark_done(self, p):
         self._zps_counts[id(p)] = 0
-        if p.grad.numel() == 0:
+        self._zps_done.add(id(p))
+        index = self._zps_unit_of[id(p)]
+        unit = self._zps_units[index]
+        unit.ready += 1
+        if unit.ready == len(unit.params):
+            self._zps_start(index)
+
+    def _zps_start(self, index):
+        unit = self._zps_units[index]
+        unit.ready = 0
+        pushed = unit.tensor()
+        if pushed.numel() == 0:
             return
-        if not p.grad.is_contiguous():
-            p.grad = p.grad.contiguous()
-        self._zps_handles[id(p)] = start_push_pull(p.grad, p.grad, self._zps_divisor, self._zps_names[id(p)],
+        self._zps_handles[index] = start_push_pull(pushed, pushed, self._zps_divisor, unit.name,
                                                    "DistributedOptimizer", self._zps_compression)
 
     def synchronize(self):
         """Waits for every gradient's sum (e.g. before clipping gradients); step() then does not wait again."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if id(p) not in self._zps_names or id(p) in self._zps_handles:
+        for unit in self._zps_units:
+            for p in unit.params:
+                if id(p) in self._zps_done:
                     continue
-                # No gradient from this backward (an unused parameter): push zeros, so that every
-                # worker's rounds of this tensor stay in step.
+                # No complete gradient from this step (an unused parameter, or fewer backward passes):
+                # push what there is, zeros when nothing, so that every worker's rounds stay in step.
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
-                self._zps_start(p)
+                self._zps_mark_done(p)
         handles, self._zps_handles = self._zps_handles, {}
-        for h in handles.values():
+        for index, h in handles.items():
             synchronize(h)
+            self._zps_units[index].scatter()
+        self._zps_done.clear()
         self._zps_synchronized = True
 
     def step(self, closure=None):
@@ -110,11 +239,13 @@ class _DistributedMixin:
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
-                         op=Average):
-    """An optimizer that sums (op=Average: averages) every gradient over the workers before each step."""
+                         op=Average, bucket_bytes=None):
+    """An optimizer that sums (op=Average: averages) every gradient over the workers before each step.
+    bucket_bytes (a zps extension; default ZPS_TORCH_BUCKET_BYTES, else 1 MiB): gradients smaller than
+    this travel together in buckets of at most this many bytes; 0 sends every gradient alone."""
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {k: v for k, v in _DistributedMixin.__dict__.items() if not k.startswith("__")})
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)
-    wrapped._zps_setup(named_parameters, compression, backward_passes_per_step, op)
+    wrapped._zps_setup(named_parameters, compression, backward_passes_per_step, op, bucket_bytes)
     return wrapped
