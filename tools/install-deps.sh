@@ -29,6 +29,9 @@ if [ "${ZPS_DEPS_BUILD_ONLY:-0}" != 1 ]; then
   # tools/bench/cluster.sh: tc (iproute2) limits each emulated host's link; Open MPI is its all-reduce reference.
   command -v tc >/dev/null || PKGS+=(iproute2)
   command -v mpicc >/dev/null || PKGS+=(openmpi-bin libopenmpi-dev)
+  # zps.torch's tests (tests/python, tests/torch) and tools/bench/torch-compare.sh: Debian's PyTorch, for
+  # Debian's own interpreter (a python3 earlier on PATH may not see it).
+  /usr/bin/python3 -c "import torch" >/dev/null 2>&1 || PKGS+=(python3-torch)
   # tools/format.sh and the format/check test.
   command -v clang-format >/dev/null || PKGS+=(clang-format)
 fi

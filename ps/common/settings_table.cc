@@ -22,6 +22,7 @@ std::vector<Setting> makeTable() {
   const std::string checkpoints = "Checkpoints, recovery and asynchronous training";
   const std::string local = "Local ranks (several processes per worker node)";
   const std::string compression = "Gradient compression";
+  const std::string torch = "PyTorch (zps.torch)";
   const std::string security = "Security";
   const std::string observability = "Observability";
   const std::string testing = "Testing";
@@ -432,6 +433,19 @@ std::vector<Setting> makeTable() {
        .help = "ZPS_COMPRESSOR leaves smaller tensors dense",
        .group = compression,
        .blank_is_unset = false},
+
+      // zps.torch: read by the Python package (python/zps/torch/optimizer.py), listed here for help and docs.
+      {.name = "torch_bucket_bytes",
+       .flag = false,
+       .env = {"ZPS_TORCH_BUCKET_BYTES"},
+       .type = T::kInteger,
+       .default_text = "1048576",
+       .min = 0,
+       .max = int64_t{1} << 30,
+       .help = "zps.torch.DistributedOptimizer: gradients smaller than this share one push_pull per bucket of at "
+               "most this many bytes (neighbours in backward's order, one dtype); 0: every gradient alone "
+               "(docs/pytorch.md)",
+       .group = torch},
 
       // Security: environment only, so that secrets never appear in a process list.
       {.name = "auth_token",
