@@ -9,10 +9,14 @@
 #                                                      # a before and an after table, same references
 #   LATENCY_ONLY=1 tools/bench/compare.sh  # only the round trips at 4 KiB, 64 KiB and 256 KiB (quick;
 #                                          # latency is noisy, so use REPEATS=5 or more)
+#   LATENCY_ONLY=1 LATENCY_CPU=0 tools/bench/compare.sh  # the same, every process of the round
+#                                          # trips on CPU 0 (taskset): one speed per size, run to run
 #
 # Latency is compared like with like: a 1x1 zps push-pull on one host uses the server's ipc://
 # socket, so its p50 is set against a raw ZeroMQ round trip of the same size over ipc://, and a run
-# with ZPS_IPC=0 against the same over TCP.
+# with ZPS_IPC=0 against the same over TCP. Unpinned, on a 2-core machine each run of either lands
+# on one of two or three speeds (where its threads happen to be scheduled), so a ratio of medians
+# swings; LATENCY_CPU=N runs both sides of every latency row on CPU N alone, where they are steady.
 #
 # Needs a built zps, g++ and libzmq (the build's own dependencies), python3 for the table, and
 # iperf3 + Open MPI (openmpi-bin, libopenmpi-dev), which it installs with apt-get when they are
@@ -36,6 +40,15 @@ mkdir -p "$OUT_DIR"
 LAT_SIZES="4096 65536 262144"    # 1 server x 1 worker push-pull p50 against a raw ZeroMQ round trip
 BIG_SIZES=4194304,67108864       # 1 server x 1 worker goodput
 LATENCY_ONLY=${LATENCY_ONLY:-0}
+LATENCY_CPU=${LATENCY_CPU:-}
+PIN=()  # the latency rows' command prefix
+if [ -n "$LATENCY_CPU" ]; then
+  taskset -c "$LATENCY_CPU" true 2>/dev/null ||
+    { echo "compare.sh: LATENCY_CPU=$LATENCY_CPU is not a CPU taskset can use here (e.g. 0)" >&2; exit 2; }
+  PIN=(taskset -c "$LATENCY_CPU")
+  echo "compare.sh: the latency rows run on CPU $LATENCY_CPU only (LATENCY_CPU), raw ZeroMQ and zps alike"
+fi
+BENCH_PREFIX=()  # set to PIN while latency() runs zps
 MPI_SIZES=1048576,4194304,16777216  # 2 workers x 2 servers against MPI_Allreduce -np 2
 SUM_SIZE=4194304                 # a server sums partitions of ZPS_PARTITION_BYTES (4 MiB)
 
@@ -81,18 +94,20 @@ bench() {
 latency() {
   local size sizes=${LAT_SIZES// /,}
   for size in $LAT_SIZES; do
-    run "zmq_rr_ipc_$size" "$OUT_DIR/loopback" rr "$size" 2000 ipc
-    run "zmq_rr_tcp_$size" "$OUT_DIR/loopback" rr "$size" 2000 tcp
+    run "zmq_rr_ipc_$size" "${PIN[@]}" "$OUT_DIR/loopback" rr "$size" 2000 ipc
+    run "zmq_rr_tcp_$size" "${PIN[@]}" "$OUT_DIR/loopback" rr "$size" 2000 tcp
   done
+  BENCH_PREFIX=("${PIN[@]}")
   bench bench_lat 1 1 --sizes "$sizes"
   ZPS_IPC=0 run_bench "$ZPS" bench_lat_tcp 1 1 --sizes "$sizes"
+  BENCH_PREFIX=()
 }
 
 run_bench() {
   local zps=$1 name=$2 servers=$3 workers=$4
   shift 4
   rm -f "$OUT_DIR/$name.json"
-  timeout --kill-after=10 300 "$zps" launch --servers "$servers" --workers "$workers" --timeout 280 -- \
+  timeout --kill-after=10 300 "${BENCH_PREFIX[@]}" "$zps" launch --servers "$servers" --workers "$workers" --timeout 280 -- \
     bench --min_time 0.5 --json "$OUT_DIR/$name.json" "$@" >"$OUT_DIR/$name.log" 2>&1 ||
     echo "compare.sh: $name failed (see $OUT_DIR/$name.log)" >&2
   [ -s "$OUT_DIR/$name.json" ] && sed "s/^{/{\"rep\":$rep,\"run\":\"$name\",\"test\":\"zps_bench\",/" "$OUT_DIR/$name.json" >>"$RESULTS"
