@@ -54,7 +54,7 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
                          TensorCompression::choose(config_, options, async, name, bytes, dtype, t.parts, seed));
     if (async) t.async = std::make_shared<AsyncSequence>();
     parts = t.parts;
-    if (!async)
+    if (!async && !options.unscheduled)
       t.priority = options.priority ? options.priority : config_.priority ? std::optional<int64_t>(id) : std::nullopt;
     tensors_.push_back(std::move(t));
   }

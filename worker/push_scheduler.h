@@ -44,6 +44,7 @@
 // in queue order; the send function must not block or call back into the request table.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -67,6 +68,10 @@ class PushScheduler {
   // credit_bytes: the bytes of pushes in flight per server (at least 1); fusion (ZPS_FUSION_BYTES,
   // default: off): the requests one pump releases together travel fused (worker/fusion.h).
   PushScheduler(size_t credit_bytes, Send send, FusionPolicy fusion = {});
+
+  // The credit chosen once the job's layout is known (ps/node/job_layout.h): called by the worker's
+  // start() before any request is sent, so no other thread reads it yet.
+  void setCredit(size_t credit_bytes) { credit_bytes_ = std::max<size_t>(1, credit_bytes); }
 
   // The request table's send hook: sends now, or queues a request with a priority.
   Status send(const RequestSpec& to, std::vector<Blob> frames);
@@ -138,7 +143,7 @@ class PushScheduler {
   // pump(), or later while a Deferral is alive on this thread. Called with mu_ held.
   void pumpOrDefer(ServerQueue& queue);
 
-  const size_t credit_bytes_;
+  size_t credit_bytes_;  // set before the first send (setCredit)
   const Send send_;
   const FusionPolicy fusion_;
 

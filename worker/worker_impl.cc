@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "ps/node/job_layout.h"
+
 namespace zps {
 
 using Clock = std::chrono::steady_clock;
@@ -62,6 +64,10 @@ Status Worker::Impl::start() {
   recovery = std::make_unique<RecoveryState>(requests.get());
   ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, registerNode());
   rank = book.rank();
+  // Before anything reads them: the partitions, priority and credit the layout calls for.
+  const std::string scheduling = chooseScheduling(layoutOf(book), &config);
+  if (config.local_rank == 0) LOG(INFO) << me() << ": " << scheduling;
+  scheduler->setCredit(config.credit_bytes);
   ZPS_RETURN_IF_ERROR(obs->start(rank));
   TransportOptions options;
   options.name = "worker-data";

@@ -66,6 +66,9 @@ struct DeclareOptions {
   // first with the lowest), with at most ZPS_CREDIT_BYTES in flight per server. Unset: with
   // ZPS_PRIORITY=1 its declaration index (0, 1, ...), otherwise its requests leave at once.
   std::optional<int64_t> priority;
+  // True: this tensor's requests leave at once, in the order they are issued, even where priority
+  // scheduling is on (ZPS_PRIORITY=1, or chosen for a job across hosts): a baseline to compare with.
+  bool unscheduled = false;
 };
 
 // Where one partition of a tensor lives.

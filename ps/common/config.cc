@@ -218,24 +218,39 @@ Status loadCompression(const EnvLookup& env, Config& c) {
   return Status::OK();
 }
 
+// Partitions, priority, credit and pacing: a value the user set, or "auto" (then Config's one-host
+// value stands until chooseScheduling sees the address book).
+Status loadScheduling(const EnvLookup& env, Config& c) {
+  ZPS_ASSIGN_OR_RETURN(const std::optional<long long> partition, readIntegerOrAuto(env, "partition_bytes"));
+  c.automatic.partition = !partition;
+  if (partition) c.partition_bytes = static_cast<size_t>(*partition);
+  ZPS_ASSIGN_OR_RETURN(const std::optional<bool> priority, readSwitchOrAuto(env, "priority"));
+  c.automatic.priority = !priority;
+  if (priority) c.priority = *priority;
+  ZPS_ASSIGN_OR_RETURN(const std::optional<long long> credit, readIntegerOrAuto(env, "credit_bytes"));
+  c.automatic.credit = !credit;
+  c.credit_bytes = credit ? static_cast<size_t>(*credit) : c.partition_bytes;
+  ZPS_ASSIGN_OR_RETURN(const std::optional<long long> pacing, readIntegerOrAuto(env, "push_pacing_bytes"));
+  c.automatic.pacing = !pacing;
+  c.automatic.pacing_follows_credit = pacing && *pacing < 0;
+  c.push_pacing_bytes = !pacing ? 0 : *pacing < 0 ? 2 * c.credit_bytes : static_cast<size_t>(*pacing);
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   Config c;
   ZPS_RETURN_IF_ERROR(loadCluster(env, role, c));
   ZPS_RETURN_IF_ERROR(loadTimeLimits(env, c));
-  ZPS_RETURN_IF_ERROR(readInto(&c.partition_bytes, readInteger(env, "partition_bytes")));
+  ZPS_RETURN_IF_ERROR(loadScheduling(env, c));
   ZPS_RETURN_IF_ERROR(readInto(&c.server_engine_threads, readInteger(env, "server_engine_threads")));
   ZPS_RETURN_IF_ERROR(readInto(&c.max_message_bytes, readInteger(env, "max_message_bytes")));
-  ZPS_ASSIGN_OR_RETURN(c.priority, readSwitch(env, "priority"));
   ZPS_RETURN_IF_ERROR(readInto(&c.fusion_bytes, readInteger(env, "fusion_bytes")));
-  ZPS_RETURN_IF_ERROR(readInto(&c.credit_bytes, readInteger(env, "credit_bytes")));
   ZPS_ASSIGN_OR_RETURN(c.push_lane, readSwitch(env, "push_lane"));
   ZPS_ASSIGN_OR_RETURN(c.push_hints, readSwitch(env, "push_hints"));
   ZPS_ASSIGN_OR_RETURN(const int64_t reply_window, readInteger(env, "reply_window_bytes"));
   c.reply_window_bytes = reply_window < 0 ? 2 * c.credit_bytes : static_cast<size_t>(reply_window);
-  ZPS_ASSIGN_OR_RETURN(const int64_t pacing, readInteger(env, "push_pacing_bytes"));
-  c.push_pacing_bytes = pacing < 0 ? 2 * c.credit_bytes : static_cast<size_t>(pacing);
   ZPS_RETURN_IF_ERROR(readInto(&c.checkpoint_every, readInteger(env, "checkpoint_every")));
   ZPS_ASSIGN_OR_RETURN(c.checkpoint_dir, readText(env, "checkpoint_dir"));
   ZPS_ASSIGN_OR_RETURN(c.enable_async, readSwitch(env, "enable_async"));

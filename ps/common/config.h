@@ -76,6 +76,17 @@ struct Config {
   // twice credit_bytes. Off by default: it paid on the emulated cluster's slow links, and cost a few
   // percent where the CPUs are the limit (loopback; docs/performance.md).
   size_t push_pacing_bytes = 0;
+  // The scheduling settings left to zps ("auto", their default). Until the address book arrives the
+  // fields above hold the one-host choices; chooseScheduling (ps/node/job_layout.h) then sets these
+  // from where every node runs. pacing_follows_credit: ZPS_PUSH_PACING_BYTES=-1, twice the credit
+  // whatever the credit becomes.
+  struct Automatic {
+    bool partition = false;
+    bool priority = false;
+    bool credit = false;
+    bool pacing = false;
+    bool pacing_follows_credit = false;
+  } automatic;
 
   std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
   int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end

@@ -39,6 +39,9 @@ std::string joinChoices(const std::vector<std::string>& choices) {
 // What a message asks the user to set `source` to.
 std::string hintFor(const Setting& s, const std::string& source) {
   if (!s.hint.empty()) return s.hint;
+  if (s.accepts_auto && s.type == SettingType::kSwitch) return "auto, 0 or 1";
+  if (s.accepts_auto && s.type == SettingType::kInteger)
+    return "auto or a whole number in [" + std::to_string(s.min) + ", " + std::to_string(s.max) + "]";
   switch (s.type) {
     case SettingType::kSeconds: return "a number of seconds, e.g. " + source + "=30";
     case SettingType::kInteger:
@@ -139,9 +142,11 @@ StatusOr<long long> readInteger(const EnvLookup& env, std::string_view name) {
   return parseInteger(t.source, t.text, s.min, s.max, hintFor(s, t.source));
 }
 
-StatusOr<bool> readSwitch(const EnvLookup& env, std::string_view name) {
-  const Setting& s = expectSetting(name, {SettingType::kSwitch});
-  ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
+namespace {
+
+bool isAuto(const Setting& s, const SettingText& t) { return s.accepts_auto && trimSpace(t.text) == "auto"; }
+
+StatusOr<bool> parseSwitch(const Setting& s, const SettingText& t) {
   std::string text = trimSpace(t.text);
   // On the command line `--recovery` alone and `--recovery=true` mean 1, as gflags users expect.
   if (t.source.starts_with("--")) {
@@ -150,6 +155,32 @@ StatusOr<bool> readSwitch(const EnvLookup& env, std::string_view name) {
   }
   ZPS_ASSIGN_OR_RETURN(long long on, parseInteger(t.source, text, 0, 1, hintFor(s, t.source)));
   return on == 1;
+}
+
+}  // namespace
+
+StatusOr<bool> readSwitch(const EnvLookup& env, std::string_view name) {
+  const Setting& s = expectSetting(name, {SettingType::kSwitch});
+  ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
+  return parseSwitch(s, t);
+}
+
+StatusOr<std::optional<long long>> readIntegerOrAuto(const EnvLookup& env, std::string_view name) {
+  const Setting& s = expectSetting(name, {SettingType::kInteger});
+  CHECK(s.accepts_auto) << "setting " << name << " does not accept auto";
+  ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
+  if (isAuto(s, t)) return std::optional<long long>();
+  ZPS_ASSIGN_OR_RETURN(long long n, parseInteger(t.source, t.text, s.min, s.max, hintFor(s, t.source)));
+  return std::optional<long long>(n);
+}
+
+StatusOr<std::optional<bool>> readSwitchOrAuto(const EnvLookup& env, std::string_view name) {
+  const Setting& s = expectSetting(name, {SettingType::kSwitch});
+  CHECK(s.accepts_auto) << "setting " << name << " does not accept auto";
+  ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
+  if (isAuto(s, t)) return std::optional<bool>();
+  ZPS_ASSIGN_OR_RETURN(bool on, parseSwitch(s, t));
+  return std::optional<bool>(on);
 }
 
 StatusOr<double> readFraction(const EnvLookup& env, std::string_view name) {

@@ -50,6 +50,9 @@ struct Setting {
   std::string group;           // the heading it appears under in help and docs
   bool blank_is_unset = true;  // an empty (or blank) variable counts as not set, not as an error
   bool required = false;       // no default: a process that needs it fails without it
+  // The word "auto" (then the default) leaves the value to zps, which chooses it from the job's layout
+  // once every node has registered (ps/node/job_layout.h); read with readIntegerOrAuto/readSwitchOrAuto.
+  bool accepts_auto = false;
 };
 
 // Every setting, grouped in the order help and docs print them.
@@ -86,6 +89,9 @@ std::optional<SettingText> settingText(const EnvLookup& env, const Setting& sett
 StatusOr<std::chrono::milliseconds> readSeconds(const EnvLookup& env, std::string_view name);
 StatusOr<long long> readInteger(const EnvLookup& env, std::string_view name);
 StatusOr<bool> readSwitch(const EnvLookup& env, std::string_view name);
+// Settings that accept "auto" (Setting::accepts_auto): nullopt when zps is to choose.
+StatusOr<std::optional<long long>> readIntegerOrAuto(const EnvLookup& env, std::string_view name);
+StatusOr<std::optional<bool>> readSwitchOrAuto(const EnvLookup& env, std::string_view name);
 StatusOr<double> readFraction(const EnvLookup& env, std::string_view name);
 StatusOr<std::string> readText(const EnvLookup& env, std::string_view name);  // kText and kChoice
 

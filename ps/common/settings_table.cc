@@ -221,12 +221,15 @@ std::vector<Setting> makeTable() {
       {.name = "partition_bytes",
        .env = {"ZPS_PARTITION_BYTES"},
        .type = T::kInteger,
-       .default_text = "4194304",
+       .default_text = "auto",
        .min = 64,
        .max = int64_t{1} << 30,
-       .help = "tensors are cut into partitions of this size (at most ZPS_MAX_MESSAGE_BYTES)",
+       .help =
+           "tensors are cut into partitions of this size (at most ZPS_MAX_MESSAGE_BYTES); auto: 4194304 when "
+           "every worker and server runs on one host, 65536 when the job spans hosts (docs/performance.md#defaults)",
        .group = messages,
-       .blank_is_unset = false},
+       .blank_is_unset = false,
+       .accepts_auto = true},
       {.name = "max_message_bytes",
        .env = {"ZPS_MAX_MESSAGE_BYTES"},
        .type = T::kInteger,
@@ -257,19 +260,23 @@ std::vector<Setting> makeTable() {
       {.name = "priority",
        .env = {"ZPS_PRIORITY"},
        .type = T::kSwitch,
-       .default_text = "0",
+       .default_text = "auto",
        .help = "priority scheduling: pushes wait per server, the first declared tensor first, with at most "
-               "ZPS_CREDIT_BYTES in flight (docs/performance.md)",
-       .group = messages},
+               "ZPS_CREDIT_BYTES in flight; auto: on when the job spans hosts, off on one host "
+               "(docs/performance.md#defaults)",
+       .group = messages,
+       .accepts_auto = true},
       {.name = "credit_bytes",
        .env = {"ZPS_CREDIT_BYTES"},
        .type = T::kInteger,
-       .default_text = "4194304",
+       .default_text = "auto",
        .min = 1,
        .max = int64_t{1} << 40,
-       .help = "bytes of scheduled pushes in flight to each server (with priority scheduling)",
+       .help = "bytes of scheduled pushes in flight to each server (with priority scheduling); auto: one "
+               "partition (docs/performance.md#defaults)",
        .group = messages,
-       .blank_is_unset = false},
+       .blank_is_unset = false,
+       .accepts_auto = true},
       {.name = "push_lane",
        .env = {"ZPS_PUSH_LANE"},
        .type = T::kSwitch,
@@ -300,16 +307,17 @@ std::vector<Setting> makeTable() {
       {.name = "push_pacing_bytes",
        .env = {"ZPS_PUSH_PACING_BYTES"},
        .type = T::kInteger,
-       .default_text = "0",
+       .default_text = "auto",
        .min = -1,
        .max = int64_t{1} << 40,
        .help = "with priority scheduling, a server holds back the acknowledgements (and so the push credit) of a "
                "worker that has pushed more than this many bytes beyond the slowest worker still pushing to it, "
-               "for at most 100 ms, so the workers share its link evenly; for links slower than the CPUs "
-               "(docs/performance.md#priority-scheduling); -1: twice ZPS_CREDIT_BYTES (the servers read it too); "
-               "0: off",
+               "for at most 100 ms, so the workers share its link evenly (docs/performance.md#defaults); -1: twice "
+               "ZPS_CREDIT_BYTES; 0: off; auto: twice the push credit when the job spans hosts, off on one host "
+               "(the servers read it too)",
        .group = messages,
-       .blank_is_unset = false},
+       .blank_is_unset = false,
+       .accepts_auto = true},
       {.name = "server_engine",
        .env = {"ZPS_SERVER_ENGINE"},
        .type = T::kChoice,

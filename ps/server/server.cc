@@ -20,6 +20,7 @@
 #include "ps/common/bounded_queue.h"
 #include "ps/common/checkpoint_dir.h"
 #include "ps/node/auth.h"
+#include "ps/node/job_layout.h"
 #include "ps/node/metrics.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
@@ -133,6 +134,11 @@ class Server {
     }
     rank_ = book->rank();
     generation_ = book->generation();
+    {
+      Config chosen = config_;  // the servers choose the workers' pacing with the same rule
+      LOG(INFO) << "server " << rank_ << ": " << chooseScheduling(layoutOf(*book), &chosen);
+      pacer_ = std::make_unique<PushPacer>(config_.num_workers, chosen.push_pacing_bytes);
+    }
     if (generation_ > 0)
       LOG(INFO) << "server " << rank_ << " replaces a lost server (generation " << generation_
                 << "); workers restore its tables from ZPS_CHECKPOINT_DIR";
@@ -147,10 +153,10 @@ class Server {
                                  static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_};
     for (int i = 0; i < config_.server_engine_threads; ++i)
       engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, checkpoints, &memory_,
-                                                  transport_.get(), &replies_, &pacer_));
+                                                  transport_.get(), &replies_, pacer_.get()));
     inline_engine_ =
         std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()), config_.num_workers,
-                                 checkpoints, &memory_, transport_.get(), &replies_, &pacer_, /*threaded=*/false);
+                                 checkpoints, &memory_, transport_.get(), &replies_, pacer_.get(), /*threaded=*/false);
 
     // The transport's I/O thread dispatches each message itself: one thread hand-off less per request.
     transport_->onMessage([this](TransportMessage msg) {
@@ -193,9 +199,9 @@ class Server {
     if (const uint64_t held = replies_.held(); held > 0)
       LOG(INFO) << "server " << rank_ << ": " << held
                 << " answers to ordered pulls waited for their connection's reply window (ZPS_REPLY_WINDOW_BYTES)";
-    if (const uint64_t held = pacer_.held(); held > 0)
+    if (const uint64_t held = pacer_->held(); held > 0)
       LOG(INFO) << "server " << rank_ << ": " << held << " push acknowledgements waited for the slower workers ("
-                << pacer_.expired() << " of them until the 100 ms deadline; ZPS_PUSH_PACING_BYTES)";
+                << pacer_->expired() << " of them until the 100 ms deadline; ZPS_PUSH_PACING_BYTES)";
     if (fused_messages_ > 0)
       LOG(INFO) << "server " << rank_ << ": " << fused_messages_ << " fused messages carried " << fused_entries_
                 << " requests (ZPS_FUSION_BYTES)";
@@ -321,7 +327,7 @@ class Server {
     // Answers to ordered pulls (this worker's parked ones, or another's) go through the reply window,
     // acknowledgements of credit-holding pushes through the pacer.
     replies_.offerAll(&out);
-    pacer_.offerAll(&out);
+    pacer_->offerAll(&out);
     for (auto& [to, frames] : packReplies(peer, std::move(out))) (void)transport_->send(to, std::move(frames));
   }
 
@@ -338,7 +344,7 @@ class Server {
     lane_token_of_peer_.clear();
     has_lane_.clear();
     replies_.clear();
-    pacer_.clear();
+    pacer_->clear();
     for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
     inline_engine_->process(EngineTask{0, -1, {}, true});
   }
@@ -359,9 +365,9 @@ class Server {
 
   // A credit-holding push arrived: the pacer counts it, and sends the acknowledgements it then releases.
   void pace(PeerId peer, int worker, const wire::DataMessage& push) {
-    if (!pacer_.enabled()) return;
+    if (!pacer_->enabled()) return;
     std::vector<Outgoing> released;
-    pacer_.arrived(peer, push.header, worker, push.payload.size(), &released);
+    pacer_->arrived(peer, push.header, worker, push.payload.size(), &released);
     sendAll(std::move(released));
   }
 
@@ -375,7 +381,7 @@ class Server {
   std::vector<Outgoing> expireReplies() {
     std::vector<Outgoing> out;
     replies_.expire(ReplyWindow::Clock::now(), &out);
-    pacer_.expire(PushPacer::Clock::now(), &out);
+    pacer_->expire(PushPacer::Clock::now(), &out);
     return out;
   }
 
@@ -519,7 +525,9 @@ class Server {
   std::mutex dispatch_mu_;  // held while the I/O thread dispatches; guards dispatch_stopped_
   bool dispatch_stopped_ = false;
   ReplyWindow replies_;  // before the engines, which offer their answers to it
-  PushPacer pacer_{config_.num_workers, config_.push_pacing_bytes};  // as replies_
+  // Made once the address book says how the job is laid out (its lead may be chosen from it); before
+  // the engines, which offer their answers to it.
+  std::unique_ptr<PushPacer> pacer_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::unique_ptr<Engine> inline_engine_;  // small summation keys, run by the dispatcher
   std::unordered_map<PeerId, int> worker_of_peer_;

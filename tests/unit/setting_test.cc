@@ -55,8 +55,12 @@ TEST_CASE("settings: every default is a valid value", "[settings]") {
     INFO(s.name << " default '" << s.default_text << "'");
     switch (s.type) {
       case SettingType::kSeconds: CHECK(readSeconds(empty, s.name).ok()); break;
-      case SettingType::kInteger: CHECK(readInteger(empty, s.name).ok()); break;
-      case SettingType::kSwitch: CHECK(readSwitch(empty, s.name).ok()); break;
+      case SettingType::kInteger:
+        CHECK((s.accepts_auto ? readIntegerOrAuto(empty, s.name).ok() : readInteger(empty, s.name).ok()));
+        break;
+      case SettingType::kSwitch:
+        CHECK((s.accepts_auto ? readSwitchOrAuto(empty, s.name).ok() : readSwitch(empty, s.name).ok()));
+        break;
       case SettingType::kFraction: CHECK(readFraction(empty, s.name).ok()); break;
       case SettingType::kText:
       case SettingType::kChoice: CHECK(readText(empty, s.name).ok()); break;
@@ -161,9 +165,10 @@ TEST_CASE("settings: blank variables and required settings", "[settings]") {
   // A blank text or choice counts as not set; a blank number where that is an error says so.
   CHECK(valueOf(readText(lookup({{"ZPS_SHM_DIR", "  "}}), "shm_dir")) == "/dev/shm");
   CHECK(valueOf(readText(lookup({{"ZPS_SERVER_ENGINE", ""}}), "server_engine")) == "auto");
-  auto blank = readInteger(lookup({{"ZPS_PARTITION_BYTES", ""}}), "partition_bytes");
+  auto blank = readIntegerOrAuto(lookup({{"ZPS_PARTITION_BYTES", ""}}), "partition_bytes");
   REQUIRE_FALSE(blank.ok());
-  CHECK(blank.status().message() == "ZPS_PARTITION_BYTES is empty; set it to a whole number in [64, 1073741824]");
+  CHECK(blank.status().message() ==
+        "ZPS_PARTITION_BYTES is empty; set it to auto or a whole number in [64, 1073741824]");
   auto missing = readInteger(lookup({{"DMLC_NUM_WORKER", " "}}), "num_workers");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().message() ==

@@ -19,20 +19,19 @@
 #
 # With MODEL set it runs only `zps bench --model MODEL --compute_ms COMPUTE_MS --link_mbit R` (COMPUTE_MS
 # defaults to comm: the compute equals the measured communication time) REPEATS times and prints worker
-# 0's overlap table of each repetition, instead of the all-reduce comparison. Its priority schedule
-# has MODEL_CREDIT bytes of pushes in flight per server (default 4 x PARTITION; ZPS_CREDIT_BYTES in the
-# environment wins), which measured better than 4 MiB with or without push lanes, and its servers pace
-# the pushes with MODEL_PACING bytes (ZPS_PUSH_PACING_BYTES; default 2 x MODEL_CREDIT; 0: off;
-# ZPS_PUSH_PACING_BYTES in the environment wins), which measured better than none (docs/performance.md).
+# 0's overlap table of each repetition, instead of the all-reduce comparison.
+#
+# zps runs with its defaults: no ZPS_* setting unless one is given here (PARTITION, CREDIT) or in the
+# environment, and the header line names every one that was. On these hosts the defaults are those of a
+# job that spans hosts (docs/performance.md#defaults).
 #
 # Settings (environment): BUILD_DIR (build), OUT_DIR ($BUILD_DIR/cluster), WORKERS (4), SERVERS (4),
 # LAYOUT (separate|colocated), RATE (tc rate, 200mbit), DELAY (netem delay, none), SIZES (bytes, comma
 # separated), REPEATS (3), MIN_TIME (seconds per size and run, 1), HALF_RATE (1), GLOO (1), MPI (1),
-# RUN_TIMEOUT (seconds for one run, 300), PARTITION (ZPS_PARTITION_BYTES for zps, 65536: with zps's
-# default of 4 MiB a 4 MiB tensor is one key on one server, whose link then carries every worker's copy),
-# CREDIT (partition: zps runs with ZPS_PRIORITY=1 and ZPS_CREDIT_BYTES=PARTITION, one push in flight per
-# server; bytes: that credit; 0: off, every partition sent at once; docs/performance.md has why),
-# QUEUE (tbf latency, the most a link's FIFO holds, 200ms), TRACE (1: zps writes its trace files, and
+# RUN_TIMEOUT (seconds for one run, 300), PARTITION (empty: zps's choice; bytes: ZPS_PARTITION_BYTES),
+# CREDIT (empty: zps's choice; bytes: ZPS_PRIORITY=1 and ZPS_CREDIT_BYTES; 0: ZPS_PRIORITY=0, every
+# partition sent at once), DELAY_VARIANT (2ms: after the runs at RATE, zps and MPI ring again with that
+# delay on every link, where the kernel has netem; empty: none), QUEUE (tbf latency, the most a link's FIFO holds, 200ms), TRACE (1: zps writes its trace files, and
 # tools/bench/cluster_trace.py prints where each round's time went, per repetition, or with MODEL
 # tools/bench/overlap_trace.py where each schedule's forward pass waited; 0). Other ZPS_*
 # variables in the environment reach every zps process (e.g. ZPS_PRIORITY, ZPS_CREDIT_BYTES). Needs root,
@@ -53,12 +52,12 @@ HALF_RATE=${HALF_RATE:-1}
 GLOO=${GLOO:-1}
 MPI=${MPI:-1}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
-PARTITION=${PARTITION:-65536}
-CREDIT=${CREDIT:-partition}
+PARTITION=${PARTITION:-}
+CREDIT=${CREDIT:-}
+DELAY_VARIANT=${DELAY_VARIANT-2ms}
 MODEL=${MODEL:-}
 COMPUTE_MS=${COMPUTE_MS:-comm}
 ITERS=${ITERS:-5}
-MODEL_CREDIT=${MODEL_CREDIT:-}
 TRACE=${TRACE:-0}
 QUEUE=${QUEUE:-200ms}
 ZPS=$BUILD_DIR/bin/zps
@@ -79,15 +78,12 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [[ $QUEUE =~ ^[0-9]+(us|ms)$ ]] || fail "QUEUE must look like 200ms or 500us"
   [[ $TRACE == 0 || $TRACE == 1 ]] || fail "TRACE must be 0 or 1"
   [[ $SIZES =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "SIZES must be bytes, comma separated"
-  [[ $PARTITION =~ ^[1-9][0-9]*$ ]] || fail "PARTITION must be bytes"
-  [[ $CREDIT == partition || $CREDIT =~ ^[0-9]+$ ]] || fail "CREDIT must be partition, bytes, or 0 (off)"
+  [[ -z $PARTITION || $PARTITION =~ ^[1-9][0-9]*$ ]] || fail "PARTITION must be bytes (or empty: zps's choice)"
+  [[ -z $CREDIT || $CREDIT =~ ^[0-9]+$ ]] || fail "CREDIT must be bytes, 0 (no priority), or empty (zps's choice)"
+  [[ -z $DELAY_VARIANT || $DELAY_VARIANT =~ ^[0-9.]+(us|ms)$ ]] || fail "DELAY_VARIANT must look like 2ms, or be empty"
   [[ -z $MODEL || $MODEL =~ ^(resnet50|bert-base)$ ]] || fail "MODEL must be resnet50 or bert-base"
   [[ $COMPUTE_MS == comm || $COMPUTE_MS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "COMPUTE_MS must be comm or milliseconds"
   [[ $ITERS =~ ^[1-9][0-9]?$ ]] || fail "ITERS must be 1..99"
-  [[ -z $MODEL_CREDIT || $MODEL_CREDIT =~ ^[1-9][0-9]*$ ]] || fail "MODEL_CREDIT must be bytes"
-  MODEL_CREDIT=${MODEL_CREDIT:-$((4 * PARTITION))}
-  [[ -z ${MODEL_PACING:-} || $MODEL_PACING =~ ^[0-9]+$ ]] || fail "MODEL_PACING must be bytes (0: off)"
-  MODEL_PACING=${MODEL_PACING:-$((2 * MODEL_CREDIT))}
   [ "$(id -u)" = 0 ] || skip "needs root for network namespaces, veth pairs, a bridge and tc (uid $(id -u))"
   for cmd in ip tc unshare timeout; do command -v $cmd >/dev/null || skip "$cmd is not installed"; done
   probe=$(unshare --net --mount --propagation private true 2>&1) || skip "unshare --net --mount does not work here: $probe"
@@ -101,7 +97,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   fi
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
-  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT MODEL_CREDIT MODEL_PACING
+  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT DELAY_VARIANT
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -182,13 +178,7 @@ tag() { grep '^{' | sed "s/^{/{\"rep\":$rep,\"run\":\"$1\",/" >>"$RESULTS"; }
 run_zps() {
   local name=$1 port=$((9000 + rep)) root; root=$(addr "$(server_host 0)")
   local env=(env GLOG_logtostderr=1 DMLC_PS_ROOT_URI="$root" DMLC_PS_ROOT_PORT=$port DMLC_NUM_SERVER="$SERVERS"
-             DMLC_NUM_WORKER="$WORKERS" ZPS_PARTITION_BYTES="$PARTITION")
-  # The all-reduce comparison schedules every push with CREDIT bytes in flight per server; the overlap
-  # bench (MODEL) compares FIFO with priority itself (ZPS_PRIORITY stays off), with MODEL_CREDIT.
-  [ -n "$MODEL" ] || [ "$CREDIT" = 0 ] ||
-    env+=(ZPS_PRIORITY=1 ZPS_CREDIT_BYTES="$([ "$CREDIT" = partition ] && echo "$PARTITION" || echo "$CREDIT")")
-  [ -z "$MODEL" ] || [ -n "${ZPS_CREDIT_BYTES:-}" ] || env+=(ZPS_CREDIT_BYTES="$MODEL_CREDIT")
-  [ -z "$MODEL" ] || [ -n "${ZPS_PUSH_PACING_BYTES:-}" ] || env+=(ZPS_PUSH_PACING_BYTES="$MODEL_PACING")
+             DMLC_NUM_WORKER="$WORKERS" "${ZPS_SET[@]}")
   [ "$TRACE" = 0 ] || env+=(ZPS_TRACE_ON=1 ZPS_TRACE_DIR="$OUT_DIR/trace-$name-$rep" ZPS_TRACE_END_STEP=1000)
   in_host "$(server_host 0)" "${env[@]}" DMLC_ROLE=scheduler DMLC_NODE_HOST="$root" "$ZPS" >"$OUT_DIR/$name.scheduler.log" 2>&1 &
   PIDS+=($!)
@@ -243,8 +233,16 @@ run_gloo() {
 mbit() { echo "$1" | sed -E 's/^([0-9]+)(kbit|mbit|gbit)$/\1 \2/' | { read -r n u
   case $u in kbit) echo "$n" | awk '{print $1 / 1000}' ;; mbit) echo "$n" ;; gbit) echo $((n * 1000)) ;; esac; }; }
 
+# The zps settings this run gives (none: zps's defaults), and those already in the environment.
+ZPS_SET=()
+[ -z "$PARTITION" ] || ZPS_SET+=(ZPS_PARTITION_BYTES="$PARTITION")
+if [ "$CREDIT" = 0 ]; then ZPS_SET+=(ZPS_PRIORITY=0); elif [ -n "$CREDIT" ]; then ZPS_SET+=(ZPS_PRIORITY=1 ZPS_CREDIT_BYTES="$CREDIT"); fi
+SETTINGS="${ZPS_SET[*]} $(env | grep -E '^ZPS_' | grep -vE '^ZPS_(TRACE_ON|TRACE_DIR|TRACE_END_STEP)=' | tr '\n' ' ')"
+SETTINGS=$(echo "$SETTINGS" | xargs)
+SETTINGS="zps settings: ${SETTINGS:-none (defaults)}"
+
 if [ -n "$MODEL" ]; then
-  echo "cluster.sh: $MODEL overlap, $WORKERS worker hosts, $SERVERS server hosts, links at $RATE${DELAY:+ + $DELAY delay}, compute $COMPUTE_MS, zps partition $PARTITION B, priority credit ${ZPS_CREDIT_BYTES:-$MODEL_CREDIT} B, push pacing ${ZPS_PUSH_PACING_BYTES:-$MODEL_PACING} B, $REPEATS repetitions"
+  echo "cluster.sh: $MODEL overlap, $WORKERS worker hosts, $SERVERS server hosts, links at $RATE${DELAY:+ + $DELAY delay}, compute $COMPUTE_MS, $SETTINGS, $REPEATS repetitions"
   for rep in $(seq 1 "$REPEATS"); do
     echo "cluster.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     run_zps "overlap$rep"
@@ -259,7 +257,7 @@ if [ -n "$MODEL" ]; then
 fi
 
 HALF=$(echo "$RATE" | sed -E 's/^([0-9]+)(.*)$/\1 \2/' | { read -r n u; echo "$((n / 2))$u"; })
-echo "cluster.sh: $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, sizes $SIZES, zps partition $PARTITION B, credit $CREDIT, $REPEATS repetitions"
+echo "cluster.sh: $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, sizes $SIZES, $SETTINGS, $REPEATS repetitions"
 for rep in $(seq 1 "$REPEATS"); do
   echo "cluster.sh: repetition $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   run_zps zps
@@ -274,7 +272,25 @@ for rep in $(seq 1 "$REPEATS"); do
   fi
 done
 
-$PY "$ROOT/tools/bench/cluster_table.py" "$RESULTS" "$RATE" "$LAYOUT" "$WORKERS" "$SERVERS" "$SIZES" "$HALF_RATE" "$MPI" "$GLOO"
+# The delay variant: the same links with DELAY_VARIANT more on each, where the kernel has netem.
+VARIANT=""
+if [ -n "$DELAY_VARIANT" ] && [ -z "$DELAY" ]; then
+  if ! tc qdisc replace dev veth1 parent 1:1 handle 10: netem delay "$DELAY_VARIANT" 2>/dev/null; then
+    VARIANT="skipped: this kernel has no netem qdisc, so link delay cannot be emulated here"
+  else
+    VARIANT=$DELAY_VARIANT
+    DELAY=$DELAY_VARIANT
+    shape_all "$RATE" || fail "cannot add $DELAY_VARIANT of delay to the links"
+    for rep in $(seq 1 "$REPEATS"); do
+      echo "cluster.sh: delay variant ($DELAY_VARIANT per link), repetition $rep of $REPEATS"
+      run_zps zps_delay
+      [ "$MPI" = 1 ] && run_mpi mpi_ring_delay --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
+    done
+  fi
+fi
+[[ $VARIANT == skipped* ]] && echo "cluster.sh: delay variant $VARIANT"
+
+$PY "$ROOT/tools/bench/cluster_table.py" "$RESULTS" "$RATE" "$LAYOUT" "$WORKERS" "$SERVERS" "$SIZES" "$HALF_RATE" "$MPI" "$GLOO" "$VARIANT"
 rc=$?
 if [ "$TRACE" = 1 ]; then
   for rep in $(seq 1 "$REPEATS"); do

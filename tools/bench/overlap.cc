@@ -115,6 +115,7 @@ StatusOr<ModelCopy> declareCopy(Worker& w, const std::string& model, const std::
   for (size_t f = 0; f < forward.size(); ++f) {
     DeclareOptions options;
     if (prioritized) options.priority = static_cast<int64_t>(f);
+    options.unscheduled = !prioritized;  // FIFO, whatever the job's default scheduling
     ZPS_ASSIGN_OR_RETURN(TensorId id, w.declare("bench/" + model + "/" + times->name + "/" + forward[f].name,
                                                 forward[f].elements * 4, DType::kFloat32, options));
     c.ids.push_back(id);
