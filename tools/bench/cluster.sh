@@ -31,7 +31,7 @@
 # RUN_TIMEOUT (seconds for one run, 300), PARTITION (ZPS_PARTITION_BYTES for zps, 65536: with zps's
 # default of 4 MiB a 4 MiB tensor is one key on one server, whose link then carries every worker's copy),
 # CREDIT (partition: zps runs with ZPS_PRIORITY=1 and ZPS_CREDIT_BYTES=PARTITION, one push in flight per
-# server; bytes: that credit; 0: off, every partition sent at once; docs/performance.md has why),
+# server; bytes: that credit; 0: off, every partition sent at once; docs/performance-history.md has why),
 # QUEUE (tbf latency, the most a link's FIFO holds, 200ms), TRACE (1: zps writes its trace files, and
 # tools/bench/cluster_trace.py prints where each round's time went, per repetition, or with MODEL
 # tools/bench/overlap_trace.py where each schedule's forward pass waited; 0). Other ZPS_*
@@ -121,7 +121,7 @@ addr() { echo "10.78.0.$1"; }
 # is small against the sizes measured (128 KiB), and large enough for one segmentation-offload packet.
 # QUEUE bounds the tbf's FIFO (200ms: 5 MB at 200mbit). The link_stats after each run show no drops
 # with it; shallower queues (20ms, 5ms) drop under four workers' incast into one server and cost zps
-# and TCP far more than the queueing delay (docs/performance.md).
+# and TCP far more than the queueing delay (docs/performance-history.md).
 shape() {
   local dev=$1 rate=$2 ns=${3:-} pre=()
   [ -z "$ns" ] || pre=(ip netns exec "$ns")
