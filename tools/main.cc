@@ -15,6 +15,7 @@
 #include "ps/node/observability.h"
 #include "ps/node/signals.h"
 #include "ps/server/server.h"
+#include "ps/wire/codec.h"
 #include "scheduler/scheduler.h"
 #include "tools/command_line.h"
 #include "tools/help.h"
@@ -70,7 +71,7 @@ ZPS_FLAG(version, bool, gpu, false,
          "(exit 1 when no GPU can run zps's kernels)");
 
 int versionMain() {
-  std::cout << "zps 0.1.0 (protocol 1)" << std::endl;
+  std::cout << "zps " << ZPS_VERSION << " (protocol " << zps::wire::kProtocolVersion << ")" << std::endl;
   if (!FLAGS_gpu) return 0;
   const zps::kernels::GpuReport gpu = zps::kernels::gpuReport();
   std::cout << gpu.text << "gpu: " << (gpu.usable ? "usable" : "not usable") << std::endl;
