@@ -104,7 +104,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (sub == "trace") return zps::traceMain(argc - 1, argv + 1);
-  if (sub == "checkpoint") return zps::checkpointMain(line->positional);
   if (!line->positional.empty()) {
     std::cerr << zps::commandName(*command) << ": unexpected argument '" << line->positional[0] << "'; zps help " << sub
               << " shows the usage" << std::endl;
