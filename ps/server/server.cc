@@ -271,7 +271,9 @@ class Server {
       return;
     }
     if (h.command() == pb::CMD_STATS) {
-      reply(msg.peer, statsReply(msg.peer, h));
+      std::vector<SumCounts*> counts{inline_engine_->sumCounts()};
+      for (auto& e : engines_) counts.push_back(e->sumCounts());
+      reply(msg.peer, statsReply(msg.peer, h, counts));
       return;
     }
     if (h.command() == pb::CMD_RECEIVED) {
