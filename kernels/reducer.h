@@ -1,6 +1,7 @@
 // The reduction interface shared by the CPU reducer (always built) and the CUDA reducer (built with CUDA).
 // A Reducer is owned by one server engine thread and called only from that thread; implementations need no
-// internal locking. The server's sum engine talks only to this interface, so the CUDA engine slots in later.
+// internal locking. The server's sum engine talks only to this interface, so the CPU and CUDA engines are
+// interchangeable (kernels/reducer_factory.h picks one by ZPS_SERVER_ENGINE).
 #pragma once
 
 #include <cstddef>

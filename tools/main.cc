@@ -15,6 +15,7 @@
 #include "ps/node/observability.h"
 #include "ps/node/signals.h"
 #include "ps/server/server.h"
+#include "ps/wire/codec.h"
 #include "scheduler/scheduler.h"
 #include "tools/command_line.h"
 #include "tools/help.h"
@@ -70,7 +71,7 @@ ZPS_FLAG(version, bool, gpu, false,
          "(exit 1 when no GPU can run zps's kernels)");
 
 int versionMain() {
-  std::cout << "zps 0.1.0 (protocol 1)" << std::endl;
+  std::cout << "zps " << ZPS_VERSION << " (protocol " << zps::wire::kProtocolVersion << ")" << std::endl;
   if (!FLAGS_gpu) return 0;
   const zps::kernels::GpuReport gpu = zps::kernels::gpuReport();
   std::cout << gpu.text << "gpu: " << (gpu.usable ? "usable" : "not usable") << std::endl;
@@ -103,7 +104,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (sub == "trace") return zps::traceMain(argc - 1, argv + 1);
-  if (sub == "checkpoint") return zps::checkpointMain(line->positional);
   if (!line->positional.empty()) {
     std::cerr << zps::commandName(*command) << ": unexpected argument '" << line->positional[0] << "'; zps help " << sub
               << " shows the usage" << std::endl;

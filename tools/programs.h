@@ -2,9 +2,6 @@
 // parsed by main) and returns the process exit code.
 #pragma once
 
-#include <string>
-#include <vector>
-
 namespace zps {
 
 int checkMain();
@@ -13,7 +10,5 @@ int trainMain();
 int probeMain();                       // `zps probe`: is the scheduler's port accepting connections? (tools/probe.cc)
 int statusMain();                      // `zps status` (tools/status.cc)
 int traceMain(int argc, char** argv);  // `zps trace merge` (tools/trace_merge.cc)
-// `zps checkpoint upgrade DIR` (tools/checkpoint_upgrade.cc); `args`: the words after `checkpoint`.
-int checkpointMain(const std::vector<std::string>& args);
 
 }  // namespace zps

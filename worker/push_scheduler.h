@@ -29,7 +29,7 @@
 // head of the queue, ahead of every priority: its push completes the round, and the pulls of every
 // worker are answered. Hurried requests keep their priority order among themselves. (Naming every
 // round some other worker had pushed made each worker follow the others' order, which is close to
-// arrival order: ResNet-50 on the emulated cluster lost all of priority's gain, docs/performance.md.)
+// arrival order: ResNet-50 on the emulated cluster lost all of priority's gain, docs/performance-history.md.)
 //
 // Requests without a priority (every request when scheduling is off) are sent at once, without
 // the lock. What leaves together for one server (a fan-out's requests, those one pump releases, or

@@ -2,7 +2,7 @@
 //
 //   auto worker = zps::Worker::create();            // reads the DMLC_* / ZPS_* environment, joins the job
 //   auto grad = (*worker)->declare("grad", bytes, zps::DType::kFloat32);   // before the first round
-//   auto h = (*worker)->pushPull(*grad, local_grad, summed_grad);          // asynchronous
+//   auto h = (*worker)->pushPull(*grad, local_grad, summed_grad);          // asynchronous (see below)
 //   (*worker)->wait(*h, std::chrono::seconds(60));                       // every wait has a deadline
 //   return (*worker)->finish(zps::Status::OK());                          // ends the job; exit code
 //
@@ -19,6 +19,12 @@
 // have summed part of it: the tensor's later pushes are refused with a message that says so. A
 // cancelled pull that was the tensor's latest is retried by the next pull. See docs/cpp-api.md,
 // "Timeouts and buffers". A Worker is thread-safe; one instance per process.
+//
+// Two kinds of operation complete inside the call instead: every push, pull and pushPull with several
+// local ranks (ZPS_LOCAL_SIZE > 1: the node's reduce-scatter, the servers' round and the all-gather
+// run in the caller's turn, in one order on every local rank), and any whose buffer is in GPU memory
+// (staged through host memory). The call returns only when the operation has ended; its handle then
+// carries the outcome, wait() returns it at once, and the buffers are already the caller's again.
 #pragma once
 
 #include <chrono>

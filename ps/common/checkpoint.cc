@@ -65,12 +65,11 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-// A version 1 file is not damaged, only old: say how to convert its folder.
+// A version 1 file (a format zps wrote for one day, before any release) is not damaged, only old,
+// and records no job shape to check it against: say so, and what to do instead.
 std::string version1Refusal(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  return "checkpoint " + path + " has format version 1, which records no job shape; this zps reads version " +
-         std::to_string(kVersion) + ": convert the folder once with `zps checkpoint upgrade " + dir + "`";
+  return "checkpoint " + path + " has format version 1, which this zps no longer reads (it reads version " +
+         std::to_string(kVersion) + "): start the job without it, from a new checkpoint folder";
 }
 
 std::string serverText(uint32_t rank) { return rank == kNoServer ? "none" : std::to_string(rank); }

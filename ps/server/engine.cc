@@ -93,7 +93,7 @@ void Engine::run() {
 void Engine::resetStores() {
   store_.reset();  // gives its memory charge back before the new store takes any
   params_.reset();
-  store_ = std::make_unique<SumStore>(num_workers_, reducer_.get(), budget_);
+  store_ = std::make_unique<SumStore>(num_workers_, reducer_.get(), budget_, &sum_counts_);
   params_ = std::make_unique<ParamStore>(num_workers_, checkpoints_, budget_, reducer_.get());
 }
 

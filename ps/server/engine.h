@@ -46,6 +46,8 @@ class Engine {
   void stop();
   // Read after the engine thread has stopped (the destructor path joins it first).
   ParamCounters paramCounters() const { return params_->counters(); }
+  // What this engine's summation stores took in and added (any thread may read it; CMD_STATS).
+  SumCounts* sumCounts() { return &sum_counts_; }
   void finalCheckpoint() { params_->checkpointAll(); }
 
   // Handles one task and sends its replies. Only ever called by one thread per engine.
@@ -65,6 +67,7 @@ class Engine {
   const int num_workers_;
   const ShardPlace checkpoints_;
   MemoryBudget* const budget_;
+  SumCounts sum_counts_;  // kept across resetStores(): a new generation's store counts on
   std::unique_ptr<SumStore> store_;
   std::unique_ptr<ParamStore> params_;
   Transport* transport_;

@@ -8,7 +8,7 @@
 // later, waits behind all of them (up to about 250 ms per reply in traces of the emulated cluster).
 // Keeping at most a window of unacknowledged answer bytes per connection keeps that queue short, and
 // what waits here waits in priority order. Off by default: there it did not make ResNet-50's
-// iteration faster (docs/performance.md#2026-12-02-reply-windows-resnet-50-on-the-emulated-cluster).
+// iteration faster (docs/performance-history.md#2026-12-02-reply-windows-resnet-50-on-the-emulated-cluster).
 //
 // How: the dispatcher announces each ordered PULL (expect(): its connection, request id, priority and
 // the worker's window). An engine offers every answer it makes; an answer to an announced pull leaves

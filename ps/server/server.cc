@@ -2,7 +2,8 @@
 //  - the transport's I/O thread moves bytes and dispatches: it decodes each message, checks who sent it
 //    (HELLO binds a connection to a worker rank) and hands it to the engine thread that owns its key;
 //  - ZPS_SERVER_ENGINE_THREADS engine threads each own a SumStore for key % threads and send replies;
-//    summation keys of at most 64 KiB are summed by the dispatcher itself (the inline engine);
+//    summation keys of at most kInlineBytes (256 KiB) are summed by the dispatcher itself (the inline
+//    engine);
 //  - the SchedulerClient's thread handles heartbeats and the end of the job.
 #include "ps/server/server.h"
 
@@ -276,7 +277,9 @@ class Server {
       return;
     }
     if (h.command() == pb::CMD_STATS) {
-      reply(msg.peer, statsReply(msg.peer, h));
+      std::vector<SumCounts*> counts{inline_engine_->sumCounts()};
+      for (auto& e : engines_) counts.push_back(e->sumCounts());
+      reply(msg.peer, statsReply(msg.peer, h, counts));
       return;
     }
     if (h.command() == pb::CMD_RECEIVED) {

@@ -9,19 +9,20 @@
 
 namespace zps {
 
-SumTotals& sumTotals() {
-  static SumTotals totals;
-  return totals;
-}
-
-Outgoing statsReply(PeerId peer, const pb::DataHeader& request) {
+Outgoing statsReply(PeerId peer, const pb::DataHeader& request, const std::vector<SumCounts*>& counts) {
+  uint64_t pushed = 0, summed = 0, sum_ns = 0;
+  for (SumCounts* c : counts) {
+    c->timed.store(true, std::memory_order_relaxed);
+    pushed += c->pushed_bytes.load(std::memory_order_relaxed);
+    summed += c->summed_bytes.load(std::memory_order_relaxed);
+    sum_ns += c->sum_ns.load(std::memory_order_relaxed);
+  }
   Outgoing o = replyTo(peer, request, pb::CMD_REPLY);
-  const SumTotals& t = sumTotals();
   o.header.set_stats_cpu_ns(processCpuNanos());
   o.header.set_stats_peak_rss_bytes(peakRssBytes());
-  o.header.set_stats_pushed_bytes(t.pushed_bytes.load(std::memory_order_relaxed));
-  o.header.set_stats_summed_bytes(t.summed_bytes.load(std::memory_order_relaxed));
-  o.header.set_stats_sum_ns(t.sum_ns.load(std::memory_order_relaxed));
+  o.header.set_stats_pushed_bytes(pushed);
+  o.header.set_stats_summed_bytes(summed);
+  o.header.set_stats_sum_ns(sum_ns);
   return o;
 }
 
@@ -170,13 +171,17 @@ Status SumStore::pushAsync(KeyState& k, const wire::DataMessage& msg) {
   return addPush(k, k.running->data(), first, msg);
 }
 
-Status SumStore::timedSum(uint8_t* dst, const uint8_t* src, const KeyState& k) {
+Status SumStore::reduce(uint8_t* dst, const uint8_t* src, const KeyState& k) {
+  if (counts_ == nullptr || !counts_->timed.load(std::memory_order_relaxed))
+    return reducer_->sum(dst, src, k.num_elements, k.dtype);
   const auto start = std::chrono::steady_clock::now();
   Status s = reducer_->sum(dst, src, k.num_elements, k.dtype);
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-  SumTotals& totals = sumTotals();
-  totals.sum_ns.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
-  totals.summed_bytes.fetch_add(k.bytes, std::memory_order_relaxed);
+  // Only this engine's thread writes its counts: a load and a store, no read-modify-write across cores.
+  counts_->sum_ns.store(counts_->sum_ns.load(std::memory_order_relaxed) + static_cast<uint64_t>(ns.count()),
+                        std::memory_order_relaxed);
+  counts_->summed_bytes.store(counts_->summed_bytes.load(std::memory_order_relaxed) + k.bytes,
+                              std::memory_order_relaxed);
   return s;
 }
 
@@ -188,7 +193,7 @@ Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire
       kernels::addSparse(dst, k.num_elements, msg.payload.data(), msg.header.sparse_count(), first);
       return Status::OK();
     default:
-      if (!first) return timedSum(sum, msg.payload.data(), k);
+      if (!first) return reduce(sum, msg.payload.data(), k);
       std::memcpy(sum, msg.payload.data(), k.bytes);
       return Status::OK();
   }
@@ -249,7 +254,9 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
     r.waiting.resize(num_workers_);
   }
   if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not summed twice
-  sumTotals().pushed_bytes.fetch_add(msg.payload.size(), std::memory_order_relaxed);
+  if (counts_ != nullptr)
+    counts_->pushed_bytes.store(counts_->pushed_bytes.load(std::memory_order_relaxed) + msg.payload.size(),
+                                std::memory_order_relaxed);
   if (worker != r.summed) {
     r.waiting[worker] = msg;  // a lower rank is still missing: this push waits for its turn
   } else {

@@ -50,6 +50,16 @@ struct Outgoing {
   Blob payload;  // empty when the reply carries none
 };
 
+// What one engine's stores took in and added, for CMD_STATS (zps bench's server CPU per byte and
+// summation speed). Written by the engine's thread, read by the dispatcher. Additions are timed only
+// once a worker has asked for these numbers (`timed`), so a job that never asks reads no clock per sum.
+struct SumCounts {
+  std::atomic<uint64_t> pushed_bytes{0};
+  std::atomic<uint64_t> summed_bytes{0};  // timed additions only
+  std::atomic<uint64_t> sum_ns{0};
+  std::atomic<bool> timed{false};
+};
+
 class SumStore {
  public:
   static constexpr uint64_t kMaxRoundsAhead = 2;
@@ -57,8 +67,9 @@ class SumStore {
   static constexpr size_t kKeptResults = kMaxRoundsAhead + 1;
 
   // `budget` (may be null) is charged for every key declared: the most buffers the key can hold at once.
-  SumStore(int num_workers, kernels::Reducer* reducer, MemoryBudget* budget = nullptr)
-      : num_workers_(num_workers), reducer_(reducer), memory_(budget) {}
+  // `counts` (may be null; it outlives the store) counts what this store takes in and adds.
+  SumStore(int num_workers, kernels::Reducer* reducer, MemoryBudget* budget = nullptr, SumCounts* counts = nullptr)
+      : num_workers_(num_workers), reducer_(reducer), memory_(budget), counts_(counts) {}
   // Open rounds the reducer still holds are discarded there (the reducer outlives its stores).
   ~SumStore();
   SumStore(const SumStore&) = delete;
@@ -113,8 +124,8 @@ class SumStore {
   Status pushAsync(KeyState& k, const wire::DataMessage& msg);
   // Adds a push's payload (dense or compressed) into `sum`, which the round's first push overwrites.
   Status addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg);
-  // dst += src with the reducer, counted in sumTotals().
-  Status timedSum(uint8_t* dst, const uint8_t* src, const KeyState& k);
+  // dst += src with the reducer, timed into counts_ when it asks for that.
+  Status reduce(uint8_t* dst, const uint8_t* src, const KeyState& k);
   // A round's push with an engine that holds rounds (Reducer::holdsRounds).
   Status addRoundPush(const KeyState& k, OpenRound& r, const wire::DataMessage& msg);
   Outgoing snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h);
@@ -135,17 +146,12 @@ class SumStore {
   std::set<uint64_t> pushed_keys_;
   bool hints_asked_ = false;  // a push asked for hints in a job of three workers or more: keep pushed_keys_
   MemoryCharge memory_;
+  SumCounts* const counts_;
 };
 
-// Process-wide totals of every SumStore, for CMD_STATS (zps bench's server CPU per byte and summation speed).
-struct SumTotals {
-  std::atomic<uint64_t> pushed_bytes{0};
-  std::atomic<uint64_t> summed_bytes{0};
-  std::atomic<uint64_t> sum_ns{0};
-};
-SumTotals& sumTotals();
-// The reply to CMD_STATS: this process's CPU time, peak RSS and the totals above.
-Outgoing statsReply(PeerId peer, const pb::DataHeader& request);
+// The reply to CMD_STATS: this process's CPU time and peak RSS, and the sum of every engine's counts
+// (one SumCounts per engine). From now on those engines time their additions.
+Outgoing statsReply(PeerId peer, const pb::DataHeader& request, const std::vector<SumCounts*>& counts);
 
 Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error);
 // A reply to `request` with the given command (CMD_REPLY or CMD_ERROR), echoing its id, key, round, dtype.

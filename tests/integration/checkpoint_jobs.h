@@ -1,6 +1,6 @@
-// Helpers for the checkpoint integration tests (checkpoint_test.cc, checkpoint_refusal_test.cc,
-// checkpoint_upgrade_test.cc): a `zps train` CTR job on a checkpoint folder, the table rows and
-// checksums its servers log, the files of a folder, and a finished 2-server checkpoint to copy.
+// Helpers for the checkpoint integration tests (checkpoint_test.cc, checkpoint_refusal_test.cc): a
+// `zps train` CTR job on a checkpoint folder, the table rows and checksums its servers log, the files
+// of a folder, and a finished 2-server checkpoint to copy.
 #pragma once
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,8 @@
 // Every checkpoint file a resume refuses (docs/reliability.md, "Checkpoints") fails `zps train` with
 // exit 2, a user error, and a message naming the file, whether worker 0 refused it (the dense model,
 // `latest`) or a server (a table shard, refused in its answer to the table's declaration): a file of
-// another job shape, a damaged file, a file that does not fit the model, a missing one.
+// another job shape, a damaged file, a file of format version 1, a file that does not fit the model, a
+// missing one.
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -135,6 +136,23 @@ TEST_CASE("checkpoint: a damaged file, or one that does not fit the job, is refu
            "belongs to server 0 of 2, not to server 1 whose shard this is"},
           {"a shard of another table optimizer (--table_optimizer adagrad)", [](const std::string&) {},
            "does not match table 'train/embedding'", std::vector<std::string>{"--table_optimizer", "adagrad"}},
+          {"a dense model in format version 1 (before any release: no job shape recorded)",
+           [&](const std::string& d) {
+             // The version 1 layout: magic, version, kind, step, payload length, payload CRC, payload.
+             auto f = zps::readAnyCheckpointFile(dense(d), 1 << 30);
+             REQUIRE(f.ok());
+             zps::PayloadWriter w;
+             w.putBytes("ZPSCKPT1", 8);
+             w.put(uint32_t{1});
+             w.put(static_cast<uint32_t>(zps::CheckpointKind::kDenseModel));
+             w.put(ckpt.step);
+             w.put(static_cast<uint64_t>(f->payload.size()));
+             w.put(zps::crc32(f->payload.data(), f->payload.size()));
+             std::ofstream(dense(d), std::ios::binary | std::ios::trunc) << w.take() + f->payload;
+           },
+           "dense-step-" + step +
+               ".ckpt has format version 1, which this zps no longer reads (it reads version 2): start the job "
+               "without it, from a new checkpoint folder"},
           {"a dense model whose payload changed",
            [&](const std::string& d) { damageFile(dense(d), [](std::string* b) { b->back() ^= 1; }); },
            "dense-step-" + step + ".ckpt is corrupt: CRC mismatch"},

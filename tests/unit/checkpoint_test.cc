@@ -102,7 +102,7 @@ TEST_CASE("checkpoint: damaged, oversized, foreign and special files are refused
   CHECK(refusal(good, 999).find("more than the 999 this reader may hold") != std::string::npos);
   std::string v1 = good;
   v1[8] = 1;  // the version
-  CHECK(refusal(v1).find("has format version 1, which records no job shape; this zps reads version 2") !=
+  CHECK(refusal(v1).find("has format version 1, which this zps no longer reads (it reads version 2)") !=
         std::string::npos);
   std::string huge_name = good;
   const uint32_t len = 0xFFFFFFF0u;

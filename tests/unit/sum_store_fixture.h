@@ -25,7 +25,7 @@ inline PeerId peerOf(int worker) { return 100 + static_cast<PeerId>(worker); }
 class StoreFixture {
  public:
   explicit StoreFixture(int workers = kWorkers, std::unique_ptr<kernels::Reducer> reducer = kernels::makeCpuReducer())
-      : reducer_(std::move(reducer)), store_(workers, reducer_.get()) {}
+      : reducer_(std::move(reducer)), store_(workers, reducer_.get(), nullptr, &counts_) {}
 
   static wire::DataMessage header(pb::DataCommand cmd, uint64_t key, uint64_t round, DType dtype,
                                   uint64_t num_elements) {
@@ -72,6 +72,7 @@ class StoreFixture {
   }
 
   SumStore& store() { return store_; }
+  SumCounts& counts() { return counts_; }
 
  private:
   static uint64_t nextRequestId() {
@@ -79,6 +80,7 @@ class StoreFixture {
     return ++id;
   }
   std::unique_ptr<kernels::Reducer> reducer_;
+  SumCounts counts_;  // an engine's counts, which outlive its store
   SumStore store_;
 };
 

@@ -250,5 +250,43 @@ TEST_CASE("sum store: received_through beyond the completed rounds frees nothing
   checkSumReply(out[0], 1, 1, expectedSum(1));
 }
 
+// zps bench's server columns (CMD_STATS): pushed bytes are always counted; additions are timed only
+// once stats were asked for, so a job that never asks reads no clock per sum.
+TEST_CASE("sum store: additions are timed only after a stats request, per engine", "[sum_store]") {
+  StoreFixture f;
+  declareAll(f);
+  constexpr uint64_t kBytes = kElems * sizeof(float);
+  auto pushRound = [&f](uint64_t r) {
+    for (int w = 0; w < kWorkers; ++w) REQUIRE(f.push(w, r, pushValues(w, r)).size() == 1);
+  };
+  pushRound(1);
+  CHECK(f.counts().pushed_bytes == kWorkers * kBytes);
+  CHECK(f.counts().summed_bytes == 0);
+  CHECK(f.counts().sum_ns == 0);
+  CHECK_FALSE(f.counts().timed);
+
+  SumCounts other_engine;
+  other_engine.pushed_bytes = 5;
+  other_engine.summed_bytes = 7;
+  other_engine.sum_ns = 11;
+  const Outgoing stats = statsReply(peerOf(0), StoreFixture::header(pb::CMD_STATS, 0, 0, DType::kFloat32, 0).header,
+                                    {&f.counts(), &other_engine});
+  CHECK(stats.header.command() == pb::CMD_REPLY);
+  CHECK(stats.header.stats_pushed_bytes() == kWorkers * kBytes + 5);
+  CHECK(stats.header.stats_summed_bytes() == 7);
+  CHECK(stats.header.stats_sum_ns() == 11);
+  CHECK(stats.header.stats_cpu_ns() > 0);
+  CHECK(f.counts().timed);
+  CHECK(other_engine.timed);
+
+  // Worker 0's push becomes the round's sum without an addition; the other two are added.
+  pushRound(2);
+  CHECK(f.counts().pushed_bytes == 2 * kWorkers * kBytes);
+  CHECK(f.counts().summed_bytes == (kWorkers - 1) * kBytes);
+  auto out = f.pull(0, 2);
+  REQUIRE(out.size() == 1);
+  checkSumReply(out[0], 0, 2, expectedSum(2));
+}
+
 }  // namespace
 }  // namespace zps

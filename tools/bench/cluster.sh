@@ -31,7 +31,8 @@
 # RUN_TIMEOUT (seconds for one run, 300), PARTITION (empty: zps's choice; bytes: ZPS_PARTITION_BYTES),
 # CREDIT (empty: zps's choice; bytes: ZPS_PRIORITY=1 and ZPS_CREDIT_BYTES; 0: ZPS_PRIORITY=0, every
 # partition sent at once), DELAY_VARIANT (2ms: after the runs at RATE, zps and MPI ring again with that
-# delay on every link, where the kernel has netem; empty: none), QUEUE (tbf latency, the most a link's FIFO holds, 200ms), TRACE (1: zps writes its trace files, and
+# delay on every link, where the kernel has netem; empty: none), QUEUE (tbf latency, the most a link's
+# FIFO holds, 200ms), TRACE (1: zps writes its trace files, and
 # tools/bench/cluster_trace.py prints where each round's time went, per repetition, or with MODEL
 # tools/bench/overlap_trace.py where each schedule's forward pass waited; 0). Other ZPS_*
 # variables in the environment reach every zps process (e.g. ZPS_PRIORITY, ZPS_CREDIT_BYTES). Needs root,
@@ -117,7 +118,7 @@ addr() { echo "10.78.0.$1"; }
 # is small against the sizes measured (128 KiB), and large enough for one segmentation-offload packet.
 # QUEUE bounds the tbf's FIFO (200ms: 5 MB at 200mbit). The link_stats after each run show no drops
 # with it; shallower queues (20ms, 5ms) drop under four workers' incast into one server and cost zps
-# and TCP far more than the queueing delay (docs/performance.md).
+# and TCP far more than the queueing delay (docs/performance-history.md).
 shape() {
   local dev=$1 rate=$2 ns=${3:-} pre=()
   [ -z "$ns" ] || pre=(ip netns exec "$ns")

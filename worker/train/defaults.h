@@ -1,5 +1,5 @@
 // The defaults of the training settings that `zps train` and the Python binding share, chosen by
-// measurement over seeds 1-5 (docs/training.md has the table, tests/unit/train_defaults_test.cc
+// measurement over seeds 1-5 (docs/training.md has the table, tests/unit/defaults_test.cc
 // holds them to it). Pure functions; any thread.
 #pragma once
 
