@@ -232,8 +232,6 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   ZPS_RETURN_IF_ERROR(readInto(&c.credit_bytes, readInteger(env, "credit_bytes")));
   ZPS_ASSIGN_OR_RETURN(c.push_lane, readSwitch(env, "push_lane"));
   ZPS_ASSIGN_OR_RETURN(c.push_hints, readSwitch(env, "push_hints"));
-  ZPS_ASSIGN_OR_RETURN(const int64_t reply_window, readInteger(env, "reply_window_bytes"));
-  c.reply_window_bytes = reply_window < 0 ? 2 * c.credit_bytes : static_cast<size_t>(reply_window);
   ZPS_ASSIGN_OR_RETURN(const int64_t pacing, readInteger(env, "push_pacing_bytes"));
   c.push_pacing_bytes = pacing < 0 ? 2 * c.credit_bytes : static_cast<size_t>(pacing);
   ZPS_RETURN_IF_ERROR(readInto(&c.checkpoint_every, readInteger(env, "checkpoint_every")));
