@@ -191,7 +191,7 @@ StatusOr<Handle> DenseTensors::issueNumbered(TensorId id, pb::DataCommand comman
 
 OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionInfo& p, EncodedPush push, void* out,
                                       const std::string& name, DType dtype, uint64_t round, uint64_t received_through,
-                                      uint64_t push_seq, bool scheduled_push, std::optional<int64_t> ordered_reply) {
+                                      uint64_t push_seq, bool scheduled_push) {
   OutgoingRequest o;
   o.request = RequestSpec::to(p.server, p.key, dtype);
   o.request.out = static_cast<uint8_t*>(out);
@@ -205,12 +205,7 @@ OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionIn
   h.set_received_through(received_through);
   h.set_push_seq(push_seq);
   h.set_wants_awaited(scheduled_push && config_.push_hints);
-  h.set_holds_credit(scheduled_push);                     // its acknowledgement returns credit: the server may pace it
-  if (ordered_reply && config_.reply_window_bytes > 0) {  // its sum comes back by priority (ps/server/reply_window.h)
-    h.set_ordered_reply(true);
-    h.set_reply_priority(*ordered_reply);
-    h.set_reply_window(std::min<uint64_t>(config_.reply_window_bytes, wire::kMaxReplyWindow));
-  }
+  h.set_holds_credit(scheduled_push);  // its acknowledgement returns credit: the server may pace it
   h.set_dtype(static_cast<uint32_t>(dtype));
   h.set_num_elements(p.bytes / dtypeSize(dtype));
   push.describe(&h);
@@ -228,8 +223,7 @@ void DenseTensors::scheduledPushPull(FanOut* fan, int64_t priority, const Partit
       request(pb::CMD_PUSH, p, std::move(push), nullptr, name, dtype, round, received_through, 0, true);
   pushed.request.priority = priority;
   pushed.request.credit = pushed.trace->bytes;
-  OutgoingRequest pulled =
-      request(pb::CMD_PULL, p, EncodedPush(), out, name, dtype, round, received_through, 0, false, priority);
+  OutgoingRequest pulled = request(pb::CMD_PULL, p, EncodedPush(), out, name, dtype, round, received_through);
   pulled.request.priority = priority;
   // The pull follows its push at once, by the same priority, and holds no credit: it waits at the
   // server for the other workers' pushes of its round (worker/push_scheduler.h).

@@ -93,12 +93,10 @@ class DenseTensors {
                                           std::vector<kernels::LocalPiece>* node_pieces);
   // One request of `command` for partition `p`: a push carries `push`, a pull lands in `out`.
   // `push_seq`: an async tensor's push number (0 otherwise). `scheduled_push`: a PUSH that waits in
-  // the priority scheduler's queue, which asks for push hints (ZPS_PUSH_HINTS). `ordered_reply`: a
-  // scheduled PULL's priority, by which the server sends its sum (ZPS_REPLY_WINDOW_BYTES).
+  // the priority scheduler's queue, which asks for push hints (ZPS_PUSH_HINTS).
   OutgoingRequest request(pb::DataCommand command, const PartitionInfo& p, EncodedPush push, void* out,
                           const std::string& name, DType dtype, uint64_t round, uint64_t received_through,
-                          uint64_t push_seq = 0, bool scheduled_push = false,
-                          std::optional<int64_t> ordered_reply = std::nullopt);
+                          uint64_t push_seq = 0, bool scheduled_push = false);
   // A push-pull under priority scheduling: a PUSH, which holds push credit until the server has taken
   // it, then a PULL of the same round, which holds no credit (push_scheduler.h says why).
   void scheduledPushPull(FanOut* fan, int64_t priority, const PartitionInfo& p, EncodedPush push, void* out,

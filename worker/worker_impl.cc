@@ -176,34 +176,12 @@ void Worker::Impl::handleReply(const TransportMessage& msg) {
   if (data == nullptr) return;
   const std::string from = links->describe(*server);
   if (data->header.command() != pb::CMD_FUSED) {
-    if (data->header.wants_received()) acknowledge(msg.peer, {data->header.request_id()});
     deliverReply(*server, *data, from);
     return;
   }
-  std::vector<uint64_t> received;
-  for (const wire::DataMessage& entry : data->entries)
-    if (entry.header.wants_received()) received.push_back(entry.header.request_id());
-  acknowledge(msg.peer, received);
   // The answers' completions give credit back together: what they release leaves together, fused.
   PushScheduler::Deferral together(scheduler.get());
   for (const wire::DataMessage& entry : data->entries) deliverReply(*server, entry, from);
-}
-
-// Sums sent through the server's reply window are acknowledged as they arrive, before they are
-// delivered, so the window reopens one trip earlier (ps/server/reply_window.h). Whatever this worker
-// waits for, the acknowledgement goes: that is why the window cannot stall.
-void Worker::Impl::acknowledge(PeerId peer, const std::vector<uint64_t>& received) {
-  for (size_t first = 0; first < received.size(); first += wire::kMaxReceivedReplies) {
-    pb::DataHeader h;
-    h.set_command(pb::CMD_RECEIVED);
-    h.set_generation(recovery->generation());
-    const size_t end = std::min(received.size(), first + wire::kMaxReceivedReplies);
-    for (size_t i = first; i < end; ++i) h.add_received_replies(received[i]);
-    Status sent = transport->send(peer, wire::encodeData(h, Blob()));
-    if (!sent.ok()) {
-      LOG_EVERY_N(WARNING, 20) << "worker " << rank << ": acknowledgement not sent: " << sent.message();
-    }
-  }
 }
 
 void Worker::Impl::deliverReply(int server, const wire::DataMessage& reply, const std::string& from) {

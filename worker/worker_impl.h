@@ -83,8 +83,6 @@ struct Worker::Impl {
   void handleReply(const TransportMessage& msg);
   // One reply (or one entry of a fused reply) to the request table, and a server's "recovering" noted.
   void deliverReply(int server, const wire::DataMessage& reply, const std::string& from);
-  // Names the replies that ask for it (wants_received) in a CMD_RECEIVED on the connection they came on.
-  void acknowledge(PeerId peer, const std::vector<uint64_t>& received);
   void moveToIpc();
 };
 

@@ -249,8 +249,6 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   ZPS_RETURN_IF_ERROR(readInto(&c.fusion_bytes, readInteger(env, "fusion_bytes")));
   ZPS_ASSIGN_OR_RETURN(c.push_lane, readSwitch(env, "push_lane"));
   ZPS_ASSIGN_OR_RETURN(c.push_hints, readSwitch(env, "push_hints"));
-  ZPS_ASSIGN_OR_RETURN(const int64_t reply_window, readInteger(env, "reply_window_bytes"));
-  c.reply_window_bytes = reply_window < 0 ? 2 * c.credit_bytes : static_cast<size_t>(reply_window);
   ZPS_RETURN_IF_ERROR(readInto(&c.checkpoint_every, readInteger(env, "checkpoint_every")));
   ZPS_ASSIGN_OR_RETURN(c.checkpoint_dir, readText(env, "checkpoint_dir"));
   ZPS_ASSIGN_OR_RETURN(c.enable_async, readSwitch(env, "enable_async"));

@@ -66,11 +66,6 @@ struct Config {
   // ZPS_PUSH_HINTS: with priority scheduling, a worker's scheduled pushes ask for the rounds that wait
   // for its push alone, and it sends its queued pushes of those first (worker/push_scheduler.h).
   bool push_hints = true;
-  // ZPS_REPLY_WINDOW_BYTES: with priority scheduling, a worker's scheduled pulls ask each server to send
-  // their sums by priority, at most this many bytes unacknowledged per connection (ps/server/reply_window.h);
-  // 0 (the default): off; the setting's -1 is twice credit_bytes. Off by default: on the emulated
-  // cluster it did not make ResNet-50 faster (docs/performance.md).
-  size_t reply_window_bytes = 0;
   // ZPS_PUSH_PACING_BYTES: a server holds back the push acknowledgements of a worker this far ahead of
   // the slowest one pushing to it (ps/server/push_pacer.h); 0 (the default): off; the setting's -1 is
   // twice credit_bytes. Off by default: it paid on the emulated cluster's slow links, and cost a few

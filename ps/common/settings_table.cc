@@ -293,17 +293,6 @@ std::vector<Setting> makeTable() {
                "its push alone (every other worker has pushed them), and it sends its queued pushes of those first "
                "(docs/performance.md#priority-scheduling); 0: each worker keeps its own order",
        .group = messages},
-      {.name = "reply_window_bytes",
-       .env = {"ZPS_REPLY_WINDOW_BYTES"},
-       .type = T::kInteger,
-       .default_text = "0",
-       .min = -1,
-       .max = int64_t{1} << 32,
-       .help = "with priority scheduling, the bytes of sums each server sends a worker's connection ahead of "
-               "the worker's acknowledgement, the urgent ones first (docs/performance.md#priority-scheduling); "
-               "-1: twice ZPS_CREDIT_BYTES; 0: off, sums leave in the order their rounds complete",
-       .group = messages,
-       .blank_is_unset = false},
       {.name = "push_pacing_bytes",
        .env = {"ZPS_PUSH_PACING_BYTES"},
        .type = T::kInteger,

@@ -13,14 +13,13 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Engine::Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
-               MemoryBudget* budget, Transport* transport, ReplyWindow* replies, PushPacer* pacer, bool threaded)
+               MemoryBudget* budget, Transport* transport, PushPacer* pacer, bool threaded)
     : index_(index),
       reducer_(std::move(reducer)),
       num_workers_(num_workers),
       checkpoints_(checkpoints),
       budget_(budget),
       transport_(transport),
-      replies_(replies),
       pacer_(pacer),
       queue_(1024) {
   resetStores();
@@ -40,7 +39,6 @@ void Engine::process(const EngineTask& task) {
   }
   out_.clear();
   handle(task, &out_);
-  if (replies_ != nullptr) replies_->offerAll(&out_);
   if (pacer_ != nullptr) pacer_->offerAll(&out_);
   for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
 }

@@ -18,7 +18,6 @@
 #include "ps/server/memory_budget.h"
 #include "ps/server/param_store.h"
 #include "ps/server/push_pacer.h"
-#include "ps/server/reply_window.h"
 #include "ps/server/sum_store.h"
 #include "ps/server/table_checkpoint.h"
 #include "ps/transport/transport.h"
@@ -36,12 +35,9 @@ struct EngineTask {
 
 class Engine {
  public:
-  // replies and pacer (may be null): the answers to ordered pulls go through the reply window
-  // (ps/server/reply_window.h), the acknowledgements of credit-holding pushes through the pacer
-  // (ps/server/push_pacer.h).
+  // pacer (may be null): the acknowledgements of credit-holding pushes go through it (ps/server/push_pacer.h).
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
-         MemoryBudget* budget, Transport* transport, ReplyWindow* replies = nullptr, PushPacer* pacer = nullptr,
-         bool threaded = true);
+         MemoryBudget* budget, Transport* transport, PushPacer* pacer = nullptr, bool threaded = true);
   ~Engine() { stop(); }
   void stop();
   // Read after the engine thread has stopped (the destructor path joins it first).
@@ -71,7 +67,6 @@ class Engine {
   std::unique_ptr<SumStore> store_;
   std::unique_ptr<ParamStore> params_;
   Transport* transport_;
-  ReplyWindow* const replies_;
   PushPacer* const pacer_;
   BoundedQueue<EngineTask> queue_;
   std::atomic<bool> closed_{false};

@@ -29,7 +29,6 @@
 #include "ps/server/fused_messages.h"
 #include "ps/server/param_store.h"
 #include "ps/server/push_pacer.h"
-#include "ps/server/reply_window.h"
 #include "ps/server/sequence_window.h"
 #include "ps/server/server_observer.h"
 #include "ps/server/sum_store.h"
@@ -154,10 +153,10 @@ class Server {
                                  static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_};
     for (int i = 0; i < config_.server_engine_threads; ++i)
       engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, checkpoints, &memory_,
-                                                  transport_.get(), &replies_, pacer_.get()));
+                                                  transport_.get(), pacer_.get()));
     inline_engine_ =
         std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()), config_.num_workers,
-                                 checkpoints, &memory_, transport_.get(), &replies_, pacer_.get(), /*threaded=*/false);
+                                 checkpoints, &memory_, transport_.get(), pacer_.get(), /*threaded=*/false);
 
     // The transport's I/O thread dispatches each message itself: one thread hand-off less per request.
     transport_->onMessage([this](TransportMessage msg) {
@@ -170,7 +169,7 @@ class Server {
         startGeneration(announced_generation_);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      sendAll(expireReplies());
+      sendAll(expireHeldAcknowledgements());
     }
     {
       std::lock_guard<std::mutex> lock(dispatch_mu_);
@@ -197,9 +196,6 @@ class Server {
     }
     if (malformed_ > 0)
       LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
-    if (const uint64_t held = replies_.held(); held > 0)
-      LOG(INFO) << "server " << rank_ << ": " << held
-                << " answers to ordered pulls waited for their connection's reply window (ZPS_REPLY_WINDOW_BYTES)";
     if (const uint64_t held = pacer_->held(); held > 0)
       LOG(INFO) << "server " << rank_ << ": " << held << " push acknowledgements waited for the slower workers ("
                 << pacer_->expired() << " of them until the 100 ms deadline; ZPS_PUSH_PACING_BYTES)";
@@ -282,19 +278,12 @@ class Server {
       reply(msg.peer, statsReply(msg.peer, h, counts));
       return;
     }
-    if (h.command() == pb::CMD_RECEIVED) {
-      std::vector<Outgoing> send;
-      replies_.received(msg.peer, h.received_replies(), &send);
-      sendAll(std::move(send));
-      return;
-    }
     if (h.command() == pb::CMD_FUSED) {
       dispatchFused(msg.peer, it->second, *data);
       return;
     }
     VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
             << h.round() << " from worker " << it->second << " (" << data->payload.size() << " B)";
-    if (h.ordered_reply()) replies_.expect(msg.peer, h.request_id(), h.reply_priority(), h.reply_window());
     if (h.holds_credit()) pace(msg.peer, it->second, *data);
     if (runsInline(*data)) {
       inline_engine_->process(EngineTask{msg.peer, it->second, std::move(*data)});
@@ -327,9 +316,7 @@ class Server {
       if (e.header.holds_credit()) pace(peer, worker, e);
       inline_engine_->handle(EngineTask{peer, worker, entryAsRequest(std::move(e))}, &out);
     }
-    // Answers to ordered pulls (this worker's parked ones, or another's) go through the reply window,
-    // acknowledgements of credit-holding pushes through the pacer.
-    replies_.offerAll(&out);
+    // Acknowledgements of credit-holding pushes go through the pacer.
     pacer_->offerAll(&out);
     for (auto& [to, frames] : packReplies(peer, std::move(out))) (void)transport_->send(to, std::move(frames));
   }
@@ -346,7 +333,6 @@ class Server {
     upgrade_token_of_peer_.clear();
     lane_token_of_peer_.clear();
     has_lane_.clear();
-    replies_.clear();
     pacer_->clear();
     for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
     inline_engine_->process(EngineTask{0, -1, {}, true});
@@ -380,10 +366,9 @@ class Server {
   void sendAll(std::vector<Outgoing> out) {
     for (Outgoing& o : out) reply(o.peer, std::move(o));
   }
-  // Answers unacknowledged past the reply window's deadline count as received (ps/server/reply_window.h).
-  std::vector<Outgoing> expireReplies() {
+  // Acknowledgements held past the pacer's deadline leave (ps/server/push_pacer.h).
+  std::vector<Outgoing> expireHeldAcknowledgements() {
     std::vector<Outgoing> out;
-    replies_.expire(ReplyWindow::Clock::now(), &out);
     pacer_->expire(PushPacer::Clock::now(), &out);
     return out;
   }
@@ -527,7 +512,6 @@ class Server {
   std::unique_ptr<SchedulerClient> client_;
   std::mutex dispatch_mu_;  // held while the I/O thread dispatches; guards dispatch_stopped_
   bool dispatch_stopped_ = false;
-  ReplyWindow replies_;  // before the engines, which offer their answers to it
   // Made once the address book says how the job is laid out (its lead may be chosen from it); before
   // the engines, which offer their answers to it.
   std::unique_ptr<PushPacer> pacer_;

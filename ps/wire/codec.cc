@@ -166,23 +166,8 @@ Status checkHeader(DataMessage& msg, const Limits& limits) {
   if (h.awaited_size() > kMaxAwaitedRounds)
     return ProtocolError("reply names " + std::to_string(h.awaited_size()) + " awaited rounds, at most " +
                          std::to_string(kMaxAwaitedRounds));
-  if (h.ordered_reply() && h.command() != pb::CMD_PULL)
-    return ProtocolError(pb::DataCommand_Name(h.command()) + " must not ask for an ordered reply; only a PULL may");
-  if (h.ordered_reply() && (h.reply_window() == 0 || h.reply_window() > kMaxReplyWindow))
-    return ProtocolError("reply window of " + std::to_string(h.reply_window()) + " bytes is out of range [1, " +
-                         std::to_string(kMaxReplyWindow) + "]");
   if (h.holds_credit() && h.command() != pb::CMD_PUSH)
     return ProtocolError(pb::DataCommand_Name(h.command()) + " must not hold push credit; only a PUSH does");
-  if (h.wants_received() && h.command() != pb::CMD_REPLY)
-    return ProtocolError(pb::DataCommand_Name(h.command()) + " must not ask to be acknowledged; only a REPLY does");
-  if ((h.received_replies_size() > 0) != (h.command() == pb::CMD_RECEIVED))
-    return ProtocolError(h.command() == pb::CMD_RECEIVED
-                             ? "CMD_RECEIVED names no reply"
-                             : pb::DataCommand_Name(h.command()) +
-                                   " must not name received replies; only CMD_RECEIVED does");
-  if (h.received_replies_size() > kMaxReceivedReplies)
-    return ProtocolError("CMD_RECEIVED names " + std::to_string(h.received_replies_size()) + " replies, at most " +
-                         std::to_string(kMaxReceivedReplies));
   return Status::OK();
 }
 

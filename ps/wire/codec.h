@@ -24,10 +24,6 @@ inline constexpr uint64_t kAsyncPushWindow = 64;
 inline constexpr size_t kMaxFusedEntries = 1024;
 // A push's REPLY: the most awaited rounds it may name (DataHeader.awaited; a server names at most this many).
 inline constexpr int kMaxAwaitedRounds = 16;
-// CMD_RECEIVED: the most replies one may name (a worker names those of one message it received).
-inline constexpr int kMaxReceivedReplies = 1024;
-// A scheduled PULL's reply window (DataHeader.reply_window), in bytes: the most a worker may ask for.
-inline constexpr uint64_t kMaxReplyWindow = uint64_t{1} << 32;
 
 struct Limits {
   size_t max_frames = 3;                // envelope + at most two payload frames (keys + rows)

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/unknown_field_set.h>
 #include <catch2/catch.hpp>
 
 #include "tests/unit/codec_samples.h"
@@ -337,24 +338,6 @@ std::vector<BadCase> malformedInputs() {
                      return encodeData(h);
                    },
                    "names 17 awaited rounds, at most 16"});
-  cases.push_back({"ordered reply asked by a push",
-                   [=] {
-                     pb::DataHeader h = push;
-                     h.set_ordered_reply(true);
-                     h.set_reply_window(1 << 20);
-                     return encodeData(h, payloadOf(16));
-                   },
-                   "CMD_PUSH must not ask for an ordered reply; only a PULL may"});
-  for (uint64_t window : {uint64_t{0}, kMaxReplyWindow + 1}) {
-    cases.push_back({"ordered pull with a window of " + std::to_string(window),
-                     [=] {
-                       pb::DataHeader h = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
-                       h.set_ordered_reply(true);
-                       h.set_reply_window(window);
-                       return encodeData(h);
-                     },
-                     "reply window of " + std::to_string(window) + " bytes is out of range"});
-  }
   for (pb::DataCommand command : {pb::CMD_PULL, pb::CMD_PUSH_PULL}) {
     cases.push_back({pb::DataCommand_Name(command) + " that claims push credit",
                      [=] {
@@ -364,37 +347,15 @@ std::vector<BadCase> malformedInputs() {
                      },
                      pb::DataCommand_Name(command) + " must not hold push credit; only a PUSH does"});
   }
-  cases.push_back({"a pull that asks to be acknowledged",
+  // Command 12 was the reply windows' acknowledgement (removed; its number is reserved): a peer that
+  // still sends one is refused like any unknown command.
+  cases.push_back({"the removed reply-window acknowledgement",
                    [] {
-                     pb::DataHeader h = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
-                     h.set_wants_received(true);
+                     pb::DataHeader h = withCommand(sampleHeader(pb::CMD_PULL, DType::kFloat32, 0), 12);
+                     h.GetReflection()->MutableUnknownFields(&h)->AddVarint(69, 7);
                      return encodeData(h);
                    },
-                   "CMD_PULL must not ask to be acknowledged"});
-  cases.push_back({"received replies named by a pull",
-                   [] {
-                     pb::DataHeader h = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
-                     h.add_received_replies(7);
-                     return encodeData(h);
-                   },
-                   "CMD_PULL must not name received replies"});
-  cases.push_back({"CMD_RECEIVED naming nothing",
-                   [] { return encodeData(sampleHeader(pb::CMD_RECEIVED, DType::kFloat32, 0)); },
-                   "CMD_RECEIVED names no reply"});
-  cases.push_back({"CMD_RECEIVED beyond the limit",
-                   [] {
-                     pb::DataHeader h = sampleHeader(pb::CMD_RECEIVED, DType::kFloat32, 0);
-                     for (int i = 0; i <= kMaxReceivedReplies; ++i) h.add_received_replies(i);
-                     return encodeData(h);
-                   },
-                   "CMD_RECEIVED names 1025 replies, at most 1024"});
-  cases.push_back({"CMD_RECEIVED with a payload",
-                   [] {
-                     pb::DataHeader h = sampleHeader(pb::CMD_RECEIVED, DType::kFloat32, 4);
-                     h.add_received_replies(1);
-                     return encodeData(h, payloadOf(16));
-                   },
-                   "CMD_RECEIVED must not carry a payload"});
+                   "data command 12 is unknown"});
   return cases;
 }
 
@@ -432,18 +393,67 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
   pb::DataHeader reply = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
   for (int i = 0; i < kMaxAwaitedRounds; ++i) reply.add_awaited()->set_key(i);
   CHECK(decode(encodeData(reply), Limits()).ok());
-  pb::DataHeader received = sampleHeader(pb::CMD_RECEIVED, DType::kFloat32, 0);
-  for (int i = 0; i < kMaxReceivedReplies; ++i) received.add_received_replies(i);
-  CHECK(decode(encodeData(received), Limits()).ok());
-  pb::DataHeader ordered = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
-  ordered.set_ordered_reply(true);
-  ordered.set_reply_window(kMaxReplyWindow);
-  CHECK(decode(encodeData(ordered), Limits()).ok());
-  ordered.set_reply_window(1);
-  CHECK(decode(encodeData(ordered), Limits()).ok());
   pb::DataHeader paced = sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4);
   paced.set_holds_credit(true);
   CHECK(decode(encodeData(paced, payloadOf(16)), Limits()).ok());
+}
+
+// Fields 65-69 were the reply windows' (removed; their numbers are reserved). A peer that still sets
+// them sends a message that decodes as if it had not: protobuf keeps them as unknown fields, which
+// nothing reads, and every known field, payload and fused entry is the same.
+TEST_CASE("codec: a peer's removed reply-window fields are ignored", "[codec]") {
+  auto withOldFields = [](pb::DataHeader h) {
+    std::vector<pb::DataHeader*> headers{&h};
+    for (pb::DataHeader& entry : *h.mutable_entries()) headers.push_back(&entry);
+    for (pb::DataHeader* header : headers) {
+      google::protobuf::UnknownFieldSet* old = header->GetReflection()->MutableUnknownFields(header);
+      old->AddVarint(65, 1);                                   // a bool: set
+      old->AddVarint(66, static_cast<uint64_t>(int64_t{-3}));  // an int64 priority
+      old->AddVarint(67, uint64_t{1} << 40);                   // a window of bytes, beyond its old limit
+      old->AddVarint(68, 1);                                   // a bool: set
+      for (uint64_t id : {5, 6}) old->AddVarint(69, id);       // repeated request ids
+    }
+    return h;
+  };
+  struct Sample {
+    pb::DataHeader header;
+    Blob payload;
+  };
+  pb::DataHeader fused;
+  fused.set_command(pb::CMD_FUSED);
+  for (pb::DataCommand command : {pb::CMD_PULL, pb::CMD_PUSH}) {  // a pull, and a push of 2 floats
+    pb::DataHeader entry = sampleHeader(command, DType::kFloat32, command == pb::CMD_PULL ? 4 : 2);
+    entry.set_key(fused.entries_size() + 1);  // a fused message names each key once
+    *fused.add_entries() = entry;
+  }
+  const std::vector<Sample> samples = {
+      {sampleHeader(pb::CMD_PULL, DType::kFloat32, 4), Blob()},
+      {sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4), payloadOf(16)},
+      {sampleHeader(pb::CMD_REPLY, DType::kFloat64, 2), payloadOf(16)},
+      {fused, payloadOf(8)},
+  };
+  for (const Sample& plain : samples) {
+    INFO(pb::DataCommand_Name(plain.header.command()));
+    auto expected = decode(encodeData(plain.header, plain.payload), Limits());
+    REQUIRE(expected.ok());
+    const std::vector<Blob> frames = encodeData(withOldFields(plain.header), plain.payload);
+    REQUIRE(frames[0].size() > encodeData(plain.header)[0].size());  // the old fields are on the wire
+    auto decoded = decode(frames, Limits());
+    REQUIRE(decoded.ok());
+    const auto& got = std::get<DataMessage>(*decoded);
+    const auto& want = std::get<DataMessage>(*expected);
+    pb::DataHeader known = got.header;
+    known.DiscardUnknownFields();
+    CHECK(known.SerializeAsString() == want.header.SerializeAsString());
+    CHECK(got.payload.view() == want.payload.view());
+    REQUIRE(got.entries.size() == want.entries.size());
+    for (size_t i = 0; i < got.entries.size(); ++i) {
+      pb::DataHeader entry = got.entries[i].header;
+      entry.DiscardUnknownFields();
+      CHECK(entry.SerializeAsString() == want.entries[i].header.SerializeAsString());
+      CHECK(got.entries[i].payload.view() == want.entries[i].payload.view());
+    }
+  }
 }
 
 TEST_CASE("codec: every truncation of a valid header is rejected", "[codec]") {

@@ -55,24 +55,6 @@ TEST_CASE("config: a good worker environment", "[config]") {
   CHECK(c->max_message_bytes == size_t{1} << 30);
 }
 
-TEST_CASE("config: the reply window is off unless set, and -1 makes it twice the push credit", "[config]") {
-  auto c = loadConfig(lookup(baseEnv("worker")));
-  REQUIRE(c.ok());
-  CHECK(c->reply_window_bytes == 0);
-  Env env = baseEnv("worker");
-  env["ZPS_CREDIT_BYTES"] = "262144";
-  env["ZPS_REPLY_WINDOW_BYTES"] = "-1";
-  c = loadConfig(lookup(env));
-  REQUIRE(c.ok());
-  CHECK(c->reply_window_bytes == 524288);
-  env["ZPS_REPLY_WINDOW_BYTES"] = "1000";
-  c = loadConfig(lookup(env));
-  REQUIRE(c.ok());
-  CHECK(c->reply_window_bytes == 1000);
-  env["ZPS_REPLY_WINDOW_BYTES"] = "-2";
-  expectInvalid(env, "ZPS_REPLY_WINDOW_BYTES");
-}
-
 TEST_CASE("config: push pacing is left to zps unless set, and -1 makes it twice the push credit", "[config]") {
   auto c = loadConfig(lookup(baseEnv("server")));
   REQUIRE(c.ok());
