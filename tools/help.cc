@@ -33,6 +33,12 @@ std::string join(const std::vector<std::string>& words, const std::string& sep, 
 
 // What values a setting takes, e.g. "seconds (0 or 0.001 to 2592000)".
 std::string valueText(const Setting& s, const std::string& quote) {
+  if (s.accepts_auto) {
+    const std::string auto_word = quote + "auto" + quote;
+    if (s.type == SettingType::kSwitch) return auto_word + ", " + quote + "0" + quote + " or " + quote + "1" + quote;
+    if (s.type == SettingType::kInteger)
+      return auto_word + " or a whole number in [" + std::to_string(s.min) + ", " + std::to_string(s.max) + "]";
+  }
   switch (s.type) {
     case SettingType::kSeconds: return "seconds (0 or 0.001 to 2592000)";
     case SettingType::kInteger: return "whole number in [" + std::to_string(s.min) + ", " + std::to_string(s.max) + "]";

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "worker/fusion.h"
 
@@ -100,6 +101,7 @@ void PushScheduler::completed(uint64_t id) {
       break;
     case State::kSent:
       queue.in_flight -= k.credit;
+      if (gauge_ && k.credit > 0) credit_bytes_ = gauge_->acknowledged(k.credit, k.sent_at, CreditGauge::Clock::now());
       pumpOrDefer(queue);
       break;
   }
@@ -130,8 +132,24 @@ void PushScheduler::hurry(int server, const google::protobuf::RepeatedPtrField<p
   }
 }
 
+void PushScheduler::adaptCredit(size_t ceiling, int servers) {
+  gauge_ = std::make_unique<CreditGauge>(credit_bytes_, ceiling, servers);
+}
+
+std::string PushScheduler::creditReport() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!gauge_ || gauge_->minRoundTrip() == CreditGauge::Clock::duration::zero()) return "";
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "push credit per server %zu bytes (%.1f MB/s acknowledged at most, shortest round trip %.1f ms)",
+                credit_bytes_, gauge_->rateBytesPerSecond() / 1e6,
+                std::chrono::duration<double, std::milli>(gauge_->minRoundTrip()).count());
+  return text;
+}
+
 void PushScheduler::pump(ServerQueue& queue) {
   std::vector<ReadyRequest> released;
+  const auto now = CreditGauge::Clock::now();
   while (!queue.waiting.empty()) {
     auto head = queue.waiting.begin();
     const size_t credit = head->second.to.credit;
@@ -142,6 +160,7 @@ void PushScheduler::pump(ServerQueue& queue) {
     Known& k = known_[q.to.id];
     k.state = State::kSent;
     k.credit = credit;
+    k.sent_at = now;
     queue.in_flight += credit;
     released.push_back(ReadyRequest{std::move(q.to), std::move(q.frames)});
   }

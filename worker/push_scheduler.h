@@ -49,13 +49,16 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "ps/common/blob.h"
+#include "worker/credit_gauge.h"
 #include "worker/fusion.h"
 #include "worker/request_table.h"
 
@@ -72,6 +75,13 @@ class PushScheduler {
   // The credit chosen once the job's layout is known (ps/node/job_layout.h): called by the worker's
   // start() before any request is sent, so no other thread reads it yet.
   void setCredit(size_t credit_bytes) { credit_bytes_ = std::max<size_t>(1, credit_bytes); }
+  // ZPS_CREDIT_BYTES=auto: from now on the credit follows the acknowledgements of the scheduled pushes
+  // (worker/credit_gauge.h), from the credit set (one partition) up to `ceiling`. Called by start(), as
+  // setCredit.
+  void adaptCredit(size_t ceiling, int servers);
+  // "push credit per server 65536 bytes (2.0 MB/s acknowledged at most, shortest round trip 10.2 ms)";
+  // empty when the credit is fixed or no scheduled push was acknowledged.
+  std::string creditReport() const;
 
   // The request table's send hook: sends now, or queues a request with a priority.
   Status send(const RequestSpec& to, std::vector<Blob> frames);
@@ -132,6 +142,7 @@ class PushScheduler {
   struct Known {
     int server = 0;
     size_t credit = 0;
+    CreditGauge::Clock::time_point sent_at{};  // once sent
     State state = State::kQueued;
     Order order;  // where it waits, while queued
   };
@@ -143,7 +154,8 @@ class PushScheduler {
   // pump(), or later while a Deferral is alive on this thread. Called with mu_ held.
   void pumpOrDefer(ServerQueue& queue);
 
-  size_t credit_bytes_;  // set before the first send (setCredit)
+  size_t credit_bytes_;                 // set before the first send (setCredit), then by gauge_
+  std::unique_ptr<CreditGauge> gauge_;  // ZPS_CREDIT_BYTES=auto; null: a fixed credit
   const Send send_;
   const FusionPolicy fusion_;
 

@@ -77,6 +77,8 @@ int Worker::finish(const Status& result) {
   if (const uint64_t hurried = impl_->scheduler->hurried(); hurried > 0)
     LOG(INFO) << impl_->me() << ": push hints sent " << hurried
               << " queued requests ahead of their priority (rounds that waited for it alone)";
+  if (const std::string credit = impl_->scheduler->creditReport(); !credit.empty())
+    LOG(INFO) << impl_->me() << ": " << credit;
   if (impl_->local) return impl_->local_path->finish(result);
   auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
   if (!shutdown.ok()) {

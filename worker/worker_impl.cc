@@ -68,6 +68,8 @@ Status Worker::Impl::start() {
   const std::string scheduling = chooseScheduling(layoutOf(book), &config);
   if (config.local_rank == 0) LOG(INFO) << me() << ": " << scheduling;
   scheduler->setCredit(config.credit_bytes);
+  if (config.automatic.credit && config.priority)
+    scheduler->adaptCredit(std::max<size_t>(config.credit_bytes, kMaxAutomaticCreditBytes), config.num_servers);
   ZPS_RETURN_IF_ERROR(obs->start(rank));
   TransportOptions options;
   options.name = "worker-data";

@@ -39,11 +39,11 @@ std::string chooseScheduling(const JobLayout& layout, Config* config) {
   if (a.pacing_follows_credit) config->push_pacing_bytes = 2 * config->credit_bytes;
 
   std::string line = "scheduling: ";
-  line += network ? "the workers and servers run on " + std::to_string(layout.hosts) +
-                        " hosts, so the links are the limit"
-                  : "every worker and server runs on one host, so the CPUs are the limit";
-  line += ": partitions of " + described(std::to_string(config->partition_bytes) + " bytes", a.partition,
-                                         "ZPS_PARTITION_BYTES");
+  line += network
+              ? "the workers and servers run on " + std::to_string(layout.hosts) + " hosts, so the links are the limit"
+              : "every worker and server runs on one host, so the CPUs are the limit";
+  line += ": partitions of " +
+          described(std::to_string(config->partition_bytes) + " bytes", a.partition, "ZPS_PARTITION_BYTES");
   if (config->priority) {
     line += ", priority scheduling " + described("on", a.priority, "ZPS_PRIORITY") + " with " +
             described(std::to_string(config->credit_bytes) + " bytes", a.credit, "ZPS_CREDIT_BYTES") +

@@ -49,8 +49,8 @@ TEST_CASE("job layout: hosts are the distinct addresses of workers and servers",
   CHECK(one.workers == 2);
   CHECK(one.servers == 2);
   CHECK_FALSE(one.spansHosts());
-  JobLayout eight = layoutOf(bookOf(4, 4, {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6",
-                                          "10.0.0.7", "10.0.0.8"}));
+  JobLayout eight = layoutOf(
+      bookOf(4, 4, {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8"}));
   CHECK(eight.hosts == 8);
   CHECK(eight.spansHosts());
   CHECK(layoutOf(pb::RegisterReply()).hosts == 1);
@@ -68,8 +68,7 @@ TEST_CASE("job layout: on one host the defaults are large partitions sent at onc
   CHECK(line.find("partitions of 4194304 bytes (auto)") != std::string::npos);
 }
 
-TEST_CASE("job layout: across hosts, small partitions with priority, one partition of credit, pacing",
-          "[job_layout]") {
+TEST_CASE("job layout: across hosts, small partitions with priority, one partition of credit, pacing", "[job_layout]") {
   Config c = configWith({});
   const std::string line = chooseScheduling(layoutOf(bookOf(4, 4, {"10.0.0.1", "10.0.0.2"})), &c);
   CHECK(c.partition_bytes == kNetworkPartitionBytes);

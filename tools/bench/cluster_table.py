@@ -103,7 +103,7 @@ def main():
     print()
     for what, measured, target in goals:
         verdict = "n/a" if measured is None else ("met" if measured >= target else "NOT met")
-        print(f"goal: {what}: {f(measured, 2)} (>= {target}) {verdict}")
+        print(f"goal: {what}: {f(measured, 3)} (>= {target}) {verdict}")
     if delay.startswith("skipped"):
         print(f"goal: zps goodput / PS bound with delay per link: {delay}")
     if not have_mpi:

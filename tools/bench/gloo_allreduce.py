@@ -47,7 +47,7 @@ def main():
         if rank == 0:
             p50 = slowest.median().item()
             print(json.dumps({"test": "gloo_allreduce", "np": world, "bytes": n * 4, "iters": len(lat),
-                              "p50_us": round(p50 * 1e6, 1), "algbw_gbs": round(n * 4 / p50 / 1e9, 4)}), flush=True)
+                              "p50_us": round(p50 * 1e6, 1), "algbw_gbs": round(n * 4 / p50 / 1e9, 7)}), flush=True)
     total = torch.tensor([wrong])
     dist.all_reduce(total)
     dist.destroy_process_group()

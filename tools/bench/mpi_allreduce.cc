@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       double p99 = slowest[std::min(slowest.size() - 1, slowest.size() * 99 / 100)];
       std::printf(
           "{\"test\":\"mpi_allreduce\",\"np\":%d,\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,"
-          "\"algbw_gbs\":%.3f}\n",
+          "\"algbw_gbs\":%.6f}\n",
           size, n * sizeof(float), iters, p50 * 1e6, p99 * 1e6, n * sizeof(float) / p50 / 1e9);
       std::fflush(stdout);
     }
