@@ -32,6 +32,10 @@ if [ "${ZPS_DEPS_BUILD_ONLY:-0}" != 1 ]; then
   # zps.torch's tests (tests/python, tests/torch) and tools/bench/torch-compare.sh: Debian's PyTorch, for
   # Debian's own interpreter (a python3 earlier on PATH may not see it).
   /usr/bin/python3 -c "import torch" >/dev/null 2>&1 || PKGS+=(python3-torch)
+  # zps.torch's tests of real models (torchvision) and its run of Horovod's PyTorch suite (pytest and
+  # the helpers that suite imports).
+  /usr/bin/python3 -c "import torchvision" >/dev/null 2>&1 || PKGS+=(python3-torchvision)
+  /usr/bin/python3 -c "import pytest, cloudpickle, mock" >/dev/null 2>&1 || PKGS+=(python3-pytest python3-cloudpickle python3-mock)
   # tools/format.sh and the format/check test.
   command -v clang-format >/dev/null || PKGS+=(clang-format)
 fi

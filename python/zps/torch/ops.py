@@ -192,7 +192,10 @@ def _size(what):
 
 
 def _bytes_view(tensor):
-    return tensor.view(torch.uint8) if tensor.dtype != torch.uint8 else tensor
+    """The bytes of a contiguous tensor as a flat uint8 view of the same memory. Flattened first, because
+    torch cannot view a 0-dim tensor (BatchNorm's num_batches_tracked, torch.tensor(epoch)) as bytes."""
+    flat = tensor.reshape(-1)
+    return flat.view(torch.uint8) if flat.dtype != torch.uint8 else flat
 
 
 def broadcast_async_(tensor, root_rank, name=None):
@@ -205,7 +208,7 @@ def broadcast_async_(tensor, root_rank, name=None):
     if not tensor.is_contiguous():
         raise ValueError("zps.torch.broadcast: %s is not contiguous; pass tensor.contiguous()" % _describe(tensor, name))
     # The root sends its bytes, the others zeros; the servers' byte sum (mod 256) is the root's bytes.
-    data = _bytes_view(tensor.detach()).reshape(-1)
+    data = _bytes_view(tensor.detach())
     if name is None:
         name = _default_name("broadcast", tensor)
     if rt.rank != root_rank:
