@@ -64,29 +64,37 @@ class Runtime:
         self.finish_lock = threading.Lock()  # apart, so that a failing script can end the job meanwhile
         self.declared = {}
         self.finished = False
+        from zps.torch.coordinator import Coordinator
+        self.coordinator = Coordinator(self)
+
+    def tensor_id(self, declared_name, tensor, compressor=None, priority=None):
+        """The id of the servers' tensor `declared_name`, declaring it (like `tensor`) on first use. Called on
+        the coordinator thread only (or before it runs anything), so that every worker declares in the same
+        order: what the workers agreed on, in the order they agreed on it."""
+        with self.lock:
+            d = self.declared.get(declared_name)
+            if d is not None:
+                return d.tensor_id
+            nbytes = tensor.numel() * tensor.element_size()
+            try:
+                tid = self.worker.declare(declared_name, nbytes, DTYPES[tensor.dtype], compressor, priority=priority)
+            except ZpsError as e:
+                raise type(e)("zps.torch: tensor '%s': %s" % (declared_name, e), e.code, e.status) from None
+            self.declared[declared_name] = Declared(tid, tuple(tensor.shape), tensor.dtype, compressor)
+            return tid
 
     def declare(self, name, tensor, compressor=None, priority=None):
-        """The tensor id of `name`, declaring it on first use; a different shape or dtype is an error.
-        priority (zps's order, lower sooner) applies at the declaration, the name's first use."""
-        shape = tuple(tensor.shape)
-        with self.lock:
-            d = self.declared.get(name)
-            if d is None:
-                nbytes = tensor.numel() * tensor.element_size()
-                # The servers compare names, element counts and dtypes; the shape in the declared name
-                # makes them refuse the same count in another shape too ([2, 3] against [3, 2]).
-                declared_name = "%s%s" % (name, list(shape))
-                try:
-                    tid = self.worker.declare(declared_name, nbytes, DTYPES[tensor.dtype], compressor, priority=priority)
-                except ZpsError as e:
-                    raise type(e)("zps.torch: tensor '%s': %s" % (name, e), e.code, e.status) from None
-                d = Declared(tid, shape, tensor.dtype, compressor)
-                self.declared[name] = d
-            elif d.shape != shape or d.dtype != tensor.dtype:
-                raise ValueError("zps.torch: tensor '%s' was first used with shape %s and dtype %s on this worker, "
-                                 "now with shape %s and dtype %s; give each tensor its own name" %
-                                 (name, list(d.shape), d.dtype, list(shape), tensor.dtype))
-            return d.tensor_id
+        """The tensor id for `name` used like `tensor`, agreed with the other workers (a disagreement raises
+        on every worker, naming each one's shape). priority (zps's order, lower sooner) applies at the
+        declaration, the first use of the name with this shape."""
+        from zps.torch import coordinator
+
+        def start(agreed):
+            return self.tensor_id(coordinator.declared_name(name, tensor, agreed.generation), tensor, compressor,
+                                  priority)
+
+        op = self.coordinator.run(coordinator.Op("declare", name, tensor.dtype, tensor.shape, 0, start))
+        return op.zps_handle
 
     def finish(self, error=None):
         """Ends the job once (OK or failed with `error`); returns the exit code zps decided."""
@@ -96,6 +104,7 @@ class Runtime:
             self.finished = True
         # Destroyed after finishing, so that its threads stop before the interpreter's exit tears down
         # the libraries they use. Calls that other threads start afterwards raise ZpsNotInitialized.
+        self.coordinator.stop()
         try:
             return self.worker.finish(error)
         finally:

@@ -1,0 +1,24 @@
+"""One worker of a run of Horovod's PyTorch test suite under zps (horovod_suite_test.sh starts the job).
+Joins the job, tells the suite its rank and size as MPI would (OMPI_COMM_WORLD_*), and runs pytest on
+test_torch.py in this process; each worker writes a JUnit report, which the shell script summarises.
+Usage: horovod_suite.py <suite dir> <report dir> [pytest -k expression]"""
+import os
+import sys
+
+import zps.torch as hvd
+
+suite, reports = sys.argv[1], sys.argv[2]
+hvd.init()
+os.environ["OMPI_COMM_WORLD_RANK"] = str(hvd.rank())
+os.environ["OMPI_COMM_WORLD_SIZE"] = str(hvd.size())
+import pytest  # noqa: E402
+
+args = [os.path.join(suite, "test", "parallel", "test_torch.py"), "-p", "no:cacheprovider", "-q",
+        "--junitxml=%s/rank%d.xml" % (reports, hvd.rank()), "-o", "junit_family=xunit1",
+        "--rootdir", os.path.join(suite, "test")]
+if len(sys.argv) > 3 and sys.argv[3]:
+    args += ["-k", sys.argv[3]]
+code = pytest.main(args)
+print("worker %d: pytest exited %d" % (hvd.rank(), code), flush=True)
+hvd.shutdown()
+# The suite's failures are counted from the reports, not from the job's exit code.
