@@ -13,7 +13,7 @@ os.environ["OMPI_COMM_WORLD_RANK"] = str(hvd.rank())
 os.environ["OMPI_COMM_WORLD_SIZE"] = str(hvd.size())
 import pytest  # noqa: E402
 
-args = [os.path.join(suite, "test", "parallel", "test_torch.py"), "-p", "no:cacheprovider", "-q",
+args = [os.path.join(suite, "test", "parallel", "test_torch.py"), "-p", "no:cacheprovider", "-v",
         "--junitxml=%s/rank%d.xml" % (reports, hvd.rank()), "-o", "junit_family=xunit1",
         "--rootdir", os.path.join(suite, "test")]
 if len(sys.argv) > 3 and sys.argv[3]:

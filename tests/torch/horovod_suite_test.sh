@@ -20,14 +20,14 @@ for module in torch pytest cloudpickle mock; do
   fi
 done
 REPORTS=$(mktemp -d)
-trap 'rm -rf "$REPORTS"' EXIT
+trap '[ -n "${KEEP_REPORTS:-}" ] || rm -rf "$REPORTS"' EXIT
 export HOROVOD_SUITE_DIR=$SUITE
 export PYTHONPATH=$HERE/horovod_alias${PYTHONPATH:+:$PYTHONPATH}
 # A test that fails on one worker mid-operation leaves the others waiting: a short request timeout
 # bounds that wait, so one such test cannot take the rest of the run with it.
 export ZPS_REQUEST_TIMEOUT=${ZPS_REQUEST_TIMEOUT:-20}
 start=$(date +%s)
-"$ZPS" launch --servers 1 --workers "$WORKERS" --timeout 60 -- /usr/bin/python3 "$HERE/horovod_suite.py" \
+"$ZPS" launch --servers 1 --workers "$WORKERS" --timeout ${JOB_TIMEOUT:-600} -- /usr/bin/python3 "$HERE/horovod_suite.py" \
   "$SUITE" "$REPORTS" "$FILTER" >"$REPORTS/job.log" 2>&1
 code=$?
 echo "the job of $WORKERS workers exited $code after $(($(date +%s) - start)) s"

@@ -22,7 +22,8 @@ from zps.torch.ops import (Adasum, Average, Max, Min, Product, ProcessSet, Sum, 
                            grouped_allgather, grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
                            grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
                            grouped_reducescatter_async, join, poll, push_pull, push_pull_async, push_pull_async_inplace,
-                           push_pull_inplace, reducescatter, reducescatter_async, remove_process_set, synchronize)
+                           push_pull_inplace, reducescatter, reducescatter_async, remove_process_set, sparse_allreduce_async,
+                           synchronize)
 from zps.torch.optimizer import DistributedOptimizer
 from zps.torch.sync_batch_norm import SyncBatchNorm
 

@@ -550,6 +550,15 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
     return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast"))
 
 
+def sparse_allreduce_async(tensor, name=None, op=Average, process_set=None):
+    """Starts the reduction of a sparse tensor; returns a function that waits and returns the result
+    (sparse), as Horovod's does. It travels dense: its values are summed where every worker has them."""
+    if not tensor.is_sparse:
+        raise ValueError("zps.torch.sparse_allreduce_async: expected a sparse tensor")
+    handle = allreduce_async(tensor.coalesce().to_dense(), name=name, op=op, process_set=process_set)
+    return lambda: synchronize(handle).to_sparse()
+
+
 # ---- gather and scatter (zps.torch.collectives) ----
 
 def allgather_async(tensor, name=None, process_set=None):
@@ -580,7 +589,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
     _global_set_only(process_set, "reducescatter_async")
     check_tensor(tensor, "reducescatter", name)
     if op not in (Average, Sum):
-        raise ValueError("zps.torch.reducescatter: op must be Average or Sum, got %r" % (op,))
+        raise NotImplementedError("zps.torch.reducescatter: op must be Average or Sum, got %r" % (op,))
     if tensor.dim() == 0:
         raise ValueError("zps.torch.reducescatter: a 0-dim tensor cannot be scattered; pass tensor.reshape(1)")
     rt = runtime("reducescatter")
@@ -619,7 +628,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
         if not isinstance(splits, torch.Tensor):
             splits = torch.tensor(splits)
         if splits.dtype not in (torch.int32, torch.int64):
-            raise TypeError("zps.torch.alltoall: splits must be integers, got %s" % splits.dtype)
+            raise ValueError("zps.torch.alltoall: splits must be integers, got %s" % splits.dtype)
         if splits.numel() != rt.size or int(splits.sum()) != tensor.shape[0] or bool((splits < 0).any()):
             raise ValueError("zps.torch.alltoall: splits %s must give %d non-negative counts summing to the first "
                              "dimension %d" % (splits.tolist(), rt.size, tensor.shape[0]))

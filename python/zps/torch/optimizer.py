@@ -164,6 +164,7 @@ class _DistributedMixin:
         self._zps_predivide = float(gradient_predivide_factor)
         self._zps_divisor = rt.size / self._zps_predivide if op == Average else 1
         self._zps_sparse_as_dense = sparse_as_dense
+        self._zps_sparse = set()  # params whose gradient came sparse this step
         self._zps_skip_synchronize = False
         self._zps_ids = []
         self._zps_compression = compression
@@ -171,6 +172,7 @@ class _DistributedMixin:
         self._zps_units = _plan_units(trained, bucket_bytes)
         self._zps_unit_of = {}
         self._zps_names = {id(p): "grad." + name for name, p in trained}
+        self._parameter_names = {p: name for name, p in named}  # Horovod's attribute, read by some scripts
         self._zps_counts = {}
         self._zps_done = set()  # params whose gradient this step is complete
         self._zps_handles = {}  # unit index -> handle of its push_pull in flight
@@ -195,11 +197,10 @@ class _DistributedMixin:
             if p.grad is None or self._zps_synchronized:
                 return
             if p.grad.is_sparse:
-                if not self._zps_sparse_as_dense:
-                    raise RuntimeError("zps.torch.DistributedOptimizer: the gradient of '%s' is sparse; pass "
-                                       "sparse_as_dense=True (or use zps.torch.Embedding, whose rows the servers "
-                                       "update)" % self._zps_names[id(p)])
+                # Summed dense (the servers add whole tensors, so sparse_as_dense changes nothing) and given
+                # back sparse after the sum, for optimizers that take only sparse gradients (SparseAdam).
                 p.grad = p.grad.to_dense()
+                self._zps_sparse.add(id(p))
             if id(p) in self._zps_done:
                 raise RuntimeError("zps.torch.DistributedOptimizer: gradient of '%s' computed again before step(); "
                                    "call step() or synchronize() between backward passes, or raise "
@@ -243,6 +244,12 @@ class _DistributedMixin:
         for index, h in handles.items():
             synchronize(h)
             self._zps_units[index].scatter()
+        if self._zps_sparse:
+            for unit in self._zps_units:
+                for p in unit.params:
+                    if id(p) in self._zps_sparse:
+                        p.grad = p.grad.to_sparse()
+            self._zps_sparse.clear()
         self._zps_done.clear()
         self._zps_synchronized = True
 
