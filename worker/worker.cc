@@ -78,7 +78,7 @@ int Worker::finish(const Status& result) {
     LOG(INFO) << impl_->me() << ": push hints sent " << hurried
               << " queued requests ahead of their priority (rounds that waited for it alone)";
   if (impl_->local) return impl_->local_path->finish(result);
-  auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
+  auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.job_end_timeout);
   if (!shutdown.ok()) {
     LOG(ERROR) << "worker " << impl_->rank << ": " << shutdown.status().message();
     return 1;
