@@ -38,6 +38,7 @@ MAX_DIMS = 8
 KINDS = {"allreduce": 1, "broadcast": 2, "declare": 3, "join": 4, "allgather": 5, "alltoall": 6,
          "reducescatter": 7}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
+REDUCTION_NAMES = {1: "Average", 2: "Sum", 3: "Min", 4: "Max", 5: "Product", 6: "Adasum"}
 
 DTYPE_CODES = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.float64: 4, torch.int32: 5,
                torch.int64: 6, torch.uint8: 7, torch.int8: 8, torch.int16: 9, torch.bool: 10,
@@ -96,7 +97,9 @@ class Descriptor:
         if self.kind == KINDS["join"]:
             return "join()"
         text = "%s with shape %s %s" % (what, list(self.shape), DTYPE_NAMES.get(self.dtype, "?"))
-        if extra_name and self.extra is not None:
+        if extra_name == "reduction":
+            text += ", %s" % REDUCTION_NAMES.get(self.extra, "?")
+        elif extra_name:
             text += ", %s %s" % (extra_name, self.extra)
         return text
 
