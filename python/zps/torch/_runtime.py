@@ -1,11 +1,9 @@
-"""The process's zps state for zps.torch: the Worker, the declared tensors by name, the handles in flight,
-and the hooks that end the job when the script ends (atexit) or raises (sys.excepthook).
+"""The process's zps state for zps.torch: the Worker, the servers' tensors it declared, the coordinator
+(coordinator.py), and the hooks that end the job when the script ends (atexit) or raises (sys.excepthook).
 
-Names and declarations: zps needs every worker to declare the same tensors in the same order. A name is
-declared on its first use, so workers that first use their names in the same order (the usual case: the
-same script) just work; a worker that declares another name, shape or dtype in the same place makes the
-servers refuse it with a message naming both, that worker raises, and the job ends naming it on every
-worker. DistributedOptimizer declares all its gradients up front, in named_parameters order.
+Declarations: zps needs every worker to declare the same tensors in the same order. Tensors are declared
+on the coordinator thread only, after the workers agreed on the call that needs them, so the order is the
+same everywhere. DistributedOptimizer declares all its gradients up front, in named_parameters order.
 """
 import atexit
 import os
@@ -60,7 +58,7 @@ class Runtime:
         # r x local_size ... (r + 1) x local_size - 1, and every sum is over all processes.
         self.rank = self.worker.rank() * self.local_size + self.local_rank
         self.size = self.worker.size() * self.local_size
-        self.lock = threading.Lock()  # guards `declared`; held during a declaration's round trip
+        self.lock = threading.Lock()  # guards `declared` (by declared name); held during a declaration
         self.finish_lock = threading.Lock()  # apart, so that a failing script can end the job meanwhile
         self.declared = {}
         self.finished = False
@@ -88,6 +86,11 @@ class Runtime:
         on every worker, naming each one's shape). priority (zps's order, lower sooner) applies at the
         declaration, the first use of the name with this shape."""
         from zps.torch import coordinator
+
+        if threading.current_thread() is self.coordinator.thread:
+            # Inside an operation the workers already agreed on (zps.torch.collectives declaring its
+            # tensors): declared in that operation's place, the same on every worker.
+            return self.tensor_id(coordinator.declared_name(name, tensor, 0), tensor, compressor, priority)
 
         def start(agreed):
             return self.tensor_id(coordinator.declared_name(name, tensor, agreed.generation), tensor, compressor,
