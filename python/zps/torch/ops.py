@@ -380,6 +380,55 @@ class _BroadcastFunction(torch.autograd.Function):
         return g, None, None
 
 
+class _AllgatherFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        rows = synchronize(allgather_async(torch.tensor([tensor.shape[0]]), None))
+        ctx.start = int(rows[:runtime("allgather").rank].sum())
+        ctx.rows = tensor.shape[0]
+        return synchronize(allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Every worker's output held this worker's rows: their gradient is the average over workers of
+        # the gradient of those rows (Horovod's convention).
+        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "allgather (backward)"))
+        return g[ctx.start:ctx.start + ctx.rows], None
+
+
+class _ReducescatterFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op = op
+        return synchronize(reducescatter_async(tensor, name, op, None, prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Every worker's part, gathered; scaled as Horovod's reducescatter gradient is (x size for Sum).
+        g = synchronize(allgather_async(grad.contiguous(), None))
+        return (g * runtime("reducescatter").size if ctx.op == Sum else g), None, None, None, None
+
+
+class _AlltoallFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        out = synchronize(alltoall_async(tensor, splits, name))
+        if isinstance(out, tuple):
+            ctx.received = out[1]
+            ctx.mark_non_differentiable(out[1])
+            return out
+        ctx.received = None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        # The gradients go back to where their rows came from.
+        if ctx.received is None:
+            return synchronize(alltoall_async(grad.contiguous(), None, None)), None, None
+        g, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received, None))
+        return g, None, None
+
+
 def _differentiable(tensor):
     return isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled()
 
@@ -572,7 +621,11 @@ def allgather_async(tensor, name=None, process_set=None):
 
 
 def allgather(tensor, name=None, process_set=None):
-    """Every worker's `tensor` concatenated on the first dimension (which may differ between workers)."""
+    """Every worker's `tensor` concatenated on the first dimension (which may differ between workers).
+    Differentiable."""
+    _global_set_only(process_set, "allgather")
+    if _differentiable(tensor):
+        return _AllgatherFunction.apply(tensor, name)
     return synchronize(allgather_async(tensor, name, process_set))
 
 
@@ -582,6 +635,8 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
+    if any(_differentiable(t) for t in tensors):
+        return [allgather(t, None if name is None else "%s.%d" % (name, i), process_set) for i, t in enumerate(tensors)]
     return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
@@ -606,7 +661,11 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
 
 
 def reducescatter(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    """The reduction over workers of `tensor`, split on its first dimension: worker r gets part r."""
+    """The reduction over workers of `tensor`, split on its first dimension: worker r gets part r.
+    Differentiable."""
+    _global_set_only(process_set, "reducescatter")
+    if _differentiable(tensor):
+        return _ReducescatterFunction.apply(tensor, name, op, prescale_factor, postscale_factor)
     return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
 
 
@@ -617,6 +676,9 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
 
 
 def grouped_reducescatter(tensors, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    if any(_differentiable(t) for t in tensors):
+        return [reducescatter(t, None if name is None else "%s.%d" % (name, i), op, process_set, prescale_factor,
+                              postscale_factor) for i, t in enumerate(tensors)]
     return synchronize(grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor, postscale_factor))
 
 
@@ -642,7 +704,10 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
 def alltoall(tensor, splits=None, name=None, process_set=None):
     """Sends part i of `tensor` (split on its first dimension by `splits`, else evenly) to worker i; returns
     what the workers sent this one, concatenated (and the received splits, as Horovod does when it is a
-    tuple from zps.torch.collectives)."""
+    tuple from zps.torch.collectives). Differentiable."""
+    _global_set_only(process_set, "alltoall")
+    if _differentiable(tensor):
+        return _AlltoallFunction.apply(tensor, splits, name)
     return synchronize(alltoall_async(tensor, splits, name, process_set))
 
 
