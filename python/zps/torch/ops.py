@@ -109,8 +109,11 @@ def check_tensor(tensor, what, name=None, widen=True):
         raise ValueError("zps.torch.%s: %s is not contiguous; pass tensor.contiguous()" % (what, _describe(tensor, name)))
 
 
-def _default_name(prefix, tensor):
-    return "zps.%s.%s.%s" % (prefix, str(tensor.dtype).replace("torch.", ""), "x".join(map(str, tensor.shape)) or "scalar")
+def _default_name(prefix, tensor, first_dim_free=False):
+    """An unnamed call's name: its kind, dtype and shape (without the first dimension for allgather and
+    alltoall, where it differs between workers)."""
+    shape = tensor.shape[1:] if first_dim_free else tensor.shape
+    return "zps.%s.%s.%s" % (prefix, str(tensor.dtype).replace("torch.", ""), "x".join(map(str, shape)) or "scalar")
 
 
 def _reduce_op(average, op):
@@ -136,7 +139,7 @@ def _zps_priority(priority):
     return -priority
 
 
-def _reserve(kind, name, tensor, prefix):
+def _reserve(kind, name, tensor, prefix, first_dim_free=False):
     """The operation's name, marked in flight: a named call whose name is in flight is refused; an unnamed
     one takes the next free slot of its default name."""
     with _handles_lock:
@@ -145,7 +148,7 @@ def _reserve(kind, name, tensor, prefix):
                 raise ValueError("zps.torch.%s: an operation named '%s' is already in flight; synchronize it first or "
                                  "give this one another name" % (kind, name))
         else:
-            base = _default_name(prefix, tensor)
+            base = _default_name(prefix, tensor, first_dim_free)
             name = base
             for slot in itertools.count(1):
                 if (kind, name) not in _in_flight:
@@ -261,7 +264,7 @@ def _collective_async(what, kind, tensor, name, extra, extra_name, call, finish)
     except ImportError as e:
         raise NotImplementedError("zps.torch.%s needs zps.torch.collectives, which this build lacks (%s)" %
                                   (what, e)) from None
-    name = _reserve(kind, name, tensor, kind)
+    name = _reserve(kind, name, tensor, kind, first_dim_free=kind in ("allgather", "alltoall"))
     pending = _Pending((kind, name))
 
     def start(agreed):
@@ -412,19 +415,25 @@ class _ReducescatterFunction(torch.autograd.Function):
 class _AlltoallFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name):
-        out = synchronize(alltoall_async(tensor, splits, name))
-        if isinstance(out, tuple):
-            ctx.received = out[1]
-            ctx.mark_non_differentiable(out[1])
+        # Even parts as explicit splits, so that the rows received from each worker are known: the
+        # backward sends their gradients back by them.
+        size = runtime("alltoall").size
+        given = splits is not None
+        if not given:
+            if tensor.dim() == 0 or tensor.shape[0] % size:
+                raise ValueError("zps.torch.alltoall: the first dimension (%s) must divide evenly by size() %d when "
+                                 "no splits are given" % (list(tensor.shape)[:1], size))
+            splits = torch.full((size,), tensor.shape[0] // size, dtype=torch.int32)
+        out, received = synchronize(alltoall_async(tensor, splits, name))
+        ctx.received = received
+        if not given:
             return out
-        ctx.received = None
-        return out
+        ctx.mark_non_differentiable(received)
+        return out, received
 
     @staticmethod
     def backward(ctx, grad, *_):
         # The gradients go back to where their rows came from.
-        if ctx.received is None:
-            return synchronize(alltoall_async(grad.contiguous(), None, None)), None, None
         g, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received, None))
         return g, None, None
 
