@@ -11,8 +11,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -454,7 +454,8 @@ bool Launcher::workersNeverJoined() {
     auto it = states->find(rank);
     if (it == states->end() || it->second != "missing") continue;
     never_joined_.insert(rank);
-    say(children_[i].label + " exited 0 without joining the job (it never called init()); the job cannot start "
+    say(children_[i].label +
+        " exited 0 without joining the job (it never called init()); the job cannot start "
         "without it");
   }
   if (never_joined_.empty()) return false;

@@ -17,9 +17,10 @@ if mode == "no_init" or (mode == "no_init_1" and worker == 1):
     print("worker %d: done without joining" % worker, flush=True)
     sys.exit(0)
 hvd.init()
-total = hvd.allreduce(torch.tensor(float(hvd.rank() + 1)), op=hvd.Sum)
-print("worker %d: sum %g" % (hvd.rank(), float(total)), flush=True)
-if mode == "alone" and hvd.rank() == 0:
+rank = hvd.rank()
+total = hvd.allreduce(torch.tensor(float(rank + 1)), op=hvd.Sum)
+print("worker %d: sum %g" % (rank, float(total)), flush=True)
+if mode == "alone" and rank == 0:
     seconds = float(sys.argv[2])
     end = time.monotonic() + seconds
     x = torch.randn(256, 256)
@@ -27,4 +28,4 @@ if mode == "alone" and hvd.rank() == 0:
         x = torch.tanh(x @ x.t() / 256)
     print("worker 0: worked alone %g s more" % seconds, flush=True)
 hvd.shutdown()
-print("worker %d: finished" % hvd.rank(), flush=True)
+print("worker %d: finished" % rank, flush=True)

@@ -111,6 +111,10 @@ class Runtime:
         try:
             return self.worker.finish(error)
         finally:
+            # The job has ended, so a wait the coordinator may be in returns: let it leave the worker
+            # before the worker is freed.
+            if threading.current_thread() is not self.coordinator.thread:
+                self.coordinator.thread.join(timeout=10)
             self.worker.destroy()
 
 

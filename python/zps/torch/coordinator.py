@@ -19,7 +19,9 @@ next agreement moves every worker to the highest generation any of them has, a f
 reply of the failed operation is therefore never read, and the name keeps working.
 
 join(): a worker that called join() keeps taking part in agreements; for an allreduce it pushes zeros,
-other operations are refused on the workers still running, naming the joined ranks.
+other operations are refused on the workers still running, naming the joined ranks. realign() is join()
+that takes part in nothing: every operation the others start meanwhile is refused, so workers that left
+a sequence of operations at different points (one raised half way) are in step again afterwards.
 """
 import hashlib
 import queue
@@ -36,7 +38,7 @@ NAME_WORDS = 16  # the name's first 128 bytes, shown in errors
 MAX_DIMS = 8
 
 KINDS = {"allreduce": 1, "broadcast": 2, "declare": 3, "join": 4, "allgather": 5, "alltoall": 6,
-         "reducescatter": 7}
+         "reducescatter": 7, "realign": 8}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
 REDUCTION_NAMES = {1: "Average", 2: "Sum", 3: "Min", 4: "Max", 5: "Product", 6: "Adasum"}
 
@@ -181,7 +183,7 @@ class Coordinator:
             if op is None:
                 return
             try:
-                if op.kind == "join":
+                if op.kind in ("join", "realign"):
                     op.result = self._join(op)
                 else:
                     agreed = self._agree(op)
@@ -216,9 +218,15 @@ class Coordinator:
             return Agreed(generation, [])
         words = encode(op.kind, op.name, op.dtype, op.shape, op.extra or 0, generation)
         descriptors = self._exchange(words)
+        realigning = [d.rank for d in descriptors if d.kind == KINDS["realign"]]
         joined = [d.rank for d in descriptors if d.kind == KINDS["join"]]
-        active = [d for d in descriptors if d.kind != KINDS["join"]]
+        active = [d for d in descriptors if d.kind not in (KINDS["join"], KINDS["realign"])]
         mine = descriptors[self.rt.rank]
+        if realigning:
+            raise ZpsInvalidArgument("zps.torch: %s refused: rank%s %s already left this sequence of operations "
+                                     "(an earlier one raised there) and waits for the others to realign" %
+                                     (mine.describe(), "s" if len(realigning) > 1 else "",
+                                      ", ".join(map(str, realigning))))
         if joined and op.kind != "allreduce":
             raise ZpsInvalidArgument("zps.torch: %s refused: rank%s %s called join() (only allreduce goes on "
                                      "with joined workers)" % (mine.describe(), "s" if len(joined) > 1 else "",
@@ -234,20 +242,23 @@ class Coordinator:
         return Agreed(generation, joined)
 
     def _join(self, op):
-        """join(): takes part in the others' allreduces with zeros until every worker joined; returns the
-        rank that joined last (the highest rank among those that joined in the final round)."""
+        """join(): takes part in the others' allreduces with zeros until every worker joined (realign():
+        in nothing); returns the rank that joined last (the highest rank among those that joined in the
+        final round)."""
         rt = self.rt
         if rt.size == 1:
             return rt.rank
         rounds = 0
+        kind = KINDS[op.kind]
         while True:
-            descriptors = self._exchange(encode("join", "join", None, (), extra=rounds))
+            descriptors = self._exchange(encode(op.kind, op.kind, None, (), extra=rounds))
             rounds += 1
-            active = [d for d in descriptors if d.kind != KINDS["join"]]
+            active = [d for d in descriptors if d.kind != kind]
             if not active:
                 last = [d.rank for d in descriptors if d.extra == 0]
                 return max(last) if last else max(d.rank for d in descriptors)
-            if any(d.kind != KINDS["allreduce"] for d in active) or len({d.key() for d in active}) > 1:
+            if (op.kind == "realign" or any(d.kind != KINDS["allreduce"] for d in active) or
+                    len({d.key() for d in active}) > 1):
                 continue  # the workers still running raise; nothing to take part in
             d = active[0]
             dtype = next(t for t, c in DTYPE_CODES.items() if c == d.dtype)

@@ -767,6 +767,13 @@ def _global_set_only(process_set, what):
     raise NotImplementedError("zps.torch.%s: process sets other than the global one are not supported" % what)
 
 
+def realign():
+    """Waits until every worker called realign(); an operation another worker starts meanwhile raises
+    there, naming the ranks already waiting. For a script (or a test suite) that catches an error which
+    some workers raised half way through a sequence of operations: afterwards all are in step again."""
+    runtime("realign").coordinator.run(coordinator.Op("realign", "realign", None, (), 0, None))
+
+
 def join(device=-1):
     """This worker has no more data: it takes part in the other workers' allreduces with zeros until every
     worker called join(). Returns the rank that joined last (the same on every worker)."""
