@@ -7,15 +7,15 @@ import os
 import sys
 import time
 
-import torch
-
-import zps.torch as hvd
-
 mode = sys.argv[1]
 worker = int(os.environ["DMLC_WORKER_ID"])
 if mode == "no_init" or (mode == "no_init_1" and worker == 1):
     print("worker %d: done without joining" % worker, flush=True)
     sys.exit(0)
+
+import torch  # noqa: E402 (a worker that never joins does not wait for torch's import)
+
+import zps.torch as hvd  # noqa: E402
 hvd.init()
 rank = hvd.rank()
 total = hvd.allreduce(torch.tensor(float(rank + 1)), op=hvd.Sum)
