@@ -99,6 +99,14 @@ class Runtime:
         op = self.coordinator.run(coordinator.Op("declare", name, tensor.dtype, tensor.shape, 0, start))
         return op.zps_handle
 
+    def in_order(self, name, like, declare):
+        """Runs declare() (a table's declaration) on the coordinator thread, in its place among the other
+        declarations, once the workers agreed on it (its name, and `like`'s shape and dtype)."""
+        from zps.torch import coordinator
+
+        op = self.coordinator.run(coordinator.Op("declare", name, like.dtype, like.shape, 0, lambda agreed: declare()))
+        return op.zps_handle
+
     def finish(self, error=None):
         """Ends the job once (OK or failed with `error`); returns the exit code zps decided."""
         with self.finish_lock:
