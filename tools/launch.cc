@@ -11,8 +11,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -91,7 +93,7 @@ class Launcher {
   int run();
 
  private:
-  enum class Reason { kAllExited, kChildFailed, kSignal, kTimeout };
+  enum class Reason { kAllExited, kChildFailed, kSignal, kTimeout, kNeverJoined };
 
   Status installSignals();
   void restoreSignals();
@@ -104,6 +106,8 @@ class Launcher {
   void reapExited();
   void stopAll();
   void refreshStatus();
+  std::optional<std::map<int, std::string>> workerStates() const;
+  bool workersNeverJoined();
   int runningCount() const;
   std::string runningList() const;
 
@@ -120,6 +124,10 @@ class Launcher {
   Clock::time_point next_status_{};
   std::vector<Child> children_;
   std::optional<size_t> first_failure_;
+  // Job end: the worker children whose exit 0 was checked against the scheduler, and the ranks of those
+  // that exited 0 without ever joining the job.
+  std::set<size_t> clean_exits_checked_;
+  std::set<int> never_joined_;
   int wake_read_fd_ = -1;
   bool signals_installed_ = false;
   struct sigaction old_int_ = {};
@@ -400,6 +408,70 @@ void Launcher::refreshStatus() {
   }
 }
 
+// Each worker rank's state at the scheduler ("missing" until it registers, "running", "finished", ...),
+// from its /api/status; nothing when the endpoint is off or does not answer (e.g. the job has ended).
+std::optional<std::map<int, std::string>> Launcher::workerStates() const {
+  if (status_port_ <= 0) return std::nullopt;
+  auto res = httpGet(status_host_, status_port_, "/api/status", milliseconds(300), status_token_);
+  if (!res.ok() || res->first != 200) return std::nullopt;
+  std::map<int, std::string> states;
+  const std::string& json = res->second;
+  const std::string row = "{\"role\":\"worker\",\"rank\":";
+  const std::string state = "\"state\":\"";
+  for (size_t at = json.find(row); at != std::string::npos; at = json.find(row, at + 1)) {
+    const char* digits = json.c_str() + at + row.size();
+    char* end = nullptr;
+    long rank = std::strtol(digits, &end, 10);
+    size_t s = json.find(state, at);
+    if (end == digits || rank < 0 || rank > INT_MAX || s == std::string::npos) continue;
+    size_t close = json.find('"', s + state.size());
+    if (close == std::string::npos) continue;
+    states[static_cast<int>(rank)] = json.substr(s + state.size(), close - s - state.size());
+  }
+  return states;
+}
+
+// A worker that exited 0 while its rank is still "missing" at the scheduler never called init(): the
+// rendezvous cannot complete without it, so every worker that joined would wait out
+// ZPS_RENDEZVOUS_TIMEOUT. Returns true (end the job now) once such a worker exists and every worker still
+// running has joined; workers still running that have not joined are left to finish on their own.
+bool Launcher::workersNeverJoined() {
+  auto workerRank = [](const Child& child) {
+    return child.label.starts_with("worker ") ? std::atoi(child.label.c_str() + 7) : -1;
+  };
+  std::vector<size_t> fresh;
+  for (size_t i = 0; i < children_.size(); ++i) {
+    const Child& child = children_[i];
+    if (workerRank(child) >= 0 && child.exit_code == 0 && !child.stopped && !clean_exits_checked_.contains(i))
+      fresh.push_back(i);
+  }
+  if (fresh.empty() && never_joined_.empty()) return false;
+  auto states = workerStates();
+  if (!states) return false;
+  for (size_t i : fresh) {
+    clean_exits_checked_.insert(i);
+    const int rank = workerRank(children_[i]);
+    auto it = states->find(rank);
+    if (it == states->end() || it->second != "missing") continue;
+    never_joined_.insert(rank);
+    say(children_[i].label +
+        " exited 0 without joining the job (it never called init()); the job cannot start "
+        "without it");
+  }
+  if (never_joined_.empty()) return false;
+  for (const Child& child : children_) {
+    const int rank = workerRank(child);
+    if (rank < 0 || child.exit_code) continue;
+    auto it = states->find(rank);
+    if (it == states->end() || it->second == "missing") return false;  // may still end on its own
+  }
+  std::string ranks;
+  for (int r : never_joined_) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  say("ending the job: worker" + std::string(never_joined_.size() > 1 ? "s " : " ") + ranks +
+      " exited without joining it" + (runningCount() > 0 ? "; stopping " + runningList() : ""));
+  return true;
+}
+
 int Launcher::runningCount() const {
   int n = 0;
   for (const auto& child : children_) n += child.exit_code ? 0 : 1;
@@ -502,6 +574,10 @@ int Launcher::run() {
       break;
     }
     if (runningCount() == 0) break;
+    if (workersNeverJoined()) {
+      reason = Reason::kNeverJoined;
+      break;
+    }
     if (deadline && Clock::now() >= *deadline) {
       reason = Reason::kTimeout;
       std::ostringstream seconds;
@@ -525,6 +601,13 @@ int Launcher::run() {
     case Reason::kAllExited: exit_code = 0; break;
     case Reason::kSignal: exit_code = 128 + stop_signal; break;
     case Reason::kTimeout: exit_code = 124; break;
+    case Reason::kNeverJoined: {
+      // Nothing failed when every worker ended on its own (none joined); a worker stopped while it
+      // waited for the others to join did not get to run.
+      for (const Child& child : children_)
+        if (child.stopped && child.label.starts_with("worker ")) exit_code = 1;
+      break;
+    }
     case Reason::kChildFailed: {
       int code = *children_[*first_failure_].exit_code;
       exit_code = code > 0 ? code : 1;

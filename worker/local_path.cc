@@ -199,7 +199,7 @@ int LocalPath::finish(const Status& result) {
     return 1;
   }
   TrafficCounters node;
-  Status gathered = group_->gatherResults(result, mine, config_.rendezvous_timeout, &node);
+  Status gathered = group_->gatherResults(result, mine, config_.job_end_timeout, &node);
   Status verdict = !result.ok() ? result : gathered;
   if (verdict.ok()) {
     // The property local reduction exists for: a node sends each tensor byte once.
@@ -209,7 +209,7 @@ int LocalPath::finish(const Status& result) {
               << node.network_bytes_pulled << " pulled by the node";
   }
   if (!verdict.ok()) LOG(ERROR) << me << ": " << verdict.message();
-  auto shutdown = client_->finish(verdict.ok(), verdict.message(), config_.rendezvous_timeout);
+  auto shutdown = client_->finish(verdict.ok(), verdict.message(), config_.job_end_timeout);
   if (!shutdown.ok()) {
     group_->publishExit(1, shutdown.status().message());
     group_->leave();

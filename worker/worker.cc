@@ -80,7 +80,7 @@ int Worker::finish(const Status& result) {
   if (const std::string credit = impl_->scheduler->creditReport(); !credit.empty())
     LOG(INFO) << impl_->me() << ": " << credit;
   if (impl_->local) return impl_->local_path->finish(result);
-  auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.rendezvous_timeout);
+  auto shutdown = impl_->client->finish(result.ok(), result.message(), impl_->config.job_end_timeout);
   if (!shutdown.ok()) {
     LOG(ERROR) << "worker " << impl_->rank << ": " << shutdown.status().message();
     return 1;

@@ -168,6 +168,7 @@ Status loadCluster(const EnvLookup& env, std::optional<Role> role, Config& c) {
 
 Status loadTimeLimits(const EnvLookup& env, Config& c) {
   ZPS_ASSIGN_OR_RETURN(c.rendezvous_timeout, readSeconds(env, "rendezvous_timeout"));
+  ZPS_ASSIGN_OR_RETURN(c.job_end_timeout, readSeconds(env, "job_end_timeout"));
   ZPS_ASSIGN_OR_RETURN(c.rendezvous_log_interval, readSeconds(env, "rendezvous_log_interval"));
   ZPS_ASSIGN_OR_RETURN(c.connect_timeout, readSeconds(env, "connect_timeout"));
   ZPS_ASSIGN_OR_RETURN(c.heartbeat_interval, readSeconds(env, "heartbeat_interval"));

@@ -40,6 +40,9 @@ struct Config {
   std::string hostname;
 
   std::chrono::milliseconds rendezvous_timeout{300'000};
+  // How long a worker that finished waits for the rest (a rank 0 alone evaluating or saving at the end
+  // may take hours): the job's end, not a rendezvous.
+  std::chrono::milliseconds job_end_timeout{86'400'000};
   std::chrono::milliseconds rendezvous_log_interval{10'000};
   std::chrono::milliseconds connect_timeout{120'000};
   std::chrono::milliseconds heartbeat_interval{5'000};

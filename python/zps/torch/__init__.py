@@ -12,19 +12,30 @@ from zps._capi import library
 from zps.errors import ZpsError, ZpsInvalidArgument, ZpsJobAborted, ZpsTimeout
 from zps.torch import _runtime
 from zps.torch._runtime import ZpsNotInitialized
-from zps.torch.broadcast import broadcast_object, broadcast_optimizer_state, broadcast_parameters
-from zps.torch.compression import Compression
+from zps.torch.broadcast import (allgather_object, broadcast_object, broadcast_optimizer_state,
+                                 broadcast_parameters)
+from zps.torch.compression import Compression, Compressor
 from zps.torch.embedding import Embedding
-from zps.torch.ops import (Average, Sum, allreduce, allreduce_, allreduce_async, allreduce_async_, broadcast,
-                           broadcast_, broadcast_async_, poll, push_pull, push_pull_async, push_pull_async_inplace,
-                           push_pull_inplace, synchronize)
+from zps.torch.ops import (Adasum, Average, Max, Min, Product, ProcessSet, Sum, add_process_set, allgather,
+                           allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
+                           alltoall_async, broadcast, broadcast_, broadcast_async, broadcast_async_, global_process_set,
+                           grouped_allgather, grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+                           grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
+                           grouped_reducescatter_async, join, poll, push_pull, push_pull_async, push_pull_async_inplace,
+                           push_pull_inplace, reducescatter, reducescatter_async, remove_process_set, sparse_allreduce_async,
+                           synchronize)
 from zps.torch.optimizer import DistributedOptimizer
+from zps.torch.sync_batch_norm import SyncBatchNorm
+
+# Horovod's name for an error of a collective operation that the job cannot recover from.
+HorovodInternalError = ZpsError
 
 library()  # a missing libzps_c.so fails the import, saying where it looked
 
 
-def init():
-    """Joins the job described by the DMLC environment (blocks until every node registered)."""
+def init(comm=None, process_sets=None):
+    """Joins the job described by the DMLC environment (blocks until every node registered). comm and
+    process_sets (Horovod's) are accepted; only the global process set exists."""
     _runtime.start()
 
 
@@ -58,7 +69,7 @@ def declare(name):
     """Accepted for BytePS scripts; zps declares a name on its first use."""
 
 
-def barrier():
+def barrier(process_set=None):
     """Waits until every worker reached this barrier."""
     _runtime.runtime("barrier").worker.barrier()
 
@@ -71,3 +82,66 @@ def traffic():
 def report_progress(step, loss, samples_per_sec=0.0, epoch=0, epochs=0):
     """Shows the training's progress in zps status, the dashboard and /metrics."""
     _runtime.runtime("report_progress").worker.report_progress(step, float(loss), float(samples_per_sec), epoch, epochs)
+
+
+def is_homogeneous():
+    """True: every node runs the same number of local ranks (zps launches them so)."""
+    return True
+
+
+def cross_rank():
+    """This node's rank among the nodes."""
+    return _runtime.runtime("cross_rank").worker.rank()
+
+
+def cross_size():
+    return _runtime.runtime("cross_size").worker.size()
+
+
+# Horovod's build queries: zps.torch runs on zps's servers, not on MPI, Gloo, NCCL, DDL or oneCCL.
+def mpi_built():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_threads_supported():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def nccl_built():
+    return 0
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Accepted for Horovod scripts; zps traces with ZPS_TRACE (docs/observability.md) instead."""
+
+
+def stop_timeline():
+    """Accepted for Horovod scripts (see start_timeline)."""

@@ -1,11 +1,9 @@
-"""The process's zps state for zps.torch: the Worker, the declared tensors by name, the handles in flight,
-and the hooks that end the job when the script ends (atexit) or raises (sys.excepthook).
+"""The process's zps state for zps.torch: the Worker, the servers' tensors it declared, the coordinator
+(coordinator.py), and the hooks that end the job when the script ends (atexit) or raises (sys.excepthook).
 
-Names and declarations: zps needs every worker to declare the same tensors in the same order. A name is
-declared on its first use, so workers that first use their names in the same order (the usual case: the
-same script) just work; a worker that declares another name, shape or dtype in the same place makes the
-servers refuse it with a message naming both, that worker raises, and the job ends naming it on every
-worker. DistributedOptimizer declares all its gradients up front, in named_parameters order.
+Declarations: zps needs every worker to declare the same tensors in the same order. Tensors are declared
+on the coordinator thread only, after the workers agreed on the call that needs them, so the order is the
+same everywhere. DistributedOptimizer declares all its gradients up front, in named_parameters order.
 """
 import atexit
 import os
@@ -60,33 +58,54 @@ class Runtime:
         # r x local_size ... (r + 1) x local_size - 1, and every sum is over all processes.
         self.rank = self.worker.rank() * self.local_size + self.local_rank
         self.size = self.worker.size() * self.local_size
-        self.lock = threading.Lock()  # guards `declared`; held during a declaration's round trip
+        self.lock = threading.Lock()  # guards `declared` (by declared name); held during a declaration
         self.finish_lock = threading.Lock()  # apart, so that a failing script can end the job meanwhile
         self.declared = {}
         self.finished = False
+        from zps.torch.coordinator import Coordinator
+        self.coordinator = Coordinator(self)
+
+    def tensor_id(self, declared_name, tensor, compressor=None, priority=None):
+        """The id of the servers' tensor `declared_name`, declaring it (like `tensor`) on first use. Called on
+        the coordinator thread only (or before it runs anything), so that every worker declares in the same
+        order: what the workers agreed on, in the order they agreed on it."""
+        with self.lock:
+            d = self.declared.get(declared_name)
+            if d is not None:
+                return d.tensor_id
+            nbytes = tensor.numel() * tensor.element_size()
+            try:
+                tid = self.worker.declare(declared_name, nbytes, DTYPES[tensor.dtype], compressor, priority=priority)
+            except ZpsError as e:
+                raise type(e)("zps.torch: tensor '%s': %s" % (declared_name, e), e.code, e.status) from None
+            self.declared[declared_name] = Declared(tid, tuple(tensor.shape), tensor.dtype, compressor)
+            return tid
 
     def declare(self, name, tensor, compressor=None, priority=None):
-        """The tensor id of `name`, declaring it on first use; a different shape or dtype is an error.
-        priority (zps's order, lower sooner) applies at the declaration, the name's first use."""
-        shape = tuple(tensor.shape)
-        with self.lock:
-            d = self.declared.get(name)
-            if d is None:
-                nbytes = tensor.numel() * tensor.element_size()
-                # The servers compare names, element counts and dtypes; the shape in the declared name
-                # makes them refuse the same count in another shape too ([2, 3] against [3, 2]).
-                declared_name = "%s%s" % (name, list(shape))
-                try:
-                    tid = self.worker.declare(declared_name, nbytes, DTYPES[tensor.dtype], compressor, priority=priority)
-                except ZpsError as e:
-                    raise type(e)("zps.torch: tensor '%s': %s" % (name, e), e.code, e.status) from None
-                d = Declared(tid, shape, tensor.dtype, compressor)
-                self.declared[name] = d
-            elif d.shape != shape or d.dtype != tensor.dtype:
-                raise ValueError("zps.torch: tensor '%s' was first used with shape %s and dtype %s on this worker, "
-                                 "now with shape %s and dtype %s; give each tensor its own name" %
-                                 (name, list(d.shape), d.dtype, list(shape), tensor.dtype))
-            return d.tensor_id
+        """The tensor id for `name` used like `tensor`, agreed with the other workers (a disagreement raises
+        on every worker, naming each one's shape). priority (zps's order, lower sooner) applies at the
+        declaration, the first use of the name with this shape."""
+        from zps.torch import coordinator
+
+        if threading.current_thread() is self.coordinator.thread:
+            # Inside an operation the workers already agreed on (zps.torch.collectives declaring its
+            # tensors): declared in that operation's place, the same on every worker.
+            return self.tensor_id(coordinator.declared_name(name, tensor, 0), tensor, compressor, priority)
+
+        def start(agreed):
+            return self.tensor_id(coordinator.declared_name(name, tensor, agreed.generation), tensor, compressor,
+                                  priority)
+
+        op = self.coordinator.run(coordinator.Op("declare", name, tensor.dtype, tensor.shape, 0, start))
+        return op.zps_handle
+
+    def in_order(self, name, like, declare):
+        """Runs declare() (a table's declaration) on the coordinator thread, in its place among the other
+        declarations, once the workers agreed on it (its name, and `like`'s shape and dtype)."""
+        from zps.torch import coordinator
+
+        op = self.coordinator.run(coordinator.Op("declare", name, like.dtype, like.shape, 0, lambda agreed: declare()))
+        return op.zps_handle
 
     def finish(self, error=None):
         """Ends the job once (OK or failed with `error`); returns the exit code zps decided."""
@@ -96,9 +115,14 @@ class Runtime:
             self.finished = True
         # Destroyed after finishing, so that its threads stop before the interpreter's exit tears down
         # the libraries they use. Calls that other threads start afterwards raise ZpsNotInitialized.
+        self.coordinator.stop()
         try:
             return self.worker.finish(error)
         finally:
+            # The job has ended, so a wait the coordinator may be in returns: let it leave the worker
+            # before the worker is freed.
+            if threading.current_thread() is not self.coordinator.thread:
+                self.coordinator.thread.join(timeout=10)
             self.worker.destroy()
 
 

@@ -68,9 +68,36 @@ def broadcast_object(obj, root_rank=0, name=None):
     return torch.load(io.BytesIO(data[:n].numpy().tobytes()))
 
 
+def allgather_object(obj, name=None):
+    """Every worker's `obj` (anything torch.save can write), as a list indexed by rank: one
+    broadcast_object from each rank in turn."""
+    rt = runtime("allgather_object")
+    name = name or "allgather_object"
+    return [broadcast_object(obj if r == rt.rank else None, r, "%s.%d" % (name, r)) for r in range(rt.size)]
+
+
+def _initialise_state(optimizer):
+    """Gives an optimizer that never stepped its state (momentum buffers, Adam's moments): one step with
+    zero gradients, the parameters kept as they were. Parameters without a gradient get zeros, as in
+    Horovod, so that every worker's state has the same entries."""
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+    saved = [p.detach().clone() for p in params]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    step = getattr(optimizer, "_zps_base_step", None) or optimizer.step
+    step()
+    with torch.no_grad():
+        for p, before in zip(params, saved):
+            p.copy_(before)
+
+
 def broadcast_optimizer_state(optimizer, root_rank):
-    """Overwrites every worker's optimizer state and options (lr, momentum, ...) with root_rank's."""
-    runtime("broadcast_optimizer_state")
+    """Overwrites every worker's optimizer state and options (lr, momentum, ...) with root_rank's. An
+    optimizer that has not stepped yet gets its state first, so that the root's is complete."""
+    rt = runtime("broadcast_optimizer_state")
+    if len(optimizer.state_dict()["state"]) == 0:
+        _initialise_state(optimizer)
     state = broadcast_object(optimizer.state_dict(), root_rank, "optimizer_state")
-    if runtime("broadcast_optimizer_state").rank != root_rank:
+    if rt.rank != root_rank:
         optimizer.load_state_dict(state)

@@ -41,8 +41,10 @@ class Embedding(torch.nn.Module):
         self.embedding_dim = int(embedding_dim)
         self.name = name
         self.scale = 1.0 / rt.size if average else 1.0
-        self._table = rt.worker.declare_table(name, self.embedding_dim, optimizer, float(lr), init_scale=init_scale,
-                                              seed=seed, async_=async_, **optimizer_options)
+        self._table = rt.in_order(
+            "table." + name, torch.zeros(self.embedding_dim),
+            lambda: rt.worker.declare_table(name, self.embedding_dim, optimizer, float(lr), init_scale=init_scale,
+                                            seed=seed, async_=async_, **optimizer_options))
         # Not a Parameter: only makes autograd call backward, whatever requires grad in the model.
         self._anchor = torch.zeros(0, requires_grad=True)
 

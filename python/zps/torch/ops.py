@@ -1,70 +1,131 @@
-"""push_pull (BytePS) and allreduce (Horovod) over the servers' sum, async handles, and broadcast.
+"""allreduce (Horovod), push_pull (BytePS) and broadcast over the servers' sum; their async handles,
+grouped variants and autograd; allgather, reducescatter, alltoall and the Min/Max/Product reductions
+through zps.torch.collectives.
 
-Every call of a name is the next round of that tensor: the n-th push_pull of 'x' on every worker are
-summed together. A call without a name uses one tensor per dtype and shape ("zps.noname.<dtype>.<shape>"),
-so unnamed calls must come in the same order on every worker, as in Horovod.
+Every call goes through the coordinator (coordinator.py): the workers first agree on what the call is,
+then its tensor is summed. The n-th call of a name on every worker is summed together. A call without a
+name uses a name made of its kind, dtype and shape (and a slot number while an earlier unnamed call of
+that shape is still in flight), so unnamed calls must come in the same order on every worker, as in
+Horovod. Two calls of one name in flight at once are refused.
 """
 import itertools
 import threading
+import time
 
 import torch
 
+from zps.errors import ZpsError, ZpsTimeout
+from zps.torch import coordinator
 from zps.torch._runtime import DTYPES, runtime
 from zps.torch.compression import Compression
 
+# Reductions (Horovod's names; BytePS's push_pull takes average=True/False).
 Average = "Average"
 Sum = "Sum"
+Adasum = "Adasum"
+Min = "Min"
+Max = "Max"
+Product = "Product"
+_REDUCE_CODES = {Average: 1, Sum: 2, Min: 3, Max: 4, Product: 5, Adasum: 6}
+
+# dtypes the servers do not sum natively travel as int32 (exact for their range) and are cast back.
+_WIDENED = {torch.int8: torch.int32, torch.int16: torch.int32, torch.bool: torch.int32}
 
 _handles = {}
 _handles_lock = threading.Lock()
 _next_handle = itertools.count(1)
-# Tensors of operations whose wait failed: a push is sent from its tensor without a copy, and the transport
-# may still read it after the cancellation, so they are kept alive for the rest of the process.
+_in_flight = set()  # (kind, name) of the operations not yet synchronized
+# Operations whose wait failed: a push is sent from its tensor without a copy, and the transport may still
+# read it after the cancellation, so they are kept alive for the rest of the process.
 _abandoned = []
 
 
-class _Op:
-    """A push_pull in flight; holds its tensors so they live until synchronize()."""
+class _Buffers:
+    """What an operation pushes from and pulls into; replaced by private copies if its caller gives up
+    before it started (see _Pending.abandon), so that a caller's tensor is never touched after its wait."""
 
-    __slots__ = ("zps_handle", "source", "output", "divisor", "name", "device_output")
+    __slots__ = ("source", "output")
 
-    def __init__(self, zps_handle, source, output, divisor, name, device_output=None):
-        self.zps_handle = zps_handle
+    def __init__(self, source, output):
         self.source = source
         self.output = output
-        self.divisor = divisor
-        self.name = name
-        self.device_output = device_output  # a tensor on a device, written from `output` by synchronize
+
+
+class _Pending:
+    """An operation between its start and synchronize(): the coordinator's op (or a direct zps handle),
+    its buffers, and finish() turning the summed buffer into the caller's result."""
+
+    def __init__(self, key, op=None, zps_handle=None, buffers=None, finish=None):
+        self.key = key  # (kind, name) while in flight, else None
+        self.op = op
+        self.zps_handle = zps_handle
+        self.buffers = buffers
+        self.finish = finish
+        self.begun = False  # its data push was issued (the coordinator took its buffers)
+        self.lock = threading.Lock()
+
+    def take_buffers(self):
+        """On the coordinator thread, just before the push: the buffers to use from now on."""
+        with self.lock:
+            self.begun = True
+            return self.buffers
+
+    def abandon(self):
+        """The caller's wait ended before the push was issued: push a copy instead, so that the rounds stay
+        in step on every worker and the caller's tensors are never read or written again."""
+        with self.lock:
+            if self.begun:
+                return False
+            b = self.buffers
+            if b is not None:
+                source = b.source.clone()
+                self.buffers = _Buffers(source, source if b.output is b.source else torch.empty_like(b.output))
+            return True
+
+
+class _Group:
+    """A grouped operation: one handle for several."""
+
+    def __init__(self, handles, finish=None):
+        self.handles = handles
+        self.finish = finish
 
 
 def _describe(tensor, name):
     return "tensor '%s'" % name if name else "a tensor of shape %s" % list(tensor.shape)
 
 
-def check_tensor(tensor, what, name=None):
+def check_tensor(tensor, what, name=None, widen=True):
     if not isinstance(tensor, torch.Tensor):
         raise TypeError("zps.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
-    if tensor.dtype not in DTYPES:
+    if tensor.dtype not in DTYPES and not (widen and tensor.dtype in _WIDENED):
         raise TypeError("zps.torch.%s: %s has dtype %s; supported: %s" % (
-            what, _describe(tensor, name), tensor.dtype, ", ".join(str(d).replace("torch.", "") for d in DTYPES)))
+            what, _describe(tensor, name), tensor.dtype,
+            ", ".join(str(d).replace("torch.", "") for d in list(DTYPES) + list(_WIDENED))))
+    if tensor.is_sparse:
+        raise TypeError("zps.torch.%s: %s is sparse; pass tensor.to_dense() (or sparse_as_dense=True), or use "
+                        "zps.torch.Embedding for sparse rows" % (what, _describe(tensor, name)))
     if not tensor.is_contiguous():
         raise ValueError("zps.torch.%s: %s is not contiguous; pass tensor.contiguous()" % (what, _describe(tensor, name)))
-    if tensor.is_sparse:
-        raise TypeError("zps.torch.%s: %s is sparse; zps.torch.Embedding handles sparse rows" % (what, _describe(tensor, name)))
 
 
-def _default_name(prefix, tensor):
-    return "zps.%s.%s.%s" % (prefix, str(tensor.dtype).replace("torch.", ""), "x".join(map(str, tensor.shape)) or "scalar")
+def _default_name(prefix, tensor, first_dim_free=False):
+    """An unnamed call's name: its kind, dtype and shape (without the first dimension for allgather and
+    alltoall, where it differs between workers)."""
+    shape = tensor.shape[1:] if first_dim_free else tensor.shape
+    return "zps.%s.%s.%s" % (prefix, str(tensor.dtype).replace("torch.", ""), "x".join(map(str, shape)) or "scalar")
 
 
-def _divisor(average, op, size):
+def _reduce_op(average, op):
     if op is not None and average is not None:
         raise ValueError("zps.torch: pass either average or op, not both")
-    if op is not None:
-        if op not in (Average, Sum):
-            raise ValueError("zps.torch: op must be zps.torch.Average or zps.torch.Sum, got %r" % (op,))
-        return size if op == Average else 1
-    return size if (average is None or average) else 1
+    if op is None:
+        return Average if (average is None or average) else Sum
+    if op not in _REDUCE_CODES:
+        raise ValueError("zps.torch: op must be one of Average, Sum, Min, Max, Product, got %r" % (op,))
+    if op == Adasum:
+        raise NotImplementedError("zps.torch: Adasum is not implemented; use Average or Sum")
+    return op
 
 
 def _zps_priority(priority):
@@ -78,118 +139,406 @@ def _zps_priority(priority):
     return -priority
 
 
-def start_push_pull(tensor, output, divisor, name, what, compression=Compression.none, priority=None):
-    """Starts the sum of `tensor` over workers into `output` (may be `tensor`); returns a handle.
-    priority: as BytePS's (larger is sent sooner); None leaves the tensor unscheduled."""
-    rt = runtime(what)
-    check_tensor(tensor, what, name)
-    if name is None:
-        name = _default_name("noname", tensor)
-    compressor = "fp16" if compression is Compression.fp16 and tensor.dtype == torch.float32 else None
-    device_output = None
-    if tensor.numel() == 0:
-        zps_handle = None
-    else:
-        tid = rt.declare(name, tensor, compressor, _zps_priority(priority))
-        if tensor.device.type != "cpu":
-            # The library takes host memory (a build without CUDA cannot read a device pointer): the
-            # sum goes through a host copy, and synchronize() copies the result back to the device.
-            device_output, tensor = output, tensor.detach().to("cpu")
-            output = tensor
-        zps_handle = rt.worker.push_pull(tid, tensor.data_ptr(), output.data_ptr())
+def _reserve(kind, name, tensor, prefix, first_dim_free=False):
+    """The operation's name, marked in flight: a named call whose name is in flight is refused; an unnamed
+    one takes the next free slot of its default name."""
+    with _handles_lock:
+        if name is not None:
+            if (kind, name) in _in_flight:
+                raise ValueError("zps.torch.%s: an operation named '%s' is already in flight; synchronize it first or "
+                                 "give this one another name" % (kind, name))
+        else:
+            base = _default_name(prefix, tensor, first_dim_free)
+            name = base
+            for slot in itertools.count(1):
+                if (kind, name) not in _in_flight:
+                    break
+                name = "%s.%d" % (base, slot)
+        _in_flight.add((kind, name))
+        return name
+
+
+def _release(key):
+    if key is not None:
+        with _handles_lock:
+            _in_flight.discard(key)
+
+
+def _register(pending):
     h = next(_next_handle)
     with _handles_lock:
-        _handles[h] = _Op(zps_handle, tensor, output, divisor, name, device_output)
+        _handles[h] = pending
     return h
+
+
+def _submit(rt, kind, name, tensor, extra, extra_name, start, pending):
+    op = coordinator.Op(kind, name, tensor.dtype, tensor.shape, extra, start, extra_name)
+    pending.op = op
+    try:
+        rt.coordinator.submit(op)
+    except BaseException:
+        _release(pending.key)
+        raise
+    return _register(pending)
+
+
+def _scale(tensor, factor):
+    """tensor x factor as Horovod computes it: integers in float64, halves in float32, cast back."""
+    if factor == 1.0:
+        return tensor
+    if tensor.is_floating_point() and tensor.dtype not in (torch.float16, torch.bfloat16):
+        return tensor * factor
+    wide = torch.float32 if tensor.is_floating_point() else torch.float64
+    return (tensor.to(wide) * factor).to(tensor.dtype)
+
+
+def _start_sum(rt, pending, name, agreed, compressor=None, priority=None):
+    """On the coordinator thread: declares (first use) and starts the push_pull of pending's buffers."""
+    b = pending.take_buffers()
+    tid = rt.tensor_id(coordinator.declared_name(name, b.source, agreed.generation), b.source, compressor, priority)
+    return rt.worker.push_pull(tid, b.source.data_ptr(), b.output.data_ptr())
+
+
+def _allreduce_async(tensor, inplace, op, name, what, compression=Compression.none, prescale_factor=1.0,
+                     postscale_factor=1.0, priority=None, kind="allreduce"):
+    rt = runtime(what)
+    check_tensor(tensor, what, name)
+    if op in (Min, Max, Product):
+        return _collective_async(what, "allreduce", tensor, name, _REDUCE_CODES[op], "reduction",
+                                 lambda c, t, n: c.allreduce_op(t, op, n),
+                                 lambda result: tensor.copy_(result) if inplace else result)
+    custom = compression not in (Compression.none, Compression.fp16) and hasattr(compression, "compress")
+    original = tensor
+    ctx = None
+    if custom:
+        tensor, ctx = compression.compress(tensor)
+        tensor = tensor.contiguous()
+    device = tensor.device if tensor.device.type != "cpu" else None
+    # The library takes host memory: a device tensor is summed through a host copy.
+    wire = tensor.detach().to("cpu") if device is not None else tensor.detach()
+    if wire.dtype in _WIDENED:
+        wire = wire.to(_WIDENED[wire.dtype])
+    wire = _scale(wire, prescale_factor)
+    copied = wire.data_ptr() != tensor.data_ptr()
+    output = wire if (inplace or copied) else torch.empty_like(wire)
+    divisor = rt.size if op == Average else 1
+    native_fp16 = compression is Compression.fp16 and wire.dtype == torch.float32
+    compressor = "fp16" if native_fp16 else None
+    name = _reserve(kind, name, wire, "noname")
+    pending = _Pending((kind, name), buffers=_Buffers(wire, output))
+
+    def finish():
+        out = pending.buffers.output
+        if divisor != 1:
+            if out.is_floating_point():
+                out.div_(divisor)
+            else:
+                out.copy_(torch.div(out, divisor, rounding_mode="trunc"))
+        out = _scale(out, postscale_factor)
+        if custom:
+            out = compression.decompress(out, ctx)
+        if out.dtype != original.dtype:
+            out = out.to(original.dtype)
+        if inplace and out.data_ptr() != original.data_ptr():
+            with torch.no_grad():
+                original.copy_(out)
+            return original
+        if device is not None:
+            return out.to(device)
+        return out
+
+    pending.finish = finish
+    if wire.numel() == 0:
+        _release(pending.key)
+        pending.key = None
+        return _register(pending)
+    return _submit(rt, kind, name, wire, _REDUCE_CODES[op], "reduction",
+                   lambda agreed: _start_sum(rt, pending, name, agreed, compressor, _zps_priority(priority)), pending)
+
+
+def _collective_async(what, kind, tensor, name, extra, extra_name, call, finish):
+    """An operation of zps.torch.collectives, run on the coordinator thread once the workers agreed."""
+    rt = runtime(what)
+    try:
+        from zps.torch import collectives
+    except ImportError as e:
+        raise NotImplementedError("zps.torch.%s needs zps.torch.collectives, which this build lacks (%s)" %
+                                  (what, e)) from None
+    name = _reserve(kind, name, tensor, kind, first_dim_free=kind in ("allgather", "alltoall"))
+    pending = _Pending((kind, name))
+
+    def start(agreed):
+        pending.take_buffers()
+        pending.result = call(collectives, tensor, "%s#%d" % (name, agreed.generation))
+        return None
+
+    pending.finish = lambda: finish(pending.result)
+    return _submit(rt, kind, name, tensor, extra, extra_name, start, pending)
+
+
+def start_push_pull(tensor, output, divisor, tensor_id, name):
+    """DistributedOptimizer's per-step sum of an agreed, declared tensor: straight to the servers, without
+    the coordinator's agreement round. synchronize(handle) divides by `divisor`."""
+    rt = runtime("DistributedOptimizer")
+    pending = _Pending(None, buffers=_Buffers(tensor, output))
+    pending.name = name
+
+    def finish():
+        if divisor != 1:
+            output.div_(divisor)
+        return output
+
+    pending.finish = finish
+    pending.begun = True
+    pending.zps_handle = rt.worker.push_pull(tensor_id, tensor.data_ptr(), output.data_ptr())
+    return _register(pending)
 
 
 def poll(handle):
     """True when the operation has ended (synchronize then returns at once)."""
     with _handles_lock:
-        op = _handles.get(handle)
-    if op is None:
+        p = _handles.get(handle)
+    if p is None:
         raise ValueError("zps.torch.poll: unknown or already synchronized handle %r" % (handle,))
-    if op.zps_handle is None:
-        return True
-    return runtime("poll").worker.poll(op.zps_handle)
+    if isinstance(p, _Group):
+        return all(poll(h) for h in p.handles)
+    if p.op is not None:
+        if not p.op.started.is_set():
+            return False
+        if p.op.error is not None:
+            return True
+        zps_handle = p.op.zps_handle
+    else:
+        zps_handle = p.zps_handle
+    return zps_handle is None or runtime("poll").worker.poll(zps_handle)
 
 
 def synchronize(handle, timeout=None):
-    """Waits for an operation (at most `timeout` seconds; None: ZPS_REQUEST_TIMEOUT) and returns its result."""
+    """Waits for an operation (at most `timeout` seconds; None: ZPS_REQUEST_TIMEOUT) and returns its result.
+    A failed wait fails this call only: the name's next call works (on a fresh tensor)."""
     with _handles_lock:
-        op = _handles.pop(handle, None)
-    if op is None:
+        p = _handles.pop(handle, None)
+    if p is None:
         raise ValueError("zps.torch.synchronize: unknown or already synchronized handle %r" % (handle,))
-    if op.zps_handle is not None:
-        rt = runtime("synchronize")
-        timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
-        try:
-            rt.worker.wait(op.zps_handle, timeout_ms, "zps.torch: push_pull of '%s'" % op.name)
-        except BaseException:
-            _abandoned.append(op)
-            raise
-    out = op.output
-    if op.divisor != 1:
-        if out.is_floating_point():
-            out.div_(op.divisor)
-        else:
-            out.copy_(torch.div(out, op.divisor, rounding_mode="trunc"))
-    if op.device_output is not None:
-        op.device_output.copy_(out)
-        return op.device_output
-    return out
+    if isinstance(p, _Group):
+        results = [synchronize(h, timeout) for h in p.handles]
+        return p.finish(results) if p.finish else results
+    deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+    try:
+        zps_handle = p.zps_handle
+        if p.op is not None:
+            rt = runtime("synchronize")
+            if not rt.coordinator.wait_started(p.op, timeout):
+                if p.abandon():
+                    raise ZpsTimeout("zps.torch: %s of '%s' did not start within %.3g s (the other workers had not "
+                                     "called it yet); it was cancelled, its tensors are left as they were" %
+                                     (p.op.kind, p.op.name, timeout), 2, "DEADLINE_EXCEEDED")
+                rt.coordinator.wait_started(p.op, None)
+            zps_handle = p.op.zps_handle
+        if zps_handle is not None:
+            rt = runtime("synchronize")
+            left_ms = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            what = "zps.torch: %s of '%s'" % ((p.op.kind, p.op.name) if p.op else ("push_pull", p.name))
+            try:
+                rt.worker.wait(zps_handle, left_ms, what)
+            except BaseException:
+                _abandoned.append(p)
+                if p.op is not None:
+                    rt.coordinator.failed(p.op.name)
+                raise
+        return p.finish()
+    finally:
+        _release(p.key)
 
 
-def _start(tensor, inplace, divisor_of, name, what, compression=Compression.none, priority=None):
-    output = tensor if inplace or not isinstance(tensor, torch.Tensor) else torch.empty_like(tensor)
-    return start_push_pull(tensor, output, divisor_of(_size(what)), name, what, compression, priority)
+# ---- autograd ----
+
+class _AllreduceFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, op, name, prescale_factor, postscale_factor):
+        ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
+        return synchronize(_allreduce_async(tensor, False, op, name, "allreduce", Compression.none, prescale_factor,
+                                            postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # The gradient of a sum over workers is the sum of the gradients (average: the average).
+        g = synchronize(_allreduce_async(grad.contiguous(), False, ctx.op, None, "allreduce (backward)",
+                                         Compression.none, ctx.prescale_factor, ctx.postscale_factor))
+        return g, None, None, None, None
 
 
-# BytePS names; version is accepted and ignored. priority (an int, larger is sent sooner, as in BytePS:
-# give the first layer the largest) schedules the named tensor's push-pulls by it
-# (docs/performance.md#priority-scheduling); it is taken at the name's first use. None (the default):
-# not scheduled, unless ZPS_PRIORITY=1.
+class _BroadcastFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast"))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Only the root's tensor reached the outputs: its gradient is the average of every worker's.
+        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "broadcast (backward)"))
+        if runtime("broadcast").rank != ctx.root_rank:
+            g = torch.zeros_like(g)
+        return g, None, None
+
+
+class _AllgatherFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        rows = synchronize(allgather_async(torch.tensor([tensor.shape[0]]), None))
+        ctx.start = int(rows[:runtime("allgather").rank].sum())
+        ctx.rows = tensor.shape[0]
+        return synchronize(allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Every worker's output held this worker's rows: their gradient is the average over workers of
+        # the gradient of those rows (Horovod's convention).
+        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "allgather (backward)"))
+        return g[ctx.start:ctx.start + ctx.rows], None
+
+
+class _ReducescatterFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op = op
+        return synchronize(reducescatter_async(tensor, name, op, None, prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Every worker's part, gathered; scaled as Horovod's reducescatter gradient is (x size for Sum).
+        g = synchronize(allgather_async(grad.contiguous(), None))
+        return (g * runtime("reducescatter").size if ctx.op == Sum else g), None, None, None, None
+
+
+class _AlltoallFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        # Even parts as explicit splits, so that the rows received from each worker are known: the
+        # backward sends their gradients back by them.
+        size = runtime("alltoall").size
+        given = splits is not None
+        if not given:
+            if tensor.dim() == 0 or tensor.shape[0] % size:
+                raise ValueError("zps.torch.alltoall: the first dimension (%s) must divide evenly by size() %d when "
+                                 "no splits are given" % (list(tensor.shape)[:1], size))
+            splits = torch.full((size,), tensor.shape[0] // size, dtype=torch.int32)
+        out, received = synchronize(alltoall_async(tensor, splits, name))
+        ctx.received = received
+        if not given:
+            return out
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        # The gradients go back to where their rows came from.
+        g, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received, None))
+        return g, None, None
+
+
+def _differentiable(tensor):
+    return isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled()
+
+
+# ---- Horovod's names: average=None and op=None mean Average ----
+
+def allreduce_async(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=None):
+    _global_set_only(process_set, "allreduce_async")
+    return _allreduce_async(tensor, False, _reduce_op(average, op), name, "allreduce_async", compression,
+                            prescale_factor, postscale_factor)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=None):
+    _global_set_only(process_set, "allreduce_async_")
+    return _allreduce_async(tensor, True, _reduce_op(average, op), name, "allreduce_async_", Compression.none,
+                            prescale_factor, postscale_factor)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=None):
+    """The sum (op=Sum), average (the default), min, max or product of `tensor` over all workers, as a new
+    tensor. Differentiable: the gradient is the same reduction of the gradients."""
+    _global_set_only(process_set, "allreduce")
+    op = _reduce_op(average, op)
+    if _differentiable(tensor) and op in (Average, Sum) and compression is Compression.none:
+        return _AllreduceFunction.apply(tensor, op, name, prescale_factor, postscale_factor)
+    return synchronize(_allreduce_async(tensor, False, op, name, "allreduce", compression, prescale_factor,
+                                        postscale_factor))
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    _global_set_only(process_set, "allreduce_")
+    return synchronize(_allreduce_async(tensor, True, _reduce_op(average, op), name, "allreduce_", Compression.none,
+                                        prescale_factor, postscale_factor))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, compression=Compression.none, op=None,
+                            prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    _global_set_only(process_set, "grouped_allreduce_async")
+    op = _reduce_op(average, op)
+    return _register(_Group([_allreduce_async(t, False, op, None if name is None else "%s.%d" % (name, i),
+                                              "grouped_allreduce_async", compression, prescale_factor,
+                                              postscale_factor) for i, t in enumerate(tensors)]))
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                             process_set=None):
+    _global_set_only(process_set, "grouped_allreduce_async_")
+    op = _reduce_op(average, op)
+    return _register(_Group([_allreduce_async(t, True, op, None if name is None else "%s.%d" % (name, i),
+                                              "grouped_allreduce_async_", Compression.none, prescale_factor,
+                                              postscale_factor) for i, t in enumerate(tensors)]))
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=None):
+    """allreduce of each tensor of a list; differentiable as allreduce is."""
+    op = _reduce_op(average, op)
+    if any(_differentiable(t) for t in tensors) and op in (Average, Sum) and compression is Compression.none:
+        _global_set_only(process_set, "grouped_allreduce")
+        return [_AllreduceFunction.apply(t, op, None if name is None else "%s.%d" % (name, i), prescale_factor,
+                                         postscale_factor) for i, t in enumerate(tensors)]
+    return synchronize(grouped_allreduce_async(tensors, None, name, compression, op, prescale_factor,
+                                               postscale_factor, process_set))
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=None):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
+                                                process_set))
+
+
+# ---- BytePS's names; version is accepted and ignored. priority (an int, larger is sent sooner, as in
+# BytePS: give the first layer the largest) schedules the named tensor's push-pulls by it
+# (docs/performance.md#priority-scheduling); it is taken at the name's first use with a shape. None (the
+# default): not scheduled, unless ZPS_PRIORITY=1. ----
+
 def push_pull_async(tensor, average=True, name=None, version=0, priority=None, compression=Compression.none):
     """Starts the sum over workers into a new tensor; synchronize(handle) returns it."""
-    return _start(tensor, False, lambda n: _divisor(average, None, n), name, "push_pull_async", compression, priority)
+    return _allreduce_async(tensor, False, _reduce_op(average, None), name, "push_pull_async", compression,
+                            priority=priority)
 
 
 def push_pull_async_inplace(tensor, average=True, name=None, version=0, priority=None, compression=Compression.none):
-    return _start(tensor, True, lambda n: _divisor(average, None, n), name, "push_pull_async_inplace", compression,
-                  priority)
+    return _allreduce_async(tensor, True, _reduce_op(average, None), name, "push_pull_async_inplace", compression,
+                            priority=priority)
 
 
 def push_pull(tensor, average=True, name=None, version=0, priority=None, compression=Compression.none):
     """The sum of `tensor` over all workers (divided by size() when average) as a new tensor."""
-    return synchronize(_start(tensor, False, lambda n: _divisor(average, None, n), name, "push_pull", compression,
-                              priority))
+    return synchronize(push_pull_async(tensor, average, name, version, priority, compression))
 
 
 def push_pull_inplace(tensor, average=True, name=None, version=0, priority=None, compression=Compression.none):
-    return synchronize(_start(tensor, True, lambda n: _divisor(average, None, n), name, "push_pull_inplace",
-                              compression, priority))
+    return synchronize(push_pull_async_inplace(tensor, average, name, version, priority, compression))
 
 
-# Horovod names: average=None and op=None mean Average.
-def allreduce_async(tensor, average=None, name=None, compression=Compression.none, op=None):
-    return _start(tensor, False, lambda n: _divisor(average, op, n), name, "allreduce_async", compression)
-
-
-def allreduce_async_(tensor, average=None, name=None, op=None):
-    return _start(tensor, True, lambda n: _divisor(average, op, n), name, "allreduce_async_")
-
-
-def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None):
-    return synchronize(_start(tensor, False, lambda n: _divisor(average, op, n), name, "allreduce", compression))
-
-
-def allreduce_(tensor, average=None, name=None, op=None):
-    return synchronize(_start(tensor, True, lambda n: _divisor(average, op, n), name, "allreduce_"))
-
-
-def _size(what):
-    return runtime(what).size
-
+# ---- broadcast: the root pushes its bytes, the others zeros; the servers' byte sum (mod 256) is the
+# root's bytes, for any dtype ----
 
 def _bytes_view(tensor):
     """The bytes of a contiguous tensor as a flat uint8 view of the same memory. Flattened first, because
@@ -198,30 +547,237 @@ def _bytes_view(tensor):
     return flat.view(torch.uint8) if flat.dtype != torch.uint8 else flat
 
 
-def broadcast_async_(tensor, root_rank, name=None):
-    """Starts overwriting `tensor` on every worker with root_rank's (any dtype: its bytes travel)."""
-    rt = runtime("broadcast")
+def _broadcast_async(tensor, inplace, root_rank, name, what):
+    rt = runtime(what)
     if not isinstance(tensor, torch.Tensor):
-        raise TypeError("zps.torch.broadcast: expected a torch.Tensor, got %s" % type(tensor).__name__)
-    if not 0 <= root_rank < rt.size:
-        raise ValueError("zps.torch.broadcast: root_rank %d is not a worker rank (0..%d)" % (root_rank, rt.size - 1))
+        raise TypeError("zps.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
+    if isinstance(root_rank, bool) or not isinstance(root_rank, int) or not 0 <= root_rank < rt.size:
+        raise ValueError("zps.torch.%s: root_rank %r is not a worker rank (0..%d)" % (what, root_rank, rt.size - 1))
     if not tensor.is_contiguous():
-        raise ValueError("zps.torch.broadcast: %s is not contiguous; pass tensor.contiguous()" % _describe(tensor, name))
-    # The root sends its bytes, the others zeros; the servers' byte sum (mod 256) is the root's bytes.
-    data = _bytes_view(tensor.detach())
-    if name is None:
-        name = _default_name("broadcast", tensor)
-    if rt.rank != root_rank:
-        data.zero_()
-    return start_push_pull(data, data, 1, "zps.broadcast." + name, "broadcast")
+        raise ValueError("zps.torch.%s: %s is not contiguous; pass tensor.contiguous()" % (what, _describe(tensor, name)))
+    target = tensor.detach() if inplace else tensor.detach().clone()
+    host = target.to("cpu") if target.device.type != "cpu" else target
+    data = _bytes_view(host)
+    name = _reserve("broadcast", name, tensor, "broadcast")
+    pending = _Pending(("broadcast", name), buffers=_Buffers(data, data))
+
+    def finish():
+        if host is not target:
+            target.copy_(host)
+        return tensor if inplace else target
+
+    pending.finish = finish
+    if data.numel() == 0:
+        _release(pending.key)
+        pending.key = None
+        return _register(pending)
+
+    def start(agreed):
+        b = pending.take_buffers()
+        if rt.rank != root_rank:
+            b.source.zero_()
+        tid = rt.tensor_id(coordinator.declared_name("zps.broadcast." + name, b.source, agreed.generation), b.source)
+        return rt.worker.push_pull(tid, b.source.data_ptr(), b.output.data_ptr())
+
+    return _submit(rt, "broadcast", name, tensor, root_rank, "root rank", start, pending)
 
 
-def broadcast_(tensor, root_rank, name=None):
-    synchronize(broadcast_async_(tensor, root_rank, name))
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    """Starts sending root_rank's `tensor` to every worker; synchronize(handle) returns it as a new tensor."""
+    _global_set_only(process_set, "broadcast_async")
+    return _broadcast_async(tensor, False, root_rank, name, "broadcast_async")
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    """Starts overwriting `tensor` on every worker with root_rank's (any dtype: its bytes travel)."""
+    _global_set_only(process_set, "broadcast_async_")
+    return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_")
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    synchronize(broadcast_async_(tensor, root_rank, name, process_set))
     return tensor
 
 
-def broadcast(tensor, root_rank, name=None):
-    """root_rank's `tensor` as a new tensor on every worker."""
-    out = tensor.detach().clone() if isinstance(tensor, torch.Tensor) else tensor
-    return broadcast_(out, root_rank, name)
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """root_rank's `tensor` as a new tensor on every worker. Differentiable: the root's gradient is the
+    average of every worker's, the others' zero."""
+    _global_set_only(process_set, "broadcast")
+    if _differentiable(tensor):
+        return _BroadcastFunction.apply(tensor, root_rank, name)
+    return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast"))
+
+
+def sparse_allreduce_async(tensor, name=None, op=Average, process_set=None):
+    """Starts the reduction of a sparse tensor; returns a function that waits and returns the result
+    (sparse), as Horovod's does. It travels dense: its values are summed where every worker has them."""
+    if not tensor.is_sparse:
+        raise ValueError("zps.torch.sparse_allreduce_async: expected a sparse tensor")
+    handle = allreduce_async(tensor.coalesce().to_dense(), name=name, op=op, process_set=process_set)
+    return lambda: synchronize(handle).to_sparse()
+
+
+# ---- gather and scatter (zps.torch.collectives) ----
+
+def allgather_async(tensor, name=None, process_set=None):
+    _global_set_only(process_set, "allgather_async")
+    check_tensor(tensor, "allgather", name)
+    if tensor.dim() == 0:
+        raise ValueError("zps.torch.allgather: a 0-dim tensor has no first dimension to concatenate on; "
+                         "pass tensor.reshape(1)")
+    return _collective_async("allgather", "allgather", tensor, name, 0, None,
+                             lambda c, t, n: c.allgather(t, n), lambda result: result)
+
+
+def allgather(tensor, name=None, process_set=None):
+    """Every worker's `tensor` concatenated on the first dimension (which may differ between workers).
+    Differentiable."""
+    _global_set_only(process_set, "allgather")
+    if _differentiable(tensor):
+        return _AllgatherFunction.apply(tensor, name)
+    return synchronize(allgather_async(tensor, name, process_set))
+
+
+def grouped_allgather_async(tensors, name=None, process_set=None):
+    return _register(_Group([allgather_async(t, None if name is None else "%s.%d" % (name, i), process_set)
+                             for i, t in enumerate(tensors)]))
+
+
+def grouped_allgather(tensors, name=None, process_set=None):
+    if any(_differentiable(t) for t in tensors):
+        return [allgather(t, None if name is None else "%s.%d" % (name, i), process_set) for i, t in enumerate(tensors)]
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    _global_set_only(process_set, "reducescatter_async")
+    check_tensor(tensor, "reducescatter", name)
+    if op not in (Average, Sum):
+        raise NotImplementedError("zps.torch.reducescatter: op must be Average or Sum, got %r" % (op,))
+    if tensor.dim() == 0:
+        raise ValueError("zps.torch.reducescatter: a 0-dim tensor cannot be scattered; pass tensor.reshape(1)")
+    rt = runtime("reducescatter")
+    scaled = _scale(tensor, prescale_factor)
+
+    def finish(result):
+        if op == Average:
+            result = result / rt.size if result.is_floating_point() else torch.div(result, rt.size,
+                                                                                      rounding_mode="trunc")
+        return _scale(result, postscale_factor)
+
+    return _collective_async("reducescatter", "reducescatter", scaled, name, _REDUCE_CODES[op], "reduction",
+                             lambda c, t, n: c.reducescatter(t, Sum, n), finish)
+
+
+def reducescatter(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    """The reduction over workers of `tensor`, split on its first dimension: worker r gets part r.
+    Differentiable."""
+    _global_set_only(process_set, "reducescatter")
+    if _differentiable(tensor):
+        return _ReducescatterFunction.apply(tensor, name, op, prescale_factor, postscale_factor)
+    return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None, prescale_factor=1.0,
+                                postscale_factor=1.0):
+    return _register(_Group([reducescatter_async(t, None if name is None else "%s.%d" % (name, i), op, process_set,
+                                                 prescale_factor, postscale_factor) for i, t in enumerate(tensors)]))
+
+
+def grouped_reducescatter(tensors, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    if any(_differentiable(t) for t in tensors):
+        return [reducescatter(t, None if name is None else "%s.%d" % (name, i), op, process_set, prescale_factor,
+                              postscale_factor) for i, t in enumerate(tensors)]
+    return synchronize(grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor, postscale_factor))
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None):
+    _global_set_only(process_set, "alltoall_async")
+    check_tensor(tensor, "alltoall", name)
+    rt = runtime("alltoall")
+    if splits is not None:
+        if not isinstance(splits, torch.Tensor):
+            splits = torch.tensor(splits)
+        if splits.dtype not in (torch.int32, torch.int64):
+            raise ValueError("zps.torch.alltoall: splits must be integers, got %s" % splits.dtype)
+        if splits.numel() != rt.size or int(splits.sum()) != tensor.shape[0] or bool((splits < 0).any()):
+            raise ValueError("zps.torch.alltoall: splits %s must give %d non-negative counts summing to the first "
+                             "dimension %d" % (splits.tolist(), rt.size, tensor.shape[0]))
+    elif tensor.dim() == 0 or tensor.shape[0] % rt.size:
+        raise ValueError("zps.torch.alltoall: the first dimension (%s) must divide evenly by size() %d when no "
+                         "splits are given" % (list(tensor.shape)[:1], rt.size))
+    return _collective_async("alltoall", "alltoall", tensor, name, 0, None,
+                             lambda c, t, n: c.alltoall(t, splits, n), lambda result: result)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=None):
+    """Sends part i of `tensor` (split on its first dimension by `splits`, else evenly) to worker i; returns
+    what the workers sent this one, concatenated (and the received splits, as Horovod does when it is a
+    tuple from zps.torch.collectives). Differentiable."""
+    _global_set_only(process_set, "alltoall")
+    if _differentiable(tensor):
+        return _AlltoallFunction.apply(tensor, splits, name)
+    return synchronize(alltoall_async(tensor, splits, name, process_set))
+
+
+# ---- process sets: the global one only ----
+
+class ProcessSet:
+    """A set of ranks. zps.torch runs collective operations over every worker only: a process set of all
+    ranks is accepted, smaller ones are refused when created (the servers sum each round over all workers)."""
+
+    def __init__(self, ranks):
+        self.ranks = sorted(ranks)
+        self.process_set_id = 0
+
+    def included(self):
+        return True
+
+    def size(self):
+        return len(self.ranks)
+
+    def rank(self):
+        return runtime("ProcessSet.rank").rank
+
+    def __repr__(self):
+        return "ProcessSet(ranks=%s)" % self.ranks
+
+
+global_process_set = ProcessSet([])
+
+
+def add_process_set(process_set):
+    rt = runtime("add_process_set")
+    ranks = process_set.ranks if isinstance(process_set, ProcessSet) else sorted(process_set)
+    if ranks != list(range(rt.size)):
+        raise NotImplementedError("zps.torch.add_process_set: only the set of all %d ranks is supported (asked for %s): "
+                                  "the servers sum each round over every worker" % (rt.size, ranks))
+    return ProcessSet(ranks)
+
+
+def remove_process_set(process_set):
+    return True
+
+
+def _global_set_only(process_set, what):
+    if process_set is None or process_set is global_process_set:
+        return
+    if isinstance(process_set, ProcessSet) and process_set.ranks == list(range(runtime(what).size)):
+        return
+    raise NotImplementedError("zps.torch.%s: process sets other than the global one are not supported" % what)
+
+
+def realign():
+    """Waits until every worker called realign(); an operation another worker starts meanwhile raises
+    there, naming the ranks already waiting. For a script (or a test suite) that catches an error which
+    some workers raised half way through a sequence of operations: afterwards all are in step again."""
+    runtime("realign").coordinator.run(coordinator.Op("realign", "realign", None, (), 0, None))
+
+
+def join(device=-1):
+    """This worker has no more data: it takes part in the other workers' allreduces with zeros until every
+    worker called join(). Returns the rank that joined last (the same on every worker)."""
+    rt = runtime("join")
+    op = coordinator.Op("join", "join", None, (), 0, None)
+    rt.coordinator.run(op)
+    return op.result

@@ -8,7 +8,9 @@ A gradient of bucket_bytes or more travels alone, straight from its own tensor. 
 them, then steps. The wrapper is a dynamic subclass of the optimizer's own class, so isinstance checks
 and schedulers keep working.
 """
+import contextlib
 import os
+import warnings
 
 import torch
 
@@ -123,10 +125,16 @@ def _plan_units(named, bucket_bytes):
 
 
 class _DistributedMixin:
-    def _zps_setup(self, named_parameters, compression, backward_passes_per_step, op, bucket_bytes):
+    def _zps_setup(self, named_parameters, compression, backward_passes_per_step, op, bucket_bytes,
+                   gradient_predivide_factor, sparse_as_dense):
         rt = runtime("DistributedOptimizer")
         if op not in (Average, Sum):
             raise ValueError("zps.torch.DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError("zps.torch.DistributedOptimizer: gradient_predivide_factor needs op=Average")
+        if not gradient_predivide_factor > 0:
+            raise ValueError("zps.torch.DistributedOptimizer: gradient_predivide_factor must be > 0, got %r" %
+                             (gradient_predivide_factor,))
         if backward_passes_per_step < 1:
             raise ValueError("zps.torch.DistributedOptimizer: backward_passes_per_step must be >= 1")
         bucket_bytes = bucket_bytes_setting(bucket_bytes)
@@ -151,12 +159,20 @@ class _DistributedMixin:
             if p.requires_grad and id(p) not in seen:
                 seen.add(id(p))
                 trained.append((name, p))
-        self._zps_divisor = rt.size if op == Average else 1
+        # With a predivide factor f, gradients are divided by f before the sum and by size / f after it
+        # (as Horovod does, to keep fp16 sums in range); the result is still the average.
+        self._zps_predivide = float(gradient_predivide_factor)
+        self._zps_divisor = rt.size / self._zps_predivide if op == Average else 1
+        self._zps_sparse_as_dense = sparse_as_dense
+        self._zps_sparse = set()  # params whose gradient came sparse this step
+        self._zps_skip_synchronize = False
+        self._zps_ids = []
         self._zps_compression = compression
         self._zps_passes = backward_passes_per_step
         self._zps_units = _plan_units(trained, bucket_bytes)
         self._zps_unit_of = {}
         self._zps_names = {id(p): "grad." + name for name, p in trained}
+        self._parameter_names = {p: name for name, p in named}  # Horovod's attribute, read by some scripts
         self._zps_counts = {}
         self._zps_done = set()  # params whose gradient this step is complete
         self._zps_handles = {}  # unit index -> handle of its push_pull in flight
@@ -167,8 +183,8 @@ class _DistributedMixin:
             # Declared now, first layers first, so that every worker declares the same sequence (and,
             # with ZPS_PRIORITY=1, the first layer's sum is sent first).
             pushed = unit.flat if unit.flat is not None else unit.params[0]
-            if pushed.numel() > 0:
-                rt.declare(unit.name, pushed, compressor if pushed.dtype == torch.float32 else None)
+            self._zps_ids.append(rt.declare(unit.name, pushed, compressor if pushed.dtype == torch.float32 else None)
+                                 if pushed.numel() > 0 else None)
             for p in unit.params:
                 self._zps_unit_of[id(p)] = index
                 self._zps_counts[id(p)] = 0
@@ -180,6 +196,11 @@ class _DistributedMixin:
         def hook(*_):
             if p.grad is None or self._zps_synchronized:
                 return
+            if p.grad.is_sparse:
+                # Summed dense (the servers add whole tensors, so sparse_as_dense changes nothing) and given
+                # back sparse after the sum, for optimizers that take only sparse gradients (SparseAdam).
+                p.grad = p.grad.to_dense()
+                self._zps_sparse.add(id(p))
             if id(p) in self._zps_done:
                 raise RuntimeError("zps.torch.DistributedOptimizer: gradient of '%s' computed again before step(); "
                                    "call step() or synchronize() between backward passes, or raise "
@@ -204,8 +225,9 @@ class _DistributedMixin:
         pushed = unit.tensor()
         if pushed.numel() == 0:
             return
-        self._zps_handles[index] = start_push_pull(pushed, pushed, self._zps_divisor, unit.name,
-                                                   "DistributedOptimizer", self._zps_compression)
+        if self._zps_predivide != 1.0:
+            pushed.div_(self._zps_predivide)
+        self._zps_handles[index] = start_push_pull(pushed, pushed, self._zps_divisor, self._zps_ids[index], unit.name)
 
     def synchronize(self):
         """Waits for every gradient's sum (e.g. before clipping gradients); step() then does not wait again."""
@@ -222,13 +244,37 @@ class _DistributedMixin:
         for index, h in handles.items():
             synchronize(h)
             self._zps_units[index].scatter()
+        if self._zps_sparse:
+            for unit in self._zps_units:
+                for p in unit.params:
+                    if id(p) in self._zps_sparse:
+                        p.grad = p.grad.to_sparse()
+            self._zps_sparse.clear()
         self._zps_done.clear()
         self._zps_synchronized = True
 
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """step() inside this block does not wait for the gradients again: for scripts that call
+        synchronize() themselves (e.g. to clip gradients) before step()."""
+        self._zps_skip_synchronize = True
+        try:
+            yield
+        finally:
+            self._zps_skip_synchronize = False
+
     def step(self, closure=None):
-        if not self._zps_synchronized:
+        if self._zps_synchronized and not self._zps_skip_synchronize:
+            warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
+                          "optimizer.synchronize(). This can cause training slowdown. You may want to consider using "
+                          "optimizer.skip_synchronize() context if you use optimizer.synchronize() in your code.")
+        if not self._zps_synchronized and not self._zps_skip_synchronize:
             self.synchronize()
         self._zps_synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def _zps_base_step(self, closure=None):
+        """The wrapped optimizer's own step, without summing gradients (broadcast_optimizer_state)."""
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
@@ -239,13 +285,20 @@ class _DistributedMixin:
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
-                         op=Average, bucket_bytes=None):
+                         op=Average, bucket_bytes=None, gradient_predivide_factor=1.0, sparse_as_dense=False,
+                         num_groups=0, groups=None, process_set=None):
     """An optimizer that sums (op=Average: averages) every gradient over the workers before each step.
     bucket_bytes (a zps extension; default ZPS_TORCH_BUCKET_BYTES, else 1 MiB): gradients smaller than
-    this travel together in buckets of at most this many bytes; 0 sends every gradient alone."""
+    this travel together in buckets of at most this many bytes; 0 sends every gradient alone.
+    gradient_predivide_factor: divide by it before the sum and by size / it after. sparse_as_dense: turn
+    sparse gradients dense. num_groups and groups (Horovod's explicit fusion groups) are accepted and
+    ignored: buckets group the gradients."""
+    from zps.torch.ops import _global_set_only
+    _global_set_only(process_set, "DistributedOptimizer")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {k: v for k, v in _DistributedMixin.__dict__.items() if not k.startswith("__")})
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)
-    wrapped._zps_setup(named_parameters, compression, backward_passes_per_step, op, bucket_bytes)
+    wrapped._zps_setup(named_parameters, compression, backward_passes_per_step, op, bucket_bytes,
+                       gradient_predivide_factor, sparse_as_dense)
     return wrapped
