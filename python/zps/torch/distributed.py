@@ -14,6 +14,7 @@ and returns a completed Work.
 
 Only the group of every worker is backed (a new_group of fewer ranks raises), on CPU tensors.
 """
+import itertools
 import os
 import queue
 import threading
@@ -31,6 +32,9 @@ BACKEND = "zps"
 # Sum all-reduces of one dtype and size take these many server tensors in turn, so that that many can
 # be in flight at once (DistributedDataParallel's buckets often share a size).
 _SLOTS_PER_SIZE = 4
+
+# Process groups in creation order (the same on every process): each keeps its own server tensors.
+_group_ids = itertools.count()
 
 _REDUCE_OPS = [(dist.ReduceOp.SUM, collectives.Sum), (dist.ReduceOp.AVG, collectives.Average),
                (dist.ReduceOp.MIN, collectives.Min), (dist.ReduceOp.MAX, collectives.Max),
@@ -56,10 +60,14 @@ def _completed(result):
 def _one(tensors, what):
     if len(tensors) != 1:
         raise ValueError("zps backend: %s takes one tensor per process, got %d" % (what, len(tensors)))
-    t = tensors[0]
-    if t.device.type != "cpu":
-        raise ValueError("zps backend: %s of a %s tensor; the zps backend takes CPU tensors" % (what, t.device))
-    return t
+    return _cpu(tensors, what)[0]
+
+
+def _cpu(tensors, what):
+    for t in tensors:
+        if t.device.type != "cpu":
+            raise ValueError("zps backend: %s of a %s tensor; the zps backend takes CPU tensors" % (what, t.device))
+    return tensors
 
 
 class _Completer:
@@ -92,6 +100,7 @@ class ProcessGroupZps(dist.ProcessGroup):
     def __init__(self, rank, world_size):
         super().__init__(rank, world_size)
         self._rt = _runtime.start()
+        self._prefix = "zps.pg%d" % next(_group_ids)
         self._lock = threading.Lock()  # orders starts and guards the tables below
         self._calls_of_size = {}  # (dtype, numel) -> number of sum all-reduces of that size so far
         self._last_of_key = {}  # server tensor -> future of its latest sum
@@ -109,8 +118,8 @@ class ProcessGroupZps(dist.ProcessGroup):
             size = (t.dtype, flat.numel())
             n = self._calls_of_size.get(size, 0)
             self._calls_of_size[size] = n + 1
-            key = "zps.pg.allreduce.%s.%d.%d" % (str(t.dtype).replace("torch.", ""), flat.numel(),
-                                                 n % _SLOTS_PER_SIZE)
+            key = "%s.allreduce.%s.%d.%d" % (self._prefix, str(t.dtype).replace("torch.", ""), flat.numel(),
+                                             n % _SLOTS_PER_SIZE)
             previous = self._last_of_key.get(key)
             if previous is not None and not previous.done():
                 _wait_quietly(previous)  # one round of a server tensor in flight at a time
@@ -163,6 +172,7 @@ class ProcessGroupZps(dist.ProcessGroup):
         return self._blocking(run, output_tensors)
 
     def _allgather_base(self, output, input, opts=None):
+        _cpu([output, input], "all_gather_into_tensor")
         return self._blocking(lambda: _copy(output, _gather_rows(input)), [output])
 
     def reduce(self, tensors, opts):
@@ -178,7 +188,7 @@ class ProcessGroupZps(dist.ProcessGroup):
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = _one(output_tensors, "reduce_scatter")
-        inputs = input_tensors[0]
+        inputs = _cpu(input_tensors[0], "reduce_scatter")
         op = _reduce_op(opts, "reduce_scatter")
         if len(inputs) != self.size():
             raise ValueError("zps backend: reduce_scatter of %d tensors; there are %d processes" %
@@ -188,10 +198,13 @@ class ProcessGroupZps(dist.ProcessGroup):
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _reduce_op(opts, "reduce_scatter_tensor")
+        _cpu([output, input], "reduce_scatter_tensor")
         return self._blocking(
             lambda: _copy(output, collectives.reducescatter(input.reshape(self.size(), -1), op, name="pg")), [output])
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        _cpu([output, input], "all_to_all_single")
+
         def run():
             if input_split_sizes:
                 received, splits = collectives.alltoall(input, list(input_split_sizes), name="pg")
@@ -205,6 +218,8 @@ class ProcessGroupZps(dist.ProcessGroup):
         return self._blocking(run, [output])
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
+        _cpu(list(output_tensors) + list(input_tensors), "all_to_all")
+
         def run():
             flat = torch.cat([x.reshape(-1) for x in input_tensors])
             received, splits = collectives.alltoall(flat, [x.numel() for x in input_tensors], name="pg.list")
