@@ -192,6 +192,12 @@ Status Launcher::startAll() {
     PythonLaunch python = preparePythonLaunch(std::move(command), self);
     for (const auto& note : python.notes) say(note);
     if (!python.python_path.empty()) common.emplace_back("PYTHONPATH", python.python_path);
+    // torch.distributed's env:// rendezvous (init_process_group("zps")) needs a store address; rank 0
+    // runs it on this host.
+    if (std::getenv("MASTER_ADDR") == nullptr && std::getenv("MASTER_PORT") == nullptr) {
+      common.emplace_back("MASTER_ADDR", config_.host == "0.0.0.0" ? "127.0.0.1" : config_.host);
+      common.emplace_back("MASTER_PORT", std::to_string(std::max(proc::pickFreeTcpPort(), 0)));
+    }
     command = std::move(python.command);
   }
   // glog writes to files under /tmp by default; here the point is to see every role's log.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # zps.torch against torch.distributed DDP over Gloo, on this machine, in one run: the same models, data
-# and batch, 2 workers each; zps with 1 and with 2 servers, and with 1 server and every gradient alone
+# and batch, 2 workers each; DDP over the backend "zps" (1 server); zps.torch with 1 and with 2 servers, and with 1 server and every gradient alone
 # (ZPS_TORCH_BUCKET_BYTES=0: what the buckets of small gradients gain). Then push_pull of one tensor
 # from Python against `zps bench` at the same size (what the Python layer costs).
 #
@@ -72,11 +72,12 @@ zps_run() {  # zps_run SERVERS LABEL DRIVER-ARGS...: 2 workers under zps launch
 }
 
 echo "torch-compare: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of: models ($MODELS) x" \
-     "{DDP/Gloo, zps 1 server, zps 1 server without buckets, zps 2 servers}, push_pull vs zps bench at" \
+     "{DDP/Gloo, DDP/zps 1 server, zps 1 server, zps 1 server without buckets, zps 2 servers}, push_pull vs zps bench at" \
      "$PP_BYTES B; batch $BATCH per worker"
 for round in $(seq "$ROUNDS"); do
   for model in $MODELS; do
     ddp "$model"
+    zps_run 1 "ddp-zps-1s" --system ddp-zps --model "$model" "${common[@]}"
     zps_run 1 "zps-1s" --system zps --model "$model" "${common[@]}"
     ZPS_TORCH_BUCKET_BYTES=0 zps_run 1 "zps-1s-nobuckets" --system zps --model "$model" "${common[@]}"
     zps_run 2 "zps-2s" --system zps --model "$model" "${common[@]}"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One side of tools/bench/torch-compare.sh: times data-parallel training steps of one model, either
 with torch.distributed DDP over Gloo (--system ddp; RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in
-the environment) or with zps.torch's DistributedOptimizer (--system zps, run by zps launch), or times
-push_pull of one tensor (--system pushpull). Rank 0 prints one JSON line with the per-repetition
+the environment), with DDP over the backend "zps" (--system ddp-zps, run by zps launch) or with
+zps.torch's DistributedOptimizer (--system zps, run by zps launch), or times push_pull of one tensor
+(--system pushpull). Rank 0 prints one JSON line with the per-repetition
 medians; the shell script makes the table.
 
 Models: `digits` is the MLP of examples/torch/train_digits.py (64-128-128-10, 26 k parameters) on
@@ -24,7 +25,7 @@ MODELS = {"digits": (64, [128, 128], 10), "wide": (1024, [3072, 3072], 10)}
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--system", choices=["ddp", "zps", "pushpull"], required=True)
+    p.add_argument("--system", choices=["ddp", "ddp-zps", "zps", "pushpull"], required=True)
     p.add_argument("--model", choices=sorted(MODELS), default="digits")
     p.add_argument("--batch-size", type=int, default=32, help="rows per worker per step")
     p.add_argument("--steps", type=int, default=20, help="timed steps per repetition")
@@ -64,10 +65,13 @@ def main():
     args = parse_args()
     torch.manual_seed(1)
     torch.set_num_threads(1)  # the processes share the machine's cores
-    if args.system == "ddp":
+    ddp = args.system in ("ddp", "ddp-zps")
+    if ddp:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
-        dist.init_process_group("gloo")
+        if args.system == "ddp-zps":
+            import zps.torch.distributed  # noqa: F401  registers the backend
+        dist.init_process_group("gloo" if args.system == "ddp" else "zps")
         rank, size = dist.get_rank(), dist.get_world_size()
     else:
         import zps.torch as bps
@@ -84,7 +88,7 @@ def main():
         x = torch.randn(args.batch_size, inputs)
         y = torch.randint(0, outputs, (args.batch_size,))
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        if args.system == "ddp":
+        if ddp:
             model = DistributedDataParallel(model)
         else:
             optimizer = bps.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
@@ -101,7 +105,7 @@ def main():
     result.update(step_s=step_times, median_step_s=statistics.median(step_times))
     if rank == 0:
         print(json.dumps(result), flush=True)
-    if args.system == "ddp":
+    if ddp:
         dist.destroy_process_group()
     else:
         bps.shutdown()

@@ -9,8 +9,8 @@ import json
 import statistics
 import sys
 
-CONFIGS = (("ddp", "DDP/Gloo"), ("zps-1s", "zps 1 server"), ("zps-1s-nobuckets", "  no buckets"),
-           ("zps-2s", "zps 2 servers"))
+CONFIGS = (("ddp", "DDP/Gloo"), ("ddp-zps-1s", "DDP/zps 1 srv"), ("zps-1s", "zps 1 server"),
+           ("zps-1s-nobuckets", "  no buckets"), ("zps-2s", "zps 2 servers"))
 
 
 def median(values):
