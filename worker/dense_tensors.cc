@@ -226,7 +226,7 @@ void DenseTensors::scheduledPushPull(FanOut* fan, int64_t priority, const Partit
   OutgoingRequest pulled = request(pb::CMD_PULL, p, EncodedPush(), out, name, dtype, round, received_through);
   pulled.request.priority = priority;
   // The pull follows its push at once, by the same priority, and holds no credit: it waits at the
-  // server for the other workers' pushes of its round (worker/push_scheduler.h).
+  // server for the other workers' pushes of its round (worker/scheduling/push_scheduler.h).
   fan->requests.push_back(std::move(pushed));
   fan->requests.push_back(std::move(pulled));
 }

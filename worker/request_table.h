@@ -72,7 +72,7 @@ struct RequestSpec {
   // Checks or records the reply header (HELLO's MAC, the ipc offer, STATS) before its payload is
   // copied; a failed status fails the request. Called outside the table's lock.
   std::function<Status(const pb::DataHeader&)> on_reply;
-  // Priority scheduling (worker/push_scheduler.h): with a priority the request waits in its
+  // Priority scheduling (worker/scheduling/push_scheduler.h): with a priority the request waits in its
   // server's queue (lower first) and holds `credit` bytes of the server's push credit until
   // completed (a pull holds none); without one it is sent at once. `id` is the request's id
   // (RequestTable::header).
@@ -80,7 +80,7 @@ struct RequestSpec {
   size_t credit = 0;
   uint64_t id = 0;
   // > 0: a dense PUSH, PULL or PUSH_PULL that may travel fused with others ready for the same server
-  // (worker/fusion.h); the bytes it counts toward a fused message (its partition's).
+  // (worker/scheduling/fusion.h); the bytes it counts toward a fused message (its partition's).
   size_t fuse_bytes = 0;
 
   // A push that holds push credit (priority scheduling): it travels on its server's push lane where
@@ -157,7 +157,7 @@ class RequestTable {
     // and with false after it (Transport::beginWaitOnIoThread). Without the lock.
     std::function<void(bool begin)> wait_on_io_thread;
     // Optional: sends a new fan-out's requests together (so that they can travel fused,
-    // worker/fusion.h), instead of `send` for each; resends still use `send`. Without the lock.
+    // worker/scheduling/fusion.h), instead of `send` for each; resends still use `send`. Without the lock.
     std::function<Status(std::vector<ReadyRequest> requests)> send_all;
   };
 

@@ -6,7 +6,7 @@
 // Push lanes (ZPS_PUSH_LANE=1, the default, once the job schedules pushes: ZPS_PRIORITY=1 or a tensor
 // declared with a priority): a second connection to each server, bound to the first with the token of
 // its HELLO reply, carries the scheduled pushes (requests holding push
-// credit, worker/push_scheduler.h); everything else stays on the first. A server answers on the
+// credit, worker/scheduling/push_scheduler.h); everything else stays on the first. A server answers on the
 // connection a request came in on, so the acknowledgements that return push credit travel alone on
 // the lane's way back instead of behind the sums queued on the first connection's. The lane follows
 // the first connection to the ipc socket; a lane that cannot open leaves its pushes on the first.

@@ -54,11 +54,11 @@ struct Config {
   size_t max_message_bytes = size_t{1} << 30;
   // ZPS_IPC: workers move their links to servers on the same host to the servers' ipc:// sockets.
   bool ipc = true;
-  // Priority scheduling (worker/push_scheduler.h): ZPS_PRIORITY gives every dense tensor its
+  // Priority scheduling (worker/scheduling/push_scheduler.h): ZPS_PRIORITY gives every dense tensor its
   // declaration index as priority; ZPS_CREDIT_BYTES bounds the scheduled pushes in flight per server.
   bool priority = false;
   // ZPS_FUSION_BYTES (0: off): requests for smaller partitions that are ready together for one server
-  // travel as one CMD_FUSED message of at most this many payload bytes (worker/fusion.h).
+  // travel as one CMD_FUSED message of at most this many payload bytes (worker/scheduling/fusion.h).
   size_t fusion_bytes = 64 << 10;
   size_t credit_bytes = 4 << 20;
   // ZPS_PUSH_LANE: with priority scheduling, a second connection to each server carries the scheduled pushes,
@@ -67,10 +67,10 @@ struct Config {
   // schedules no push never opens the lanes.
   bool push_lane = true;
   // ZPS_PUSH_HINTS: with priority scheduling, a worker's scheduled pushes ask for the rounds that wait
-  // for its push alone, and it sends its queued pushes of those first (worker/push_scheduler.h).
+  // for its push alone, and it sends its queued pushes of those first (worker/scheduling/push_scheduler.h).
   bool push_hints = true;
   // ZPS_PUSH_PACING_BYTES: a server holds back the push acknowledgements of a worker this far ahead of
-  // the slowest one pushing to it (ps/server/push_pacer.h); 0 (the default): off; the setting's -1 is
+  // the slowest one pushing to it (ps/server/scheduling/push_pacer.h); 0 (the default): off; the setting's -1 is
   // twice credit_bytes. Off by default: it paid on the emulated cluster's slow links, and cost a few
   // percent where the CPUs are the limit (loopback; docs/performance.md).
   size_t push_pacing_bytes = 0;

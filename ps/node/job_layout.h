@@ -41,7 +41,7 @@ std::string chooseScheduling(const JobLayout& layout, Config* config);
 // The choices chooseScheduling makes for a job that spans hosts, named for the docs and tests.
 inline constexpr size_t kNetworkPartitionBytes = 64 << 10;
 // With ZPS_CREDIT_BYTES=auto and priority scheduling, a worker's credit per server starts at one
-// partition and follows its measured bandwidth-delay product (worker/credit_gauge.h) up to this.
+// partition and follows its measured bandwidth-delay product (worker/scheduling/credit_gauge.h) up to this.
 inline constexpr size_t kMaxAutomaticCreditBytes = 4 << 20;
 
 }  // namespace zps

@@ -17,7 +17,7 @@
 #include "ps/common/bounded_queue.h"
 #include "ps/server/memory_budget.h"
 #include "ps/server/param_store.h"
-#include "ps/server/push_pacer.h"
+#include "ps/server/scheduling/push_pacer.h"
 #include "ps/server/sum_store.h"
 #include "ps/server/table_checkpoint.h"
 #include "ps/transport/transport.h"
@@ -35,7 +35,8 @@ struct EngineTask {
 
 class Engine {
  public:
-  // pacer (may be null): the acknowledgements of credit-holding pushes go through it (ps/server/push_pacer.h).
+  // pacer (may be null): the acknowledgements of credit-holding pushes go through it
+  // (ps/server/scheduling/push_pacer.h).
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
          MemoryBudget* budget, Transport* transport, PushPacer* pacer = nullptr, bool threaded = true);
   ~Engine() { stop(); }

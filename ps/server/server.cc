@@ -28,7 +28,7 @@
 #include "ps/server/engine.h"
 #include "ps/server/fused_messages.h"
 #include "ps/server/param_store.h"
-#include "ps/server/push_pacer.h"
+#include "ps/server/scheduling/push_pacer.h"
 #include "ps/server/sequence_window.h"
 #include "ps/server/server_observer.h"
 #include "ps/server/sum_store.h"
@@ -366,7 +366,7 @@ class Server {
   void sendAll(std::vector<Outgoing> out) {
     for (Outgoing& o : out) reply(o.peer, std::move(o));
   }
-  // Acknowledgements held past the pacer's deadline leave (ps/server/push_pacer.h).
+  // Acknowledgements held past the pacer's deadline leave (ps/server/scheduling/push_pacer.h).
   std::vector<Outgoing> expireHeldAcknowledgements() {
     std::vector<Outgoing> out;
     pacer_->expire(PushPacer::Clock::now(), &out);

@@ -16,7 +16,7 @@
 // Push hints: a PUSH that sets wants_awaited (a worker with priority scheduling) is answered with the
 // open rounds of this store's keys that wait for that worker alone: every other worker has pushed
 // them (lowest key first, at most wire::kMaxAwaitedRounds), so that it sends those next
-// (worker/push_scheduler.h). Only with three workers or more: then the others agree on an order.
+// (worker/scheduling/push_scheduler.h). Only with three workers or more: then the others agree on an order.
 //
 // Async keys (BytePS async, declared with async=true) have no rounds: the key holds one running sum, each
 // push is added to it at once, and a pull returns a snapshot of it at once. Workers use them to hold

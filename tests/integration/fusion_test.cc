@@ -1,4 +1,4 @@
-// Fusion of small requests (ZPS_FUSION_BYTES, worker/fusion.h) with the real zps binary on loopback:
+// Fusion of small requests (ZPS_FUSION_BYTES, worker/scheduling/fusion.h) with the real zps binary on loopback:
 // zps check's exact sums when a call's small partitions travel fused, with and without priority
 // scheduling (whose released pushes fuse too), and under drops, duplicates and delays, where resends
 // and duplicated fused messages must still be summed once.

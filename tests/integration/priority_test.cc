@@ -1,4 +1,4 @@
-// Priority scheduling (worker/push_scheduler.h) with the real zps binary on loopback: exact sums with
+// Priority scheduling (worker/scheduling/push_scheduler.h) with the real zps binary on loopback: exact sums with
 // small credits, and the bench's FIFO-against-priority overlap comparison.
 #include <catch2/catch.hpp>
 #include <iostream>

@@ -1,11 +1,11 @@
-// Tests for the push credit measured from acknowledgements (worker/credit_gauge.h): it stays at one
+// Tests for the push credit measured from acknowledgements (worker/scheduling/credit_gauge.h): it stays at one
 // partition on links without delay, grows to twice the bandwidth-delay product on a long round trip,
 // is shared by the servers, stays within its bounds, and forgets a short round trip after 10 s.
 #include <chrono>
 
 #include <catch2/catch.hpp>
 
-#include "worker/credit_gauge.h"
+#include "worker/scheduling/credit_gauge.h"
 
 namespace zps {
 namespace {

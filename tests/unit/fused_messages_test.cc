@@ -1,4 +1,4 @@
-// Fused messages end to end without a network: a worker's requests fused (worker/fusion.h), decoded by
+// Fused messages end to end without a network: a worker's requests fused (worker/scheduling/fusion.h), decoded by
 // the codec, each entry applied to a SumStore as the server's dispatcher does (ps/server/fused_messages.h),
 // and the answers packed. Exact sums, an answer per entry (errors included), answers to the sender fused
 // and to other workers alone, and a resent fused message summed once.
@@ -9,7 +9,7 @@
 
 #include "ps/server/fused_messages.h"
 #include "tests/unit/sum_store_fixture.h"
-#include "worker/fusion.h"
+#include "worker/scheduling/fusion.h"
 
 namespace zps {
 namespace {

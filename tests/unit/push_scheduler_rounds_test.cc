@@ -14,7 +14,7 @@
 #include "ps/server/sum_store.h"
 #include "ps/wire/codec.h"
 #include "worker/dense_tensors.h"
-#include "worker/push_scheduler.h"
+#include "worker/scheduling/push_scheduler.h"
 
 namespace zps {
 namespace {

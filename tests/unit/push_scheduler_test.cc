@@ -1,7 +1,7 @@
-// Tests for PushScheduler (worker/push_scheduler.h): the order requests leave in (priority, then
+// Tests for PushScheduler (worker/scheduling/push_scheduler.h): the order requests leave in (priority, then
 // arrival, per server), credits, what completion and cancellation give back, resends, and push hints
 // (hurry()).
-#include "worker/push_scheduler.h"
+#include "worker/scheduling/push_scheduler.h"
 
 #include <string>
 

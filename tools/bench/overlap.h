@@ -13,7 +13,7 @@
 // Two copies of the model's tensors are declared: "fifo" ones without a priority (their requests
 // leave at once, in the order they are issued, unless ZPS_PRIORITY=1 is set), and "priority" ones
 // with priority = forward layer index (lower first), which the worker schedules with credits
-// (worker/push_scheduler.h). Iterations alternate between them so both see the same machine.
+// (worker/scheduling/push_scheduler.h). Iterations alternate between them so both see the same machine.
 //
 // Used by bench.cc on the worker's program thread.
 #pragma once

@@ -1,4 +1,4 @@
-#include "worker/fusion.h"
+#include "worker/scheduling/fusion.h"
 
 #include <cstring>
 #include <memory>

@@ -1,11 +1,11 @@
-#include "worker/push_scheduler.h"
+#include "worker/scheduling/push_scheduler.h"
 
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <cstdio>
 
-#include "worker/fusion.h"
+#include "worker/scheduling/fusion.h"
 
 namespace zps {
 

@@ -33,9 +33,9 @@
 //
 // Requests without a priority (every request when scheduling is off) are sent at once, without
 // the lock. What leaves together for one server (a fan-out's requests, those one pump releases, or
-// those released by the answers of one fused reply: Deferral) travels fused (worker/fusion.h). A resend of a request
-// still queued is dropped (it will leave in its turn); a resend of one in flight is sent at once and holds no more
-// credit.
+// those released by the answers of one fused reply: Deferral) travels fused (worker/scheduling/fusion.h). A resend of a
+// request still queued is dropped (it will leave in its turn); a resend of one in flight is sent at once and holds no
+// more credit.
 //
 // Owned by the Worker for its whole life; the links' send function outlives it. Thread-safe:
 // callers' threads send through the request table's send hook; the table's completed hook (the I/O
@@ -58,9 +58,9 @@
 #include <vector>
 
 #include "ps/common/blob.h"
-#include "worker/credit_gauge.h"
-#include "worker/fusion.h"
 #include "worker/request_table.h"
+#include "worker/scheduling/credit_gauge.h"
+#include "worker/scheduling/fusion.h"
 
 namespace zps {
 
@@ -69,14 +69,14 @@ class PushScheduler {
   using Send = std::function<Status(const RequestSpec& to, std::vector<Blob> frames)>;
 
   // credit_bytes: the bytes of pushes in flight per server (at least 1); fusion (ZPS_FUSION_BYTES,
-  // default: off): the requests one pump releases together travel fused (worker/fusion.h).
+  // default: off): the requests one pump releases together travel fused (worker/scheduling/fusion.h).
   PushScheduler(size_t credit_bytes, Send send, FusionPolicy fusion = {});
 
   // The credit chosen once the job's layout is known (ps/node/job_layout.h): called by the worker's
   // start() before any request is sent, so no other thread reads it yet.
   void setCredit(size_t credit_bytes) { credit_bytes_ = std::max<size_t>(1, credit_bytes); }
   // ZPS_CREDIT_BYTES=auto: from now on the credit follows the acknowledgements of the scheduled pushes
-  // (worker/credit_gauge.h), from the credit set (one partition) up to `ceiling`. Called by start(), as
+  // (worker/scheduling/credit_gauge.h), from the credit set (one partition) up to `ceiling`. Called by start(), as
   // setCredit.
   void adaptCredit(size_t ceiling, int servers);
   // "push credit per server 65536 bytes (2.0 MB/s acknowledged at most, shortest round trip 10.2 ms)";
@@ -87,7 +87,7 @@ class PushScheduler {
   Status send(const RequestSpec& to, std::vector<Blob> frames);
   // The request table's send_all hook: a new fan-out's requests. Those with a priority are all queued
   // before any leaves, then what fits leaves together; the others go at once. Small ones for one
-  // server travel fused (worker/fusion.h).
+  // server travel fused (worker/scheduling/fusion.h).
   Status sendAll(std::vector<ReadyRequest> ready);
 
   // While one is alive on a thread, the completions that thread reports give credit back without

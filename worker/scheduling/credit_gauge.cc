@@ -1,4 +1,4 @@
-#include "worker/credit_gauge.h"
+#include "worker/scheduling/credit_gauge.h"
 
 #include <algorithm>
 
