@@ -2,12 +2,15 @@
 
 #include <sodium.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 
 #include "ps/common/checkpoint.h"
 #include "ps/common/config.h"
+#include "ps/common/regular_file.h"
 
 namespace zps {
 namespace {
@@ -50,12 +53,22 @@ StatusOr<Authenticator> Authenticator::fromConfig(const Config& config) {
 }
 
 StatusOr<std::string> readTokenFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + path + " cannot be read");
-  // Read one byte past the limit, never more: the file may be a device (/dev/zero) or a huge file.
+  // A folder, FIFO or device is refused unread: a FIFO without a writer would block the start forever.
+  // Every refusal, a missing file included, is the user's to fix: InvalidArgument (exit code 2).
+  StatusOr<int> opened = openRegularFile("ZPS_AUTH_TOKEN_FILE=", path);
+  if (!opened.ok()) return InvalidArgument(opened.status().message());
+  const int fd = *opened;
+  // Read one byte past the limit, never more: the file may be huge.
   std::string token(Authenticator::kMaxTokenFileBytes + 1, '\0');
-  in.read(token.data(), static_cast<std::streamsize>(token.size()));
-  token.resize(static_cast<size_t>(in.gcount()));
+  size_t got = 0;
+  while (got < token.size()) {
+    const ssize_t n = ::read(fd, token.data() + got, token.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  token.resize(got);
   if (token.size() > Authenticator::kMaxTokenFileBytes)
     return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + path + " holds more than " +
                            std::to_string(Authenticator::kMaxTokenFileBytes) + " bytes; it must hold one token");

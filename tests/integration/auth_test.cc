@@ -1,13 +1,12 @@
 // Authentication with ZPS_AUTH_TOKEN, and CurveZMQ encryption with ZPS_CURVE=1.
-#include <fcntl.h>
-#include <sys/stat.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <cstring>
 #include <fstream>
-#include <thread>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "tests/integration/cluster.h"
 
@@ -45,50 +44,46 @@ TEST_CASE("auth: the token can come from a file (a mounted Secret)") {
   expectJobPasses(c);
 }
 
-// Writes the token into a FIFO exactly once, as soon as a reader opens it.
-class OneShotTokenFifo {
+// Counts the opens of one file (inotify IN_OPEN) until destroyed: a token file is read once per process.
+class OpenCounter {
  public:
-  explicit OneShotTokenFifo(std::string path) : path_(std::move(path)) {
-    REQUIRE(mkfifo(path_.c_str(), 0600) == 0);
-    writer_ = std::thread([this] {
-      // A non-blocking open fails (ENXIO) until a reader has opened; poll so the test never hangs here.
-      while (!stop_) {
-        int fd = open(path_.c_str(), O_WRONLY | O_NONBLOCK);
-        if (fd < 0) {
-          std::this_thread::sleep_for(10ms);
-          continue;
-        }
-        written_ = write(fd, kToken, std::strlen(kToken)) == static_cast<ssize_t>(std::strlen(kToken));
-        close(fd);
-        return;
+  explicit OpenCounter(const std::string& path) : fd_(inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+    REQUIRE(fd_ >= 0);
+    REQUIRE(inotify_add_watch(fd_, path.c_str(), IN_OPEN) >= 0);
+  }
+  ~OpenCounter() { close(fd_); }
+  int opens() {
+    alignas(inotify_event) char buf[4096];
+    for (ssize_t n; (n = read(fd_, buf, sizeof(buf))) > 0;) {
+      for (char* p = buf; p < buf + n; p += sizeof(inotify_event) + reinterpret_cast<inotify_event*>(p)->len) {
+        if (reinterpret_cast<inotify_event*>(p)->mask & IN_OPEN) ++opens_;
       }
-    });
+    }
+    return opens_;
   }
-  ~OneShotTokenFifo() {
-    stop_ = true;
-    writer_.join();
-  }
-  const std::string& path() const { return path_; }
-  bool written() const { return written_; }
 
  private:
-  std::string path_;
-  std::atomic<bool> stop_{false}, written_{false};
-  std::thread writer_;
+  int fd_;
+  int opens_ = 0;
 };
 
 TEST_CASE("auth: each process reads its token file once") {
-  // A process that opened its token file a second time would block on the FIFO and never finish.
+  // A process that opened its token file a second time could read a token rotated meanwhile.
   Cluster c(1, 1);
   c.setEnv("ZPS_CURVE", "1");  // the scheduler link and the data connections both use the token
-  OneShotTokenFifo scheduler(c.dir() + "/token-scheduler"), server(c.dir() + "/token-server"),
-      worker(c.dir() + "/token-worker");
-  c.startScheduler({{"ZPS_AUTH_TOKEN_FILE", scheduler.path()}});
-  c.startServer({{"ZPS_AUTH_TOKEN_FILE", server.path()}});
-  int w = c.startWorker(0, {"check", "--rounds", "3"}, {{"ZPS_AUTH_TOKEN_FILE", worker.path()}});
+  std::vector<std::string> paths;
+  std::vector<std::unique_ptr<OpenCounter>> counters;
+  for (const char* role : {"scheduler", "server", "worker"}) {
+    paths.push_back(c.dir() + "/token-" + role);
+    std::ofstream(paths.back()) << kToken << "\n";
+    counters.push_back(std::make_unique<OpenCounter>(paths.back()));
+  }
+  c.startScheduler({{"ZPS_AUTH_TOKEN_FILE", paths[0]}});
+  c.startServer({{"ZPS_AUTH_TOKEN_FILE", paths[1]}});
+  int w = c.startWorker(0, {"check", "--rounds", "3"}, {{"ZPS_AUTH_TOKEN_FILE", paths[2]}});
   c.expectAllExitZero(60s);
   CHECK(contains(c.log(w), " 0 wrong"));
-  CHECK((scheduler.written() && server.written() && worker.written()));
+  for (auto& counter : counters) CHECK(counter->opens() == 1);
 }
 
 TEST_CASE("auth: CurveZMQ-encrypted job passes zps check") {
