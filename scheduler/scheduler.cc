@@ -48,7 +48,7 @@ class Scheduler {
         membership_(config.num_servers, config.num_workers),
         obs_(config.num_servers, config.num_workers, config.heartbeat_interval, config.heartbeat_timeout, &malformed_) {
     TransportOptions options;
-    applyTransportSecurity(config, auth_, &options);
+    applyTransportSecurity(config, auth_, &options, SecuredLink::kScheduler);
     options.name = "scheduler";
     options.max_frame_bytes = 1 << 20;
     // Nodes read every control message at once; a peer that never reads loses its replies, not our memory.

@@ -187,10 +187,11 @@ Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string
 
 namespace zps {
 
-void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options) {
+void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options,
+                            SecuredLink link) {
   options->credential_name = "ZPS_AUTH_TOKEN";
   if (!auth.enabled()) return;
-  if (!config.curve) {
+  if (!config.curve && link == SecuredLink::kData) {
     // A MAC of the token, not the token: PLAIN sends its password in clear text, and one seen on the
     // wire only lets a peer past the handshake, not register (that needs the token's HMAC proof).
     std::string mac = auth.mac(kHandshakeContext, "");
