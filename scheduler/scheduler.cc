@@ -193,8 +193,8 @@ class Scheduler {
       // replaced, and now resumed: its rank belongs to the replacement. Told so, it ends at once with
       // the true reason, instead of waiting as a replacement of its own replacement.
       if (const Member* holder = membership_.holder(reg.role(), reg.requested_rank())) {
-        refuse(peer, std::string(wire::roleName(reg.role())) + " " + std::to_string(reg.requested_rank()) +
-                         " (pid " + std::to_string(reg.pid()) + ") was declared dead in generation " +
+        refuse(peer, std::string(wire::roleName(reg.role())) + " " + std::to_string(reg.requested_rank()) + " (pid " +
+                         std::to_string(reg.pid()) + ") was declared dead in generation " +
                          std::to_string(reg.generation()) + " and replaced by " + holder->describe() +
                          "; this process is no longer part of the job");
         return;

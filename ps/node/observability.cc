@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,7 +30,8 @@ void registerNodeInfo(const std::string& role, int rank) {
 Status checkTraceDir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return InvalidArgument("ZPS_TRACE_DIR=" + dir + " cannot be created: " + ec.message() + "; set a writable folder");
+  if (ec)
+    return InvalidArgument("ZPS_TRACE_DIR=" + dir + " cannot be created: " + ec.message() + "; set a writable folder");
   std::string probe = dir + "/.zps-write-test-XXXXXX";
   const int fd = ::mkstemp(probe.data());
   if (fd < 0)

@@ -359,9 +359,10 @@ size_t plainUnfinishedFrames(int port, const std::string& password, size_t frame
   };
   char theirs[64];
   const std::string user = "zps";
-  const std::string hello = std::string("\x05HELLO") + static_cast<char>(user.size()) + user +
-                            static_cast<char>(password.size()) + password;
-  const std::string initiate = std::string("\x08INITIATE") + "\x0bSocket-Type" + std::string("\0\0\0\x06", 4) + "DEALER";
+  const std::string hello =
+      std::string("\x05HELLO") + static_cast<char>(user.size()) + user + static_cast<char>(password.size()) + password;
+  const std::string initiate =
+      std::string("\x08INITIATE") + "\x0bSocket-Type" + std::string("\0\0\0\x06", 4) + "DEALER";
   size_t sent = 0;
   if (sendAll(greeting("PLAIN")) && recv(fd, theirs, 64, MSG_WAITALL) == 64 &&
       sendAll(std::string(1, '\x04') + static_cast<char>(hello.size()) + hello) &&
@@ -398,9 +399,10 @@ TEST_CASE("memory attack: a peer replaying the PLAIN credential gets no frame in
   int w = c.startWorker(0, {"check", "--rounds", "3", "--sizes", "4K"});
   c.expectAllExitZero(60s);
   CHECK(contains(c.log(w), " 0 wrong"));
-  std::printf("memory attack (PLAIN credential replayed at the scheduler): %zu of %zu unfinished frames written; "
-              "scheduler RSS %.1f MiB +%.1f MiB\n",
-              sent, kFrames, sched_rss.baseline() / double(kMiB), sched_rss.growth() / double(kMiB));
+  std::printf(
+      "memory attack (PLAIN credential replayed at the scheduler): %zu of %zu unfinished frames written; "
+      "scheduler RSS %.1f MiB +%.1f MiB\n",
+      sent, kFrames, sched_rss.baseline() / double(kMiB), sched_rss.growth() / double(kMiB));
   CHECK(sent == 0);
   CHECK(sched_rss.growth() < 24 * kMiB);
 }

@@ -181,8 +181,7 @@ TEST_CASE("request table: cancel waits for a delivery in progress and drops the 
   CHECK_FALSE(f.table.cancel(*op));
 }
 
-TEST_CASE("request table: after abort no reply is copied, and an aborted wait outlasts every copy",
-          "[request_table]") {
+TEST_CASE("request table: after abort no reply is copied, and an aborted wait outlasts every copy", "[request_table]") {
   // A program stops at its first failed wait and frees the buffers of the operations it never waited
   // for (zps check did, after a SIGSTOP past the heartbeat timeout): a later copy would write into
   // freed memory, and one in progress would race the free.
