@@ -37,11 +37,16 @@ std::string JobEnd::waitingFor(const Membership& membership) const {
   return names;
 }
 
-void JobEnd::linger(Transport* transport, const Membership& membership, const wire::Limits& limits,
-                    std::chrono::milliseconds heartbeat_interval) {
+std::chrono::milliseconds JobEnd::lingerFor(std::chrono::milliseconds heartbeat_interval, bool signalled) {
   constexpr std::chrono::milliseconds kMinLinger{5000};
+  const std::chrono::milliseconds linger = std::max(2 * heartbeat_interval, kMinLinger);
+  return signalled ? std::min(linger, kSignalLinger) : linger;
+}
+
+void JobEnd::linger(Transport* transport, const Membership& membership, const wire::Limits& limits,
+                    std::chrono::milliseconds linger_for) {
   const auto start = Clock::now();
-  const auto deadline = start + std::max(2 * heartbeat_interval, kMinLinger);
+  const auto deadline = start + linger_for;
   size_t answered = 0;
   while (!awaiting_.empty() && Clock::now() < deadline) {
     auto msg = transport->recv(std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));

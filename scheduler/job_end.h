@@ -38,11 +38,16 @@ class JobEnd {
   // "server 1 (host:port, pid 42)": the members that have not acknowledged yet.
   std::string waitingFor(const Membership& membership) const;
 
-  // Receives and answers until every awaited node acknowledged or the linger passed (two heartbeat
-  // intervals, at least 5 s); logs which. `limits` bound what late messages may hold, as for every
-  // message the scheduler reads.
+  // How long linger() waits: two heartbeat intervals, at least 5 s; after a termination signal at most
+  // kSignalLinger, so that the linger and the transport's final flush (ZPS_SHUTDOWN_LINGER, 1 s) fit in
+  // the 5 s that `zps launch` grants a process it has sent SIGTERM before it sends SIGKILL.
+  static constexpr std::chrono::milliseconds kSignalLinger{3000};
+  static std::chrono::milliseconds lingerFor(std::chrono::milliseconds heartbeat_interval, bool signalled);
+
+  // Receives and answers until every awaited node acknowledged or `linger_for` passed; logs which.
+  // `limits` bound what late messages may hold, as for every message the scheduler reads.
   void linger(Transport* transport, const Membership& membership, const wire::Limits& limits,
-              std::chrono::milliseconds heartbeat_interval);
+              std::chrono::milliseconds linger_for);
 
  private:
   pb::Control shutdown_;

@@ -48,7 +48,7 @@ class Scheduler {
         membership_(config.num_servers, config.num_workers),
         obs_(config.num_servers, config.num_workers, config.heartbeat_interval, config.heartbeat_timeout, &malformed_) {
     TransportOptions options;
-    applyTransportSecurity(config, auth_, &options);
+    applyTransportSecurity(config, auth_, &options, SecuredLink::kScheduler);
     options.name = "scheduler";
     options.max_frame_bytes = 1 << 20;
     // Nodes read every control message at once; a peer that never reads loses its replies, not our memory.
@@ -79,7 +79,9 @@ class Scheduler {
               << config_.num_servers << " servers and " << config_.num_workers << " workers (rendezvous timeout "
               << config_.rendezvous_timeout.count() / 1000.0 << " s)";
     const int code = loop();
-    if (end_) end_->linger(transport_.get(), membership_, limits_, config_.heartbeat_interval);
+    if (end_)
+      end_->linger(transport_.get(), membership_, limits_,
+                   JobEnd::lingerFor(config_.heartbeat_interval, terminationRequested()));
     transport_->close();  // flushes the last shutdowns (ZPS_SHUTDOWN_LINGER)
     return code;
   }
@@ -186,6 +188,18 @@ class Scheduler {
       }
     }
     if (reg.rejoin() && rebind(peer, reg)) return;
+    if (reg.rejoin() && running_ && reg.generation() < generation_) {
+      // A node that was stopped (SIGSTOP, a frozen VM) past the heartbeat timeout, declared dead and
+      // replaced, and now resumed: its rank belongs to the replacement. Told so, it ends at once with
+      // the true reason, instead of waiting as a replacement of its own replacement.
+      if (const Member* holder = membership_.holder(reg.role(), reg.requested_rank())) {
+        refuse(peer, std::string(wire::roleName(reg.role())) + " " + std::to_string(reg.requested_rank()) + " (pid " +
+                         std::to_string(reg.pid()) + ") was declared dead in generation " +
+                         std::to_string(reg.generation()) + " and replaced by " + holder->describe() +
+                         "; this process is no longer part of the job");
+        return;
+      }
+    }
     if (running_ && !config_.recovery) {
       refuse(peer, "the job is already running with all nodes registered");
       return;

@@ -21,8 +21,13 @@ namespace fs = std::filesystem;
 
 // Debian installs python3-torch for this interpreter only.
 constexpr char kDebianPython[] = "/usr/bin/python3";
-// Importing torch takes seconds; finding it does not.
-constexpr char kFindTorch[] = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)";
+// Importing torch takes seconds; finding it does not. The working folder is left out of the search and
+// a namespace package (a plain folder named torch, origin None) does not count: launched from a folder
+// that holds a `torch` directory (examples/, a source checkout), an interpreter without torch would
+// otherwise seem to have it.
+constexpr char kFindTorch[] =
+    "import importlib.util, os, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.', os.getcwd())]; "
+    "s = importlib.util.find_spec('torch'); sys.exit(0 if s is not None and s.origin is not None else 3)";
 constexpr std::chrono::milliseconds kProbeDeadline{20000};
 
 bool isFile(const fs::path& path) {

@@ -18,4 +18,4 @@ BUILD_TARGETS=zps "$ROOT/tools/build.sh"
 echo "run.sh: the build took $((SECONDS - start)) s"
 "$ROOT/tools/fetch-datasets.sh" "$ROOT/data"
 exec "$BIN" launch --servers 2 --workers 2 --timeout 600 -- \
-  train --model mlp --data digits --data_dir "$ROOT/data" --epochs 10 "$@"
+  train --model mlp --data digits --data_dir "$ROOT/data" "$@"

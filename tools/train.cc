@@ -108,7 +108,10 @@ StatusOr<train::TrainingSetup> prepare(kernels::TrainOps* ops) {
   } else if (FLAGS_libsvm_base != "auto") {
     return InvalidArgument("--libsvm_base is 0, 1 or auto, not '" + FLAGS_libsvm_base + "'");
   }
-  ZPS_ASSIGN_OR_RETURN(p.split, train::loadDataset(FLAGS_data, lo));
+  StatusOr<train::Split> split = train::loadDataset(FLAGS_data, lo);
+  // A missing data file is the user's to fix, like every other refusal of the data: exit code 2.
+  if (!split.ok() && split.status().code() == StatusCode::kNotFound) return InvalidArgument(split.status().message());
+  ZPS_ASSIGN_OR_RETURN(p.split, std::move(split));
   ZPS_ASSIGN_OR_RETURN(
       p.model, train::makeModel(FLAGS_model, p.split.train, hidden, static_cast<size_t>(FLAGS_embedding_dim), ops));
   ZPS_RETURN_IF_ERROR(p.model->checkData(p.split.train));

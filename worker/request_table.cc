@@ -147,7 +147,10 @@ Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::
     lock.lock();
   }
   // A reply being copied finishes first: the caller may reuse or free the buffer once we return.
-  cv_.wait(lock, [&] { return op->delivering == 0; });
+  // After abort() a program that stops at its first failed wait may free every buffer of the
+  // operations it never waits for: so an aborted wait returns only when no copy of any operation is
+  // in progress (none starts after the abort, see deliver).
+  cv_.wait(lock, [&] { return op->delivering == 0 && (!aborted_ || delivering_ == 0); });
   if (op->remaining == 0) return op->status;
   if (aborted_) return aborted_->withContext(op->what);
   return DeadlineExceeded(op->what + ": " + std::to_string(op->remaining) + " replies missing after " +
@@ -240,6 +243,11 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
                                const std::string& from) {
   const uint64_t id = h.request_id();
   std::unique_lock<std::mutex> lock(mu_);
+  if (aborted_) {
+    // The job has ended: the program may have freed the buffers of operations it never waited for.
+    ++dropped_;
+    return Delivery::kCancelled;
+  }
   auto it = pending_.find(id);
   if (it == pending_.end() || it->second.request.server != server || it->second.delivering) {
     if (cancelled_.erase(id) > 0) {
@@ -276,6 +284,7 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
   it->second.delivering = true;
   std::shared_ptr<PendingOp> op = it->second.op;
   ++op->delivering;
+  ++delivering_;
   const RequestSpec request = r;
   lock.unlock();
   Status status = request.on_reply ? request.on_reply(h) : Status::OK();
@@ -287,6 +296,7 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
   }
   lock.lock();
   --op->delivering;
+  --delivering_;
   it = pending_.find(id);  // still there: only deliver removes a request being delivered
   it->second.delivering = false;
   complete(id, status);

@@ -206,7 +206,9 @@ class RequestTable {
   // answer a repeated pull once. Returns how many.
   int resendTo(int server);
 
-  // The job ended: every wait returns `why` from now on, and so does every send.
+  // The job ended: every wait returns `why` from now on, and so does every send. No reply is copied
+  // into a buffer any more, and an aborted wait returns only once no copy is in progress: a program
+  // that stops at its first failed wait may free the buffers of every operation.
   void abort(const Status& why);
   std::optional<Status> aborted() const;
   // A node was lost: every pending request fails with `why`, and so does every new send until
@@ -255,6 +257,7 @@ class RequestTable {
   std::optional<Status> refused_;
   uint64_t resent_ = 0;
   uint64_t dropped_ = 0;
+  int delivering_ = 0;  // replies being copied into buffers, over all operations
 };
 
 }  // namespace zps

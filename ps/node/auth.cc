@@ -2,12 +2,15 @@
 
 #include <sodium.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 
 #include "ps/common/checkpoint.h"
 #include "ps/common/config.h"
+#include "ps/common/regular_file.h"
 
 namespace zps {
 namespace {
@@ -50,12 +53,22 @@ StatusOr<Authenticator> Authenticator::fromConfig(const Config& config) {
 }
 
 StatusOr<std::string> readTokenFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + path + " cannot be read");
-  // Read one byte past the limit, never more: the file may be a device (/dev/zero) or a huge file.
+  // A folder, FIFO or device is refused unread: a FIFO without a writer would block the start forever.
+  // Every refusal, a missing file included, is the user's to fix: InvalidArgument (exit code 2).
+  StatusOr<int> opened = openRegularFile("ZPS_AUTH_TOKEN_FILE=", path);
+  if (!opened.ok()) return InvalidArgument(opened.status().message());
+  const int fd = *opened;
+  // Read one byte past the limit, never more: the file may be huge.
   std::string token(Authenticator::kMaxTokenFileBytes + 1, '\0');
-  in.read(token.data(), static_cast<std::streamsize>(token.size()));
-  token.resize(static_cast<size_t>(in.gcount()));
+  size_t got = 0;
+  while (got < token.size()) {
+    const ssize_t n = ::read(fd, token.data() + got, token.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  token.resize(got);
   if (token.size() > Authenticator::kMaxTokenFileBytes)
     return InvalidArgument("ZPS_AUTH_TOKEN_FILE=" + path + " holds more than " +
                            std::to_string(Authenticator::kMaxTokenFileBytes) + " bytes; it must hold one token");
@@ -174,10 +187,11 @@ Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string
 
 namespace zps {
 
-void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options) {
+void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options,
+                            SecuredLink link) {
   options->credential_name = "ZPS_AUTH_TOKEN";
   if (!auth.enabled()) return;
-  if (!config.curve) {
+  if (!config.curve && link == SecuredLink::kData) {
     // A MAC of the token, not the token: PLAIN sends its password in clear text, and one seen on the
     // wire only lets a peer past the handshake, not register (that needs the token's HMAC proof).
     std::string mac = auth.mac(kHandshakeContext, "");

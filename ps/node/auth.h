@@ -93,7 +93,15 @@ class NonceCache {
 
 namespace zps {
 struct TransportOptions;
+// Which connections a transport carries. The scheduler's link always uses CurveZMQ with a token:
+// a PLAIN password is seen by anyone on the wire, and whoever replays it gets past the handshake,
+// where libzmq then buffers every frame of a never-finished message without bound (a scheduler went
+// from 17 to 645 MB). The link carries a few small messages a second, so encryption costs nothing
+// there; data connections keep PLAIN unless ZPS_CURVE=1, for throughput.
+enum class SecuredLink { kData, kScheduler };
 // With a token, peers must prove it at the ZeroMQ handshake, before any of their messages is read:
-// CurveZMQ keys when ZPS_CURVE=1, otherwise a PLAIN password derived from the token.
-void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options);
+// CurveZMQ keys when ZPS_CURVE=1 or on the scheduler's link, otherwise a PLAIN password derived from
+// the token.
+void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options,
+                            SecuredLink link = SecuredLink::kData);
 }  // namespace zps

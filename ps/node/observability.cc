@@ -1,10 +1,14 @@
 #include "ps/node/observability.h"
 
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -19,6 +23,23 @@ void registerNodeInfo(const std::string& role, int rank) {
       .gauge("zps_node_info", "Always 1; labels say which node this endpoint belongs to",
              {{"role", role}, {"rank", std::to_string(rank)}})
       .set(1);
+}
+
+// A trace is written at the end of the job: a folder that cannot take it is found at the start instead,
+// where the user can still fix it, by creating it and a file in it.
+Status checkTraceDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return InvalidArgument("ZPS_TRACE_DIR=" + dir + " cannot be created: " + ec.message() + "; set a writable folder");
+  std::string probe = dir + "/.zps-write-test-XXXXXX";
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    return InvalidArgument("ZPS_TRACE_DIR=" + dir + " is not writable: " + std::strerror(errno) +
+                           "; set a writable folder");
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::OK();
 }
 
 }  // namespace
@@ -41,6 +62,7 @@ StatusOr<ObsConfig> loadObsConfig(const EnvLookup& env) {
   c.trace_end_step = static_cast<uint64_t>(end);
   ZPS_ASSIGN_OR_RETURN(c.trace_dir, readText(env, "trace_dir"));
   if (c.trace_dir.empty()) return InvalidArgument("ZPS_TRACE_DIR is empty; set it to a folder");
+  if (c.trace_on) ZPS_RETURN_IF_ERROR(checkTraceDir(c.trace_dir));
   return c;
 }
 

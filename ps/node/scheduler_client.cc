@@ -91,7 +91,7 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   options.name = "scheduler-link";
   options.max_frame_bytes = 16 << 20;
   options.linger = config_.shutdown_linger;
-  applyTransportSecurity(config_, auth_, &options);
+  applyTransportSecurity(config_, auth_, &options, SecuredLink::kScheduler);
   transport_ = makeZmqTransport(options);
   transport_->onReconnect([this](PeerId) { reconnected_ = true; });
   ZPS_ASSIGN_OR_RETURN(

@@ -333,6 +333,7 @@ class Server {
     upgrade_token_of_peer_.clear();
     lane_token_of_peer_.clear();
     has_lane_.clear();
+    hello_answer_of_peer_.clear();
     pacer_->clear();
     for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
     inline_engine_->process(EngineTask{0, -1, {}, true});
@@ -389,6 +390,17 @@ class Server {
       LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": HELLO with a wrong magic or protocol version from "
                                << transport_->describe(peer);
       refuseHello(peer, h, "protocol mismatch: server speaks version " + std::to_string(wire::kProtocolVersion));
+      return;
+    }
+    // A resend of the HELLO this connection was answered for (its reply was lost) gets that answer
+    // again; the same nonce from any other connection stays a replay (checkPeerProof).
+    if (auto answered = hello_answer_of_peer_.find(peer);
+        answered != hello_answer_of_peer_.end() && auth_.enabled() && !h.auth_nonce().empty() &&
+        answered->second.nonce == h.auth_nonce() && h.request_id() == answered->second.reply.request_id() &&
+        auth_.verify(kHelloContext, helloMacInput(h), h.auth_mac())) {
+      Outgoing again;
+      again.header = answered->second.reply;
+      reply(peer, std::move(again));
       return;
     }
     if (auth_.enabled()) {
@@ -458,6 +470,7 @@ class Server {
       lane_token_of_peer_[peer] = token;
       o.header.set_lane_token(token);
     }
+    if (auth_.enabled()) hello_answer_of_peer_[peer] = HelloAnswer{h.auth_nonce(), o.header};
     reply(peer, std::move(o));
   }
 
@@ -522,6 +535,11 @@ class Server {
   std::unordered_map<PeerId, uint64_t> upgrade_token_of_peer_;  // for the move to ipc_name_
   std::unordered_map<PeerId, uint64_t> lane_token_of_peer_;     // for opening a push lane
   std::unordered_set<PeerId> has_lane_;                         // connections that opened theirs
+  struct HelloAnswer {
+    std::string nonce;
+    pb::DataHeader reply;
+  };
+  std::unordered_map<PeerId, HelloAnswer> hello_answer_of_peer_;  // with a token: for a resent HELLO
   std::string ipc_name_;
   wire::Limits limits_;
   std::atomic<bool> stop_{false};

@@ -39,7 +39,7 @@ expect 0 "usage: zps COMMAND" -- -h >/dev/null
 # Each command, in all three spellings.
 for spelling in "help train" "train --help" "train -h"; do
   # shellcheck disable=SC2086
-  out=$(expect 0 "usage: DMLC_ROLE=worker zps train" "--epochs=10" "--model=mlp" "--batch_size=32" -- $spelling)
+  out=$(expect 0 "usage: DMLC_ROLE=worker zps train" "--epochs=20" "--model=mlp" "--batch_size=32" -- $spelling)
   grep -qF -- "--rounds" <<<"$out" && fail "zps $spelling shows check's --rounds"
   grep -qF -- "--mode=" <<<"$out" && fail "zps $spelling shows bench's --mode"
 done

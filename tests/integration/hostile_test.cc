@@ -9,6 +9,9 @@
 #include <thread>
 
 #include "proto/zps.pb.h"
+#include "ps/common/config.h"
+#include "ps/node/auth.h"
+#include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
 #include "tests/integration/cluster.h"
 
@@ -22,9 +25,14 @@ namespace {
 // A DEALER that sends multi-frame messages and reads replies with a deadline.
 class RawClient {
  public:
-  RawClient(void* ctx, int port) : socket_(zmq_socket(ctx, ZMQ_DEALER)) {
+  // `plain_password`: the job's ZeroMQ PLAIN password (a job with a token), else none.
+  RawClient(void* ctx, int port, const std::string& plain_password = "") : socket_(zmq_socket(ctx, ZMQ_DEALER)) {
     int linger = 0;
     zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof(linger));
+    if (!plain_password.empty()) {
+      zmq_setsockopt(socket_, ZMQ_PLAIN_USERNAME, "zps", 3);
+      zmq_setsockopt(socket_, ZMQ_PLAIN_PASSWORD, plain_password.data(), plain_password.size());
+    }
     std::string ep = "tcp://127.0.0.1:" + std::to_string(port);
     REQUIRE(zmq_connect(socket_, ep.c_str()) == 0);
   }
@@ -405,4 +413,51 @@ TEST_CASE("a forged lane HELLO is refused, and a lane opens once per connection"
   zmq_ctx_term(ctx);
   c.expectAllExitZero(120s);
   for (int w : {2, 3}) CHECK(contains(c.log(w), " 0 wrong"));
+}
+
+TEST_CASE("with a token, a resent HELLO is answered again on its connection and refused from another") {
+  const std::string token = "hello-replay-test-token-0123456789";
+  Cluster c(1, 1);
+  c.setEnv("ZPS_AUTH_TOKEN", token);
+  int sched = c.startScheduler();
+  int server = c.startServer();
+  c.startWorker(0, {"check", "--rounds", "500", "--sizes", "1,4K"});
+  int server_port = serverPort(c, sched);
+  // What a node of the job would send: the PLAIN password and a signed HELLO (local rank 7 of worker
+  // 0, so that the real worker 0 is not disturbed).
+  const zps::Authenticator auth = zps::Authenticator::withToken(token);
+  zps::TransportOptions options;
+  zps::Config config;
+  zps::applyTransportSecurity(config, auth, &options);
+  pb::DataHeader h = hello(0, 7);
+  h.set_auth_nonce(zps::Authenticator::newNonce());
+  h.set_auth_time_ms(zps::Authenticator::nowMs());
+  h.set_auth_mac(auth.mac(zps::kHelloContext, zps::helloMacInput(h)));
+
+  void* ctx = zmq_ctx_new();
+  {
+    auto ask = [](RawClient& client, const pb::DataHeader& request) {
+      client.send({envelope(request)});
+      pb::Envelope out;
+      REQUIRE(out.ParseFromString(client.recv(20s)));
+      return out.data();
+    };
+    RawClient first(ctx, server_port, options.handshake_password);
+    const pb::DataHeader accepted = ask(first, h);
+    REQUIRE(accepted.command() == pb::CMD_REPLY);
+    CHECK(auth.verify(zps::kHelloReplyContext, h.auth_nonce(), accepted.auth_mac()));
+    // Its reply was lost: the same HELLO again on the same connection gets the same answer.
+    const pb::DataHeader again = ask(first, h);
+    CHECK(again.command() == pb::CMD_REPLY);
+    CHECK(again.SerializeAsString() == accepted.SerializeAsString());
+    // The same bytes from another connection are a replay.
+    RawClient other(ctx, server_port, options.handshake_password);
+    const pb::DataHeader replayed = ask(other, h);
+    CHECK(replayed.command() == pb::CMD_ERROR);
+    CHECK(contains(replayed.error(), "replayed nonce"));
+  }
+  zmq_ctx_term(ctx);
+  c.expectAllExitZero(120s);
+  CHECK(contains(c.log(2), " 0 wrong"));
+  (void)server;
 }

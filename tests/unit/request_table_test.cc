@@ -181,6 +181,29 @@ TEST_CASE("request table: cancel waits for a delivery in progress and drops the 
   CHECK_FALSE(f.table.cancel(*op));
 }
 
+TEST_CASE("request table: after abort no reply is copied, and an aborted wait outlasts every copy", "[request_table]") {
+  // A program stops at its first failed wait and frees the buffers of the operations it never waited
+  // for (zps check did, after a SIGSTOP past the heartbeat timeout): a later copy would write into
+  // freed memory, and one in progress would race the free.
+  FakeServers f;
+  std::vector<float> first(4, 0.0f), second(4, 0.0f), third(4, 0.0f);
+  std::vector<uint64_t> first_ids, second_ids, third_ids;
+  auto waited = f.table.issue(f.pull(first.data(), 1, &first_ids));
+  REQUIRE(waited.ok());
+  FanOut slow_fan = f.pull(second.data(), 1, &second_ids);
+  SlowDelivery slow;
+  slow.hold(&slow_fan);
+  REQUIRE(f.table.issue(std::move(slow_fan)).ok());
+  REQUIRE(f.table.issue(f.pull(third.data(), 1, &third_ids)).ok());
+  slow.deliver(&f, second_ids[0]);  // in the copy into `second`
+  f.table.abort(Aborted("job ended by the scheduler: worker 1 failed"));
+  Status s = f.table.wait(*waited, 10s);
+  CHECK(s.code() == StatusCode::kAborted);
+  CHECK(slow.copied);  // the copy into another operation's buffer ended before the wait returned
+  CHECK(f.reply(third_ids[0], 0, 9.0f) == Delivery::kCancelled);
+  CHECK(third == std::vector<float>(4, 0.0f));
+}
+
 TEST_CASE("request table: error replies and malformed payloads fail the operation", "[request_table]") {
   FakeServers f;
   std::vector<float> out(8, 0.0f);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <utility>
 
+#include "ps/common/regular_file.h"
 #include "worker/train/dataset_progress.h"
 #include "worker/train/random.h"
 #include "worker/train/split.h"
@@ -111,8 +112,10 @@ bool boundedGetline(std::istream& in, std::string* line) {
 // A big file shows its progress (DatasetProgress) while it is read.
 template <typename F>
 Status forEachLine(const std::string& path, F&& callback) {
+  // A folder, FIFO or device is refused before the stream opens it (ps/common/regular_file.h).
+  ZPS_RETURN_IF_ERROR(checkRegularFile("data file ", path));
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open " + path + ": " + std::strerror(errno));
+  if (!in) return InvalidArgument("data file " + path + " cannot be read: " + std::strerror(errno));
   std::error_code size_error;
   const uintmax_t size = std::filesystem::file_size(path, size_error);
   DatasetProgress progress("reading " + path, size_error ? 0 : size, "bytes");

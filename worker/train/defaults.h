@@ -10,7 +10,7 @@
 
 namespace zps::train {
 
-inline constexpr int kDefaultEpochs = 10;
+inline constexpr int kDefaultEpochs = 20;
 inline constexpr size_t kDefaultBatchSize = 32;  // per worker
 // One hidden layer of this size (mlp, ctr); also the default of zps train --hidden (tools/train.cc).
 inline constexpr size_t kDefaultHidden = 128;

@@ -228,6 +228,8 @@ void HandshakeGuard::readListenerEvents() {
     else if (e.value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
       refuse("", has_credentials ? "authentication required (it sent no " + token + ")"
                                  : "it uses " + token + " but this node runs without one");
+    else if (e.value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)  // CurveZMQ keys of another token
+      refuse("", "wrong " + token + " (its CurveZMQ keys do not match this node's)");
     else
       refuse("", "ZeroMQ handshake failed (protocol error " + hex(e.value) + ")");
   }
@@ -241,9 +243,9 @@ void HandshakeGuard::readClientEvents(uint64_t peer, void* monitor) {
     if (!parseEvent(frames, &e)) continue;
     const std::string& token = credentials_.credential_name;
     bool has_credentials = !credentials_.plain_password.empty() || !credentials_.curve_client_public.empty();
-    std::string mismatch =
-        has_credentials ? "it runs without " + token + " (or another one), so it could not prove it knows " + token
-                        : "authentication required: set the job's " + token + " on this node";
+    std::string mismatch = has_credentials ? "it runs without " + token + " or with another one (a wrong " + token +
+                                                 " here or there), so it could not prove it knows " + token
+                                           : "authentication required: set the job's " + token + " on this node";
     std::string why;
     if (e.event == ZMQ_EVENT_DISCONNECTED) {  // also at every job's end: said at PS_VERBOSE=1 only
       VLOG(1) << name_ << ": lost the connection to " << endpoints_[peer] << "; ZeroMQ reconnects";
