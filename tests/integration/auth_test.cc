@@ -133,7 +133,7 @@ TEST_CASE("auth: a short token or CURVE without a token is a user error") {
   CHECK(contains(c.log(b), "ZPS_CURVE=1 needs ZPS_AUTH_TOKEN"));
 }
 
-TEST_CASE("auth: a HELLO whose reply was lost is answered again; its nonce from another connection is not") {
+TEST_CASE("auth: a HELLO whose reply was lost is answered again, its nonce from another connection is not") {
   // Servers drop 30% of their sends, HELLO replies included; the workers resend after 0.3 s with the
   // same nonce. Each job has 4 HELLOs (2 workers x 2 servers) and their push lanes: before resent
   // HELLOs were answered, about 3 jobs in 4 had one refused as "replayed nonce" and failed to join.
