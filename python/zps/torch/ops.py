@@ -205,7 +205,9 @@ def broadcast_async_(tensor, root_rank, name=None):
     if not tensor.is_contiguous():
         raise ValueError("zps.torch.broadcast: %s is not contiguous; pass tensor.contiguous()" % _describe(tensor, name))
     # The root sends its bytes, the others zeros; the servers' byte sum (mod 256) is the root's bytes.
-    data = _bytes_view(tensor.detach()).reshape(-1)
+    # Flattened first (a view: the tensor is contiguous), as a 0-dim tensor (BatchNorm's
+    # num_batches_tracked) has no dimension to view as bytes.
+    data = _bytes_view(tensor.detach().reshape(-1))
     if name is None:
         name = _default_name("broadcast", tensor)
     if rt.rank != root_rank:
