@@ -8,7 +8,9 @@ RESULTS holds the JSON lines of tools/bench/torch_compare.py's rank 0, tagged wi
 median of the run's timed steps), samples/s for the job (workers x batch / step) and the ratio DDP step
 / zps step (> 1: zps trains faster); the table shows the medians of those per-round values, so a busy
 minute moves one round's ratio rather than one side of every ratio. `compute` is the median forward and
-backward pass without communication, timed on all workers at once before the steps; `link` is the time
+backward pass without communication, timed on all workers at once before the steps; `fwd+bwd` and
+`opt.step` split the step (DDP's all-reduces block inside backward, zps.torch waits in
+optimizer.step() for the sums it started during backward); `link` is the time
 a step's gradients need on one link at the rate: the gradient bytes once each way for a parameter
 server on its own hosts, 2(n-1)/n of them for ring all-reduce and for servers colocated with the
 workers. Goals: >= 1.3x DDP/Gloo with the servers on their own hosts, >= 1.0x colocated. Exits 1 when
@@ -41,9 +43,9 @@ def main():
     rounds = len({k for v in runs.values() for k in v})
     print(f"\n# zps.torch against DDP/Gloo, {workers} workers, {servers} servers ({layout}), links at {rate}; "
           f"medians over {rounds} rounds of each round's value; ratio: DDP step / zps step in the same round (> 1: zps is faster)")
-    print("# %-9s %-10s %9s %6s %10s %13s %10s %9s %6s  %s" % (
-        "model", "system", "params", "batch", "step (ms)", "compute (ms)", "link (ms)", "samples/s", "ratio",
-        "ratio per round"))
+    print("# %-9s %-10s %9s %6s %10s %13s %8s %8s %10s %9s %6s  %s" % (
+        "model", "system", "params", "batch", "step (ms)", "compute (ms)", "fwd+bwd", "opt.step", "link (ms)",
+        "samples/s", "ratio", "ratio per round"))
     missing, goals = 0, []
     for model in models:
         ddp = runs.get((model, "ddp"), {})
@@ -59,16 +61,20 @@ def main():
             gradient_bytes = 4 * any_row["parameters"]
             factor = ring_factor if system == "ddp" else ps_factor
             steps = [got[k]["median_step_s"] for k in sorted(got)]
-            computes = [got[k]["compute_s"] for k in sorted(got) if "compute_s" in got[k]]
+
+            def ms(key):  # the median over rounds of one timing, '-' when the runs did not record it
+                values = [got[k][key] for k in sorted(got) if key in got[k]]
+                return "%.0f" % (statistics.median(values) * 1e3) if values else "-"
+
             samples = [workers * got[k]["batch"] / got[k]["median_step_s"] for k in sorted(got)]
             ratios = ([ddp[k]["median_step_s"] / got[k]["median_step_s"] for k in sorted(got) if k in ddp]
                       if system == "zps" else [])
-            compute = "%.0f" % (statistics.median(computes) * 1e3) if computes else "-"
             ratio = "%.2f" % statistics.median(ratios) if ratios else ""
-            print("  %-9s %-10s %9d %6d %10.0f %13s %10.0f %9.1f %6s  %s" % (
-                model, name, any_row["parameters"], any_row["batch"], statistics.median(steps) * 1e3, compute,
+            print(("  %-9s %-10s %9d %6d %10.0f %13s %8s %8s %10.0f %9.1f %6s  %s" % (
+                model, name, any_row["parameters"], any_row["batch"], statistics.median(steps) * 1e3, ms("compute_s"),
+                ms("forward_backward_s"), ms("optimizer_step_s"),
                 factor * gradient_bytes / link * 1e3, statistics.median(samples), ratio,
-                " ".join("%.2f" % x for x in ratios)))
+                " ".join("%.2f" % x for x in ratios))).rstrip())
             if system == "zps":
                 if ratios:
                     value = statistics.median(ratios)

@@ -11,7 +11,8 @@ gradients per step); `resnet50` is torchvision's ResNet-50 with 10 classes (23.5
 gradients) on images of --image-size pixels square. Data is random (the same shape every step): the
 point is the step time. With --compute-steps N each worker first times N forward and backward passes
 without any communication (all workers at once, as in training), so the step time splits into compute
-and the wait for the gradients' sums.
+and the wait for the gradients' sums; each step's forward and backward and its optimizer.step() are
+timed apart too.
 """
 import argparse
 import json
@@ -110,12 +111,23 @@ def main():
             optimizer = bps.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
             bps.broadcast_parameters(model.state_dict(), root_rank=0)
 
+        # Where a step's time goes: forward and backward (DDP's all-reduces block inside backward), and
+        # optimizer.step() (zps.torch waits there for the sums it started during backward).
+        backward_s, optimizer_s = [], []
+
         def step():
+            start = time.perf_counter()
             optimizer.zero_grad()
             F.cross_entropy(model(x), y).backward()
+            middle = time.perf_counter()
             optimizer.step()
+            backward_s.append(middle - start)
+            optimizer_s.append(time.perf_counter() - middle)
 
         step_times = timed_reps(args, step)
+        timed = args.steps * args.reps  # the warm-up steps are the first ones
+        result.update(forward_backward_s=statistics.median(backward_s[-timed:]),
+                      optimizer_step_s=statistics.median(optimizer_s[-timed:]))
         result.update(model=args.model, batch=args.batch_size,
                       parameters=sum(p.numel() for p in model.parameters()))
         if args.model == "resnet50":
