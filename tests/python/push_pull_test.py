@@ -91,6 +91,9 @@ check(got.view(torch.int32).tolist() == torch.tensor([-0.0, float("nan"), float(
 flags = torch.tensor([RANK == 0, True, False])
 bps.broadcast_(flags, 0, name="flags")
 check(flags.tolist() == [True, True, False], "broadcast_ of a bool tensor in place")
+steps = torch.tensor(7 + RANK)  # 0-dim int64, as BatchNorm's num_batches_tracked
+bps.broadcast_(steps, 0, name="steps")
+check(steps.dim() == 0 and steps.item() == 7, "broadcast_ of a 0-dim int64 tensor in place")
 obj = bps.broadcast_object({"rank": RANK, "t": torch.arange(3) * RANK, "s": "x" * 5000}, root_rank=1)
 check(obj["rank"] == 1 and obj["t"].tolist() == [0, 1, 2] and len(obj["s"]) == 5000, "broadcast_object from rank 1")
 

@@ -16,10 +16,22 @@
 #   WORKERS=2 SERVERS=2 SIZES=262144 REPEATS=1 tools/bench/cluster.sh   # the smoke test's size
 #   LAYOUT=colocated DELAY=1ms RATE=500mbit tools/bench/cluster.sh
 #   MODEL=resnet50 RATE=500mbit tools/bench/cluster.sh  # overlap: FIFO against priority scheduling
+#   TORCH=wide,resnet50 RATE=100mbit tools/bench/cluster.sh   # real PyTorch: zps.torch against DDP/Gloo
 #
 # With MODEL set it runs only `zps bench --model MODEL --compute_ms COMPUTE_MS --link_mbit R` (COMPUTE_MS
 # defaults to comm: the compute equals the measured communication time) REPEATS times and prints worker
 # 0's overlap table of each repetition, instead of the all-reduce comparison.
+#
+# With TORCH set (models of tools/bench/torch_compare.py, comma separated: wide, resnet50, digits) it
+# trains instead, per repetition and model: zps.torch's DistributedOptimizer (scheduler and servers as
+# above, the workers `torch_compare.py --system zps` on the worker hosts) and then DDP over Gloo on the
+# same worker hosts, real forward and backward passes and SGD on each, and
+# tools/bench/torch_cluster_table.py prints the medians of each round's step time, samples/s and
+# zps/DDP ratio, the link time per step, and `goal:` lines. BATCH (rows per worker; empty: 32 for the
+# MLPs, 16 for resnet50: on one thread PyTorch 1.13 runs the 1x1 convolutions of a batch under 16
+# without oneDNN, about 10x slower here), IMAGE_SIZE (resnet50's, 32), STEPS (timed steps per run,
+# 3), WARMUP (1) and COMPUTE_STEPS (forward and backward passes timed first without communication, 2)
+# shape each run.
 #
 # zps runs with its defaults: no ZPS_* setting unless one is given here (PARTITION, CREDIT) or in the
 # environment, and the header line names every one that was. On these hosts the defaults are those of a
@@ -36,7 +48,7 @@
 # tools/bench/cluster_trace.py prints where each round's time went, per repetition, or with MODEL
 # tools/bench/overlap_trace.py where each schedule's forward pass waited; 0). Other ZPS_*
 # variables in the environment reach every zps process (e.g. ZPS_PRIORITY, ZPS_CREDIT_BYTES). Needs root,
-# ip, tc, unshare; Open MPI (mpicxx, mpirun) and python3-torch are references and shown as '-' when missing (tools/install-deps.sh installs them).
+# ip, tc, unshare; python3-torch (and torchvision for resnet50) with TORCH; Open MPI (mpicxx, mpirun) and python3-torch are references and shown as '-' when missing (tools/install-deps.sh installs them).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
@@ -60,6 +72,12 @@ MODEL=${MODEL:-}
 COMPUTE_MS=${COMPUTE_MS:-comm}
 ITERS=${ITERS:-5}
 TRACE=${TRACE:-0}
+TORCH=${TORCH:-}
+BATCH=${BATCH:-}
+IMAGE_SIZE=${IMAGE_SIZE:-32}
+STEPS=${STEPS:-3}
+WARMUP=${WARMUP:-1}
+COMPUTE_STEPS=${COMPUTE_STEPS:-2}
 QUEUE=${QUEUE:-200ms}
 ZPS=$BUILD_DIR/bin/zps
 PY=/usr/bin/python3
@@ -85,20 +103,32 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [[ -z $MODEL || $MODEL =~ ^(resnet50|bert-base)$ ]] || fail "MODEL must be resnet50 or bert-base"
   [[ $COMPUTE_MS == comm || $COMPUTE_MS =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "COMPUTE_MS must be comm or milliseconds"
   [[ $ITERS =~ ^[1-9][0-9]?$ ]] || fail "ITERS must be 1..99"
+  [[ -z $TORCH || $TORCH =~ ^(wide|resnet50|digits)(,(wide|resnet50|digits))*$ ]] ||
+    fail "TORCH must be models of torch_compare.py, comma separated: wide, resnet50, digits"
+  [[ -z $TORCH || -z $MODEL ]] || fail "TORCH and MODEL are two different runs; set one of them"
+  [[ -z $BATCH || $BATCH =~ ^[1-9][0-9]{0,3}$ ]] || fail "BATCH must be 1..9999 rows (or empty: the model's default)"
+  [[ $IMAGE_SIZE =~ ^[1-9][0-9]{0,3}$ && $IMAGE_SIZE -ge 32 ]] || fail "IMAGE_SIZE must be 32..9999 pixels"
+  [[ $STEPS =~ ^[1-9][0-9]?$ && $WARMUP =~ ^[0-9][0-9]?$ && $COMPUTE_STEPS =~ ^[0-9][0-9]?$ ]] ||
+    fail "STEPS must be 1..99, WARMUP and COMPUTE_STEPS 0..99"
   [ "$(id -u)" = 0 ] || skip "needs root for network namespaces, veth pairs, a bridge and tc (uid $(id -u))"
   for cmd in ip tc unshare timeout; do command -v $cmd >/dev/null || skip "$cmd is not installed"; done
   probe=$(unshare --net --mount --propagation private true 2>&1) || skip "unshare --net --mount does not work here: $probe"
+  if [ -n "$TORCH" ]; then
+    modules="torch, zps.torch"; [[ $TORCH == *resnet50* ]] && modules+=", torchvision"
+    why=$(PYTHONPATH=$BUILD_DIR/python $PY -c "import $modules" 2>&1) ||
+      skip "$PY cannot import $modules (python3-torch, python3-torchvision, a build with zps_python): ${why##*$'\n'}"
+  fi
   mkdir -p "$OUT_DIR" || fail "cannot create $OUT_DIR"
   rm -f "$OUT_DIR"/*.jsonl "$OUT_DIR"/*.log "$OUT_DIR"/*.json "$OUT_DIR"/*.links.txt
   rm -rf "$OUT_DIR"/trace-*
-  if [ -z "$MODEL" ] && [ "$MPI" = 1 ] && command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
+  if [ -z "$MODEL$TORCH" ] && [ "$MPI" = 1 ] && command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
     mpicxx -O2 -std=c++17 -o "$OUT_DIR/mpi_allreduce" "$ROOT/tools/bench/mpi_allreduce.cc" || MPI=0
   else
     MPI=0
   fi
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
-  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT DELAY_VARIANT
+  export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT DELAY_VARIANT TORCH BATCH IMAGE_SIZE STEPS WARMUP COMPUTE_STEPS
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -176,25 +206,32 @@ wait_all() {
 # tag NAME < JSON lines: appends them to RESULTS with the repetition and the run's name.
 tag() { grep '^{' | sed "s/^{/{\"rep\":$rep,\"run\":\"$1\",/" >>"$RESULTS"; }
 
-run_zps() {
-  local name=$1 port=$((9000 + rep)) root; root=$(addr "$(server_host 0)")
-  local env=(env GLOG_logtostderr=1 DMLC_PS_ROOT_URI="$root" DMLC_PS_ROOT_PORT=$port DMLC_NUM_SERVER="$SERVERS"
-             DMLC_NUM_WORKER="$WORKERS" "${ZPS_SET[@]}")
-  [ "$TRACE" = 0 ] || env+=(ZPS_TRACE_ON=1 ZPS_TRACE_DIR="$OUT_DIR/trace-$name-$rep" ZPS_TRACE_END_STEP=1000)
-  in_host "$(server_host 0)" "${env[@]}" DMLC_ROLE=scheduler DMLC_NODE_HOST="$root" "$ZPS" >"$OUT_DIR/$name.scheduler.log" 2>&1 &
+# start_zps_roles NAME PORT: the scheduler and the servers of run NAME, on PORT; sets ZENV, the
+# environment (DMLC_*, the zps settings) its workers get too.
+start_zps_roles() {
+  local name=$1 port=$2 root; root=$(addr "$(server_host 0)")
+  ZENV=(env GLOG_logtostderr=1 DMLC_PS_ROOT_URI="$root" DMLC_PS_ROOT_PORT="$port" DMLC_NUM_SERVER="$SERVERS"
+        DMLC_NUM_WORKER="$WORKERS" "${ZPS_SET[@]}")
+  [ "$TRACE" = 0 ] || ZENV+=(ZPS_TRACE_ON=1 ZPS_TRACE_DIR="$OUT_DIR/trace-$name-$rep" ZPS_TRACE_END_STEP=1000)
+  in_host "$(server_host 0)" "${ZENV[@]}" DMLC_ROLE=scheduler DMLC_NODE_HOST="$root" "$ZPS" >"$OUT_DIR/$name.scheduler.log" 2>&1 &
   PIDS+=($!)
   for i in $(seq 0 $((SERVERS - 1))); do
     local h; h=$(server_host "$i")
-    in_host "$h" "${env[@]}" DMLC_ROLE=server DMLC_NODE_HOST="$(addr $h)" "$ZPS" >"$OUT_DIR/$name.server$i.log" 2>&1 &
+    in_host "$h" "${ZENV[@]}" DMLC_ROLE=server DMLC_NODE_HOST="$(addr $h)" "$ZPS" >"$OUT_DIR/$name.server$i.log" 2>&1 &
     PIDS+=($!)
   done
+}
+
+run_zps() {
+  local name=$1
+  start_zps_roles "$name" $((9000 + rep))
   rm -f "$OUT_DIR/$name.json"
   local what=(--sizes "$SIZES" --min_time "$MIN_TIME" --min_iters 3)
   [ -z "$MODEL" ] || what=(--model "$MODEL" --compute_ms "$COMPUTE_MS" --link_mbit "$(mbit "$RATE")" --min_iters "$ITERS"
                            --warmup_iters 1)
   for i in $(seq 0 $((WORKERS - 1))); do
     local h; h=$(worker_host "$i")
-    in_host "$h" "${env[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" "$ZPS" bench \
+    in_host "$h" "${ZENV[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" "$ZPS" bench \
       "${what[@]}" --json "$OUT_DIR/$name.w$i.json" >"$OUT_DIR/$name.worker$i.log" 2>&1 &
     PIDS+=($!)
   done
@@ -230,6 +267,43 @@ run_gloo() {
   tag "$name" <"$OUT_DIR/$name.rank0.log"
 }
 
+# torch_args MODEL: the arguments of tools/bench/torch_compare.py for one run of MODEL.
+torch_args() {
+  local batch=$BATCH
+  [ -n "$batch" ] || { [ "$1" = resnet50 ] && batch=16 || batch=32; }
+  echo --model "$1" --batch-size "$batch" --image-size "$IMAGE_SIZE" --steps "$STEPS" --warmup "$WARMUP" --reps 1 \
+    --compute-steps "$COMPUTE_STEPS"
+}
+
+# run_torch SYSTEM MODEL: one training run of MODEL, SYSTEM zps (zps.torch's DistributedOptimizer, the
+# scheduler and servers as run_zps starts them) or ddp (DistributedDataParallel over Gloo), a worker
+# on each worker host; rank 0's JSON line goes to RESULTS.
+run_torch() {
+  local system=$1 model=$2 name="torch_$1_$2" m port i h
+  m=$(tr , '\n' <<<"$TORCH" | grep -nx "$model" | cut -d: -f1)
+  port=$((10 * rep + m))
+  local driver=(/usr/bin/env PYTHONPATH="$BUILD_DIR/python" $PY "$ROOT/tools/bench/torch_compare.py" --system "$system"
+                $(torch_args "$model") --label "$system")
+  if [ "$system" = zps ]; then
+    start_zps_roles "$name" $((9100 + port))
+    for i in $(seq 0 $((WORKERS - 1))); do
+      h=$(worker_host "$i")
+      in_host "$h" "${ZENV[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" "${driver[@]}" \
+        >"$OUT_DIR/$name.worker$i.log" 2>&1 &
+      PIDS+=($!)
+    done
+  else
+    for i in $(seq 0 $((WORKERS - 1))); do
+      in_host "$(worker_host "$i")" env RANK="$i" WORLD_SIZE="$WORKERS" MASTER_ADDR="$(addr "$(worker_host 0)")" \
+        MASTER_PORT=$((29600 + port)) GLOO_SOCKET_IFNAME=eth0 "${driver[@]}" >"$OUT_DIR/$name.worker$i.log" 2>&1 &
+      PIDS+=($!)
+    done
+  fi
+  wait_all "$name" || echo "cluster.sh: $name failed (see $OUT_DIR/$name.*.log)" >&2
+  link_stats >"$OUT_DIR/$name.links.txt"
+  cat "$OUT_DIR/$name".worker*.log | tag "$name"
+}
+
 # mbit RATE: the rate in Mbit/s (200mbit -> 200, 1gbit -> 1000, 500kbit -> 0.5).
 mbit() { echo "$1" | sed -E 's/^([0-9]+)(kbit|mbit|gbit)$/\1 \2/' | { read -r n u
   case $u in kbit) echo "$n" | awk '{print $1 / 1000}' ;; mbit) echo "$n" ;; gbit) echo $((n * 1000)) ;; esac; }; }
@@ -255,6 +329,20 @@ if [ -n "$MODEL" ]; then
     fi
   done
   exit "${rc:-0}"
+fi
+
+if [ -n "$TORCH" ]; then
+  echo "cluster.sh: PyTorch training, models $TORCH, $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, $SETTINGS, $REPEATS rounds of zps.torch then DDP/Gloo per model"
+  for model in $(tr , ' ' <<<"$TORCH"); do echo "cluster.sh: $model: torch_compare.py $(torch_args "$model")"; done
+  for rep in $(seq 1 "$REPEATS"); do
+    for model in $(tr , ' ' <<<"$TORCH"); do
+      echo "cluster.sh: round $rep of $REPEATS, $model (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+      run_torch zps "$model"
+      run_torch ddp "$model"
+    done
+  done
+  $PY "$ROOT/tools/bench/torch_cluster_table.py" "$RESULTS" "$RATE" "$LAYOUT" "$WORKERS" "$SERVERS" "$TORCH"
+  exit $?
 fi
 
 HALF=$(echo "$RATE" | sed -E 's/^([0-9]+)(.*)$/\1 \2/' | { read -r n u; echo "$((n / 2))$u"; })
