@@ -233,7 +233,9 @@ std::vector<Setting> makeTable() {
        .max = int64_t{1} << 30,
        .help =
            "tensors are cut into partitions of this size (at most ZPS_MAX_MESSAGE_BYTES); auto: 4194304 when "
-           "every worker and server runs on one host, 65536 when the job spans hosts (docs/performance.md#defaults)",
+           "every worker and server runs on one host, 65536 when the job spans hosts; set 262144-1048576 on links of "
+           "10 Gbit/s or more, where 64 KiB partitions make more messages than the CPUs carry "
+           "(docs/performance.md#defaults)",
        .group = messages,
        .blank_is_unset = false,
        .accepts_auto = true},
@@ -261,7 +263,7 @@ std::vector<Setting> makeTable() {
        .max = 262144,
        .help = "requests for partitions smaller than this that a worker has ready for one server together (one "
                "call's partitions, or pushes the priority scheduler releases at once) travel as one message of at "
-               "most this many payload bytes; 0: every request alone (docs/performance.md#fusion)",
+               "most this many payload bytes; 0: every request alone, only to compare (docs/performance.md#fusion)",
        .group = messages,
        .blank_is_unset = false},
       {.name = "priority",
@@ -269,8 +271,8 @@ std::vector<Setting> makeTable() {
        .type = T::kSwitch,
        .default_text = "auto",
        .help = "priority scheduling: pushes wait per server, the first declared tensor first, with at most "
-               "ZPS_CREDIT_BYTES in flight; auto: on when the job spans hosts, off on one host "
-               "(docs/performance.md#defaults)",
+               "ZPS_CREDIT_BYTES in flight; auto: on when the job spans hosts, off on one host; set 0 across hosts "
+               "whose links are much faster than their CPUs (docs/performance.md#defaults)",
        .group = messages,
        .accepts_auto = true},
       {.name = "credit_bytes",
@@ -280,7 +282,8 @@ std::vector<Setting> makeTable() {
        .min = 1,
        .max = int64_t{1} << 40,
        .help = "bytes of scheduled pushes in flight to each server (with priority scheduling); auto: one "
-               "partition (docs/performance.md#defaults)",
+               "partition, then the bandwidth-delay product measured from the acknowledgements; set a value only "
+               "to compare (docs/performance.md#priority-scheduling)",
        .group = messages,
        .blank_is_unset = false,
        .accepts_auto = true},
@@ -290,7 +293,8 @@ std::vector<Setting> makeTable() {
        .default_text = "1",
        .help = "with priority scheduling, 1: a worker opens a second connection (a lane) to each server for its "
                "scheduled pushes, so their acknowledgements never wait behind sums (a job that schedules no "
-               "push keeps one connection); 0: one connection (docs/performance.md)",
+               "push keeps one connection); 0: one connection, which saves a thread hand-off per acknowledgement "
+               "where the CPUs and not the links are the limit (docs/performance.md#push-lanes)",
        .group = messages},
       {.name = "push_hints",
        .env = {"ZPS_PUSH_HINTS"},
@@ -298,7 +302,7 @@ std::vector<Setting> makeTable() {
        .default_text = "1",
        .help = "with priority scheduling and three workers or more, 1: servers tell a worker which rounds wait for "
                "its push alone (every other worker has pushed them), and it sends its queued pushes of those first "
-               "(docs/performance.md#priority-scheduling); 0: each worker keeps its own order",
+               "(docs/performance.md#push-hints); 0: each worker keeps its own order, only to compare",
        .group = messages},
       {.name = "push_pacing_bytes",
        .env = {"ZPS_PUSH_PACING_BYTES"},
@@ -310,7 +314,7 @@ std::vector<Setting> makeTable() {
                "worker that has pushed more than this many bytes beyond the slowest worker still pushing to it, "
                "for at most 100 ms, so the workers share its link evenly (docs/performance.md#defaults); -1: twice "
                "ZPS_CREDIT_BYTES; 0: off; auto: twice the push credit when the job spans hosts, off on one host "
-               "(the servers read it too)",
+               "(the servers read it too); set 0 where the CPUs and not the links are the limit",
        .group = messages,
        .blank_is_unset = false,
        .accepts_auto = true},
