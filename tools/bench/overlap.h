@@ -10,8 +10,8 @@
 // communication): the time each layer's compute ends is fixed from the start of its pass, so short
 // layers do not add up sleep overheads.
 //
-// Two copies of the model's tensors are declared: "fifo" ones without a priority (their requests
-// leave at once, in the order they are issued, unless ZPS_PRIORITY=1 is set), and "priority" ones
+// Two copies of the model's tensors are declared: "fifo" ones unscheduled (DeclareOptions::unscheduled:
+// their requests leave at once, in the order they are issued, whatever the job's scheduling), and "priority" ones
 // with priority = forward layer index (lower first), which the worker schedules with credits
 // (worker/scheduling/push_scheduler.h). Iterations alternate between them so both see the same machine.
 //
