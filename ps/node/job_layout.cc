@@ -1,5 +1,6 @@
 #include "ps/node/job_layout.h"
 
+#include <algorithm>
 #include <set>
 
 namespace zps {
