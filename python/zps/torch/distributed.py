@@ -73,22 +73,24 @@ def _cpu(tensors, what):
 class _Completer:
     """A thread that waits for started sums in order and completes their futures with their tensors."""
 
-    def __init__(self, worker):
+    def __init__(self, worker, on_failure):
         self._worker = worker
+        self._on_failure = on_failure  # called with the server tensor's key of a sum whose wait failed
         self._queue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="zps-process-group", daemon=True)
         self._thread.start()
 
-    def submit(self, handle, tensors, buffer, future, what):
-        self._queue.put((handle, tensors, buffer, future, what))
+    def submit(self, handle, key, tensors, buffer, future, what):
+        self._queue.put((handle, key, tensors, buffer, future, what))
 
     def _run(self):
         while True:
-            handle, tensors, buffer, future, what = self._queue.get()
+            handle, key, tensors, buffer, future, what = self._queue.get()
             try:
                 self._worker.wait(handle, -1, what)
             except BaseException as e:  # the caller's wait raises it
                 collectives._abandoned.append(buffer)
+                self._on_failure(key)
                 future.set_exception(e)
                 continue
             future.set_result(tensors)
@@ -105,7 +107,10 @@ class ProcessGroupZps(dist.ProcessGroup):
         self._calls_of_size = {}  # (dtype, numel) -> number of sum all-reduces of that size so far
         self._last_of_key = {}  # server tensor -> future of its latest sum
         self._in_flight = []  # futures of started sums, oldest first
-        self._completer = _Completer(self._rt.worker)
+        # server tensor key -> its tensor id. Declared (agreed with the other workers: one round trip
+        # through the servers) at the key's first sum only; DDP's per-step sums then cost one push_pull.
+        self._ids = {}
+        self._completer = _Completer(self._rt.worker, self._forget)
 
     def getBackendName(self):
         return BACKEND
@@ -123,14 +128,22 @@ class ProcessGroupZps(dist.ProcessGroup):
             previous = self._last_of_key.get(key)
             if previous is not None and not previous.done():
                 _wait_quietly(previous)  # one round of a server tensor in flight at a time
-            tid = self._rt.declare(key, flat)
+            tid = self._ids.get(key)
+            if tid is None:
+                tid = self._ids[key] = self._rt.declare(key, flat)
             handle = self._rt.worker.push_pull(tid, flat.data_ptr(), flat.data_ptr())
             future = Future()
             self._last_of_key[key] = future
             self._in_flight = [f for f in self._in_flight if not f.done()]
             self._in_flight.append(future)
-        self._completer.submit(handle, [t], flat, future, "zps backend: all_reduce of %s" % key)
+        self._completer.submit(handle, key, [t], flat, future, "zps backend: all_reduce of %s" % key)
         return _create_work_from_future(future)
+
+    def _forget(self, key):
+        """A sum of `key` failed (its server tensor may be half summed): its next sum declares a fresh one."""
+        with self._lock:
+            self._ids.pop(key, None)
+        self._rt.coordinator.failed(key)
 
     def _drain(self):
         """Waits for every sum in flight, so that a blocking operation runs after them, as in order."""
