@@ -16,7 +16,7 @@
 #   WORKERS=2 SERVERS=2 SIZES=262144 REPEATS=1 tools/bench/cluster.sh   # the smoke test's size
 #   LAYOUT=colocated DELAY=1ms RATE=500mbit tools/bench/cluster.sh
 #   MODEL=resnet50 RATE=500mbit tools/bench/cluster.sh  # overlap: FIFO against priority scheduling
-#   TORCH=wide,resnet50 RATE=100mbit tools/bench/cluster.sh   # real PyTorch: zps.torch against DDP/Gloo
+#   TORCH=wide,resnet50 RATE=100mbit tools/bench/cluster.sh   # real PyTorch: zps.torch, DDP/zps against DDP/Gloo
 #
 # With MODEL set it runs only `zps bench --model MODEL --compute_ms COMPUTE_MS --link_mbit R` (COMPUTE_MS
 # defaults to comm: the compute equals the measured communication time) REPEATS times and prints worker
@@ -24,8 +24,8 @@
 #
 # With TORCH set (models of tools/bench/torch_compare.py, comma separated: wide, resnet50, digits) it
 # trains instead, per repetition and model: zps.torch's DistributedOptimizer (scheduler and servers as
-# above, the workers `torch_compare.py --system zps` on the worker hosts) and then DDP over Gloo on the
-# same worker hosts, real forward and backward passes and SGD on each, and
+# above, the workers `torch_compare.py --system zps` on the worker hosts), DDP over the backend "zps"
+# (a fresh scheduler and servers, `--system ddp-zps`) and then DDP over Gloo on the same worker hosts, real forward and backward passes and SGD on each, and
 # tools/bench/torch_cluster_table.py prints the medians of each round's step time, samples/s and
 # zps/DDP ratio, the link time per step, and `goal:` lines. BATCH (rows per worker; empty: 32 for the
 # MLPs, 16 for resnet50: on one thread PyTorch 1.13 runs the 1x1 convolutions of a batch under 16
@@ -276,16 +276,17 @@ torch_args() {
 }
 
 # run_torch SYSTEM MODEL: one training run of MODEL, SYSTEM zps (zps.torch's DistributedOptimizer, the
-# scheduler and servers as run_zps starts them) or ddp (DistributedDataParallel over Gloo), a worker
-# on each worker host; rank 0's JSON line goes to RESULTS.
+# scheduler and servers as run_zps starts them), ddp-zps (DistributedDataParallel over the backend
+# "zps", the same scheduler and servers) or ddp (DistributedDataParallel over Gloo), a worker on each
+# worker host; rank 0's JSON line goes to RESULTS.
 run_torch() {
   local system=$1 model=$2 name="torch_$1_$2" m port i h
   m=$(tr , '\n' <<<"$TORCH" | grep -nx "$model" | cut -d: -f1)
   port=$((10 * rep + m))
   local driver=(/usr/bin/env PYTHONPATH="$BUILD_DIR/python" $PY "$ROOT/tools/bench/torch_compare.py" --system "$system"
                 $(torch_args "$model") --label "$system")
-  if [ "$system" = zps ]; then
-    start_zps_roles "$name" $((9100 + port))
+  if [ "$system" != ddp ]; then
+    start_zps_roles "$name" $(($([ "$system" = zps ] && echo 9100 || echo 9500) + port))
     for i in $(seq 0 $((WORKERS - 1))); do
       h=$(worker_host "$i")
       in_host "$h" "${ZENV[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" "${driver[@]}" \
@@ -332,12 +333,13 @@ if [ -n "$MODEL" ]; then
 fi
 
 if [ -n "$TORCH" ]; then
-  echo "cluster.sh: PyTorch training, models $TORCH, $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, $SETTINGS, $REPEATS rounds of zps.torch then DDP/Gloo per model"
+  echo "cluster.sh: PyTorch training, models $TORCH, $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, $SETTINGS, $REPEATS rounds of zps.torch, DDP over zps and DDP/Gloo per model"
   for model in $(tr , ' ' <<<"$TORCH"); do echo "cluster.sh: $model: torch_compare.py $(torch_args "$model")"; done
   for rep in $(seq 1 "$REPEATS"); do
     for model in $(tr , ' ' <<<"$TORCH"); do
       echo "cluster.sh: round $rep of $REPEATS, $model (load: $(cut -d' ' -f1-3 /proc/loadavg))"
       run_torch zps "$model"
+      run_torch ddp-zps "$model"
       run_torch ddp "$model"
     done
   done

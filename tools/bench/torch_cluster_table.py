@@ -1,10 +1,10 @@
-"""The table of `TORCH=... tools/bench/cluster.sh`: zps.torch against DDP over Gloo, training on the
-emulated cluster, and one `goal:` line per model.
+"""The table of `TORCH=... tools/bench/cluster.sh`: zps.torch and DDP over the backend "zps" against DDP
+over Gloo, training on the emulated cluster, and one `goal:` line per model and zps system.
 
     torch_cluster_table.py RESULTS RATE LAYOUT WORKERS SERVERS MODELS
 
 RESULTS holds the JSON lines of tools/bench/torch_compare.py's rank 0, tagged with "rep" (the round) and
-"run" (torch_zps_MODEL, torch_ddp_MODEL). MODELS is comma separated. Per round: the step time (the
+"run" (torch_zps_MODEL, torch_ddp-zps_MODEL, torch_ddp_MODEL). MODELS is comma separated. Per round: the step time (the
 median of the run's timed steps), samples/s for the job (workers x batch / step) and the ratio DDP step
 / zps step (> 1: zps trains faster); the table shows the medians of those per-round values, so a busy
 minute moves one round's ratio rather than one side of every ratio. `compute` is the median forward and
@@ -22,7 +22,7 @@ import sys
 
 from cluster_table import rate_bytes_per_s
 
-SYSTEMS = (("ddp", "DDP/Gloo"), ("zps", "zps.torch"))
+SYSTEMS = (("ddp", "DDP/Gloo"), ("zps", "zps.torch"), ("ddp-zps", "DDP/zps"))
 
 
 def main():
@@ -54,8 +54,8 @@ def main():
             if not got:
                 print("  %-9s %-10s no result" % (model, name))
                 missing += 1
-                if system == "zps":
-                    goals.append(f"goal: {where} at {rate}, {model}: zps.torch against DDP/Gloo: no zps result, NOT met")
+                if system != "ddp":
+                    goals.append(f"goal: {where} at {rate}, {model}: {name} against DDP/Gloo: no {name} result, NOT met")
                 continue
             any_row = next(iter(got.values()))
             gradient_bytes = 4 * any_row["parameters"]
@@ -68,20 +68,20 @@ def main():
 
             samples = [workers * got[k]["batch"] / got[k]["median_step_s"] for k in sorted(got)]
             ratios = ([ddp[k]["median_step_s"] / got[k]["median_step_s"] for k in sorted(got) if k in ddp]
-                      if system == "zps" else [])
+                      if system != "ddp" else [])
             ratio = "%.2f" % statistics.median(ratios) if ratios else ""
             print(("  %-9s %-10s %9d %6d %10.0f %13s %8s %8s %10.0f %9.1f %6s  %s" % (
                 model, name, any_row["parameters"], any_row["batch"], statistics.median(steps) * 1e3, ms("compute_s"),
                 ms("forward_backward_s"), ms("optimizer_step_s"),
                 factor * gradient_bytes / link * 1e3, statistics.median(samples), ratio,
                 " ".join("%.2f" % x for x in ratios))).rstrip())
-            if system == "zps":
+            if system != "ddp":
                 if ratios:
                     value = statistics.median(ratios)
-                    goals.append(f"goal: {where} at {rate}, {model}: zps.torch step throughput "
+                    goals.append(f"goal: {where} at {rate}, {model}: {name} step throughput "
                                  f"{value:.2f}x DDP/Gloo (>= {goal}) {'met' if value >= goal else 'NOT met'}")
                 else:
-                    goals.append(f"goal: {where} at {rate}, {model}: zps.torch against DDP/Gloo: no DDP result, NOT met")
+                    goals.append(f"goal: {where} at {rate}, {model}: {name} against DDP/Gloo: no DDP result, NOT met")
     for line in goals:
         print(line)
     return 1 if missing else 0
