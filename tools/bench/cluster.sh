@@ -289,7 +289,9 @@ run_torch() {
     start_zps_roles "$name" $(($([ "$system" = zps ] && echo 9100 || echo 9500) + port))
     for i in $(seq 0 $((WORKERS - 1))); do
       h=$(worker_host "$i")
-      in_host "$h" "${ZENV[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" "${driver[@]}" \
+      # DDP's env:// rendezvous needs torch's store (MASTER_*) whatever the backend, as with Gloo.
+      in_host "$h" "${ZENV[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" \
+        MASTER_ADDR="$(addr "$(worker_host 0)")" MASTER_PORT=$((29300 + port)) "${driver[@]}" \
         >"$OUT_DIR/$name.worker$i.log" 2>&1 &
       PIDS+=($!)
     done
