@@ -280,7 +280,7 @@ torch_args() {
 # "zps", the same scheduler and servers) or ddp (DistributedDataParallel over Gloo), a worker on each
 # worker host; rank 0's JSON line goes to RESULTS.
 run_torch() {
-  local system=$1 model=$2 name="torch_$1_$2" m port i h
+  local system=$1 model=$2 name="torch_$1_$2_round$rep" m port i h  # logs of every round kept
   m=$(tr , '\n' <<<"$TORCH" | grep -nx "$model" | cut -d: -f1)
   port=$((10 * rep + m))
   local driver=(/usr/bin/env PYTHONPATH="$BUILD_DIR/python" $PY "$ROOT/tools/bench/torch_compare.py" --system "$system"

@@ -4,7 +4,7 @@ over Gloo, training on the emulated cluster, and one `goal:` line per model and 
     torch_cluster_table.py RESULTS RATE LAYOUT WORKERS SERVERS MODELS
 
 RESULTS holds the JSON lines of tools/bench/torch_compare.py's rank 0, tagged with "rep" (the round) and
-"run" (torch_zps_MODEL, torch_ddp-zps_MODEL, torch_ddp_MODEL). MODELS is comma separated. Per round: the step time (the
+"run" (torch_SYSTEM_MODEL_roundN). MODELS is comma separated. Per round: the step time (the
 median of the run's timed steps), samples/s for the job (workers x batch / step) and the ratio DDP step
 / zps step (> 1: zps trains faster); the table shows the medians of those per-round values, so a busy
 minute moves one round's ratio rather than one side of every ratio. `compute` is the median forward and

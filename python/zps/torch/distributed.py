@@ -109,7 +109,10 @@ class ProcessGroupZps(dist.ProcessGroup):
         self._in_flight = []  # futures of started sums, oldest first
         # server tensor key -> its tensor id. Declared (agreed with the other workers: one round trip
         # through the servers) at the key's first sum only; DDP's per-step sums then cost one push_pull.
+        # Its own lock, never held while waiting: the completer thread drops a failed key while a caller
+        # may hold self._lock waiting for that very sum's future.
         self._ids = {}
+        self._ids_lock = threading.Lock()
         self._completer = _Completer(self._rt.worker, self._forget)
 
     def getBackendName(self):
@@ -128,9 +131,12 @@ class ProcessGroupZps(dist.ProcessGroup):
             previous = self._last_of_key.get(key)
             if previous is not None and not previous.done():
                 _wait_quietly(previous)  # one round of a server tensor in flight at a time
-            tid = self._ids.get(key)
+            with self._ids_lock:
+                tid = self._ids.get(key)
             if tid is None:
-                tid = self._ids[key] = self._rt.declare(key, flat)
+                tid = self._rt.declare(key, flat)
+                with self._ids_lock:
+                    self._ids[key] = tid
             handle = self._rt.worker.push_pull(tid, flat.data_ptr(), flat.data_ptr())
             future = Future()
             self._last_of_key[key] = future
@@ -141,7 +147,7 @@ class ProcessGroupZps(dist.ProcessGroup):
 
     def _forget(self, key):
         """A sum of `key` failed (its server tensor may be half summed): its next sum declares a fresh one."""
-        with self._lock:
+        with self._ids_lock:
             self._ids.pop(key, None)
         self._rt.coordinator.failed(key)
 
