@@ -17,6 +17,7 @@ import torch
 from zps.torch._runtime import runtime
 from zps.torch.compression import Compression
 from zps.torch.ops import Average, Sum, start_push_pull, synchronize
+from zps.torch.process_sets import group_of
 
 # Gradients smaller than this share buckets of at most this many bytes (ZPS_TORCH_BUCKET_BYTES).
 DEFAULT_BUCKET_BYTES = 1 << 20
@@ -126,8 +127,11 @@ def _plan_units(named, bucket_bytes):
 
 class _DistributedMixin:
     def _zps_setup(self, named_parameters, compression, backward_passes_per_step, op, bucket_bytes,
-                   gradient_predivide_factor, sparse_as_dense):
-        rt = runtime("DistributedOptimizer")
+                   gradient_predivide_factor, sparse_as_dense, process_set):
+        runtime("DistributedOptimizer")
+        # Over a process set, its members sum their gradients; the other workers step on their own (as
+        # in Horovod).
+        rt = group_of(process_set, "DistributedOptimizer") if process_set is None or process_set.included() else None
         if op not in (Average, Sum):
             raise ValueError("zps.torch.DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
         if gradient_predivide_factor != 1.0 and op != Average:
@@ -156,13 +160,13 @@ class _DistributedMixin:
             named = [("param.%d" % i, p) for i, p in enumerate(all_params)]
         seen, trained = set(), []
         for name, p in named:
-            if p.requires_grad and id(p) not in seen:
+            if p.requires_grad and id(p) not in seen and rt is not None:
                 seen.add(id(p))
                 trained.append((name, p))
         # With a predivide factor f, gradients are divided by f before the sum and by size / f after it
         # (as Horovod does, to keep fp16 sums in range); the result is still the average.
         self._zps_predivide = float(gradient_predivide_factor)
-        self._zps_divisor = rt.size / self._zps_predivide if op == Average else 1
+        self._zps_divisor = rt.size / self._zps_predivide if op == Average and rt is not None else 1
         self._zps_sparse_as_dense = sparse_as_dense
         self._zps_sparse = set()  # params whose gradient came sparse this step
         self._zps_skip_synchronize = False
@@ -293,12 +297,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     gradient_predivide_factor: divide by it before the sum and by size / it after. sparse_as_dense: turn
     sparse gradients dense. num_groups and groups (Horovod's explicit fusion groups) are accepted and
     ignored: buckets group the gradients."""
-    from zps.torch.ops import _global_set_only
-    _global_set_only(process_set, "DistributedOptimizer")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {k: v for k, v in _DistributedMixin.__dict__.items() if not k.startswith("__")})
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)
     wrapped._zps_setup(named_parameters, compression, backward_passes_per_step, op, bucket_bytes,
-                       gradient_predivide_factor, sparse_as_dense)
+                       gradient_predivide_factor, sparse_as_dense, process_set)
     return wrapped
