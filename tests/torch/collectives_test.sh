@@ -2,7 +2,8 @@
 # zps.torch.collectives (allgather, allreduce_op, reducescatter, alltoall, broadcast, barrier) with exact
 # values on every worker of one `zps launch` job: tests/torch/collectives_job.py, whose every check
 # prints a line; each worker must reach its last line and launch must exit 0. With a third argument,
-# tests/torch/<job>_job.py instead (process_sets: process sets' operations).
+# tests/torch/<job>_job.py instead (process_sets: process sets' operations; optimizer_join:
+# DistributedOptimizer with join()).
 # Usage: collectives_test.sh <build dir> <workers> [job]. Skipped (77) when /usr/bin/python3 cannot import torch.
 set -uo pipefail
 BUILD=$1 WORKERS=$2 JOB=${3:-collectives}

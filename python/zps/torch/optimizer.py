@@ -14,6 +14,7 @@ import warnings
 
 import torch
 
+from zps.torch import coordinator
 from zps.torch._runtime import runtime
 from zps.torch.compression import Compression
 from zps.torch.ops import Average, Sum, start_push_pull, synchronize
@@ -183,18 +184,30 @@ class _DistributedMixin:
         self._zps_hooks = []
         self._zps_synchronized = False
         compressor = "fp16" if compression is Compression.fp16 else None
+        sums = []
         for index, unit in enumerate(self._zps_units):
             # Declared now, first layers first, so that every worker declares the same sequence (and,
             # with ZPS_PRIORITY=1, the first layer's sum is sent first).
             pushed = unit.flat if unit.flat is not None else unit.params[0]
             self._zps_ids.append(rt.declare(unit.name, pushed, compressor if pushed.dtype == torch.float32 else None)
                                  if pushed.numel() > 0 else None)
+            if self._zps_ids[-1] is not None:
+                sums.append((self._zps_ids[-1], pushed.numel(), pushed.dtype))
             for p in unit.params:
                 self._zps_unit_of[id(p)] = index
                 self._zps_counts[id(p)] = 0
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._zps_make_hook(p))
                 self._zps_hooks.append(acc)  # keeps the accumulator (and its hook) alive
+        # Over every worker, each step is agreed once, started with the step's first sum so that it
+        # overlaps backward and the sums: that is how a worker that called join() learns of the step and
+        # pushes zeros for its sums.
+        self._zps_group = rt
+        self._zps_join_name = None
+        self._zps_step_agreement = None
+        if rt is not None and rt is runtime("DistributedOptimizer") and rt.size > 1 and sums:
+            self._zps_join_name = "zps.optimizer.%d" % len(rt.optimizers)
+            rt.optimizers[self._zps_join_name] = sums
 
     def _zps_make_hook(self, p):
         def hook(*_):
@@ -229,9 +242,15 @@ class _DistributedMixin:
         pushed = unit.tensor()
         if pushed.numel() == 0:
             return
+        self._zps_agree_step()
         if self._zps_predivide != 1.0:
             pushed.div_(self._zps_predivide)
         self._zps_handles[index] = start_push_pull(pushed, pushed, self._zps_divisor, self._zps_ids[index], unit.name)
+
+    def _zps_agree_step(self):
+        if self._zps_join_name is not None and self._zps_step_agreement is None:
+            self._zps_step_agreement = self._zps_group.coordinator.submit(
+                coordinator.Op("optimizer", self._zps_join_name, None, (len(self._zps_units),), 0, lambda agreed: None))
 
     def synchronize(self):
         """Waits for every gradient's sum (e.g. before clipping gradients); step() then does not wait again."""
@@ -245,9 +264,13 @@ class _DistributedMixin:
                     p.grad = torch.zeros_like(p)
                 self._zps_mark_done(p)
         handles, self._zps_handles = self._zps_handles, {}
+        self._zps_agree_step()
+        step, self._zps_step_agreement = self._zps_step_agreement, None
         for index, h in handles.items():
             synchronize(h)
             self._zps_units[index].scatter()
+        if step is not None:
+            self._zps_group.coordinator.wait_started(step, None)
         if self._zps_sparse:
             for unit in self._zps_units:
                 for p in unit.params:
