@@ -2,25 +2,15 @@
 `zps launch` job (any number of workers): worker r has 2 + r batches; each one that runs out calls
 join(), and the others' steps go on with the joined workers' zeros. Prints one line per passed check and
 exits 1 on the first mismatch, naming it."""
-import sys
-
 import torch
 
+import job_checks
 import zps.torch as hvd
+from job_checks import check
 
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
-passed = 0
-
-
-def check(what, got, want):
-    global passed
-    if not (got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)):
-        print("FAILED on worker %d: %s: got %r, want %r" % (rank, what, got, want), flush=True)
-        sys.exit(1)
-    passed += 1
-    print("ok: %s" % what, flush=True)
-
+job_checks.rank = rank
 
 # loss = w . x with x = [r + 1, 1] on worker r: every gradient of w is x, and op=Sum adds the workers'
 # that still have data, so the weights are exact: after step s, w -= lr x (sum of r + 1 over the
@@ -61,5 +51,5 @@ model(x).sum().backward()
 optimizer.step()
 check("a step after join sums every worker", model.weight.detach(),
       want_w - lr * torch.tensor([[float(size * (size + 1) // 2), float(size)]]))
-print("optimizer_join: %d checks passed on worker %d of %d" % (passed, rank, size), flush=True)
+print("optimizer_join: %d checks passed on worker %d of %d" % (job_checks.passed, rank, size), flush=True)
 hvd.shutdown()
