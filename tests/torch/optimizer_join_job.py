@@ -1,12 +1,12 @@
 """DistributedOptimizer with join() and uneven data, with exact expected weights, run by each worker of a
 `zps launch` job (any number of workers): worker r has 2 + r batches; each one that runs out calls
 join(), and the others' steps go on with the joined workers' zeros. Prints one line per passed check and
-exits 1 on the first mismatch, naming it."""
+exits 1 on the first mismatch, naming it. Also: op=Adasum is refused."""
 import torch
 
 import job_checks
 import zps.torch as hvd
-from job_checks import check
+from job_checks import check, raises
 
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
@@ -51,5 +51,11 @@ model(x).sum().backward()
 optimizer.step()
 check("a step after join sums every worker", model.weight.detach(),
       want_w - lr * torch.tensor([[float(size * (size + 1) // 2), float(size)]]))
+# Adasum is not built: refused with a clear message, for the optimizer and for allreduce.
+raises("DistributedOptimizer with op=Adasum", lambda: hvd.DistributedOptimizer(
+    torch.optim.SGD(model.parameters(), lr=lr), op=hvd.Adasum), ["op=Adasum is not implemented", "Average or Sum"],
+    NotImplementedError)
+raises("allreduce with op=Adasum", lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum), ["op=Adasum"],
+       NotImplementedError)
 print("optimizer_join: %d checks passed on worker %d of %d" % (job_checks.passed, rank, size), flush=True)
 hvd.shutdown()

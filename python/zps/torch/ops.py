@@ -127,7 +127,8 @@ def _reduce_op(average, op):
     if op not in _REDUCE_CODES:
         raise ValueError("zps.torch: op must be one of Average, Sum, Min, Max, Product, got %r" % (op,))
     if op == Adasum:
-        raise NotImplementedError("zps.torch: Adasum is not implemented; use Average or Sum")
+        raise NotImplementedError("zps.torch: op=Adasum is not implemented (zps sums on its servers; Adasum's "
+                                  "pairwise combination is not built); use Average or Sum")
     return op
 
 

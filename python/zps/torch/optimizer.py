@@ -17,7 +17,7 @@ import torch
 from zps.torch import coordinator
 from zps.torch._runtime import runtime
 from zps.torch.compression import Compression
-from zps.torch.ops import Average, Sum, start_push_pull, synchronize
+from zps.torch.ops import Adasum, Average, Sum, start_push_pull, synchronize
 from zps.torch.process_sets import group_of
 
 # Gradients smaller than this share buckets of at most this many bytes (ZPS_TORCH_BUCKET_BYTES).
@@ -133,6 +133,9 @@ class _DistributedMixin:
         # Over a process set, its members sum their gradients; the other workers step on their own (as
         # in Horovod).
         rt = group_of(process_set, "DistributedOptimizer") if process_set is None or process_set.included() else None
+        if op == Adasum:
+            raise NotImplementedError("zps.torch.DistributedOptimizer: op=Adasum is not implemented (zps sums on its "
+                                      "servers; Adasum's pairwise combination is not built); use Average or Sum")
         if op not in (Average, Sum):
             raise ValueError("zps.torch.DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
         if gradient_predivide_factor != 1.0 and op != Average:
