@@ -47,7 +47,7 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     if (options.key_space == 0) {
       t.parts = placeForNode(placement_.get(), static_cast<uint64_t>(id - set_tensors_), bytes, esize, &t.node_pieces);
     } else {
-      // Above every key of all workers' tensors (< 2^29) and tables (< 2^30 + 2^29): 2^31 | space << 20 | n.
+      // Above every key of all workers' tensors (< 2^30) and tables (< 2^30 + 2^29): 2^31 | space << 20 | n.
       if (options.key_space >= kMaxKeySpaces || async || options.contributors <= 0 ||
           options.contributors > config_.num_workers)
         return InvalidArgument("tensor '" + name + "': key space " + std::to_string(options.key_space) + " with " +
@@ -63,7 +63,6 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
       if (space.tensors >= (uint64_t{1} << 20)) return InvalidArgument("too many tensors in one process set");
       const uint64_t key_id = uint64_t{1} << 31 | uint64_t{options.key_space} << 20 | space.tensors++;
       t.parts = placeForNode(&space.placement, key_id, bytes, esize, &t.node_pieces);
-      ++set_tensors_;
     }
     if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
       return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
@@ -76,6 +75,8 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     parts = t.parts;
     if (!async && !options.unscheduled)
       t.priority = options.priority ? options.priority : config_.priority ? std::optional<int64_t>(id) : std::nullopt;
+    // Counted only once declared: the keys of every worker's tensors are their ids less these.
+    if (options.key_space != 0) ++set_tensors_;
     tensors_.push_back(std::move(t));
   }
   FanOut fan("declaring '" + name + "'");
