@@ -44,7 +44,26 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     t.name = name;
     t.bytes = bytes;
     t.dtype = dtype;
-    t.parts = placeForNode(id, bytes, esize, &t.node_pieces);
+    if (options.key_space == 0) {
+      t.parts = placeForNode(placement_.get(), static_cast<uint64_t>(id - set_tensors_), bytes, esize, &t.node_pieces);
+    } else {
+      // Above every key of all workers' tensors (< 2^30) and tables (< 2^30 + 2^29): 2^31 | space << 20 | n.
+      if (options.key_space >= kMaxKeySpaces || async || options.contributors <= 0 ||
+          options.contributors > config_.num_workers)
+        return InvalidArgument("tensor '" + name + "': key space " + std::to_string(options.key_space) + " with " +
+                               std::to_string(options.contributors) + " contributors (spaces 1.." +
+                               std::to_string(kMaxKeySpaces - 1) + ", 1.." + std::to_string(config_.num_workers) +
+                               " contributors, sync tensors only)");
+      if (config_.local_size > 1)
+        return InvalidArgument("tensor '" + name +
+                               "': process sets need ZPS_LOCAL_SIZE=1 (a node's local ranks "
+                               "push one sum together)");
+      KeySpace& space =
+          key_spaces_.try_emplace(options.key_space, KeySpace{0, Placement(config_.num_servers)}).first->second;
+      if (space.tensors >= (uint64_t{1} << 20)) return InvalidArgument("too many tensors in one process set");
+      const uint64_t key_id = uint64_t{1} << 31 | uint64_t{options.key_space} << 20 | space.tensors++;
+      t.parts = placeForNode(&space.placement, key_id, bytes, esize, &t.node_pieces);
+    }
     if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
       return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
     // randomk draws differ per worker and partition, and repeat from run to run.
@@ -56,6 +75,8 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     parts = t.parts;
     if (!async && !options.unscheduled)
       t.priority = options.priority ? options.priority : config_.priority ? std::optional<int64_t>(id) : std::nullopt;
+    // Counted only once declared: the keys of every worker's tensors are their ids less these.
+    if (options.key_space != 0) ++set_tensors_;
     tensors_.push_back(std::move(t));
   }
   FanOut fan("declaring '" + name + "'");
@@ -66,20 +87,21 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     h.set_mode(pb::MODE_SUM);
     h.set_async(async);
     h.set_name(name);
+    if (options.key_space != 0) h.set_contributors(static_cast<uint32_t>(options.contributors));
     fan.requests.emplace_back(h, RequestSpec::to(p.server, p.key, dtype), wire::encodeData(h));
   }
   ZPS_RETURN_IF_ERROR(requests_->run(std::move(fan), config_.request_timeout));
   return id;
 }
 
-std::vector<PartitionInfo> DenseTensors::placeForNode(int id, size_t bytes, size_t esize,
+std::vector<PartitionInfo> DenseTensors::placeForNode(Placement* placement, uint64_t key_id, size_t bytes, size_t esize,
                                                       std::vector<kernels::LocalPiece>* node_pieces) {
   // Pieces of 1/N partition: piece i belongs to local rank i % N, which pushes and pulls it. Every
   // local rank places every piece, so the server loads stay identical on all ranks and nodes. With
   // N = 1 the pieces are the partitions, all owned by this process.
   const size_t n = static_cast<size_t>(config_.local_size);
   const size_t piece = std::max(esize, config_.partition_bytes / n);
-  std::vector<PartitionInfo> all = placement_->place(id, bytes, esize, piece);
+  std::vector<PartitionInfo> all = placement->place(key_id, bytes, esize, piece);
   std::vector<PartitionInfo> mine;
   for (size_t i = 0; i < all.size(); ++i) {
     const int owner = static_cast<int>(i % n);
@@ -305,13 +327,15 @@ TrafficCounters DenseTensors::traffic() const {
 
 int DenseTensors::count() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(tensors_.size());
+  return static_cast<int>(tensors_.size()) - set_tensors_;
 }
 
 void DenseTensors::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   tensors_.clear();
   placement_ = std::make_unique<Placement>(config_.num_servers);
+  key_spaces_.clear();
+  set_tensors_ = 0;
   ++epoch_;
 }
 

@@ -89,7 +89,8 @@ class DenseTensors {
   StatusOr<AsyncPush> numberAsyncPush(TensorId id, pb::DataCommand command);
   StatusOr<Handle> issueNumbered(TensorId id, pb::DataCommand command, const void* in, void* out,
                                  const AsyncPush& numbered);
-  std::vector<PartitionInfo> placeForNode(int id, size_t bytes, size_t esize,
+  // key_id: the tensor's place in its key space (keys are key_id << kKeyPartitionBits | partition).
+  std::vector<PartitionInfo> placeForNode(Placement* placement, uint64_t key_id, size_t bytes, size_t esize,
                                           std::vector<kernels::LocalPiece>* node_pieces);
   // One request of `command` for partition `p`: a push carries `push`, a pull lands in `out`.
   // `push_seq`: an async tensor's push number (0 otherwise). `scheduled_push`: a PUSH that waits in
@@ -111,6 +112,14 @@ class DenseTensors {
   mutable std::mutex mu_;
   std::vector<Tensor> tensors_;
   std::unique_ptr<Placement> placement_;
+  // Process sets' key spaces (DeclareOptions::key_space): per space, its tensors so far and their
+  // placement, apart from the tensors of every worker (whose count alone numbers the tables' keys).
+  struct KeySpace {
+    uint64_t tensors = 0;
+    Placement placement;
+  };
+  std::unordered_map<uint32_t, KeySpace> key_spaces_;
+  int set_tensors_ = 0;
   uint64_t epoch_ = 0;  // counts clear(): an operation of a forgotten tensor
                         // touches no new one
   TrafficCounters traffic_;

@@ -4,13 +4,14 @@
 
 namespace zps {
 
-std::vector<PartitionInfo> Placement::place(int tensor_id, size_t bytes, size_t element_size, size_t partition_bytes) {
+std::vector<PartitionInfo> Placement::place(uint64_t tensor_id, size_t bytes, size_t element_size,
+                                            size_t partition_bytes) {
   size_t step = std::max(element_size, partition_bytes / element_size * element_size);
   std::vector<PartitionInfo> parts;
   uint64_t index = 0;
   for (size_t offset = 0; offset < bytes; offset += step, ++index) {
     PartitionInfo p;
-    p.key = (static_cast<uint64_t>(tensor_id) << kKeyPartitionBits) | index;
+    p.key = (tensor_id << kKeyPartitionBits) | index;
     p.offset = offset;
     p.bytes = std::min(step, bytes - offset);
     p.server = static_cast<int>(std::min_element(load_.begin(), load_.end()) - load_.begin());

@@ -18,13 +18,15 @@ namespace zps {
 
 inline constexpr uint64_t kPerMessageCost = 64 * 1024;
 inline constexpr int kKeyPartitionBits = 24;  // key = tensor id << 24 | partition index
+// Process sets' key spaces (DeclareOptions::key_space) are numbered 1 .. kMaxKeySpaces - 1.
+inline constexpr uint32_t kMaxKeySpaces = 1024;
 
 class Placement {
  public:
   explicit Placement(int num_servers) : load_(num_servers, 0) {}
 
   // Cuts a tensor and places its partitions. partition_bytes >= element_size > 0, bytes > 0.
-  std::vector<PartitionInfo> place(int tensor_id, size_t bytes, size_t element_size, size_t partition_bytes);
+  std::vector<PartitionInfo> place(uint64_t tensor_id, size_t bytes, size_t element_size, size_t partition_bytes);
 
   const std::vector<uint64_t>& load() const { return load_; }
 

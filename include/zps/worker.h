@@ -75,6 +75,12 @@ struct DeclareOptions {
   // True: this tensor's requests leave at once, in the order they are issued, even where priority
   // scheduling is on (ZPS_PRIORITY=1, or chosen for a job across hosts): a baseline to compare with.
   bool unscheduled = false;
+  // Process sets (python/zps/torch/process_sets.py): set, only `contributors` workers (the set's
+  // members) declare and push this tensor, and each round sums their pushes. Its keys come from a key
+  // space of its own, numbered 1..1023 the same on every member, so that the tensors a set declares
+  // shift neither the keys nor the placement of the other workers' tensors. 0 and 0: every worker.
+  int contributors = 0;
+  uint32_t key_space = 0;
 };
 
 // Where one partition of a tensor lives.

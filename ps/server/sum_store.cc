@@ -105,10 +105,16 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   if (h.mode() != pb::MODE_SUM)
     return InvalidArgument("key mode " + pb::KeyMode_Name(h.mode()) + " is not supported yet");
   if (h.num_elements() == 0) return InvalidArgument("key " + std::to_string(h.key()) + " declared with 0 elements");
+  if (h.contributors() > static_cast<uint32_t>(num_workers_) || (h.contributors() != 0 && h.async()))
+    return InvalidArgument("key " + std::to_string(h.key()) + " declared with " + std::to_string(h.contributors()) +
+                           " contributors" + (h.async() ? " and async" : "") + "; a job of " +
+                           std::to_string(num_workers_) + " workers takes 0 (all) to " + std::to_string(num_workers_) +
+                           ", for sync keys only");
   auto it = keys_.find(h.key());
   if (it != keys_.end()) {
     const KeyState& k = it->second;
-    if (k.dtype != msg.dtype || k.num_elements != h.num_elements() || k.name != h.name() || k.async != h.async())
+    if (k.dtype != msg.dtype || k.num_elements != h.num_elements() || k.name != h.name() || k.async != h.async() ||
+        k.contributors != contributorsOf(h))
       return InvalidArgument("key " + std::to_string(h.key()) + " was declared as '" + k.name + "' (" +
                              std::to_string(k.num_elements) + " x " + std::string(dtypeName(k.dtype)) +
                              ") but this worker declares '" + h.name() + "' (" + std::to_string(h.num_elements()) +
@@ -130,6 +136,7 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   k.num_elements = h.num_elements();
   k.bytes = static_cast<size_t>(h.num_elements() * dtypeSize(msg.dtype));  // bounded by the codec's payload limit
   k.async = h.async();
+  k.contributors = contributorsOf(h);
   if (k.async) k.applied.resize(num_workers_);
   k.received.assign(num_workers_, 0);
   keys_.emplace(h.key(), std::move(k));
@@ -257,6 +264,21 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
   if (counts_ != nullptr)
     counts_->pushed_bytes.store(counts_->pushed_bytes.load(std::memory_order_relaxed) + msg.payload.size(),
                                 std::memory_order_relaxed);
+  if (k.contributors < num_workers_) {
+    // A process set's key: which ranks push is not known here, so all pushes wait for the last one.
+    if (r.count >= k.contributors)
+      return FailedPrecondition("round " + std::to_string(h.round()) + " has all its " +
+                                std::to_string(k.contributors) + " contributors already");
+    r.waiting[worker] = msg;
+    r.pushed[worker] = true;
+    if (++r.count < k.contributors) return Status::OK();
+    for (int rank = 0; rank < num_workers_; ++rank) {
+      if (!r.pushed[rank]) continue;
+      ZPS_RETURN_IF_ERROR(addNextRank(k, r, r.waiting[rank]));
+      r.waiting[rank] = wire::DataMessage{};
+    }
+    return Status::OK();
+  }
   if (worker != r.summed) {
     r.waiting[worker] = msg;  // a lower rank is still missing: this push waits for its turn
   } else {
@@ -292,7 +314,7 @@ Status SumStore::addNextRank(const KeyState& k, OpenRound& r, const wire::DataMe
 void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out) {
   for (;;) {
     auto it = k.open.find(k.completed + 1);
-    if (it == k.open.end() || it->second.count < num_workers_) return;
+    if (it == k.open.end() || it->second.count < k.contributors) return;
     k.completed = it->first;
     // The engine may still hold the sum on its device: bring it home before anyone reads it.
     const Status collected =
@@ -351,7 +373,9 @@ void SumStore::nameAwaited(int worker, pb::DataHeader* reply) {
       continue;
     }
     for (const auto& [round, r] : key->second.open) {
-      if (r.count < num_workers_ - 1 || r.pushed[worker] || reply->awaited_size() >= wire::kMaxAwaitedRounds) continue;
+      if (r.count < key->second.contributors - 1 || r.pushed[worker] ||
+          reply->awaited_size() >= wire::kMaxAwaitedRounds)
+        continue;
       pb::AwaitedRound* awaited = reply->add_awaited();
       awaited->set_key(*it);
       awaited->set_round(round);

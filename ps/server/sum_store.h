@@ -18,6 +18,10 @@
 // them (lowest key first, at most wire::kMaxAwaitedRounds), so that it sends those next
 // (worker/scheduling/push_scheduler.h). Only with three workers or more: then the others agree on an order.
 //
+// Process sets: a key declared with `contributors` below the number of workers completes a round
+// with that many pushes (whichever workers the members are); they are held until the last one comes,
+// then added in rank order, so such a sum is as reproducible as any other.
+//
 // Async keys (BytePS async, declared with async=true) have no rounds: the key holds one running sum, each
 // push is added to it at once, and a pull returns a snapshot of it at once. Workers use them to hold
 // parameters: worker 0 pushes the initial weights, and every worker pushes its own weight deltas. Each
@@ -111,10 +115,17 @@ class SumStore {
     std::vector<uint64_t> received;                 // per worker: the newest received_through it sent (<= completed)
     std::vector<ParkedPull> parked;
     bool async = false;
+    // Workers that push each round: num_workers_ for a key of every worker, fewer for a process
+    // set's key. Then a round's pushes wait until all of them are in and are added in rank order.
+    int contributors = 0;
     std::shared_ptr<AlignedBuffer> running;  // async keys: the running sum
     std::vector<SequenceWindow> applied;     // async keys: per worker, the pushes already added
   };
 
+  // How many workers push each round of the key a DECLARE declares (0 on the wire: all of them).
+  int contributorsOf(const pb::DataHeader& h) const {
+    return h.contributors() == 0 ? num_workers_ : static_cast<int>(h.contributors());
+  }
   Status declare(const wire::DataMessage& msg);
   Status push(KeyState& k, int worker, const wire::DataMessage& msg);
   // Adds the push of rank r.summed into the round's sum (the first one becomes it).

@@ -46,6 +46,7 @@ def _declare_signatures(lib):
         "zps_declare_prioritized": ([c_void_p, c_char_p, c_u64, c_int, c_char_p, c_double, c_i64, p_int], c_int),
         "zps_tensor_priority": ([c_void_p, c_int, p_int, ctypes.POINTER(c_i64)], c_int),
         "zps_declare_async": ([c_void_p, c_char_p, c_u64, c_int, p_int], c_int),
+        "zps_declare_in_set": ([c_void_p, c_char_p, c_u64, c_int, ctypes.c_uint32, c_int, p_int], c_int),
         "zps_table_options_default": ([ctypes.POINTER(TableOptions)], None),
         "zps_declare_table": ([c_void_p, c_char_p, ctypes.POINTER(TableOptions), p_int], c_int),
         "zps_push": ([c_void_p, c_int, c_void_p, p_u64], c_int),
@@ -163,6 +164,14 @@ class Worker:
         else:
             check(self._lib.zps_declare_prioritized(self._w, name.encode(), nbytes, dtype, comp, compress_ratio,
                                                     int(priority), ctypes.byref(out)))
+        return out.value
+
+    def declare_in_set(self, name, nbytes, dtype, key_space, contributors):
+        """A process set's tensor: declared and pushed by its `contributors` members only, its keys in the
+        set's `key_space` (1..1023)."""
+        out = ctypes.c_int()
+        check(self._lib.zps_declare_in_set(self._w, name.encode(), nbytes, dtype, key_space, contributors,
+                                           ctypes.byref(out)))
         return out.value
 
     def priority(self, tensor_id):

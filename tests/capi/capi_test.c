@@ -56,6 +56,12 @@ static void badUse(zps_worker* w, int tensor) {
   expectError("declare 0 bytes", zps_declare(w, "c/empty", 0, ZPS_FLOAT32, NULL, 0, &id), ZPS_E_INVALID_ARGUMENT,
               "0 bytes");
   expectError("declare dtype 42", zps_declare(w, "c/dtype", 8, 42, NULL, 0, &id), ZPS_E_INVALID_ARGUMENT, "dtype 42");
+  expectError("declare in key space 0", zps_declare_in_set(w, "c/set", 8, ZPS_FLOAT32, 0, 1, &id),
+              ZPS_E_INVALID_ARGUMENT, "key space 0");
+  expectError("declare in key space 1024", zps_declare_in_set(w, "c/set", 8, ZPS_FLOAT32, 1024, 1, &id),
+              ZPS_E_INVALID_ARGUMENT, "key space 1024");
+  expectError("declare with 0 contributors", zps_declare_in_set(w, "c/set", 8, ZPS_FLOAT32, 1, 0, &id),
+              ZPS_E_INVALID_ARGUMENT, "0 contributors");
   expectError("declare with compressor 'zip'", zps_declare(w, "c/zip", 8, ZPS_FLOAT32, "zip", 0, &id),
               ZPS_E_INVALID_ARGUMENT, "compressor 'zip'");
   expectError("push_pull of a null buffer", zps_push_pull(w, tensor, NULL, buf, &h), ZPS_E_INVALID_ARGUMENT,

@@ -2,44 +2,17 @@
 `zps launch` job (any number of workers). Prints one line per passed check and exits 1 on the first
 mismatch, naming it."""
 import math
-import sys
 
 import torch
 
+import job_checks
 import zps.torch as zt
+from job_checks import check, raises
 from zps.torch import collectives as C
 
 zt.init()
 rank, size = zt.rank(), zt.size()
-passed = 0
-
-
-def check(what, got, want):
-    global passed
-    same = (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and got.dtype == want.dtype
-            and got.shape == want.shape and torch.equal(got, want)) or (
-                not isinstance(got, torch.Tensor) and got == want)
-    if not same:
-        print("FAILED on worker %d: %s: got %r, want %r" % (rank, what, got, want), flush=True)
-        sys.exit(1)
-    passed += 1
-    print("ok: %s" % what, flush=True)
-
-
-def raises(what, fn, words):
-    global passed
-    try:
-        fn()
-    except ValueError as e:
-        missing = [w for w in words if w not in str(e)]
-        if missing:
-            print("FAILED on worker %d: %s: message lacks %s: %s" % (rank, what, missing, e), flush=True)
-            sys.exit(1)
-        passed += 1
-        print("ok: %s raises: %s" % (what, e), flush=True)
-        return
-    print("FAILED on worker %d: %s did not raise" % (rank, what), flush=True)
-    sys.exit(1)
+job_checks.rank = rank
 
 
 # allgather: a different first dimension on every worker, several dtypes, bytes exact.
@@ -118,5 +91,5 @@ raises("broadcast with disagreeing roots", lambda: C.broadcast(torch.ones(2), 0 
        ["worker 0: 0", "worker 1: 1", "same root_rank"])
 C.barrier()
 check("allgather after the refused calls", C.allgather(torch.tensor([rank]), name="after"), torch.arange(size))
-print("collectives: %d checks passed on worker %d of %d" % (passed, rank, size), flush=True)
+print("collectives: %d checks passed on worker %d of %d" % (job_checks.passed, rank, size), flush=True)
 zt.shutdown()

@@ -129,6 +129,37 @@ TEST_CASE("sum store: declarations", "[sum_store]") {
   CHECK(f.store().numKeys() == 1);
 }
 
+TEST_CASE("sum store: a process set's key sums its contributors' pushes alone, in rank order", "[sum_store]") {
+  StoreFixture f;  // 3 workers; ranks 0 and 2 form the set
+  auto declare = [&](int worker, uint32_t contributors) {
+    auto m = StoreFixture::header(pb::CMD_DECLARE, kKey, 0, DType::kFloat32, kElems);
+    m.header.set_name("set");
+    m.header.set_contributors(contributors);
+    return f.send(worker, m);
+  };
+  REQUIRE(declare(2, 2).size() == 1);
+  REQUIRE(declare(0, 2).size() == 1);
+  checkError(declare(1, 0), 1, "this worker declares 'set'");  // the same key for every worker: refused
+  auto out = declare(1, 4);
+  checkError(out, 1, "declared with 4 contributors");
+  CHECK_THAT(out[0].header.error(), Catch::Contains("0 (all) to 3"));
+  for (uint64_t r = 1; r <= 2; ++r) {
+    // Rank 2 first: nothing is summed until rank 0 comes, and the sum is 0's plus 2's.
+    REQUIRE(f.push(2, r, pushValues(2, r), pb::CMD_PUSH_PULL).empty());
+    out = f.push(0, r, pushValues(0, r), pb::CMD_PUSH_PULL);
+    REQUIRE(out.size() == 2);
+    std::vector<float> want = pushValues(0, r);
+    for (size_t i = 0; i < kElems; ++i) want[i] += pushValues(2, r)[i];
+    checkSumReply(out[0], 2, r, want);  // the parked pull first
+    checkSumReply(out[1], 0, r, want);
+  }
+  // Round 4 has its two pushes while round 3 waits for rank 0: a third push to it is refused.
+  REQUIRE(f.push(2, 3, pushValues(2, 3)).size() == 1);
+  REQUIRE(f.push(0, 4, pushValues(0, 4)).size() == 1);
+  REQUIRE(f.push(2, 4, pushValues(2, 4)).size() == 1);
+  checkError(f.push(1, 4, pushValues(1, 4)), 1, "round 4 has all its 2 contributors already");
+}
+
 TEST_CASE("sum store: PUSH_PULL replies carry the round's sum", "[sum_store]") {
   StoreFixture f;
   declareAll(f);

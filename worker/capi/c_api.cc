@@ -196,6 +196,23 @@ int zps_declare_prioritized(zps_worker* w, const char* name, uint64_t bytes, int
                      });
 }
 
+int zps_declare_in_set(zps_worker* w, const char* name, uint64_t bytes, int dtype, uint32_t key_space, int contributors,
+                       int* tensor_id) {
+  return declareWith(w, "zps_declare_in_set", name, dtype, tensor_id,
+                     [&](zps::Worker& worker, zps::DType type) -> zps::StatusOr<int> {
+                       if (key_space == 0)
+                         return zps::InvalidArgument("tensor '" + std::string(name) +
+                                                     "': key space 0 is every "
+                                                     "worker's; a process set's is 1..1023");
+                       zps::DeclareOptions options;
+                       options.compressor = zps::Compressor::kNone;
+                       options.unscheduled = true;
+                       options.key_space = key_space;
+                       options.contributors = contributors;
+                       return worker.declare(name, bytes, type, options);
+                     });
+}
+
 int zps_tensor_priority(const zps_worker* w, int tensor_id, int* scheduled, int64_t* priority) {
   if (scheduled == nullptr) return nullArgument("zps_tensor_priority", "scheduled");
   if (priority == nullptr) return nullArgument("zps_tensor_priority", "priority");

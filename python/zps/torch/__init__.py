@@ -8,6 +8,8 @@
 
 Workers run the script with the DMLC environment (`zps launch ... -- python3 train.py` sets it).
 """
+import torch
+
 from zps._capi import library
 from zps.errors import ZpsError, ZpsInvalidArgument, ZpsJobAborted, ZpsTimeout
 from zps.torch import _runtime
@@ -34,9 +36,13 @@ library()  # a missing libzps_c.so fails the import, saying where it looked
 
 
 def init(comm=None, process_sets=None):
-    """Joins the job described by the DMLC environment (blocks until every node registered). comm and
-    process_sets (Horovod's) are accepted; only the global process set exists."""
+    """Joins the job described by the DMLC environment (blocks until every node registered). comm
+    (Horovod's MPI communicator) is accepted and ignored. process_sets: ProcessSets (or lists of ranks)
+    to add at once, as add_process_set does; every worker passes the same."""
     _runtime.start()
+    if process_sets is not None and process_sets != "dynamic":
+        for ps in process_sets:
+            add_process_set(ps)
 
 
 def shutdown():
@@ -70,8 +76,12 @@ def declare(name):
 
 
 def barrier(process_set=None):
-    """Waits until every worker reached this barrier."""
-    _runtime.runtime("barrier").worker.barrier()
+    """Waits until every worker (of the process set) reached this barrier."""
+    if process_set is None or process_set is global_process_set:
+        _runtime.runtime("barrier").worker.barrier()
+        return
+    # A set's members only: a one-element sum over them, which completes when the last one arrives.
+    allreduce(torch.zeros(1, dtype=torch.int32), op=Sum, name="zps.barrier", process_set=process_set)
 
 
 def traffic():

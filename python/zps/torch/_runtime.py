@@ -47,23 +47,20 @@ class Declared:
         self.compressor = compressor
 
 
-class Runtime:
-    """Owned by this module (one per process, from init() to shutdown()); any thread may call it."""
+class Group:
+    """The workers a collective operation runs over, with what zps.torch needs of them: this process's
+    rank and their size, the coordinator that orders their operations, and the servers' tensors they
+    declared. Runtime is the group of every worker; zps.torch.process_sets.SetGroup that of a process
+    set. Any thread may call it."""
 
-    def __init__(self):
-        self.worker = Worker()
-        self.local_rank = self.worker.local_rank()
-        self.local_size = self.worker.local_size()
-        # As in BytePS, rank and size count processes: a node of zps worker rank r runs local ranks
-        # r x local_size ... (r + 1) x local_size - 1, and every sum is over all processes.
-        self.rank = self.worker.rank() * self.local_size + self.local_rank
-        self.size = self.worker.size() * self.local_size
+    def _init_group(self, rank, size):
+        self.rank = rank
+        self.size = size
         self.lock = threading.Lock()  # guards `declared` (by declared name); held during a declaration
-        self.finish_lock = threading.Lock()  # apart, so that a failing script can end the job meanwhile
         self.declared = {}
-        self.finished = False
-        from zps.torch.coordinator import Coordinator
-        self.coordinator = Coordinator(self)
+
+    def _declare_on_servers(self, declared_name, nbytes, dtype, compressor, priority):
+        raise NotImplementedError
 
     def tensor_id(self, declared_name, tensor, compressor=None, priority=None):
         """The id of the servers' tensor `declared_name`, declaring it (like `tensor`) on first use. Called on
@@ -75,7 +72,7 @@ class Runtime:
                 return d.tensor_id
             nbytes = tensor.numel() * tensor.element_size()
             try:
-                tid = self.worker.declare(declared_name, nbytes, DTYPES[tensor.dtype], compressor, priority=priority)
+                tid = self._declare_on_servers(declared_name, nbytes, DTYPES[tensor.dtype], compressor, priority)
             except ZpsError as e:
                 raise type(e)("zps.torch: tensor '%s': %s" % (declared_name, e), e.code, e.status) from None
             self.declared[declared_name] = Declared(tid, tuple(tensor.shape), tensor.dtype, compressor)
@@ -107,6 +104,30 @@ class Runtime:
         op = self.coordinator.run(coordinator.Op("declare", name, like.dtype, like.shape, 0, lambda agreed: declare()))
         return op.zps_handle
 
+
+class Runtime(Group):
+    """Owned by this module (one per process, from init() to shutdown()): the group of every worker."""
+
+    def __init__(self):
+        self.worker = Worker()
+        self.local_rank = self.worker.local_rank()
+        self.local_size = self.worker.local_size()
+        # As in BytePS, rank and size count processes: a node of zps worker rank r runs local ranks
+        # r x local_size ... (r + 1) x local_size - 1, and every sum is over all processes.
+        self._init_group(self.worker.rank() * self.local_size + self.local_rank, self.worker.size() * self.local_size)
+        self.members = range(self.size)  # the global ranks of the group's ranks 0, 1, ...
+        self.finish_lock = threading.Lock()  # apart, so that a failing script can end the job meanwhile
+        self.finished = False
+        self.process_sets = None  # zps.torch.process_sets.Registry, made by its first use
+        # DistributedOptimizers by name, in the order they were built (the same on every worker): for
+        # each of its sums, (tensor id, elements, dtype), which a joined worker pushes zeros into.
+        self.optimizers = {}
+        from zps.torch.coordinator import Coordinator
+        self.coordinator = Coordinator(self)
+
+    def _declare_on_servers(self, declared_name, nbytes, dtype, compressor, priority):
+        return self.worker.declare(declared_name, nbytes, dtype, compressor, priority=priority)
+
     def finish(self, error=None):
         """Ends the job once (OK or failed with `error`); returns the exit code zps decided."""
         with self.finish_lock:
@@ -116,6 +137,8 @@ class Runtime:
         # Destroyed after finishing, so that its threads stop before the interpreter's exit tears down
         # the libraries they use. Calls that other threads start afterwards raise ZpsNotInitialized.
         self.coordinator.stop()
+        if self.process_sets is not None:
+            self.process_sets.stop()
         try:
             return self.worker.finish(error)
         finally:

@@ -10,6 +10,7 @@ import torch
 
 from zps.torch._runtime import runtime
 from zps.torch.ops import broadcast_, broadcast_async_, synchronize
+from zps.torch.process_sets import group_of
 
 
 def _named(params, what):
@@ -45,8 +46,8 @@ def broadcast_parameters(params, root_rank):
             synchronize(h)
 
 
-def broadcast_object(obj, root_rank=0, name=None):
-    """root_rank's `obj` (anything torch.save can write) on every worker."""
+def broadcast_object(obj, root_rank=0, name=None, process_set=None):
+    """root_rank's `obj` (anything torch.save can write) on every worker (of the process set)."""
     rt = runtime("broadcast_object")
     name = "object." + (name or "noname")
     payload = None
@@ -56,24 +57,25 @@ def broadcast_object(obj, root_rank=0, name=None):
         torch.save(obj, buf)
         payload = buf.getvalue()
         length[0] = len(payload)
-    broadcast_(length, root_rank, name + ".length")
+    broadcast_(length, root_rank, name + ".length", process_set)
     n = int(length[0])
     capacity = max(1024, 1 << (n - 1).bit_length())
     data = torch.zeros(capacity, dtype=torch.uint8)
     if rt.rank == root_rank:
         data[:n] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
-    broadcast_(data, root_rank, "%s.%d" % (name, capacity))
+    broadcast_(data, root_rank, "%s.%d" % (name, capacity), process_set)
     if rt.rank == root_rank:
         return obj
     return torch.load(io.BytesIO(data[:n].numpy().tobytes()))
 
 
-def allgather_object(obj, name=None):
-    """Every worker's `obj` (anything torch.save can write), as a list indexed by rank: one
-    broadcast_object from each rank in turn."""
+def allgather_object(obj, name=None, process_set=None):
+    """Every worker's `obj` (anything torch.save can write), as a list indexed by rank (in the process
+    set): one broadcast_object from each rank in turn."""
     rt = runtime("allgather_object")
     name = name or "allgather_object"
-    return [broadcast_object(obj if r == rt.rank else None, r, "%s.%d" % (name, r)) for r in range(rt.size)]
+    members = group_of(process_set, "allgather_object").members
+    return [broadcast_object(obj if r == rt.rank else None, r, "%s.%d" % (name, r), process_set) for r in members]
 
 
 def _initialise_state(optimizer):

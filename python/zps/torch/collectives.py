@@ -52,11 +52,16 @@ def _host_bytes(tensor):
     return t.view(torch.uint8) if t.dtype != torch.uint8 else t
 
 
-def _sum_(buf, key, what):
-    """Sums the contiguous 1-D `buf` over all workers in place (the servers' round of `key`)."""
+def _group(what, group):
+    """The workers an operation runs over: `group` (a process set's, from ops.py), else every worker."""
+    return runtime(what) if group is None else group
+
+
+def _sum_(buf, key, what, group=None):
+    """Sums the contiguous 1-D `buf` over the group's workers in place (the servers' round of `key`)."""
     if buf.numel() == 0:
         return buf
-    rt = runtime(what)
+    rt = _group(what, group)
     tid = rt.declare(key, buf)
     handle = rt.worker.push_pull(tid, buf.data_ptr(), buf.data_ptr())
     try:
@@ -71,15 +76,15 @@ def _name(what, name):
     return "zps.%s.%s" % (what, "noname" if name is None else name)
 
 
-def _gather_bytes(data, slot_bytes, key, what):
+def _gather_bytes(data, slot_bytes, key, what, group=None):
     """Every worker's `data` bytes (worker r's at slot_bytes[r]) as one uint8 buffer."""
-    rt = runtime(what)
+    rt = _group(what, group)
     offsets = [0]
     for n in slot_bytes:
         offsets.append(offsets[-1] + n)
     buf = torch.zeros(offsets[-1], dtype=torch.uint8)
     buf[offsets[rt.rank]:offsets[rt.rank + 1]].copy_(data)
-    return _sum_(buf, "%s.%d" % (key, offsets[-1]), what), offsets
+    return _sum_(buf, "%s.%d" % (key, offsets[-1]), what, group), offsets
 
 
 def _descriptor(tensor):
@@ -97,13 +102,13 @@ def _dtype_code(dtype):
     return _ALL_DTYPES.index(dtype) if dtype in _ALL_DTYPES else 99
 
 
-def _exchange(values, key, what):
+def _exchange(values, key, what, group=None):
     """Every worker's list of ints (equal lengths everywhere) as a list of lists, in rank order."""
-    rt = runtime(what)
+    rt = _group(what, group)
     width = len(values)
     table = torch.zeros(rt.size * width, dtype=torch.int64)
     table[rt.rank * width:(rt.rank + 1) * width] = torch.tensor(values, dtype=torch.int64)
-    _sum_(table, key, what)
+    _sum_(table, key, what, group)
     return table.view(rt.size, width).tolist()
 
 
@@ -114,14 +119,14 @@ def _describe(d):
     return "shape %s, %s" % (shape, str(dtype).replace("torch.", ""))
 
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, group=None):
     """Every worker's `tensor` concatenated along the first dimension, in rank order. The first
     dimension may differ between workers; the others and the dtype must agree. A 0-dim tensor counts
     as one row: the result has one element per worker. Any dtype."""
     _check(tensor, "allgather")
     key = _name("allgather", name)
-    rt = runtime("allgather")
-    descriptors = _exchange(_descriptor(tensor), key + ".shapes", "allgather")
+    rt = _group("allgather", group)
+    descriptors = _exchange(_descriptor(tensor), key + ".shapes", "allgather", group)
     mine = descriptors[rt.rank]
     for r, d in enumerate(descriptors):
         if d[1:] != mine[1:]:
@@ -130,7 +135,7 @@ def allgather(tensor, name=None):
                              (key, rt.rank, _describe(mine), r, _describe(d)))
     row_bytes = tensor.element_size() * _prod(tensor.shape[1:])
     rows = [d[0] for d in descriptors]
-    buf, _ = _gather_bytes(_host_bytes(tensor), [n * row_bytes for n in rows], key, "allgather")
+    buf, _ = _gather_bytes(_host_bytes(tensor), [n * row_bytes for n in rows], key, "allgather", group)
     rest = list(tensor.shape[1:])
     out = buf.view(tensor.dtype).reshape([sum(rows)] + rest)
     return out.to(tensor.device) if tensor.device.type != "cpu" else out
@@ -143,12 +148,12 @@ def _prod(dims):
     return n
 
 
-def _gather_equal(tensor, key, what):
+def _gather_equal(tensor, key, what, group=None):
     """Every worker's `tensor` (same shape and dtype everywhere) stacked: shape [size, *tensor.shape].
     One round; a shape that differs makes the servers refuse the declaration, naming both."""
-    rt = runtime(what)
+    rt = _group(what, group)
     data = _host_bytes(tensor)
-    buf, _ = _gather_bytes(data, [data.numel()] * rt.size, key, what)
+    buf, _ = _gather_bytes(data, [data.numel()] * rt.size, key, what, group)
     return buf.view(tensor.dtype).reshape([rt.size] + list(tensor.shape))
 
 
@@ -176,7 +181,7 @@ def _check_op(op, what):
         raise ValueError("zps.torch.%s: op must be one of %s, got %r" % (what, ", ".join(OPS), op))
 
 
-def allreduce_op(tensor, op=Average, name=None):
+def allreduce_op(tensor, op=Average, name=None, group=None):
     """A new tensor: `tensor` reduced over all workers with op (Sum, Average, Min, Max or Product).
     Sum and Average of a dtype the servers sum are one round of the servers' sum; every other case
     is an allgather and the reduction on each worker. The average of an integer tensor is truncated."""
@@ -184,15 +189,15 @@ def allreduce_op(tensor, op=Average, name=None):
     _check_op(op, "allreduce_op")
     key = "%s.%s.%s" % (_name("allreduce", name), str(tensor.dtype).replace("torch.", ""),
                         "x".join(map(str, tensor.shape)) or "scalar")
-    rt = runtime("allreduce_op")
+    rt = _group("allreduce_op", group)
     if op in (Sum, Average) and tensor.dtype in DTYPES:
         buf = tensor.detach().to("cpu", copy=True).contiguous().reshape(-1)
-        _sum_(buf, key, "allreduce_op")
+        _sum_(buf, key, "allreduce_op", group)
         out = buf.reshape(tensor.shape)
         if op == Average:
             _divide(out, rt.size)
     else:
-        out = _reduce_stacked(_gather_equal(tensor, key + "." + op, "allreduce_op"), op)
+        out = _reduce_stacked(_gather_equal(tensor, key + "." + op, "allreduce_op", group), op)
     return out.to(tensor.device) if tensor.device.type != "cpu" else out
 
 
@@ -201,7 +206,7 @@ def _split_rows(d0, size):
     return [d0 // size + (1 if r < d0 % size else 0) for r in range(size)]
 
 
-def reducescatter(tensor, op=Average, name=None):
+def reducescatter(tensor, op=Average, name=None, group=None):
     """`tensor` reduced over all workers with op, and this worker's part of it along the first
     dimension: worker r gets rows split as evenly as possible, the first d0 % size workers one more.
     Sum and Average are one round of the servers' sum of the whole tensor."""
@@ -210,10 +215,10 @@ def reducescatter(tensor, op=Average, name=None):
     if tensor.dim() == 0:
         raise ValueError("zps.torch.reducescatter: a 0-dim tensor has no first dimension to scatter; "
                          "pass tensor.reshape(1) or use allreduce")
-    rt = runtime("reducescatter")
+    rt = _group("reducescatter", group)
     rows = _split_rows(tensor.shape[0], rt.size)
     start = sum(rows[:rt.rank])
-    reduced = allreduce_op(tensor, op, "reducescatter." + ("noname" if name is None else name))
+    reduced = allreduce_op(tensor, op, "reducescatter." + ("noname" if name is None else name), group)
     return reduced[start:start + rows[rt.rank]].clone()
 
 
@@ -230,21 +235,21 @@ def _splits_list(splits, d0, size, what):
     return [int(v) for v in values]
 
 
-def alltoall(tensor, splits=None, name=None):
+def alltoall(tensor, splits=None, name=None, group=None):
     """Sends rows of `tensor` to every worker: rows splits[0] to worker 0, the next splits[1] to
     worker 1, ... (splits None: equal parts). Returns (received, received_splits) when splits is
     given, else received: the rows every worker sent to this one, in rank order. Any dtype."""
     _check(tensor, "alltoall")
     if tensor.dim() == 0:
         raise ValueError("zps.torch.alltoall: a 0-dim tensor has no rows to send; pass tensor.reshape(1)")
-    rt = runtime("alltoall")
+    rt = _group("alltoall", group)
     size, rank = rt.size, rt.rank
     mine = _splits_list(splits, tensor.shape[0], size, "alltoall")
     key = _name("alltoall", name)
     # The whole matrix of row counts (row: sender, column: receiver), with each sender's row shape.
     rest = list(tensor.shape[1:])
     signature = [_dtype_code(tensor.dtype), tensor.dim()] + rest + [-1] * (_MAX_DIMS - 1 - len(rest))
-    table = _exchange(mine + signature, key + ".splits", "alltoall")
+    table = _exchange(mine + signature, key + ".splits", "alltoall", group)
     for r, row in enumerate(table):
         if row[size:] != table[rank][size:]:
             raise ValueError("zps.torch.alltoall of '%s': worker %d sends rows of %s, worker %d of %s; the rows' "
@@ -259,7 +264,7 @@ def alltoall(tensor, splits=None, name=None):
         offsets.append(offsets[-1] + n)
     buf = torch.zeros(offsets[-1], dtype=torch.uint8)
     buf[offsets[rank * size]:offsets[(rank + 1) * size]].copy_(data)
-    _sum_(buf, "%s.%d" % (key, offsets[-1]), "alltoall")
+    _sum_(buf, "%s.%d" % (key, offsets[-1]), "alltoall", group)
     received = torch.cat([buf[offsets[s * size + rank]:offsets[s * size + rank + 1]] for s in range(size)])
     received_splits = [table[s][rank] for s in range(size)]
     out = received.view(tensor.dtype).reshape([sum(received_splits)] + rest)

@@ -18,6 +18,8 @@ from zps.errors import ZpsError, ZpsTimeout
 from zps.torch import coordinator
 from zps.torch._runtime import DTYPES, runtime
 from zps.torch.compression import Compression
+from zps.torch.process_sets import (ProcessSet, add_process_set, global_process_set, group_of,  # noqa: F401
+                                    remove_process_set)
 
 # Reductions (Horovod's names; BytePS's push_pull takes average=True/False).
 Average = "Average"
@@ -34,7 +36,7 @@ _WIDENED = {torch.int8: torch.int32, torch.int16: torch.int32, torch.bool: torch
 _handles = {}
 _handles_lock = threading.Lock()
 _next_handle = itertools.count(1)
-_in_flight = set()  # (kind, name) of the operations not yet synchronized
+_in_flight = set()  # (kind, name, process set's key space) of the operations not yet synchronized
 # Operations whose wait failed: a push is sent from its tensor without a copy, and the transport may still
 # read it after the cancellation, so they are kept alive for the rest of the process.
 _abandoned = []
@@ -56,8 +58,9 @@ class _Pending:
     its buffers, and finish() turning the summed buffer into the caller's result."""
 
     def __init__(self, key, op=None, zps_handle=None, buffers=None, finish=None):
-        self.key = key  # (kind, name) while in flight, else None
+        self.key = key  # (kind, name, key space) while in flight, else None
         self.op = op
+        self.group = None  # the group whose coordinator runs op
         self.zps_handle = zps_handle
         self.buffers = buffers
         self.finish = finish
@@ -124,7 +127,8 @@ def _reduce_op(average, op):
     if op not in _REDUCE_CODES:
         raise ValueError("zps.torch: op must be one of Average, Sum, Min, Max, Product, got %r" % (op,))
     if op == Adasum:
-        raise NotImplementedError("zps.torch: Adasum is not implemented; use Average or Sum")
+        raise NotImplementedError("zps.torch: op=Adasum is not implemented (zps sums on its servers; Adasum's "
+                                  "pairwise combination is not built); use Average or Sum")
     return op
 
 
@@ -139,22 +143,23 @@ def _zps_priority(priority):
     return -priority
 
 
-def _reserve(kind, name, tensor, prefix, first_dim_free=False):
-    """The operation's name, marked in flight: a named call whose name is in flight is refused; an unnamed
-    one takes the next free slot of its default name."""
+def _reserve(kind, name, tensor, prefix, group, first_dim_free=False):
+    """The operation's name, marked in flight in its group: a named call whose name is in flight is
+    refused; an unnamed one takes the next free slot of its default name."""
+    space = getattr(group, "key_space", 0)
     with _handles_lock:
         if name is not None:
-            if (kind, name) in _in_flight:
+            if (kind, name, space) in _in_flight:
                 raise ValueError("zps.torch.%s: an operation named '%s' is already in flight; synchronize it first or "
                                  "give this one another name" % (kind, name))
         else:
             base = _default_name(prefix, tensor, first_dim_free)
             name = base
             for slot in itertools.count(1):
-                if (kind, name) not in _in_flight:
+                if (kind, name, space) not in _in_flight:
                     break
                 name = "%s.%d" % (base, slot)
-        _in_flight.add((kind, name))
+        _in_flight.add((kind, name, space))
         return name
 
 
@@ -171,11 +176,12 @@ def _register(pending):
     return h
 
 
-def _submit(rt, kind, name, tensor, extra, extra_name, start, pending):
+def _submit(group, kind, name, tensor, extra, extra_name, start, pending):
     op = coordinator.Op(kind, name, tensor.dtype, tensor.shape, extra, start, extra_name)
     pending.op = op
+    pending.group = group
     try:
-        rt.coordinator.submit(op)
+        group.coordinator.submit(op)
     except BaseException:
         _release(pending.key)
         raise
@@ -192,21 +198,21 @@ def _scale(tensor, factor):
     return (tensor.to(wide) * factor).to(tensor.dtype)
 
 
-def _start_sum(rt, pending, name, agreed, compressor=None, priority=None):
+def _start_sum(group, pending, name, agreed, compressor=None, priority=None):
     """On the coordinator thread: declares (first use) and starts the push_pull of pending's buffers."""
     b = pending.take_buffers()
-    tid = rt.tensor_id(coordinator.declared_name(name, b.source, agreed.generation), b.source, compressor, priority)
-    return rt.worker.push_pull(tid, b.source.data_ptr(), b.output.data_ptr())
+    tid = group.tensor_id(coordinator.declared_name(name, b.source, agreed.generation), b.source, compressor, priority)
+    return group.worker.push_pull(tid, b.source.data_ptr(), b.output.data_ptr())
 
 
 def _allreduce_async(tensor, inplace, op, name, what, compression=Compression.none, prescale_factor=1.0,
-                     postscale_factor=1.0, priority=None, kind="allreduce"):
-    rt = runtime(what)
+                     postscale_factor=1.0, priority=None, kind="allreduce", process_set=None):
+    group = group_of(process_set, what)
     check_tensor(tensor, what, name)
     if op in (Min, Max, Product):
         return _collective_async(what, "allreduce", tensor, name, _REDUCE_CODES[op], "reduction",
-                                 lambda c, t, n: c.allreduce_op(t, op, n),
-                                 lambda result: tensor.copy_(result) if inplace else result)
+                                 lambda c, t, n, g: c.allreduce_op(t, op, n, g),
+                                 lambda result: tensor.copy_(result) if inplace else result, process_set)
     custom = compression not in (Compression.none, Compression.fp16) and hasattr(compression, "compress")
     original = tensor
     ctx = None
@@ -221,11 +227,11 @@ def _allreduce_async(tensor, inplace, op, name, what, compression=Compression.no
     wire = _scale(wire, prescale_factor)
     copied = wire.data_ptr() != tensor.data_ptr()
     output = wire if (inplace or copied) else torch.empty_like(wire)
-    divisor = rt.size if op == Average else 1
+    divisor = group.size if op == Average else 1
     native_fp16 = compression is Compression.fp16 and wire.dtype == torch.float32
     compressor = "fp16" if native_fp16 else None
-    name = _reserve(kind, name, wire, "noname")
-    pending = _Pending((kind, name), buffers=_Buffers(wire, output))
+    name = _reserve(kind, name, wire, "noname", group)
+    pending = _Pending((kind, name, getattr(group, "key_space", 0)), buffers=_Buffers(wire, output))
 
     def finish():
         out = pending.buffers.output
@@ -252,28 +258,29 @@ def _allreduce_async(tensor, inplace, op, name, what, compression=Compression.no
         _release(pending.key)
         pending.key = None
         return _register(pending)
-    return _submit(rt, kind, name, wire, _REDUCE_CODES[op], "reduction",
-                   lambda agreed: _start_sum(rt, pending, name, agreed, compressor, _zps_priority(priority)), pending)
+    return _submit(group, kind, name, wire, _REDUCE_CODES[op], "reduction",
+                   lambda agreed: _start_sum(group, pending, name, agreed, compressor, _zps_priority(priority)),
+                   pending)
 
 
-def _collective_async(what, kind, tensor, name, extra, extra_name, call, finish):
+def _collective_async(what, kind, tensor, name, extra, extra_name, call, finish, process_set):
     """An operation of zps.torch.collectives, run on the coordinator thread once the workers agreed."""
-    rt = runtime(what)
+    group = group_of(process_set, what)
     try:
         from zps.torch import collectives
     except ImportError as e:
         raise NotImplementedError("zps.torch.%s needs zps.torch.collectives, which this build lacks (%s)" %
                                   (what, e)) from None
-    name = _reserve(kind, name, tensor, kind, first_dim_free=kind in ("allgather", "alltoall"))
-    pending = _Pending((kind, name))
+    name = _reserve(kind, name, tensor, kind, group, first_dim_free=kind in ("allgather", "alltoall"))
+    pending = _Pending((kind, name, getattr(group, "key_space", 0)))
 
     def start(agreed):
         pending.take_buffers()
-        pending.result = call(collectives, tensor, "%s#%d" % (name, agreed.generation))
+        pending.result = call(collectives, tensor, "%s#%d" % (name, agreed.generation), group)
         return None
 
     pending.finish = lambda: finish(pending.result)
-    return _submit(rt, kind, name, tensor, extra, extra_name, start, pending)
+    return _submit(group, kind, name, tensor, extra, extra_name, start, pending)
 
 
 def start_push_pull(tensor, output, divisor, tensor_id, name):
@@ -327,13 +334,13 @@ def synchronize(handle, timeout=None):
     try:
         zps_handle = p.zps_handle
         if p.op is not None:
-            rt = runtime("synchronize")
-            if not rt.coordinator.wait_started(p.op, timeout):
+            runtime("synchronize")
+            if not p.group.coordinator.wait_started(p.op, timeout):
                 if p.abandon():
                     raise ZpsTimeout("zps.torch: %s of '%s' did not start within %.3g s (the other workers had not "
                                      "called it yet); it was cancelled, its tensors are left as they were" %
                                      (p.op.kind, p.op.name, timeout), 2, "DEADLINE_EXCEEDED")
-                rt.coordinator.wait_started(p.op, None)
+                p.group.coordinator.wait_started(p.op, None)
             zps_handle = p.op.zps_handle
         if zps_handle is not None:
             rt = runtime("synchronize")
@@ -344,7 +351,7 @@ def synchronize(handle, timeout=None):
             except BaseException:
                 _abandoned.append(p)
                 if p.op is not None:
-                    rt.coordinator.failed(p.op.name)
+                    p.group.coordinator.failed(p.op.name)
                 raise
         return p.finish()
     finally:
@@ -355,76 +362,83 @@ def synchronize(handle, timeout=None):
 
 class _AllreduceFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, op, name, prescale_factor, postscale_factor):
+    def forward(ctx, tensor, op, name, prescale_factor, postscale_factor, process_set):
         ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
+        ctx.process_set = process_set
         return synchronize(_allreduce_async(tensor, False, op, name, "allreduce", Compression.none, prescale_factor,
-                                            postscale_factor))
+                                            postscale_factor, process_set=process_set))
 
     @staticmethod
     def backward(ctx, grad):
         # The gradient of a sum over workers is the sum of the gradients (average: the average).
         g = synchronize(_allreduce_async(grad.contiguous(), False, ctx.op, None, "allreduce (backward)",
-                                         Compression.none, ctx.prescale_factor, ctx.postscale_factor))
-        return g, None, None, None, None
+                                         Compression.none, ctx.prescale_factor, ctx.postscale_factor,
+                                         process_set=ctx.process_set))
+        return g, None, None, None, None, None
 
 
 class _BroadcastFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
-        ctx.root_rank = root_rank
-        return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast"))
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast", process_set))
 
     @staticmethod
     def backward(ctx, grad):
         # Only the root's tensor reached the outputs: its gradient is the average of every worker's.
-        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "broadcast (backward)"))
+        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "broadcast (backward)",
+                                         process_set=ctx.process_set))
         if runtime("broadcast").rank != ctx.root_rank:
             g = torch.zeros_like(g)
-        return g, None, None
+        return g, None, None, None
 
 
 class _AllgatherFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name):
-        rows = synchronize(allgather_async(torch.tensor([tensor.shape[0]]), None))
-        ctx.start = int(rows[:runtime("allgather").rank].sum())
+    def forward(ctx, tensor, name, process_set):
+        rows = synchronize(allgather_async(torch.tensor([tensor.shape[0]]), None, process_set))
+        ctx.start = int(rows[:group_of(process_set, "allgather").rank].sum())
         ctx.rows = tensor.shape[0]
-        return synchronize(allgather_async(tensor, name))
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad):
         # Every worker's output held this worker's rows: their gradient is the average over workers of
         # the gradient of those rows (Horovod's convention).
-        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "allgather (backward)"))
-        return g[ctx.start:ctx.start + ctx.rows], None
+        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "allgather (backward)",
+                                         process_set=ctx.process_set))
+        return g[ctx.start:ctx.start + ctx.rows], None, None
 
 
 class _ReducescatterFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
-        ctx.op = op
-        return synchronize(reducescatter_async(tensor, name, op, None, prescale_factor, postscale_factor))
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.op, ctx.process_set = op, process_set
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, grad):
         # Every worker's part, gathered; scaled as Horovod's reducescatter gradient is (x size for Sum).
-        g = synchronize(allgather_async(grad.contiguous(), None))
-        return (g * runtime("reducescatter").size if ctx.op == Sum else g), None, None, None, None
+        g = synchronize(allgather_async(grad.contiguous(), None, ctx.process_set))
+        size = group_of(ctx.process_set, "reducescatter").size
+        return (g * size if ctx.op == Sum else g), None, None, None, None, None
 
 
 class _AlltoallFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, splits, name):
+    def forward(ctx, tensor, splits, name, process_set):
         # Even parts as explicit splits, so that the rows received from each worker are known: the
         # backward sends their gradients back by them.
-        size = runtime("alltoall").size
+        ctx.process_set = process_set
+        size = group_of(process_set, "alltoall").size
         given = splits is not None
         if not given:
             if tensor.dim() == 0 or tensor.shape[0] % size:
                 raise ValueError("zps.torch.alltoall: the first dimension (%s) must divide evenly by size() %d when "
                                  "no splits are given" % (list(tensor.shape)[:1], size))
             splits = torch.full((size,), tensor.shape[0] // size, dtype=torch.int32)
-        out, received = synchronize(alltoall_async(tensor, splits, name))
+        out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
         ctx.received = received
         if not given:
             return out
@@ -434,64 +448,61 @@ class _AlltoallFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, *_):
         # The gradients go back to where their rows came from.
-        g, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received, None))
-        return g, None, None
+        g, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received, None, ctx.process_set))
+        return g, None, None, None
 
 
 def _differentiable(tensor):
     return isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled()
 
 
-# ---- Horovod's names: average=None and op=None mean Average ----
+# ---- Horovod's names: average=None and op=None mean Average; process_set (process_sets.py) None is every
+# worker ----
 
 def allreduce_async(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=None):
-    _global_set_only(process_set, "allreduce_async")
     return _allreduce_async(tensor, False, _reduce_op(average, op), name, "allreduce_async", compression,
-                            prescale_factor, postscale_factor)
+                            prescale_factor, postscale_factor, process_set=process_set)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                      process_set=None):
-    _global_set_only(process_set, "allreduce_async_")
     return _allreduce_async(tensor, True, _reduce_op(average, op), name, "allreduce_async_", Compression.none,
-                            prescale_factor, postscale_factor)
+                            prescale_factor, postscale_factor, process_set=process_set)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=None):
-    """The sum (op=Sum), average (the default), min, max or product of `tensor` over all workers, as a new
-    tensor. Differentiable: the gradient is the same reduction of the gradients."""
-    _global_set_only(process_set, "allreduce")
+    """The sum (op=Sum), average (the default), min, max or product of `tensor` over all workers (or the
+    process set's), as a new tensor. Differentiable: the gradient is the same reduction of the gradients."""
     op = _reduce_op(average, op)
     if _differentiable(tensor) and op in (Average, Sum) and compression is Compression.none:
-        return _AllreduceFunction.apply(tensor, op, name, prescale_factor, postscale_factor)
+        return _AllreduceFunction.apply(tensor, op, name, prescale_factor, postscale_factor, process_set)
     return synchronize(_allreduce_async(tensor, False, op, name, "allreduce", compression, prescale_factor,
-                                        postscale_factor))
+                                        postscale_factor, process_set=process_set))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    _global_set_only(process_set, "allreduce_")
     return synchronize(_allreduce_async(tensor, True, _reduce_op(average, op), name, "allreduce_", Compression.none,
-                                        prescale_factor, postscale_factor))
+                                        prescale_factor, postscale_factor, process_set=process_set))
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, compression=Compression.none, op=None,
                             prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    _global_set_only(process_set, "grouped_allreduce_async")
     op = _reduce_op(average, op)
     return _register(_Group([_allreduce_async(t, False, op, None if name is None else "%s.%d" % (name, i),
                                               "grouped_allreduce_async", compression, prescale_factor,
-                                              postscale_factor) for i, t in enumerate(tensors)]))
+                                              postscale_factor, process_set=process_set)
+                             for i, t in enumerate(tensors)]))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                              process_set=None):
-    _global_set_only(process_set, "grouped_allreduce_async_")
     op = _reduce_op(average, op)
     return _register(_Group([_allreduce_async(t, True, op, None if name is None else "%s.%d" % (name, i),
                                               "grouped_allreduce_async_", Compression.none, prescale_factor,
-                                              postscale_factor) for i, t in enumerate(tensors)]))
+                                              postscale_factor, process_set=process_set)
+                             for i, t in enumerate(tensors)]))
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
@@ -499,9 +510,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     """allreduce of each tensor of a list; differentiable as allreduce is."""
     op = _reduce_op(average, op)
     if any(_differentiable(t) for t in tensors) and op in (Average, Sum) and compression is Compression.none:
-        _global_set_only(process_set, "grouped_allreduce")
         return [_AllreduceFunction.apply(t, op, None if name is None else "%s.%d" % (name, i), prescale_factor,
-                                         postscale_factor) for i, t in enumerate(tensors)]
+                                         postscale_factor, process_set) for i, t in enumerate(tensors)]
     return synchronize(grouped_allreduce_async(tensors, None, name, compression, op, prescale_factor,
                                                postscale_factor, process_set))
 
@@ -547,19 +557,22 @@ def _bytes_view(tensor):
     return flat.view(torch.uint8) if flat.dtype != torch.uint8 else flat
 
 
-def _broadcast_async(tensor, inplace, root_rank, name, what):
+def _broadcast_async(tensor, inplace, root_rank, name, what, process_set=None):
+    """root_rank is a rank of the job (Horovod's convention), one of the process set's."""
     rt = runtime(what)
+    group = group_of(process_set, what)
     if not isinstance(tensor, torch.Tensor):
         raise TypeError("zps.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
-    if isinstance(root_rank, bool) or not isinstance(root_rank, int) or not 0 <= root_rank < rt.size:
-        raise ValueError("zps.torch.%s: root_rank %r is not a worker rank (0..%d)" % (what, root_rank, rt.size - 1))
+    if isinstance(root_rank, bool) or not isinstance(root_rank, int) or root_rank not in group.members:
+        raise ValueError("zps.torch.%s: root_rank %r is not a rank of %s (%s)" %
+                         (what, root_rank, "the job" if group is rt else "the process set", list(group.members)))
     if not tensor.is_contiguous():
         raise ValueError("zps.torch.%s: %s is not contiguous; pass tensor.contiguous()" % (what, _describe(tensor, name)))
     target = tensor.detach() if inplace else tensor.detach().clone()
     host = target.to("cpu") if target.device.type != "cpu" else target
     data = _bytes_view(host)
-    name = _reserve("broadcast", name, tensor, "broadcast")
-    pending = _Pending(("broadcast", name), buffers=_Buffers(data, data))
+    name = _reserve("broadcast", name, tensor, "broadcast", group)
+    pending = _Pending(("broadcast", name, getattr(group, "key_space", 0)), buffers=_Buffers(data, data))
 
     def finish():
         if host is not target:
@@ -576,22 +589,20 @@ def _broadcast_async(tensor, inplace, root_rank, name, what):
         b = pending.take_buffers()
         if rt.rank != root_rank:
             b.source.zero_()
-        tid = rt.tensor_id(coordinator.declared_name("zps.broadcast." + name, b.source, agreed.generation), b.source)
-        return rt.worker.push_pull(tid, b.source.data_ptr(), b.output.data_ptr())
+        tid = group.tensor_id(coordinator.declared_name("zps.broadcast." + name, b.source, agreed.generation), b.source)
+        return group.worker.push_pull(tid, b.source.data_ptr(), b.output.data_ptr())
 
-    return _submit(rt, "broadcast", name, tensor, root_rank, "root rank", start, pending)
+    return _submit(group, "broadcast", name, tensor, root_rank, "root rank", start, pending)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
     """Starts sending root_rank's `tensor` to every worker; synchronize(handle) returns it as a new tensor."""
-    _global_set_only(process_set, "broadcast_async")
-    return _broadcast_async(tensor, False, root_rank, name, "broadcast_async")
+    return _broadcast_async(tensor, False, root_rank, name, "broadcast_async", process_set)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     """Starts overwriting `tensor` on every worker with root_rank's (any dtype: its bytes travel)."""
-    _global_set_only(process_set, "broadcast_async_")
-    return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_")
+    return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_", process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
@@ -602,10 +613,9 @@ def broadcast_(tensor, root_rank, name=None, process_set=None):
 def broadcast(tensor, root_rank, name=None, process_set=None):
     """root_rank's `tensor` as a new tensor on every worker. Differentiable: the root's gradient is the
     average of every worker's, the others' zero."""
-    _global_set_only(process_set, "broadcast")
     if _differentiable(tensor):
-        return _BroadcastFunction.apply(tensor, root_rank, name)
-    return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast"))
+        return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
+    return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast", process_set))
 
 
 def sparse_allreduce_async(tensor, name=None, op=Average, process_set=None):
@@ -620,21 +630,19 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=None):
 # ---- gather and scatter (zps.torch.collectives) ----
 
 def allgather_async(tensor, name=None, process_set=None):
-    _global_set_only(process_set, "allgather_async")
     check_tensor(tensor, "allgather", name)
     if tensor.dim() == 0:
         raise ValueError("zps.torch.allgather: a 0-dim tensor has no first dimension to concatenate on; "
                          "pass tensor.reshape(1)")
     return _collective_async("allgather", "allgather", tensor, name, 0, None,
-                             lambda c, t, n: c.allgather(t, n), lambda result: result)
+                             lambda c, t, n, g: c.allgather(t, n, g), lambda result: result, process_set)
 
 
 def allgather(tensor, name=None, process_set=None):
     """Every worker's `tensor` concatenated on the first dimension (which may differ between workers).
     Differentiable."""
-    _global_set_only(process_set, "allgather")
     if _differentiable(tensor):
-        return _AllgatherFunction.apply(tensor, name)
+        return _AllgatherFunction.apply(tensor, name, process_set)
     return synchronize(allgather_async(tensor, name, process_set))
 
 
@@ -650,31 +658,28 @@ def grouped_allgather(tensors, name=None, process_set=None):
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    _global_set_only(process_set, "reducescatter_async")
     check_tensor(tensor, "reducescatter", name)
     if op not in (Average, Sum):
         raise NotImplementedError("zps.torch.reducescatter: op must be Average or Sum, got %r" % (op,))
     if tensor.dim() == 0:
         raise ValueError("zps.torch.reducescatter: a 0-dim tensor cannot be scattered; pass tensor.reshape(1)")
-    rt = runtime("reducescatter")
+    size = group_of(process_set, "reducescatter").size
     scaled = _scale(tensor, prescale_factor)
 
     def finish(result):
         if op == Average:
-            result = result / rt.size if result.is_floating_point() else torch.div(result, rt.size,
-                                                                                      rounding_mode="trunc")
+            result = result / size if result.is_floating_point() else torch.div(result, size, rounding_mode="trunc")
         return _scale(result, postscale_factor)
 
     return _collective_async("reducescatter", "reducescatter", scaled, name, _REDUCE_CODES[op], "reduction",
-                             lambda c, t, n: c.reducescatter(t, Sum, n), finish)
+                             lambda c, t, n, g: c.reducescatter(t, Sum, n, g), finish, process_set)
 
 
 def reducescatter(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
     """The reduction over workers of `tensor`, split on its first dimension: worker r gets part r.
     Differentiable."""
-    _global_set_only(process_set, "reducescatter")
     if _differentiable(tensor):
-        return _ReducescatterFunction.apply(tensor, name, op, prescale_factor, postscale_factor)
+        return _ReducescatterFunction.apply(tensor, name, op, prescale_factor, postscale_factor, process_set)
     return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
 
 
@@ -692,9 +697,8 @@ def grouped_reducescatter(tensors, name=None, op=Average, process_set=None, pres
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=None):
-    _global_set_only(process_set, "alltoall_async")
     check_tensor(tensor, "alltoall", name)
-    rt = runtime("alltoall")
+    rt = group_of(process_set, "alltoall")
     if splits is not None:
         if not isinstance(splits, torch.Tensor):
             splits = torch.tensor(splits)
@@ -707,64 +711,16 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
         raise ValueError("zps.torch.alltoall: the first dimension (%s) must divide evenly by size() %d when no "
                          "splits are given" % (list(tensor.shape)[:1], rt.size))
     return _collective_async("alltoall", "alltoall", tensor, name, 0, None,
-                             lambda c, t, n: c.alltoall(t, splits, n), lambda result: result)
+                             lambda c, t, n, g: c.alltoall(t, splits, n, g), lambda result: result, process_set)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=None):
     """Sends part i of `tensor` (split on its first dimension by `splits`, else evenly) to worker i; returns
     what the workers sent this one, concatenated (and the received splits, as Horovod does when it is a
     tuple from zps.torch.collectives). Differentiable."""
-    _global_set_only(process_set, "alltoall")
     if _differentiable(tensor):
-        return _AlltoallFunction.apply(tensor, splits, name)
+        return _AlltoallFunction.apply(tensor, splits, name, process_set)
     return synchronize(alltoall_async(tensor, splits, name, process_set))
-
-
-# ---- process sets: the global one only ----
-
-class ProcessSet:
-    """A set of ranks. zps.torch runs collective operations over every worker only: a process set of all
-    ranks is accepted, smaller ones are refused when created (the servers sum each round over all workers)."""
-
-    def __init__(self, ranks):
-        self.ranks = sorted(ranks)
-        self.process_set_id = 0
-
-    def included(self):
-        return True
-
-    def size(self):
-        return len(self.ranks)
-
-    def rank(self):
-        return runtime("ProcessSet.rank").rank
-
-    def __repr__(self):
-        return "ProcessSet(ranks=%s)" % self.ranks
-
-
-global_process_set = ProcessSet([])
-
-
-def add_process_set(process_set):
-    rt = runtime("add_process_set")
-    ranks = process_set.ranks if isinstance(process_set, ProcessSet) else sorted(process_set)
-    if ranks != list(range(rt.size)):
-        raise NotImplementedError("zps.torch.add_process_set: only the set of all %d ranks is supported (asked for %s): "
-                                  "the servers sum each round over every worker" % (rt.size, ranks))
-    return ProcessSet(ranks)
-
-
-def remove_process_set(process_set):
-    return True
-
-
-def _global_set_only(process_set, what):
-    if process_set is None or process_set is global_process_set:
-        return
-    if isinstance(process_set, ProcessSet) and process_set.ranks == list(range(runtime(what).size)):
-        return
-    raise NotImplementedError("zps.torch.%s: process sets other than the global one are not supported" % what)
 
 
 def realign():

@@ -14,9 +14,11 @@ import warnings
 
 import torch
 
+from zps.torch import coordinator
 from zps.torch._runtime import runtime
 from zps.torch.compression import Compression
-from zps.torch.ops import Average, Sum, start_push_pull, synchronize
+from zps.torch.ops import Adasum, Average, Sum, start_push_pull, synchronize
+from zps.torch.process_sets import group_of
 
 # Gradients smaller than this share buckets of at most this many bytes (ZPS_TORCH_BUCKET_BYTES).
 DEFAULT_BUCKET_BYTES = 1 << 20
@@ -126,8 +128,14 @@ def _plan_units(named, bucket_bytes):
 
 class _DistributedMixin:
     def _zps_setup(self, named_parameters, compression, backward_passes_per_step, op, bucket_bytes,
-                   gradient_predivide_factor, sparse_as_dense):
-        rt = runtime("DistributedOptimizer")
+                   gradient_predivide_factor, sparse_as_dense, process_set):
+        runtime("DistributedOptimizer")
+        # Over a process set, its members sum their gradients; the other workers step on their own (as
+        # in Horovod).
+        rt = group_of(process_set, "DistributedOptimizer") if process_set is None or process_set.included() else None
+        if op == Adasum:
+            raise NotImplementedError("zps.torch.DistributedOptimizer: op=Adasum is not implemented (zps sums on its "
+                                      "servers; Adasum's pairwise combination is not built); use Average or Sum")
         if op not in (Average, Sum):
             raise ValueError("zps.torch.DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
         if gradient_predivide_factor != 1.0 and op != Average:
@@ -156,13 +164,13 @@ class _DistributedMixin:
             named = [("param.%d" % i, p) for i, p in enumerate(all_params)]
         seen, trained = set(), []
         for name, p in named:
-            if p.requires_grad and id(p) not in seen:
+            if p.requires_grad and id(p) not in seen and rt is not None:
                 seen.add(id(p))
                 trained.append((name, p))
         # With a predivide factor f, gradients are divided by f before the sum and by size / f after it
         # (as Horovod does, to keep fp16 sums in range); the result is still the average.
         self._zps_predivide = float(gradient_predivide_factor)
-        self._zps_divisor = rt.size / self._zps_predivide if op == Average else 1
+        self._zps_divisor = rt.size / self._zps_predivide if op == Average and rt is not None else 1
         self._zps_sparse_as_dense = sparse_as_dense
         self._zps_sparse = set()  # params whose gradient came sparse this step
         self._zps_skip_synchronize = False
@@ -179,18 +187,30 @@ class _DistributedMixin:
         self._zps_hooks = []
         self._zps_synchronized = False
         compressor = "fp16" if compression is Compression.fp16 else None
+        sums = []
         for index, unit in enumerate(self._zps_units):
             # Declared now, first layers first, so that every worker declares the same sequence (and,
             # with ZPS_PRIORITY=1, the first layer's sum is sent first).
             pushed = unit.flat if unit.flat is not None else unit.params[0]
             self._zps_ids.append(rt.declare(unit.name, pushed, compressor if pushed.dtype == torch.float32 else None)
                                  if pushed.numel() > 0 else None)
+            if self._zps_ids[-1] is not None:
+                sums.append((self._zps_ids[-1], pushed.numel(), pushed.dtype))
             for p in unit.params:
                 self._zps_unit_of[id(p)] = index
                 self._zps_counts[id(p)] = 0
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._zps_make_hook(p))
                 self._zps_hooks.append(acc)  # keeps the accumulator (and its hook) alive
+        # Over every worker, each step is agreed once, started with the step's first sum so that it
+        # overlaps backward and the sums: that is how a worker that called join() learns of the step and
+        # pushes zeros for its sums.
+        self._zps_group = rt
+        self._zps_join_name = None
+        self._zps_step_agreement = None
+        if rt is not None and rt is runtime("DistributedOptimizer") and rt.size > 1 and sums:
+            self._zps_join_name = "zps.optimizer.%d" % len(rt.optimizers)
+            rt.optimizers[self._zps_join_name] = sums
 
     def _zps_make_hook(self, p):
         def hook(*_):
@@ -225,9 +245,15 @@ class _DistributedMixin:
         pushed = unit.tensor()
         if pushed.numel() == 0:
             return
+        self._zps_agree_step()
         if self._zps_predivide != 1.0:
             pushed.div_(self._zps_predivide)
         self._zps_handles[index] = start_push_pull(pushed, pushed, self._zps_divisor, self._zps_ids[index], unit.name)
+
+    def _zps_agree_step(self):
+        if self._zps_join_name is not None and self._zps_step_agreement is None:
+            self._zps_step_agreement = self._zps_group.coordinator.submit(
+                coordinator.Op("optimizer", self._zps_join_name, None, (len(self._zps_units),), 0, lambda agreed: None))
 
     def synchronize(self):
         """Waits for every gradient's sum (e.g. before clipping gradients); step() then does not wait again."""
@@ -241,9 +267,13 @@ class _DistributedMixin:
                     p.grad = torch.zeros_like(p)
                 self._zps_mark_done(p)
         handles, self._zps_handles = self._zps_handles, {}
+        self._zps_agree_step()
+        step, self._zps_step_agreement = self._zps_step_agreement, None
         for index, h in handles.items():
             synchronize(h)
             self._zps_units[index].scatter()
+        if step is not None:
+            self._zps_group.coordinator.wait_started(step, None)
         if self._zps_sparse:
             for unit in self._zps_units:
                 for p in unit.params:
@@ -293,12 +323,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     gradient_predivide_factor: divide by it before the sum and by size / it after. sparse_as_dense: turn
     sparse gradients dense. num_groups and groups (Horovod's explicit fusion groups) are accepted and
     ignored: buckets group the gradients."""
-    from zps.torch.ops import _global_set_only
-    _global_set_only(process_set, "DistributedOptimizer")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {k: v for k, v in _DistributedMixin.__dict__.items() if not k.startswith("__")})
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)
     wrapped._zps_setup(named_parameters, compression, backward_passes_per_step, op, bucket_bytes,
-                       gradient_predivide_factor, sparse_as_dense)
+                       gradient_predivide_factor, sparse_as_dense, process_set)
     return wrapped
