@@ -217,6 +217,22 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
     CHECK(answer.command() == pb::CMD_ERROR);
     CHECK(contains(answer.error(), "HELLO"));
   }
+  {
+    // A worker of protocol version 1 hears, in its own framing, which versions the two speak.
+    RawClient old(ctx, server_port);
+    pb::Envelope v1;
+    v1.mutable_version1_data()->set_command(pb::CMD_HELLO);
+    v1.mutable_version1_data()->set_request_id(5);
+    v1.mutable_version1_data()->set_magic(zps::wire::kMagic);
+    v1.mutable_version1_data()->set_protocol_version(1);
+    old.send({v1.SerializeAsString()});
+    pb::Envelope e;
+    REQUIRE(e.ParseFromString(old.recv(20s)));
+    REQUIRE(e.has_version1_data());
+    CHECK(e.version1_data().command() == pb::CMD_ERROR);
+    CHECK(e.version1_data().request_id() == 5);
+    CHECK(contains(e.version1_data().error(), "peer speaks zps protocol version 1, this node speaks version 2"));
+  }
   zmq_ctx_term(ctx);
 
   c.expectAllExitZero(120s);
