@@ -1,7 +1,7 @@
 // The data plane's half of the codec (protocol version 2): one validating function per body of
-// pb::Data (data_codec.cc), and the translation between a body and the in-memory pb::DataHeader that
-// the stores and the worker's request table read (data_header.cc). Used by codec.cc only; the rest of zps calls wire::decode and the
-// encoders in codec.h.
+// pb::Data (data_codec.cc), and the translation between a body and the in-memory pb::DataHeader
+// that the stores and the worker's request table read (data_header.cc). Used by codec.cc (and the
+// codec's tests); the rest of zps calls wire::decode and the encoders in codec.h.
 #pragma once
 
 #include <string>
