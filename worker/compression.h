@@ -22,9 +22,9 @@ struct EncodedPush {
   pb::PayloadEncoding encoding = pb::ENCODING_DENSE;
   uint64_t sparse_count = 0;
 
-  void describe(pb::DataHeader* h) const {
-    h->set_encoding(encoding);
-    h->set_sparse_count(sparse_count);
+  void describe(pb::Tensor* t) const {
+    t->set_encoding(encoding);
+    t->set_sparse_count(sparse_count);
   }
 };
 

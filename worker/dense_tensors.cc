@@ -81,14 +81,16 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
   }
   FanOut fan("declaring '" + name + "'");
   for (const auto& p : parts) {
-    pb::DataHeader h = requests_->header(pb::CMD_DECLARE, p.key);
-    h.set_dtype(static_cast<uint32_t>(dtype));
-    h.set_num_elements(p.bytes / esize);
-    h.set_mode(pb::MODE_SUM);
-    h.set_async(async);
-    h.set_name(name);
-    if (options.key_space != 0) h.set_contributors(static_cast<uint32_t>(options.contributors));
-    fan.requests.emplace_back(h, RequestSpec::to(p.server, p.key, dtype), wire::encodeData(h));
+    pb::Data d = requests_->newRequest();
+    pb::Declare* declare = d.mutable_declare();
+    declare->set_key(p.key);
+    declare->set_mode(pb::MODE_SUM);
+    declare->set_dtype(static_cast<uint32_t>(dtype));
+    declare->set_num_elements(p.bytes / esize);
+    declare->set_async(async);
+    declare->set_name(name);
+    if (options.key_space != 0) declare->set_contributors(static_cast<uint32_t>(options.contributors));
+    fan.requests.emplace_back(d, RequestSpec::to(p.server, p.key, dtype), wire::encodeBody(d));
   }
   ZPS_RETURN_IF_ERROR(requests_->run(std::move(fan), config_.request_timeout));
   return id;
@@ -220,21 +222,24 @@ OutgoingRequest DenseTensors::request(pb::DataCommand command, const PartitionIn
   o.request.bytes = p.bytes;
   o.request.fuse_bytes = p.bytes;  // small ones travel fused where several are ready together (fusion.h)
   o.request.round = round;
-  pb::DataHeader h = requests_->header(command, p.key);
-  o.id = h.request_id();
+  pb::Data d = requests_->newRequest();
+  o.id = d.request_id();
   o.request.id = o.id;
-  h.set_round(round);
-  h.set_received_through(received_through);
-  h.set_push_seq(push_seq);
-  h.set_wants_awaited(scheduled_push && config_.push_hints);
-  h.set_holds_credit(scheduled_push);  // its acknowledgement returns credit: the server may pace it
-  h.set_dtype(static_cast<uint32_t>(dtype));
-  h.set_num_elements(p.bytes / dtypeSize(dtype));
-  push.describe(&h);
+  pb::Tensor* t = d.mutable_tensor();
+  t->set_op(wire::tensorOp(command));
+  t->set_key(p.key);
+  t->set_round(round);
+  t->set_dtype(static_cast<uint32_t>(dtype));
+  t->set_num_elements(p.bytes / dtypeSize(dtype));
+  t->set_received_through(received_through);
+  t->set_push_seq(push_seq);
+  t->set_wants_awaited(scheduled_push && config_.push_hints);
+  t->set_holds_credit(scheduled_push);  // its acknowledgement returns credit: the server may pace it
+  push.describe(t);
   const size_t sent = command != pb::CMD_PULL ? push.payload.size() : p.bytes;
   VLOG(2) << "worker " << rank_ << ": " << pb::DataCommand_Name(command) << " key " << p.key << " round " << round
           << " (" << sent << " B) to server " << p.server;
-  o.frames = wire::encodeData(h, std::move(push.payload));
+  o.frames = wire::encodeBody(std::move(d), std::move(push.payload));
   o.trace = RequestTrace{command, round, sent, name, 0};
   return o;
 }

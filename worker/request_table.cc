@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ps/common/config.h"
+#include "ps/wire/codec.h"
 
 namespace zps {
 namespace {
@@ -25,14 +26,13 @@ Status errorReplyStatus(const pb::DataHeader& h, const std::string& from) {
 RequestTable::RequestTable(Hooks hooks, std::chrono::milliseconds resend_timeout)
     : hooks_(std::move(hooks)), resend_timeout_(resend_timeout) {}
 
-pb::DataHeader RequestTable::header(pb::DataCommand command, uint64_t key) {
-  pb::DataHeader h;
-  h.set_command(command);
-  h.set_key(key);
+pb::Data RequestTable::newRequest() {
+  pb::Data d;
+  d.set_protocol_version(wire::kProtocolVersion);
   std::lock_guard<std::mutex> lock(mu_);
-  h.set_request_id(next_request_++);
-  h.set_generation(generation_);
-  return h;
+  d.set_request_id(next_request_++);
+  d.set_generation(generation_);
+  return d;
 }
 
 void RequestTable::setGeneration(uint64_t generation) {

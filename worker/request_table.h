@@ -75,7 +75,7 @@ struct RequestSpec {
   // Priority scheduling (worker/scheduling/push_scheduler.h): with a priority the request waits in its
   // server's queue (lower first) and holds `credit` bytes of the server's push credit until
   // completed (a pull holds none); without one it is sent at once. `id` is the request's id
-  // (RequestTable::header).
+  // (RequestTable::newRequest).
   std::optional<int64_t> priority;
   size_t credit = 0;
   uint64_t id = 0;
@@ -106,12 +106,11 @@ struct RequestTrace {
   size_t rows = 0;
 };
 
-// One request of a fan-out: its id (from RequestTable::header), what it expects and its frames.
+// One request of a fan-out: its id (from RequestTable::newRequest), what it expects and its frames.
 struct OutgoingRequest {
   OutgoingRequest() = default;
-  OutgoingRequest(const pb::DataHeader& h, RequestSpec r, std::vector<Blob> f,
-                  std::optional<RequestTrace> t = std::nullopt)
-      : id(h.request_id()), request(std::move(r)), frames(std::move(f)), trace(std::move(t)) {}
+  OutgoingRequest(const pb::Data& d, RequestSpec r, std::vector<Blob> f, std::optional<RequestTrace> t = std::nullopt)
+      : id(d.request_id()), request(std::move(r)), frames(std::move(f)), trace(std::move(t)) {}
 
   uint64_t id = 0;
   RequestSpec request;
@@ -164,8 +163,9 @@ class RequestTable {
   // resend_timeout 0: no resends on a timer (resendTo still resends after a reset).
   RequestTable(Hooks hooks, std::chrono::milliseconds resend_timeout);
 
-  // A request header with the command, a fresh request id, the key and the current generation.
-  pb::DataHeader header(pb::DataCommand command, uint64_t key);
+  // A data message with a fresh request id, the current generation and the protocol version; the
+  // caller sets its body (a Declare, a Tensor, ...).
+  pb::Data newRequest();
   void setGeneration(uint64_t generation);
 
   // Enters the fan-out's requests and sends them. Fails (and sends nothing) after abort() or while

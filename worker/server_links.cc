@@ -60,21 +60,21 @@ Status ServerLinks::hello(const std::function<bool()>& stop_retrying) {
 OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::optional<PeerId> peer,
                                      uint64_t lane_token) {
   OutgoingRequest o;
-  pb::DataHeader h = requests_->header(pb::CMD_HELLO, 0);
-  h.set_magic(wire::kMagic);
-  h.set_protocol_version(wire::kProtocolVersion);
-  h.set_worker_rank(rank_);
-  h.set_local_rank(static_cast<uint32_t>(config_.local_rank));
+  pb::Data d = requests_->newRequest();
+  pb::Hello* h = d.mutable_hello();
+  h->set_magic(wire::kMagic);
+  h->set_worker_rank(rank_);
+  h->set_local_rank(static_cast<uint32_t>(config_.local_rank));
   std::string nonce;
-  if (lane_token != 0) h.set_lane_token(lane_token);  // before the MAC, which covers it
+  if (lane_token != 0) h->set_lane_token(lane_token);  // before the MAC, which covers it
   if (auth_.enabled()) {
     nonce = Authenticator::newNonce();
-    h.set_auth_nonce(nonce);
-    h.set_auth_time_ms(Authenticator::nowMs());
-    h.set_auth_mac(auth_.mac(kHelloContext, helloMacInput(h)));
+    h->set_auth_nonce(nonce);
+    h->set_auth_time_ms(Authenticator::nowMs());
+    h->set_auth_mac(auth_.mac(kHelloContext, helloMacInput(*h, d.protocol_version())));
   }
-  if (upgrade_token != 0) h.set_upgrade_token(upgrade_token);
-  o.id = h.request_id();
+  if (upgrade_token != 0) h->set_upgrade_token(upgrade_token);
+  o.id = d.request_id();
   o.request.server = server;
   o.request.via = peer;
   o.request.on_reply = [this, server, nonce, peer, lane_token](const pb::DataHeader& reply) -> Status {
@@ -103,7 +103,7 @@ OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::op
     }
     return Status::OK();
   };
-  o.frames = wire::encodeData(h);
+  o.frames = wire::encodeBody(std::move(d));
   return o;
 }
 

@@ -38,15 +38,17 @@ StatusOr<TableId> Tables::declare(const std::string& name, const TableOptions& o
   }
   FanOut fan("declaring table '" + name + "'");
   for (int s = 0; s < config_.num_servers; ++s) {
-    pb::DataHeader h = requests_->header(pb::CMD_DECLARE, t.key);
-    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-    h.set_mode(pb::MODE_PARAM);
-    h.set_name(name);
-    h.set_row_dim(options.dim);
-    h.set_async(t.options.async == 1);
-    h.set_restore_step(options.restore_step);
-    h.set_local_size(static_cast<uint32_t>(config_.local_size));
-    auto* o = h.mutable_optimizer();
+    pb::Data d = requests_->newRequest();
+    pb::Declare* declare = d.mutable_declare();
+    declare->set_key(t.key);
+    declare->set_mode(pb::MODE_PARAM);
+    declare->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    declare->set_name(name);
+    declare->set_row_dim(options.dim);
+    declare->set_async(t.options.async == 1);
+    declare->set_restore_step(options.restore_step);
+    declare->set_local_size(static_cast<uint32_t>(config_.local_size));
+    auto* o = declare->mutable_optimizer();
     o->set_kind(static_cast<uint32_t>(kind));
     o->set_lr(options.lr);
     o->set_momentum(options.momentum);
@@ -56,7 +58,7 @@ StatusOr<TableId> Tables::declare(const std::string& name, const TableOptions& o
     o->set_initial_accumulator(options.initial_accumulator);
     o->set_init_scale(options.init_scale);
     o->set_init_seed(options.seed);
-    fan.requests.emplace_back(h, RequestSpec::to(s, t.key, DType::kFloat32), wire::encodeData(h));
+    fan.requests.emplace_back(d, RequestSpec::to(s, t.key, DType::kFloat32), wire::encodeBody(d));
   }
   ZPS_RETURN_IF_ERROR(requests_->run(std::move(fan), config_.request_timeout));
   return id;
@@ -89,13 +91,15 @@ StatusOr<Handle> Tables::pullRows(TableId table, const uint64_t* keys, size_t n,
     o.request.out = reinterpret_cast<uint8_t*>(out);
     o.request.positions = positions[s];
     o.request.row_dim = t.options.dim;
-    pb::DataHeader h = requests_->header(pb::CMD_PULL_ROWS, t.key);
-    o.id = h.request_id();
-    h.set_round(round);
-    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-    h.set_num_elements(by_server[s].size());
-    h.set_row_dim(t.options.dim);
-    o.frames = wire::encodeRows(h, keyFrame(by_server[s]));
+    pb::Data d = requests_->newRequest();
+    o.id = d.request_id();
+    pb::Rows* pull = d.mutable_rows();
+    pull->set_key(t.key);
+    pull->set_round(round);
+    pull->set_count(by_server[s].size());
+    pull->set_row_dim(t.options.dim);
+    o.frames = wire::encodeBody(std::move(d));
+    o.frames.push_back(keyFrame(by_server[s]));  // even when empty: a rows message has its keys frame
     const size_t rows = by_server[s].size();
     o.trace = RequestTrace{pb::CMD_PULL_ROWS, round, rows * t.options.dim * sizeof(float), t.name, rows};
     fan.requests.push_back(std::move(o));
@@ -129,15 +133,19 @@ StatusOr<Handle> Tables::pushRows(TableId table, const uint64_t* keys, size_t n,
   FanOut fan("pushing " + std::to_string(n) + " rows of '" + t.name + "' round " + std::to_string(round));
   // Every server gets a push every round, empty or not: in sync mode each server counts its rounds.
   for (int s = 0; s < servers; ++s) {
-    pb::DataHeader h = requests_->header(pb::CMD_PUSH_ROWS, t.key);
-    h.set_round(round);
-    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-    h.set_num_elements(by_server[s].size());
-    h.set_row_dim(dim);
-    h.set_push_seq(seq);
+    pb::Data d = requests_->newRequest();
+    pb::Rows* push = d.mutable_rows();
+    push->set_push(true);
+    push->set_key(t.key);
+    push->set_round(round);
+    push->set_count(by_server[s].size());
+    push->set_row_dim(dim);
+    push->set_push_seq(seq);
     const size_t bytes = rows[s].size() * sizeof(float);
-    fan.requests.emplace_back(h, RequestSpec::to(s, t.key, DType::kFloat32),
-                              wire::encodeRows(h, keyFrame(by_server[s]), Blob::copyOf(rows[s].data(), bytes)),
+    std::vector<Blob> frames = wire::encodeBody(d);
+    frames.push_back(keyFrame(by_server[s]));
+    frames.push_back(Blob::copyOf(rows[s].data(), bytes));
+    fan.requests.emplace_back(d, RequestSpec::to(s, t.key, DType::kFloat32), std::move(frames),
                               RequestTrace{pb::CMD_PUSH_ROWS, round, bytes, t.name, by_server[s].size()});
   }
   if (!t.async) return requests_->issue(std::move(fan));
@@ -161,9 +169,10 @@ Status Tables::checkpoint(uint64_t step) {
   FanOut fan("checkpointing tables at step " + std::to_string(step));
   for (const auto& t : tables) {
     for (int s = 0; s < config_.num_servers; ++s) {
-      pb::DataHeader h = requests_->header(pb::CMD_CHECKPOINT, t.key);
-      h.set_round(step);
-      fan.requests.emplace_back(h, RequestSpec::to(s, t.key, DType::kFloat32), wire::encodeData(h));
+      pb::Data d = requests_->newRequest();
+      d.mutable_checkpoint()->set_key(t.key);
+      d.mutable_checkpoint()->set_step(step);
+      fan.requests.emplace_back(d, RequestSpec::to(s, t.key, DType::kFloat32), wire::encodeBody(d));
     }
   }
   ZPS_RETURN_IF_ERROR(requests_->run(std::move(fan), config_.request_timeout));

@@ -118,8 +118,9 @@ StatusOr<std::vector<ServerStats>> Worker::serverStats() {
   std::vector<ServerStats> stats(numServers());
   FanOut fan("asking the servers for their stats");
   for (int s = 0; s < numServers(); ++s) {
-    pb::DataHeader h = impl_->requests->header(pb::CMD_STATS, 0);
-    OutgoingRequest o(h, RequestSpec::to(s), wire::encodeData(h));
+    pb::Data d = impl_->requests->newRequest();
+    d.mutable_stats();
+    OutgoingRequest o(d, RequestSpec::to(s), wire::encodeBody(d));
     // Runs before the wait below returns, or never (a reply after a failed wait is dropped).
     o.request.on_reply = [&stats, s](const pb::DataHeader& r) {
       stats[s] = ServerStats{r.stats_cpu_ns(), r.stats_peak_rss_bytes(), r.stats_pushed_bytes(), r.stats_summed_bytes(),

@@ -157,16 +157,25 @@ std::string registerMacInput(const pb::Register& r) {
   return w.take();
 }
 
-std::string helloMacInput(const pb::DataHeader& h) {
+std::string helloMacInput(const pb::Hello& hello, uint32_t protocol_version) {
   PayloadWriter w;
-  w.put(h.worker_rank());
-  w.put(h.protocol_version());
-  w.put(static_cast<uint32_t>(h.auth_nonce().size()));
-  w.putBytes(h.auth_nonce().data(), h.auth_nonce().size());
-  w.put(h.auth_time_ms());
+  w.put(hello.worker_rank());
+  w.put(protocol_version);
+  w.put(static_cast<uint32_t>(hello.auth_nonce().size()));
+  w.putBytes(hello.auth_nonce().data(), hello.auth_nonce().size());
+  w.put(hello.auth_time_ms());
   // A lane HELLO's token is signed too, so a captured token cannot be put in another HELLO.
-  if (h.lane_token() != 0) w.put(h.lane_token());
+  if (hello.lane_token() != 0) w.put(hello.lane_token());
   return w.take();
+}
+
+std::string helloMacInput(const pb::DataHeader& h) {
+  pb::Hello hello;
+  hello.set_worker_rank(h.worker_rank());
+  hello.set_auth_nonce(h.auth_nonce());
+  hello.set_auth_time_ms(h.auth_time_ms());
+  hello.set_lane_token(h.lane_token());
+  return helloMacInput(hello, h.protocol_version());
 }
 
 Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context, const std::string& input,

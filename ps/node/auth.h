@@ -66,6 +66,7 @@ StatusOr<std::string> tokenFromEnvironment();
 // give the same bytes.
 std::string registerMacInput(const pb::Register& r);
 std::string helloMacInput(const pb::DataHeader& h);
+std::string helloMacInput(const pb::Hello& hello, uint32_t protocol_version);
 inline constexpr std::string_view kRegisterContext = "zps-register-v1";
 inline constexpr std::string_view kRegisterReplyContext = "zps-register-reply-v1";
 inline constexpr std::string_view kHelloContext = "zps-hello-v1";

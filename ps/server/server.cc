@@ -219,18 +219,7 @@ class Server {
     pb::DataHeader rejected;
     auto decoded = wire::decode(msg.frames, limits_, &rejected);
     if (!decoded.ok()) {
-      ++malformed_;
-      LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": malformed message from " << transport_->describe(msg.peer)
-                               << ": " << decoded.status().message() << " (" << malformed_ << " so far)";
-      // A worker that sent a bad request (a bad compressed payload, say) learns why instead of timing out.
-      // Strangers get nothing: answering them would make the server an amplifier.
-      if (rejected.command() == pb::CMD_FUSED && worker_of_peer_.count(msg.peer) > 0) {
-        for (Outgoing& o : refuseEntries(msg.peer, rejected, decoded.status().message())) reply(msg.peer, std::move(o));
-      } else if (rejected.request_id() != 0 && worker_of_peer_.count(msg.peer) > 0) {
-        rejected.set_dtype(0);  // the reply must decode even when the request's dtype did not
-        reply(msg.peer, errorReply(msg.peer, rejected, decoded.status().message()));
-      }
-      forgetStranger(msg.peer);
+      refused(msg.peer, rejected, decoded.status());
       return;
     }
     auto* data = std::get_if<wire::DataMessage>(&decoded.value());
@@ -240,25 +229,13 @@ class Server {
       return;
     }
     const auto& h = data->header;
-    if (h.generation() != generation_ && h.command() != pb::CMD_REPLY && h.command() != pb::CMD_ERROR) {
-      // Work of another generation (ZPS_RECOVERY): the worker rolls back when it hears this. A fused
-      // message's entries are answered each.
-      const std::string why = "recovering: this server is at generation " + std::to_string(generation_) +
-                              ", the request is of generation " + std::to_string(h.generation());
-      std::vector<const wire::DataMessage*> requests{data};
-      if (h.command() == pb::CMD_FUSED) {
-        requests.clear();
-        for (const auto& e : data->entries) requests.push_back(&e);
-      }
-      for (const wire::DataMessage* r : requests) {
-        Outgoing o = errorReply(msg.peer, r->header, why);
-        o.header.set_recovering(true);
-        o.header.set_generation(generation_);
-        reply(msg.peer, std::move(o));
-      }
+    const bool answer = data->body == pb::Data::kReply || data->body == pb::Data::kHelloReply ||
+                        data->body == pb::Data::kStatsReply || data->body == pb::Data::kError;
+    if (h.generation() != generation_ && !answer) {
+      refuseGeneration(msg.peer, *data);
       return;
     }
-    if (h.command() == pb::CMD_HELLO) {
+    if (data->body == pb::Data::kHello) {
       hello(msg.peer, h);
       return;
     }
@@ -268,32 +245,80 @@ class Server {
       reply(msg.peer, errorReply(msg.peer, h, "send HELLO before any other message"));
       return;
     }
-    if (h.command() == pb::CMD_REPLY || h.command() == pb::CMD_ERROR) {
-      ++malformed_;
-      return;
+    switch (data->body) {
+      case pb::Data::kStats: {
+        std::vector<SumCounts*> counts{inline_engine_->sumCounts()};
+        for (auto& e : engines_) counts.push_back(e->sumCounts());
+        reply(msg.peer, statsReply(msg.peer, h, counts));
+        return;
+      }
+      case pb::Data::kFused: dispatchFused(msg.peer, it->second, *data); return;
+      case pb::Data::kDeclare:
+      case pb::Data::kTensor:
+      case pb::Data::kRows:
+      case pb::Data::kCheckpoint: toEngine(msg.peer, it->second, std::move(*data)); return;
+      case pb::Data::kHello:  // handled above
+      case pb::Data::kHelloReply:
+      case pb::Data::kStatsReply:
+      case pb::Data::kReply:
+      case pb::Data::kError:
+      case pb::Data::BODY_NOT_SET: break;
     }
-    if (h.command() == pb::CMD_STATS) {
-      std::vector<SumCounts*> counts{inline_engine_->sumCounts()};
-      for (auto& e : engines_) counts.push_back(e->sumCounts());
-      reply(msg.peer, statsReply(msg.peer, h, counts));
-      return;
+    ++malformed_;  // an answer sent to the server
+  }
+
+  // A message the codec refused. A worker that sent a bad request (a bad compressed payload, say)
+  // learns why instead of timing out; strangers get nothing (answering them would make the server an
+  // amplifier), except that a HELLO of protocol version 1 hears, in its own framing, why it is refused.
+  void refused(PeerId peer, pb::DataHeader& rejected, const Status& why) {
+    ++malformed_;
+    LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": malformed message from " << transport_->describe(peer) << ": "
+                             << why.message() << " (" << malformed_ << " so far)";
+    if (rejected.protocol_version() == 1 && rejected.command() == pb::CMD_HELLO) {
+      (void)transport_->send(peer, wire::encodeVersion1Error(rejected.request_id(), why.message()));
+    } else if (rejected.command() == pb::CMD_FUSED && worker_of_peer_.count(peer) > 0) {
+      for (Outgoing& o : refuseEntries(peer, rejected, why.message())) reply(peer, std::move(o));
+    } else if (rejected.request_id() != 0 && worker_of_peer_.count(peer) > 0) {
+      rejected.set_dtype(0);  // the reply must decode even when the request's dtype did not
+      reply(peer, errorReply(peer, rejected, why.message()));
     }
-    if (h.command() == pb::CMD_FUSED) {
-      dispatchFused(msg.peer, it->second, *data);
-      return;
+    forgetStranger(peer);
+  }
+
+  // Work of another generation (ZPS_RECOVERY): the worker rolls back when it hears this. A fused
+  // message's entries are answered each.
+  void refuseGeneration(PeerId peer, const wire::DataMessage& data) {
+    const std::string why = "recovering: this server is at generation " + std::to_string(generation_) +
+                            ", the request is of generation " + std::to_string(data.header.generation());
+    std::vector<const wire::DataMessage*> requests{&data};
+    if (data.body == pb::Data::kFused) {
+      requests.clear();
+      for (const auto& e : data.entries) requests.push_back(&e);
     }
+    for (const wire::DataMessage* r : requests) {
+      Outgoing o = errorReply(peer, r->header, why);
+      o.header.set_recovering(true);
+      o.header.set_generation(generation_);
+      reply(peer, std::move(o));
+    }
+  }
+
+  // A request a store answers: summed inline when small, else queued to the engine that owns its key.
+  void toEngine(PeerId peer, int worker, wire::DataMessage data) {
+    const auto& h = data.header;
     VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
-            << h.round() << " from worker " << it->second << " (" << data->payload.size() << " B)";
-    if (h.holds_credit()) pace(msg.peer, it->second, *data);
-    if (runsInline(*data)) {
-      inline_engine_->process(EngineTask{msg.peer, it->second, std::move(*data)});
+            << h.round() << " from worker " << worker << " (" << data.payload.size() << " B)";
+    if (h.holds_credit()) pace(peer, worker, data);
+    if (runsInline(data)) {
+      inline_engine_->process(EngineTask{peer, worker, std::move(data)});
       return;
     }
     // Keys of one tensor differ only in their low bits and single-partition tensors only in the high
     // bits, so mix them before picking an engine.
     uint64_t mixed = (h.key() ^ (h.key() >> 24)) * 0x9E3779B97F4A7C15ull;
     size_t engine = (mixed >> 32) % engines_.size();
-    engines_[engine]->submit(EngineTask{msg.peer, it->second, std::move(*data), false, local_rank_of_peer_[msg.peer]});
+    const uint32_t local_rank = local_rank_of_peer_[peer];
+    engines_[engine]->submit(EngineTask{peer, worker, std::move(data), false, local_rank});
   }
 
   // A fused message: each entry is handled as the request it stands for, by the inline engine (entries
@@ -389,7 +414,10 @@ class Server {
       ++malformed_;
       LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": HELLO with a wrong magic or protocol version from "
                                << transport_->describe(peer);
-      refuseHello(peer, h, "protocol mismatch: server speaks version " + std::to_string(wire::kProtocolVersion));
+      refuseHello(peer, h,
+                  "protocol mismatch: the worker speaks zps protocol version " + std::to_string(h.protocol_version()) +
+                      ", this server version " + std::to_string(wire::kProtocolVersion) +
+                      "; run the same zps release on every node");
       return;
     }
     // A resend of the HELLO this connection was answered for (its reply was lost) gets that answer

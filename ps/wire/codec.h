@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -16,7 +17,9 @@
 namespace zps::wire {
 
 inline constexpr uint32_t kMagic = 0x5A505331;  // "ZPS1"
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: one message per command (pb::Data's bodies); 1 had one flat header for every command and is
+// refused (version1Refusal).
+inline constexpr uint32_t kProtocolVersion = 2;
 // Async pushes (DataHeader.push_seq): a worker keeps every unanswered push of a key within this many
 // numbers of its oldest unanswered one, and a server remembers this many numbers per (pusher, key).
 inline constexpr uint64_t kAsyncPushWindow = 64;
@@ -44,7 +47,8 @@ struct Limits {
 // or reply (REPLY, ERROR), each with its slice of the payload frame (which the entries fill exactly);
 // the outer message itself has no payload, and header.entries is emptied (moved into `entries`).
 struct DataMessage {
-  pb::DataHeader header;
+  pb::DataHeader header;                             // the body, read into the in-memory form
+  pb::Data::BodyCase body = pb::Data::BODY_NOT_SET;  // which body it came in
   DType dtype = DType::kFloat32;
   Blob keys;                         // row commands only
   Blob payload;                      // empty for commands without one
@@ -56,7 +60,9 @@ struct DataMessage {
 using Message = std::variant<pb::Control, DataMessage>;
 
 // When a data message's envelope parses but the message is invalid, *rejected (if given) receives its
-// header, so that a server can address an error reply to a known peer.
+// header, so that a server can address an error reply to a known peer. A data message of protocol
+// version 1 is refused with version1Refusal(), and *rejected then has protocol_version 1, its command
+// and request id (the server answers its HELLO with encodeVersion1Error).
 StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected = nullptr);
 
 // Encoders build frames for a (validated, our own) message. The payload Blob is sent without copying.
@@ -65,6 +71,16 @@ std::vector<Blob> encodeControl(const pb::Control& control);
 std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload = Blob());
 // Row commands: header, keys frame, and (PUSH_ROWS) rows frame.
 std::vector<Blob> encodeRows(const pb::DataHeader& header, Blob keys, Blob rows = Blob());
+// A body built directly (a worker fusing requests it has encoded already).
+std::vector<Blob> encodeBody(pb::Data data, Blob payload = Blob());
+
+// What a node says to a peer of protocol version 1, naming both versions.
+std::string version1Refusal();
+// An ERROR in version 1's framing, which such a peer decodes and prints.
+std::vector<Blob> encodeVersion1Error(uint64_t request_id, const std::string& error);
+
+// The Tensor op of CMD_PUSH, CMD_PULL or CMD_PUSH_PULL (OP_UNSPECIFIED for any other command).
+pb::TensorOp tensorOp(pb::DataCommand command);
 
 // Checked num_elements * element size; false on overflow.
 bool checkedBytes(uint64_t num_elements, size_t element_size, uint64_t* bytes);

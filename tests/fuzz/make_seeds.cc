@@ -186,6 +186,35 @@ void wireSeeds() {
   put("wire", "pull-rows", packFrames(wire::encodeRows(h, bytesOf(24))));
   put("wire", "pull-rows-tight", packFrames(wire::encodeRows(h, bytesOf(24)), true));
   put("wire", "checkpoint", packFrames(wire::encodeData(header(pb::CMD_CHECKPOINT, DType::kFloat32, 0))));
+  put("wire", "stats", packFrames(wire::encodeData(header(pb::CMD_STATS, DType::kFloat32, 0))));
+  h.Clear();
+  h.set_command(pb::CMD_REPLY);
+  h.set_request_id(17);
+  h.set_stats_cpu_ns(123456789);
+  h.set_stats_pushed_bytes(4096);
+  put("wire", "stats-reply", packFrames(wire::encodeData(h)));
+  h.Clear();
+  h.set_command(pb::CMD_REPLY);
+  h.set_request_id(1);
+  h.set_ipc_name("zps-0123abcd");
+  h.set_upgrade_token(77);
+  h.set_lane_token(78);
+  h.set_accepts_fused(true);
+  put("wire", "hello-reply", packFrames(wire::encodeData(h)));
+  h = header(pb::CMD_ERROR, DType::kFloat32, 0);
+  h.set_error("recovering: this server is at generation 2");
+  h.set_recovering(true);
+  h.set_generation(2);
+  put("wire", "error-recovering", packFrames(wire::encodeData(h)));
+  {
+    // A HELLO of protocol version 1 (the flat header in the envelope's field 2), which is refused.
+    pb::Envelope old;
+    old.mutable_version1_data()->set_command(pb::CMD_HELLO);
+    old.mutable_version1_data()->set_request_id(1);
+    old.mutable_version1_data()->set_magic(wire::kMagic);
+    old.mutable_version1_data()->set_protocol_version(1);
+    put("wire", "version1-hello", packFrames({Blob::fromString(old.SerializeAsString())}));
+  }
   put("wire", "no-frames", std::string(1, '\0'));
   // Compressed pushes (kernels/compressor.h): fp16, and sparse entries at indices 0 and 2 of 3.
   h = header(pb::CMD_PUSH, DType::kFloat32, 3);
@@ -326,6 +355,7 @@ void checkpointSeeds() {
     const float grads[] = {1, 2, 3, 4, 5, 6};
     m.header.set_command(pb::CMD_PUSH_ROWS);
     m.header.set_num_elements(3);
+    m.header.set_push_seq(1);  // an async table applies each numbered push once
     m.keys = Blob::copyOf(keys, sizeof(keys));
     m.payload = Blob::copyOf(grads, sizeof(grads));
     store.handle(1, 0, 0, m, &out);

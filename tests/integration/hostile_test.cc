@@ -70,10 +70,15 @@ std::string envelope(const pb::Control& c) {
   return e.SerializeAsString();
 }
 
-std::string envelope(const pb::DataHeader& h) {
-  pb::Envelope e;
-  *e.mutable_data() = h;
-  return e.SerializeAsString();
+// A data message as a worker sends it (the body for the header's command).
+std::string envelope(const pb::DataHeader& h) { return std::string(zps::wire::encodeData(h)[0].view()); }
+
+// The server's answer (its first frame), read as a worker reads it.
+pb::DataHeader answerOf(const std::string& frame) {
+  auto decoded = zps::wire::decode({zps::Blob::fromString(frame)}, zps::wire::Limits());
+  REQUIRE(decoded.ok());
+  REQUIRE(std::holds_alternative<zps::wire::DataMessage>(*decoded));
+  return std::get<zps::wire::DataMessage>(*decoded).header;
 }
 
 // A valid HELLO from worker `worker_rank` under local rank `local_rank` (a rank of its own, so the real
@@ -146,7 +151,7 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
     bar.mutable_barrier()->set_group(pb::GROUP_ALL);
     bar.mutable_barrier()->set_sequence(1);
     s.send({envelope(bar)});
-    // A registration with the wrong protocol, and one claiming worker 0's rank.
+    // A registration of protocol version 1 (and a wrong magic), and one claiming worker 0's rank.
     pb::Control reg;
     auto* r = reg.mutable_register_();
     r->set_magic(0xdeadbeef);
@@ -162,7 +167,10 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
     REQUIRE(e.ParseFromString(reply));
     CHECK_FALSE(e.control().register_reply().accepted());
     CHECK(contains(e.control().register_reply().error(), "protocol mismatch"));
+    CHECK(contains(e.control().register_reply().error(), "version 1, scheduler speaks"));  // both versions
+    CHECK(contains(e.control().register_reply().error(), "version 2"));
     r->set_magic(zps::wire::kMagic);
+    r->set_protocol_version(zps::wire::kProtocolVersion);
     r->set_requested_rank(0);
     s.send({envelope(reg)});
     reply = s.recv(5s);
@@ -190,7 +198,7 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
     bad_hello.set_protocol_version(zps::wire::kProtocolVersion);
     bad_hello.set_worker_rank(99);
     d.send({envelope(bad_hello)});
-    // Unknown command and dtype values, lengths that do not match, a truncated payload.
+    // A message without a body, an unknown dtype, lengths that do not match, a truncated payload.
     pb::DataHeader bad = push;
     bad.set_command(static_cast<pb::DataCommand>(77));
     d.send({envelope(bad)});
@@ -205,10 +213,25 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
     w1 = c.startWorker(1, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
     std::string reply = d.recv(20s);
     REQUIRE_FALSE(reply.empty());
+    const pb::DataHeader answer = answerOf(reply);
+    CHECK(answer.command() == pb::CMD_ERROR);
+    CHECK(contains(answer.error(), "HELLO"));
+  }
+  {
+    // A worker of protocol version 1 hears, in its own framing, which versions the two speak.
+    RawClient old(ctx, server_port);
+    pb::Envelope v1;
+    v1.mutable_version1_data()->set_command(pb::CMD_HELLO);
+    v1.mutable_version1_data()->set_request_id(5);
+    v1.mutable_version1_data()->set_magic(zps::wire::kMagic);
+    v1.mutable_version1_data()->set_protocol_version(1);
+    old.send({v1.SerializeAsString()});
     pb::Envelope e;
-    REQUIRE(e.ParseFromString(reply));
-    CHECK(e.data().command() == pb::CMD_ERROR);
-    CHECK(contains(e.data().error(), "HELLO"));
+    REQUIRE(e.ParseFromString(old.recv(20s)));
+    REQUIRE(e.has_version1_data());
+    CHECK(e.version1_data().command() == pb::CMD_ERROR);
+    CHECK(e.version1_data().request_id() == 5);
+    CHECK(contains(e.version1_data().error(), "peer speaks zps protocol version 1, this node speaks version 2"));
   }
   zmq_ctx_term(ctx);
 
@@ -238,20 +261,14 @@ TEST_CASE("a server at its memory cap refuses new keys and rows and keeps servin
   void* ctx = zmq_ctx_new();
   {
     RawClient d(ctx, server_port);
-    pb::Envelope e;
     // Worker 0's rank under a local rank of its own, so the real worker 0 is not disturbed.
     d.send({envelope(hello(0, 7))});
-    std::string reply = d.recv(20s);
-    REQUIRE(e.ParseFromString(reply));
-    REQUIRE(e.data().command() == pb::CMD_REPLY);
+    REQUIRE(answerOf(d.recv(20s)).command() == pb::CMD_REPLY);
     auto ask = [&](const pb::DataHeader& h, const std::vector<std::string>& extra = {}) {
       std::vector<std::string> frames = {envelope(h)};
       frames.insert(frames.end(), extra.begin(), extra.end());
       d.send(frames);
-      std::string r = d.recv(20s);
-      pb::Envelope out;
-      REQUIRE(out.ParseFromString(r));
-      return out.data();
+      return answerOf(d.recv(20s));
     };
     pb::DataHeader declare;
     declare.set_command(pb::CMD_DECLARE);
@@ -336,14 +353,13 @@ TEST_CASE("a bad compressed push gets an error reply, counts as malformed, and t
     for (int i = 0; i < 3; ++i) {
       std::string reply = d.recv(20s);
       REQUIRE_FALSE(reply.empty());
-      pb::Envelope e;
-      REQUIRE(e.ParseFromString(reply));
-      if (e.data().request_id() == 1) {
-        CHECK(e.data().command() == pb::CMD_REPLY);
+      const pb::DataHeader answer = answerOf(reply);
+      if (answer.request_id() == 1) {
+        CHECK(answer.command() == pb::CMD_REPLY);
         continue;
       }
-      CHECK(e.data().command() == pb::CMD_ERROR);
-      errors.push_back(e.data().error());
+      CHECK(answer.command() == pb::CMD_ERROR);
+      errors.push_back(answer.error());
     }
     REQUIRE(errors.size() == 2);
     CHECK(contains(errors[0], "sparse index 4 at position 0 is not below 4 elements"));
@@ -371,9 +387,7 @@ TEST_CASE("a forged lane HELLO is refused, and a lane opens once per connection"
   {
     auto ask = [](RawClient& client, const pb::DataHeader& h) {
       client.send({envelope(h)});
-      pb::Envelope out;
-      REQUIRE(out.ParseFromString(client.recv(20s)));
-      return out.data();
+      return answerOf(client.recv(20s));
     };
     // Worker 0's rank under a local rank of its own, so the real worker 0 is not disturbed.
     RawClient first(ctx, server_port);
@@ -438,9 +452,7 @@ TEST_CASE("with a token, a resent HELLO is answered again on its connection and 
   {
     auto ask = [](RawClient& client, const pb::DataHeader& request) {
       client.send({envelope(request)});
-      pb::Envelope out;
-      REQUIRE(out.ParseFromString(client.recv(20s)));
-      return out.data();
+      return answerOf(client.recv(20s));
     };
     RawClient first(ctx, server_port, options.handshake_password);
     const pb::DataHeader accepted = ask(first, h);

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/unknown_field_set.h>
 #include <catch2/catch.hpp>
 
 #include "tests/unit/codec_samples.h"
@@ -49,7 +48,7 @@ std::vector<BadCase> malformedInputs() {
                    [] { return std::vector<Blob>{bytesOf(std::string("\x0a\x7f\x08\x01", 4))}; },
                    "not a valid envelope"});
   cases.push_back({"empty header frame", [] { return std::vector<Blob>{bytesOf("")}; }, "no (known) body"});
-  cases.push_back({"unknown envelope field only", [] { return std::vector<Blob>{bytesOf(std::string("\x18\x05", 2))}; },
+  cases.push_back({"unknown envelope field only", [] { return std::vector<Blob>{bytesOf(std::string("\x28\x05", 2))}; },
                    "no (known) body"});
   {
     BadCase c{"oversized header", [] { return encodeControl(sampleRegisterReply(20)); }, "over the limit of 64"};
@@ -63,12 +62,34 @@ std::vector<BadCase> malformedInputs() {
                      return encodeControl(c);
                    },
                    "over the limit of 1048576"});
-  cases.push_back({"unknown data command 99", [=] { return std::vector<Blob>{dataFrame(withCommand(pull, 99))}; },
-                   "data command 99 is unknown"});
-  cases.push_back({"unspecified data command", [=] { return std::vector<Blob>{dataFrame(withCommand(pull, 0))}; },
-                   "data command 0 is unknown"});
-  cases.push_back(
-      {"negative data command", [=] { return std::vector<Blob>{dataFrame(withCommand(pull, -1))}; }, "is unknown"});
+  auto withOp = [](pb::DataHeader h, int op) {
+    pb::Data d = detail::fromHeader(h);
+    d.mutable_tensor()->set_op(static_cast<pb::TensorOp>(op));
+    return d;
+  };
+  cases.push_back({"unknown tensor op 99", [=] { return std::vector<Blob>{dataFrame(withOp(pull, 99))}; },
+                   "tensor op 99 is unknown"});
+  cases.push_back({"unspecified tensor op", [=] { return std::vector<Blob>{dataFrame(withOp(pull, 0))}; },
+                   "tensor op 0 is unknown"});
+  cases.push_back({"negative tensor op", [=] { return std::vector<Blob>{dataFrame(withOp(pull, -1))}; }, "is unknown"});
+  cases.push_back({"data message without a body",
+                   [=] {
+                     pb::Data d = detail::fromHeader(pull);
+                     d.clear_tensor();
+                     return std::vector<Blob>{dataFrame(d)};
+                   },
+                   "data message has no (known) body"});
+  for (uint32_t version : {0u, 1u, 3u}) {
+    cases.push_back({"protocol version " + std::to_string(version) + " on a pull",
+                     [=] {
+                       pb::Data d = detail::fromHeader(pull);
+                       d.set_protocol_version(version);
+                       return std::vector<Blob>{dataFrame(d)};
+                     },
+                     "the peer speaks zps protocol version " + std::to_string(version) + ", this node version 2"});
+  }
+  cases.push_back({"a version-1 pull", [=] { return std::vector<Blob>{version1Frame(pull)}; },
+                   "the peer speaks zps protocol version 1, this node speaks version 2"});
   cases.push_back({"unknown dtype 7",
                    [=] {
                      auto h = pull;
@@ -85,14 +106,14 @@ std::vector<BadCase> malformedInputs() {
                    "is unknown"});
   cases.push_back({"unknown key mode 5",
                    [=] {
-                     auto h = pull;
+                     auto h = withCommand(pull, pb::CMD_DECLARE);
                      h.set_mode(static_cast<pb::KeyMode>(5));
                      return std::vector<Blob>{dataFrame(h)};
                    },
                    "key mode 5 is unknown"});
   cases.push_back({"unknown key mode -3",
                    [=] {
-                     auto h = pull;
+                     auto h = withCommand(pull, pb::CMD_DECLARE);
                      h.set_mode(static_cast<pb::KeyMode>(-3));
                      return std::vector<Blob>{dataFrame(h)};
                    },
@@ -287,20 +308,20 @@ std::vector<BadCase> malformedInputs() {
                      return encodeControl(c);
                    },
                    "recovery.lost is 4097 bytes"});
-  cases.push_back({"data.name too long",
+  cases.push_back({"declare.name too long",
                    [=] {
                      auto h = withCommand(pull, pb::CMD_DECLARE);
                      h.set_name(big);
                      return std::vector<Blob>{dataFrame(h)};
                    },
-                   "data.name is 4097 bytes"});
-  cases.push_back({"data.error too long",
+                   "declare.name is 4097 bytes"});
+  cases.push_back({"error.text too long",
                    [=] {
                      auto h = withCommand(pull, pb::CMD_ERROR);
                      h.set_error(big);
                      return std::vector<Blob>{dataFrame(h)};
                    },
-                   "data.error is 4097 bytes"});
+                   "error.text is 4097 bytes"});
   {
     BadCase c{"string over a small max_string_bytes", [] { return encodeControl(sampleRegister()); },
               "register.host is 8 bytes, over the limit of 4"};
@@ -324,13 +345,6 @@ std::vector<BadCase> malformedInputs() {
   }
   cases.push_back(
       {"control with no body", [] { return encodeControl(pb::Control()); }, "control message has no (known) body"});
-  cases.push_back({"awaited rounds on a push",
-                   [=] {
-                     pb::DataHeader h = push;
-                     h.add_awaited()->set_key(1);
-                     return encodeData(h, payloadOf(16));
-                   },
-                   "CMD_PUSH must not name awaited rounds"});
   cases.push_back({"awaited rounds beyond the limit",
                    [] {
                      pb::DataHeader h = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
@@ -347,15 +361,23 @@ std::vector<BadCase> malformedInputs() {
                      },
                      pb::DataCommand_Name(command) + " must not hold push credit; only a PUSH does"});
   }
-  // Command 12 was the reply windows' acknowledgement (removed; its number is reserved): a peer that
-  // still sends one is refused like any unknown command.
-  cases.push_back({"the removed reply-window acknowledgement",
+  cases.push_back({"a rows pull with a rows frame",
                    [] {
-                     pb::DataHeader h = withCommand(sampleHeader(pb::CMD_PULL, DType::kFloat32, 0), 12);
-                     h.GetReflection()->MutableUnknownFields(&h)->AddVarint(69, 7);
-                     return encodeData(h);
+                     pb::DataHeader h;
+                     h.set_command(pb::CMD_PULL_ROWS);
+                     h.set_num_elements(1);
+                     h.set_row_dim(2);
+                     return encodeRows(h, payloadOf(8), payloadOf(8));
                    },
-                   "data command 12 is unknown"});
+                   "CMD_PULL_ROWS needs 2 frames, got 3"});
+  cases.push_back({"a fused entry that names a protocol version",
+                   [=] {
+                     pb::Data d;
+                     d.set_protocol_version(kProtocolVersion);
+                     *d.mutable_fused()->add_entries() = detail::fromHeader(pull);
+                     return std::vector<Blob>{dataFrame(d)};
+                   },
+                   "entries take the fused message's"});
   return cases;
 }
 
@@ -398,62 +420,41 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
   CHECK(decode(encodeData(paced, payloadOf(16)), Limits()).ok());
 }
 
-// Fields 65-69 were the reply windows' (removed; their numbers are reserved). A peer that still sets
-// them sends a message that decodes as if it had not: protobuf keeps them as unknown fields, which
-// nothing reads, and every known field, payload and fused entry is the same.
-TEST_CASE("codec: a peer's removed reply-window fields are ignored", "[codec]") {
-  auto withOldFields = [](pb::DataHeader h) {
-    std::vector<pb::DataHeader*> headers{&h};
-    for (pb::DataHeader& entry : *h.mutable_entries()) headers.push_back(&entry);
-    for (pb::DataHeader* header : headers) {
-      google::protobuf::UnknownFieldSet* old = header->GetReflection()->MutableUnknownFields(header);
-      old->AddVarint(65, 1);                                   // a bool: set
-      old->AddVarint(66, static_cast<uint64_t>(int64_t{-3}));  // an int64 priority
-      old->AddVarint(67, uint64_t{1} << 40);                   // a window of bytes, beyond its old limit
-      old->AddVarint(68, 1);                                   // a bool: set
-      for (uint64_t id : {5, 6}) old->AddVarint(69, id);       // repeated request ids
-    }
-    return h;
-  };
-  struct Sample {
-    pb::DataHeader header;
-    Blob payload;
-  };
-  pb::DataHeader fused;
-  fused.set_command(pb::CMD_FUSED);
-  for (pb::DataCommand command : {pb::CMD_PULL, pb::CMD_PUSH}) {  // a pull, and a push of 2 floats
-    pb::DataHeader entry = sampleHeader(command, DType::kFloat32, command == pb::CMD_PULL ? 4 : 2);
-    entry.set_key(fused.entries_size() + 1);  // a fused message names each key once
-    *fused.add_entries() = entry;
-  }
-  const std::vector<Sample> samples = {
-      {sampleHeader(pb::CMD_PULL, DType::kFloat32, 4), Blob()},
-      {sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4), payloadOf(16)},
-      {sampleHeader(pb::CMD_REPLY, DType::kFloat64, 2), payloadOf(16)},
-      {fused, payloadOf(8)},
-  };
-  for (const Sample& plain : samples) {
-    INFO(pb::DataCommand_Name(plain.header.command()));
-    auto expected = decode(encodeData(plain.header, plain.payload), Limits());
-    REQUIRE(expected.ok());
-    const std::vector<Blob> frames = encodeData(withOldFields(plain.header), plain.payload);
-    REQUIRE(frames[0].size() > encodeData(plain.header)[0].size());  // the old fields are on the wire
-    auto decoded = decode(frames, Limits());
-    REQUIRE(decoded.ok());
-    const auto& got = std::get<DataMessage>(*decoded);
-    const auto& want = std::get<DataMessage>(*expected);
-    pb::DataHeader known = got.header;
-    known.DiscardUnknownFields();
-    CHECK(known.SerializeAsString() == want.header.SerializeAsString());
-    CHECK(got.payload.view() == want.payload.view());
-    REQUIRE(got.entries.size() == want.entries.size());
-    for (size_t i = 0; i < got.entries.size(); ++i) {
-      pb::DataHeader entry = got.entries[i].header;
-      entry.DiscardUnknownFields();
-      CHECK(entry.SerializeAsString() == want.entries[i].header.SerializeAsString());
-      CHECK(got.entries[i].payload.view() == want.entries[i].payload.view());
-    }
-  }
+// A peer of protocol version 1 sent every command as one flat header in the envelope's field 2. Its
+// HELLO is refused naming both versions, with what a server needs to answer it in that framing; the
+// answer is an ERROR that a version-1 decoder reads.
+TEST_CASE("codec: version 1 is refused with a message naming both versions, and answered in its framing", "[codec]") {
+  pb::DataHeader hello = sampleHeader(pb::CMD_HELLO, DType::kFloat32, 0);
+  hello.set_protocol_version(1);
+  hello.set_request_id(41);
+  pb::DataHeader rejected;
+  auto decoded = decode({version1Frame(hello)}, Limits(), &rejected);
+  REQUIRE_FALSE(decoded.ok());
+  CHECK(decoded.status().code() == StatusCode::kProtocol);
+  CHECK(decoded.status().message() == version1Refusal());
+  CHECK_THAT(version1Refusal(), Catch::Contains("version 1") && Catch::Contains("version 2"));
+  CHECK(rejected.protocol_version() == 1);
+  CHECK(rejected.command() == pb::CMD_HELLO);
+  CHECK(rejected.request_id() == 41);
+
+  // The answer, read as version 1 did: field 2 of the envelope is the flat header.
+  const std::vector<Blob> answer = encodeVersion1Error(41, version1Refusal());
+  REQUIRE(answer.size() == 1);
+  pb::Envelope env;
+  REQUIRE(env.ParseFromArray(answer[0].data(), static_cast<int>(answer[0].size())));
+  REQUIRE(env.has_version1_data());
+  pb::DataHeader old;
+  REQUIRE(old.ParseFromString(env.version1_data().SerializeAsString()));
+  CHECK(old.command() == pb::CMD_ERROR);
+  CHECK(old.request_id() == 41);
+  CHECK(old.error() == version1Refusal());
+
+  // A version-2 HELLO that names another version passes the codec: the server refuses it in words.
+  pb::DataHeader other = sampleHeader(pb::CMD_HELLO, DType::kFloat32, 0);
+  other.set_protocol_version(3);
+  auto passed = decode(encodeData(other), Limits());
+  REQUIRE(passed.ok());
+  CHECK(std::get<DataMessage>(*passed).header.protocol_version() == 3);
 }
 
 TEST_CASE("codec: every truncation of a valid header is rejected", "[codec]") {

@@ -11,6 +11,7 @@
 #include <google/protobuf/stubs/common.h>
 
 #include "ps/wire/codec.h"
+#include "ps/wire/data_codec.h"
 
 // libprotobuf logs an ERROR line for every string field that is not UTF-8; the fuzz loops of
 // codec_fuzz_test.cc produce thousands. Protobuf 3.21 and older can silence that; newer releases log
@@ -31,11 +32,26 @@ class QuietProtobuf {
 #endif
 };
 
-// An envelope frame holding `header`, serialized by hand so tests can put any value in it.
-inline Blob dataFrame(const pb::DataHeader& header) {
+// An envelope frame holding `data`, serialized by hand so tests can put any value in it.
+inline Blob dataFrame(const pb::Data& data) {
   pb::Envelope env;
-  *env.mutable_data() = header;
+  *env.mutable_data() = data;
   return Blob::fromString(env.SerializeAsString());
+}
+
+// The frame the encoder would send for `header`, without the encoder's checks.
+inline Blob dataFrame(const pb::DataHeader& header) { return dataFrame(detail::fromHeader(header)); }
+
+// A data message as protocol version 1 framed it: the flat header (whose field numbers pb::DataHeader
+// keeps) as the envelope's field 2.
+inline Blob version1Frame(const pb::DataHeader& header) {
+  const std::string body = header.SerializeAsString();
+  std::string frame(1, static_cast<char>((2 << 3) | 2));  // field 2, length-delimited
+  for (uint64_t n = body.size();; n >>= 7) {
+    frame.push_back(static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
+    if (n < 0x80) break;
+  }
+  return Blob::fromString(frame + body);
 }
 
 inline Blob payloadOf(size_t bytes, uint8_t seed = 1) {
@@ -127,29 +143,43 @@ inline std::vector<std::pair<std::string, pb::Control>> allControlBodies() {
   return out;
 }
 
+// A header with the fields its command carries on the wire (so that it survives a round trip).
 inline pb::DataHeader sampleHeader(pb::DataCommand command, DType dtype, uint64_t num_elements) {
   pb::DataHeader h;
   h.set_command(command);
   h.set_request_id(99);
-  h.set_key((uint64_t{5} << 24) | 3);
-  h.set_round(12);
-  h.set_dtype(static_cast<uint32_t>(dtype));
-  h.set_num_elements(num_elements);
-  h.set_mode(pb::MODE_SUM);
-  if (command == pb::CMD_DECLARE) h.set_name("layer1.weight");
-  if (command == pb::CMD_ERROR) h.set_error("key was never declared");
   if (command == pb::CMD_HELLO) {
     h.set_magic(kMagic);
     h.set_protocol_version(kProtocolVersion);
     h.set_worker_rank(2);
+    return h;
+  }
+  if (command == pb::CMD_STATS) return h;
+  h.set_key((uint64_t{5} << 24) | 3);
+  if (command != pb::CMD_DECLARE) h.set_round(12);
+  if (command == pb::CMD_ERROR) {
+    h.set_error("key was never declared");
+    return h;
+  }
+  if (command == pb::CMD_CHECKPOINT) return h;
+  h.set_dtype(static_cast<uint32_t>(dtype));
+  h.set_num_elements(num_elements);
+  if (command == pb::CMD_DECLARE) {
+    h.set_mode(pb::MODE_SUM);
+    h.set_name("layer1.weight");
   }
   return h;
 }
 
 inline bool hasPayload(pb::DataCommand c) { return c == pb::CMD_PUSH || c == pb::CMD_PUSH_PULL; }
 inline bool mayHavePayload(pb::DataCommand c) { return hasPayload(c) || c == pb::CMD_REPLY; }
+// Whether the command's body names a dtype (the others decode as float32).
+inline bool carriesDtype(pb::DataCommand c) {
+  return c == pb::CMD_DECLARE || c == pb::CMD_PUSH || c == pb::CMD_PULL || c == pb::CMD_PUSH_PULL || c == pb::CMD_REPLY;
+}
 
-inline const pb::DataCommand kAllCommands[] = {pb::CMD_HELLO,     pb::CMD_DECLARE, pb::CMD_PUSH, pb::CMD_PULL,
-                                               pb::CMD_PUSH_PULL, pb::CMD_REPLY,   pb::CMD_ERROR};
+inline const pb::DataCommand kAllCommands[] = {pb::CMD_HELLO, pb::CMD_DECLARE,    pb::CMD_PUSH,
+                                               pb::CMD_PULL,  pb::CMD_PUSH_PULL,  pb::CMD_REPLY,
+                                               pb::CMD_ERROR, pb::CMD_CHECKPOINT, pb::CMD_STATS};
 
 }  // namespace zps::wire::codec_testing

@@ -22,9 +22,9 @@ struct Fixture {
 
   StatusOr<Handle> hello() {
     FanOut fan("connecting to the servers");
-    pb::DataHeader h = table.header(pb::CMD_HELLO, 0);
-    CHECK(h.generation() == recovery.generation());
-    fan.requests.emplace_back(h, RequestSpec::to(0), std::vector<Blob>());
+    pb::Data d = table.newRequest();
+    CHECK(d.generation() == recovery.generation());
+    fan.requests.emplace_back(d, RequestSpec::to(0), std::vector<Blob>());
     return table.issue(std::move(fan));
   }
 };

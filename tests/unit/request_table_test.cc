@@ -43,9 +43,8 @@ struct FakeServers {
   FanOut pull(float* out, int parts, std::vector<uint64_t>* ids) {
     FanOut fan("pull of 'w' round 1");
     for (int i = 0; i < parts; ++i) {
-      pb::DataHeader h = table.header(pb::CMD_PULL, 100 + i);
       OutgoingRequest o;
-      o.id = h.request_id();
+      o.id = table.newRequest().request_id();
       o.request.server = i;
       o.request.key = 100 + i;
       o.request.dtype = DType::kFloat32;
@@ -363,7 +362,7 @@ TEST_CASE("request table: a wait whose unanswered requests all went to one serve
 // where one is open.
 OutgoingRequest scheduledPush(RequestTable& table) {
   OutgoingRequest push;
-  push.id = table.header(pb::CMD_PUSH, 100).request_id();
+  push.id = table.newRequest().request_id();
   push.request.server = 0;
   push.request.key = 100;
   push.request.priority = 0;

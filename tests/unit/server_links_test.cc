@@ -121,6 +121,14 @@ struct Links {
 
 // A server's HELLO reply: its MAC over the worker's nonce when `auth` has a token, and an ipc offer
 // when `ipc_name` is set.
+// A pull of key 1, as a worker sends it.
+std::vector<Blob> pullOfKey1(RequestTable& table) {
+  pb::Data d = table.newRequest();
+  d.mutable_tensor()->set_op(pb::OP_PULL);
+  d.mutable_tensor()->set_key(1);
+  return wire::encodeBody(std::move(d));
+}
+
 pb::DataHeader helloReply(const Authenticator& auth, const pb::DataHeader& hello, const std::string& ipc_name = "",
                           uint64_t upgrade_token = 0) {
   pb::DataHeader r;
@@ -156,7 +164,7 @@ TEST_CASE("server links: a replacement server's new address replaces its link an
   CHECK_FALSE(l.links->serverOf(2).has_value());  // replies from the lost server's address are ignored
   CHECK(l.links->serverOf(3) == 1);
   CHECK(l.links->describe(1) == "server 1 (127.0.0.1:9501)");
-  REQUIRE(l.links->send(RequestSpec::to(1), wire::encodeData(l.table->header(pb::CMD_PULL, 1))).ok());
+  REQUIRE(l.links->send(RequestSpec::to(1), pullOfKey1(*l.table)).ok());
   CHECK(l.transport.sent.back().peer == 3);
 }
 
@@ -293,7 +301,7 @@ struct IpcOffer {
     REQUIRE(l.links->hello([] { return false; }).ok());
   }
   PeerId peerUsedFor(int server) {
-    REQUIRE(l.links->send(RequestSpec::to(server), wire::encodeData(l.table->header(pb::CMD_PULL, 1))).ok());
+    REQUIRE(l.links->send(RequestSpec::to(server), pullOfKey1(*l.table)).ok());
     return l.transport.sent.back().peer;
   }
 };
@@ -398,7 +406,7 @@ struct LaneOffer {
       to.priority = 0;
       to.credit = 4096;
     }
-    REQUIRE(l.links->send(to, wire::encodeData(l.table->header(pb::CMD_PULL, 1))).ok());
+    REQUIRE(l.links->send(to, pullOfKey1(*l.table)).ok());
     return l.transport.sent.back().peer;
   }
 };

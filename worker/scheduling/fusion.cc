@@ -20,17 +20,19 @@ struct Group {
 }  // namespace
 
 StatusOr<std::vector<Blob>> fuseRequests(const std::vector<ReadyRequest*>& group) {
-  pb::DataHeader fused;
-  fused.set_command(pb::CMD_FUSED);
+  pb::Data fused;
+  fused.set_protocol_version(wire::kProtocolVersion);
   size_t payload_bytes = 0;
   for (const ReadyRequest* r : group) {
-    // Our own header, encoded a moment ago: parsed back rather than kept twice for every request.
+    // Our own message, encoded a moment ago: parsed back rather than kept twice for every request.
     pb::Envelope env;
     if (r->frames.empty() || !env.ParseFromArray(r->frames[0].data(), static_cast<int>(r->frames[0].size())) ||
         !env.has_data())
-      return InternalError("a request to fuse has no data header");
-    if (fused.entries_size() == 0) fused.set_generation(env.data().generation());
-    *fused.add_entries() = std::move(*env.mutable_data());
+      return InternalError("a request to fuse has no data message");
+    if (fused.fused().entries_size() == 0) fused.set_generation(env.data().generation());
+    pb::Data* entry = fused.mutable_fused()->add_entries();
+    *entry = std::move(*env.mutable_data());
+    entry->clear_protocol_version();  // the fused message's covers it
     if (r->frames.size() > 1) payload_bytes += r->frames[1].size();
   }
   auto payload = std::make_shared<AlignedBuffer>(payload_bytes);
@@ -40,7 +42,7 @@ StatusOr<std::vector<Blob>> fuseRequests(const std::vector<ReadyRequest*>& group
     std::memcpy(payload->data() + offset, r->frames[1].data(), r->frames[1].size());
     offset += r->frames[1].size();
   }
-  return wire::encodeData(fused, payload_bytes > 0 ? Blob::fromBuffer(std::move(payload)) : Blob());
+  return wire::encodeBody(std::move(fused), payload_bytes > 0 ? Blob::fromBuffer(std::move(payload)) : Blob());
 }
 
 Status sendReady(std::vector<ReadyRequest> ready, const FusionPolicy& policy, const SendFunction& send) {
