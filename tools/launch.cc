@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ps/common/settings.h"
 #include "ps/node/auth.h"
 #include "ps/node/http_server.h"
 #include "tools/launch_args.h"
@@ -204,8 +205,8 @@ Status Launcher::startAll() {
   if (std::getenv("GLOG_logtostderr") == nullptr) common.emplace_back("GLOG_logtostderr", "1");
   // The status line is only as fresh as the heartbeats that carry the workers' progress (every 5 s
   // by default); on one machine a heartbeat a second costs nothing.
-  if (status_every_.count() > 0 && status_every_.count() < 5 && std::getenv("ZPS_HEARTBEAT_INTERVAL") == nullptr &&
-      std::getenv("PS_HEARTBEAT_INTERVAL") == nullptr) {
+  const EnvLookup env = processEnv();
+  if (status_every_.count() > 0 && status_every_.count() < 5 && !settingText(env, settings::kHeartbeatInterval)) {
     common.emplace_back("ZPS_HEARTBEAT_INTERVAL", "1");
   }
   if (auto token = freshJobToken()) {
@@ -236,22 +237,21 @@ Status Launcher::startAll() {
 
   // Every child shares this host, so one ZPS_METRICS_PORT=P becomes P for the scheduler (its dashboard
   // and zps status), P+1+i for server i and P+1+S+i for worker i.
-  int metrics_port = 0;
-  if (const char* p = std::getenv("ZPS_METRICS_PORT"); p != nullptr) metrics_port = std::atoi(p);
+  ZPS_ASSIGN_OR_RETURN(const long long metrics_port, readInteger(env, settings::kMetricsPort));
   auto metricsEnv = [&](int offset) -> std::pair<std::string, std::string> {
     return {"ZPS_METRICS_PORT", metrics_port > 0 ? std::to_string(metrics_port + offset) : "0"};
   };
   std::vector<std::pair<std::string, std::string>> scheduler_env = {{"DMLC_ROLE", "scheduler"}, metricsEnv(0)};
   // The status line reads the scheduler's one-line summary. Without a port from the user, the
   // scheduler alone gets a free one, listening on launch's --host only (a later env entry wins).
-  const char* metrics_host = std::getenv("ZPS_METRICS_HOST");
-  status_host_ = metrics_host != nullptr && *metrics_host != '\0' ? metrics_host : config_.host;
+  ZPS_ASSIGN_OR_RETURN(const std::string metrics_host, readText(env, settings::kMetricsHost));
+  status_host_ = !metrics_host.empty() ? metrics_host : config_.host;
   if (status_every_.count() > 0 && metrics_port > 0) {
-    status_port_ = metrics_port;
+    status_port_ = static_cast<int>(metrics_port);
   } else if (status_every_.count() > 0) {
     status_port_ = std::max(proc::pickFreeTcpPort(), 0);
     scheduler_env.emplace_back("ZPS_METRICS_PORT", std::to_string(status_port_));
-    if (metrics_host == nullptr) scheduler_env.emplace_back("ZPS_METRICS_HOST", config_.host);
+    if (metrics_host.empty()) scheduler_env.emplace_back("ZPS_METRICS_HOST", config_.host);
   }
   if (status_host_ == "0.0.0.0") status_host_ = "127.0.0.1";
   ZPS_RETURN_IF_ERROR(start("scheduler", {self}, std::move(scheduler_env), {"DMLC_WORKER_ID", "ZPS_SERVER_ID"}));

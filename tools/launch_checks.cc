@@ -3,16 +3,15 @@
 #include <cstdlib>
 
 #include "ps/common/config.h"
+#include "ps/common/settings.h"
 #include "ps/node/auth.h"
 #include "ps/node/observability.h"
 
 namespace zps {
 
 std::optional<std::pair<std::string, std::string>> freshJobToken() {
-  for (const char* name : {"ZPS_AUTH_TOKEN", "ZPS_AUTH_TOKEN_FILE"}) {
-    const char* set = std::getenv(name);
-    if (set != nullptr && *set != '\0') return std::nullopt;
-  }
+  const EnvLookup env = processEnv();
+  if (settingText(env, settings::kAuthToken) || settingText(env, settings::kAuthTokenFile)) return std::nullopt;
   static const char* kHex = "0123456789abcdef";
   std::string token;
   for (int i = 0; i < 2; ++i) {

@@ -12,6 +12,7 @@
 
 #include "kernels/gpu_report.h"
 #include "ps/common/config.h"
+#include "ps/common/settings.h"
 #include "ps/node/observability.h"
 #include "ps/node/signals.h"
 #include "ps/server/server.h"
@@ -115,11 +116,12 @@ int main(int argc, char** argv) {
 
   zps::installTerminationHandler();
   if (sub.empty()) return runRole(argv[0], "");
-  const char* role = std::getenv("DMLC_ROLE");
-  if (role != nullptr && std::strcmp(role, "worker") != 0 && role[0] != '\0') return runRole(argv[0], sub);
-  int verbose = 0;
-  if (const char* v = std::getenv("PS_VERBOSE"); v != nullptr) verbose = std::atoi(v);
-  zps::setupLogging(argv[0], verbose);
+  const zps::EnvLookup env = zps::processEnv();
+  if (auto role = zps::settingText(env, zps::settings::kRole); role && zps::trimSpace(role->text) != "worker")
+    return runRole(argv[0], sub);
+  // A bad PS_VERBOSE is reported with every other setting once the program loads its configuration.
+  zps::StatusOr<long long> verbose = zps::readInteger(env, zps::settings::kVerbose);
+  zps::setupLogging(argv[0], verbose.ok() ? static_cast<int>(*verbose) : 0);
   if (sub == "train") return zps::trainMain();
   return sub == "check" ? zps::checkMain() : zps::benchMain();
 }

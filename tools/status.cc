@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ps/common/config.h"
+#include "ps/common/settings.h"
 #include "ps/node/auth.h"
 #include "ps/node/http_server.h"
 #include "ps/node/observability.h"
@@ -38,8 +39,8 @@ int statusMain() {
   }
   std::string host = FLAGS_host;
   if (host.empty()) {
-    const char* root = std::getenv("DMLC_PS_ROOT_URI");
-    host = root != nullptr && root[0] != '\0' ? root : "127.0.0.1";
+    auto root = readText(processEnv(), settings::kRootUri);
+    host = root.ok() && !root->empty() ? *root : "127.0.0.1";
   }
   if (!(FLAGS_probe_timeout > 0) || !std::isfinite(FLAGS_probe_timeout)) {
     std::cerr << "zps status: --probe_timeout must be a positive number of seconds" << std::endl;

@@ -63,6 +63,23 @@ const char* zps_last_error(void);
 const char* zps_status_name(int code);
 /* The library's version, e.g. "0.1.0". */
 const char* zps_version(void);
+/* "float32", "float16", ... for a dtype code (ZPS_FLOAT32...); NULL outside the enum. Bindings build their
+ * tables of dtypes from it instead of copying the codes. */
+const char* zps_dtype_name(int dtype);
+
+/* The settings of docs/configuration.md, by the name of their flag (e.g. "torch_bucket_bytes"), so that
+ * bindings ask the library for a setting's default, range and variable instead of copying them. The
+ * strings stay valid for the life of the process. ZPS_E_NOT_FOUND for a name that is no setting. */
+/* The default as users write it ("1048576", "auto"); "" when it has none. */
+int zps_setting_default(const char* name, const char** text);
+/* The first environment variable that sets it (e.g. "ZPS_TORCH_BUCKET_BYTES"); "" for a flag alone. */
+int zps_setting_variable(const char* name, const char** variable);
+/* The range of a whole-number setting; ZPS_E_INVALID_ARGUMENT for a setting of another type. */
+int zps_setting_range(const char* name, int64_t* min, int64_t* max);
+/* Reads a whole-number setting from the process's environment, as zps reads its own (the first variable
+ * set wins, else the default) and validated the same way: ZPS_E_INVALID_ARGUMENT with a message that
+ * names the variable and says what to set it to. */
+int zps_setting_integer(const char* name, int64_t* value);
 
 /* Joins the job described by the environment (DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER,
  * DMLC_NUM_WORKER, ...). Blocks at most the rendezvous timeout. ZPS_E_INVALID_ARGUMENT: a bad

@@ -10,19 +10,25 @@
 #include <optional>
 #include <string>
 
+#include "ps/common/node_identity.h"
 #include "ps/common/setting.h"
+#include "ps/common/settings.h"
 #include "zps/compression.h"
 #include "zps/status.h"
 
 namespace zps {
 
-enum class Role { kScheduler, kServer, kWorker };
-const char* roleName(Role role);
-
 // ZPS_LOCAL_SIZE's upper bound (the local group's shared segment has a slot per rank); servers hold
 // the local sizes workers declare for their tables to it too.
-constexpr int kMaxLocalSize = 1024;
+constexpr int kMaxLocalSize = static_cast<int>(settings::kLocalSize.max);
+static_assert(settings::kLocalRank.max == kMaxLocalSize - 1);
 
+// ZPS_PARTITION_BYTES's value on one host, where "auto" starts (ps/node/job_layout.h).
+constexpr size_t kOneHostPartitionBytes = size_t{4} << 20;
+
+// The defaults of Config's fields are the settings' defaults (settings.h). Where a setting's default is
+// "auto", the field holds the one-host choice until chooseScheduling (ps/node/job_layout.h) has seen
+// the job's layout.
 struct Config {
   Role role = Role::kWorker;
   std::string root_uri;               // DMLC_PS_ROOT_URI: scheduler host name or IP
@@ -31,44 +37,44 @@ struct Config {
   int num_workers = 0;                // DMLC_NUM_WORKER
   std::string node_host;              // the address this node advertises (DMLC_NODE_HOST, DMLC_INTERFACE, detected)
   std::string bind_host = "0.0.0.0";  // the address the scheduler's and a server's sockets bind (bindHostFrom)
-  int node_port = 0;                  // PORT / DMLC_PORT; 0 = any free port
-  int verbose = 0;                    // PS_VERBOSE
+  int node_port = integerDefault(settings::kNodePort);  // PORT / DMLC_PORT; 0 = any free port
+  int verbose = integerDefault(settings::kVerbose);     // PS_VERBOSE
 
   // Requested rank: -1 = assigned by arrival order. rank_source names where it came from.
   int requested_rank = -1;
   std::string rank_source = "arrival order";
   std::string hostname;
 
-  std::chrono::milliseconds rendezvous_timeout{300'000};
+  std::chrono::milliseconds rendezvous_timeout = secondsDefault(settings::kRendezvousTimeout);
   // How long a worker that finished waits for the rest (a rank 0 alone evaluating or saving at the end
   // may take hours): the job's end, not a rendezvous.
-  std::chrono::milliseconds job_end_timeout{86'400'000};
-  std::chrono::milliseconds rendezvous_log_interval{10'000};
-  std::chrono::milliseconds connect_timeout{120'000};
-  std::chrono::milliseconds heartbeat_interval{5'000};
-  std::chrono::milliseconds heartbeat_timeout{30'000};
-  std::chrono::milliseconds request_timeout{300'000};
-  std::chrono::milliseconds shutdown_linger{1'000};
-  size_t partition_bytes = 4 << 20;
-  int server_engine_threads = 2;
-  size_t max_message_bytes = size_t{1} << 30;
+  std::chrono::milliseconds job_end_timeout = secondsDefault(settings::kJobEndTimeout);
+  std::chrono::milliseconds rendezvous_log_interval = secondsDefault(settings::kRendezvousLogInterval);
+  std::chrono::milliseconds connect_timeout = secondsDefault(settings::kConnectTimeout);
+  std::chrono::milliseconds heartbeat_interval = secondsDefault(settings::kHeartbeatInterval);
+  std::chrono::milliseconds heartbeat_timeout = secondsDefault(settings::kHeartbeatTimeout);
+  std::chrono::milliseconds request_timeout = secondsDefault(settings::kRequestTimeout);
+  std::chrono::milliseconds shutdown_linger = secondsDefault(settings::kShutdownLinger);
+  size_t partition_bytes = kOneHostPartitionBytes;
+  int server_engine_threads = integerDefault(settings::kServerEngineThreads);
+  size_t max_message_bytes = integerDefault(settings::kMaxMessageBytes);
   // ZPS_IPC: workers move their links to servers on the same host to the servers' ipc:// sockets.
-  bool ipc = true;
+  bool ipc = switchDefault(settings::kIpc);
   // Priority scheduling (worker/scheduling/push_scheduler.h): ZPS_PRIORITY gives every dense tensor its
   // declaration index as priority; ZPS_CREDIT_BYTES bounds the scheduled pushes in flight per server.
   bool priority = false;
   // ZPS_FUSION_BYTES (0: off): requests for smaller partitions that are ready together for one server
   // travel as one CMD_FUSED message of at most this many payload bytes (worker/scheduling/fusion.h).
-  size_t fusion_bytes = 64 << 10;
-  size_t credit_bytes = 4 << 20;
+  size_t fusion_bytes = integerDefault(settings::kFusionBytes);
+  size_t credit_bytes = kOneHostPartitionBytes;
   // ZPS_PUSH_LANE: with priority scheduling, a second connection to each server carries the scheduled pushes,
   // so that their acknowledgements do not queue behind the sums on the first (worker/server_links.h).
   // On by default: it measured faster on the emulated cluster (docs/performance.md); a job that
   // schedules no push never opens the lanes.
-  bool push_lane = true;
+  bool push_lane = switchDefault(settings::kPushLane);
   // ZPS_PUSH_HINTS: with priority scheduling, a worker's scheduled pushes ask for the rounds that wait
   // for its push alone, and it sends its queued pushes of those first (worker/scheduling/push_scheduler.h).
-  bool push_hints = true;
+  bool push_hints = switchDefault(settings::kPushHints);
   // ZPS_PUSH_PACING_BYTES: a server holds back the push acknowledgements of a worker this far ahead of
   // the slowest one pushing to it (ps/server/scheduling/push_pacer.h); 0 (the default): off; the setting's -1 is
   // twice credit_bytes. Off by default: it paid on the emulated cluster's slow links, and cost a few
@@ -86,50 +92,47 @@ struct Config {
     bool pacing_follows_credit = false;
   } automatic;
 
-  std::string checkpoint_dir;    // ZPS_CHECKPOINT_DIR; empty = no checkpoints
-  int64_t checkpoint_every = 0;  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end
-  bool enable_async = false;     // ZPS_ENABLE_ASYNC (or BYTEPS_ENABLE_ASYNC)
+  std::string checkpoint_dir;  // ZPS_CHECKPOINT_DIR; empty = no checkpoints
+  int64_t checkpoint_every =
+      integerDefault(settings::kCheckpointEvery);  // ZPS_CHECKPOINT_EVERY steps; 0 = only at epoch ends and at the end
+  bool enable_async = switchDefault(settings::kEnableAsync);  // ZPS_ENABLE_ASYNC (or BYTEPS_ENABLE_ASYNC)
 
   // A worker resends a request with no reply after this long (0 = never). ZPS_RESEND_TIMEOUT seconds,
   // or ps-lite's PS_RESEND=1 with PS_RESEND_TIMEOUT milliseconds.
-  std::chrono::milliseconds resend_timeout{0};
+  std::chrono::milliseconds resend_timeout = secondsDefault(settings::kResendTimeout);
   std::string test_faults;  // ZPS_TEST_FAULTS, validated by parseFaultInjection (transport.h)
 
   // ZPS_SERVER_ENGINE: "auto" (CUDA when a usable GPU is present, else CPU), "cpu" or "cuda".
-  std::string server_engine = "auto";
+  std::string server_engine{settings::kServerEngine.default_text};
   // Worker nodes with several processes (one per GPU): ZPS_LOCAL_RANK / ZPS_LOCAL_SIZE, or BytePS's
   // BYTEPS_LOCAL_RANK / BYTEPS_LOCAL_SIZE. local_size 1 means no local reduction.
-  int local_rank = 0;
-  int local_size = 1;
-  std::string shm_dir = "/dev/shm";  // ZPS_SHM_DIR: where the local reducer's private folder goes
+  int local_rank = integerDefault(settings::kLocalRank);
+  int local_size = integerDefault(settings::kLocalSize);
+  std::string shm_dir{settings::kShmDir.default_text};  // ZPS_SHM_DIR: where the local reducer's private folder goes
   // ZPS_LOCAL_REDUCE: how a node's local ranks reduce. "auto": NCCL for tensors in GPU memory,
   // shared memory for host tensors; "shm": shared memory only (GPU tensors are refused); "nccl":
   // NCCL for every tensor (host tensors are copied to the GPU first).
-  std::string local_reduce = "auto";
+  std::string local_reduce{settings::kLocalReduce.default_text};
 
-  std::string auth_token;       // ZPS_AUTH_TOKEN (never logged)
-  std::string auth_token_file;  // ZPS_AUTH_TOKEN_FILE (wins over ZPS_AUTH_TOKEN)
-  bool curve = false;           // ZPS_CURVE=1: encrypt every connection (CurveZMQ)
+  std::string auth_token;                        // ZPS_AUTH_TOKEN (never logged)
+  std::string auth_token_file;                   // ZPS_AUTH_TOKEN_FILE (wins over ZPS_AUTH_TOKEN)
+  bool curve = switchDefault(settings::kCurve);  // ZPS_CURVE=1: encrypt every connection (CurveZMQ)
 
   // ZPS_RECOVERY=1: a lost node's rank is held open for a replacement for ZPS_RECOVERY_TIMEOUT seconds
   // and the job rolls back to its latest checkpoint instead of failing (scheduler/scheduler.cc).
-  bool recovery = false;
-  std::chrono::milliseconds recovery_timeout{300'000};
+  bool recovery = switchDefault(settings::kRecovery);
+  std::chrono::milliseconds recovery_timeout = secondsDefault(settings::kRecoveryTimeout);
   // ZPS_SERVER_MAX_BYTES: what one server may hold for keys and table rows; past it new keys and rows
   // are refused. Default: half of this machine's (or container's) memory.
-  uint64_t server_max_bytes = 0;
+  uint64_t server_max_bytes = integerDefault(settings::kServerMaxBytes);
 
   // Gradient compression (include/zps/compression.h): the compressor of float32 tensors declared without
   // one, the share of elements topk/randomk send, and the smallest tensor ZPS_COMPRESSOR compresses.
-  Compressor compressor = Compressor::kNone;      // ZPS_COMPRESSOR
-  double compress_ratio = kDefaultCompressRatio;  // ZPS_COMPRESS_RATIO, in (0, 1]
-  size_t min_compress_bytes = 16384;              // ZPS_MIN_COMPRESS_BYTES
+  Compressor compressor = Compressor::kNone;                          // ZPS_COMPRESSOR
+  double compress_ratio = fractionDefault(settings::kCompressRatio);  // ZPS_COMPRESS_RATIO, in (0, 1]
+  static_assert(fractionDefault(settings::kCompressRatio) == kDefaultCompressRatio);
+  size_t min_compress_bytes = integerDefault(settings::kMinCompressBytes);  // ZPS_MIN_COMPRESS_BYTES
 };
-
-// The address to listen on: ZPS_BIND_HOST, else DMLC_NODE_HOST when it is an IP address (a node binds
-// the address it was told to advertise), else 0.0.0.0 (every interface: the scheduler behind a
-// Kubernetes Service, whose name no pod can bind).
-StatusOr<std::string> bindHostFrom(const EnvLookup& env);
 
 // This machine's memory, or the container's limit (cgroup v2 memory.max) when that is lower.
 uint64_t physicalMemoryBytes();
@@ -137,18 +140,6 @@ uint64_t physicalMemoryBytes();
 // Reads and validates the configuration of a process with the given role (taken from DMLC_ROLE when
 // role is nullopt). Scheduler: needs root port and counts. Server/worker: also the root URI.
 StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role = std::nullopt);
-
-// The worker rank the environment asks for, in this order: DMLC_WORKER_ID, JOB_COMPLETION_INDEX,
-// VC_TASK_INDEX, a trailing "-N" in the hostname; otherwise -1 (arrival order). Servers use ZPS_SERVER_ID,
-// JOB_COMPLETION_INDEX, VC_TASK_INDEX. A hostname-derived rank >= num_nodes is ignored (it is a guess);
-// an explicit one is kept and the scheduler refuses it.
-Status resolveRequestedRank(const EnvLookup& env, Role role, int num_nodes, const std::string& hostname, int* rank,
-                            std::string* source);
-
-// The IPv4 address of a network interface, or an error naming the interfaces that exist.
-StatusOr<std::string> interfaceAddress(const std::string& interface);
-// The first non-loopback IPv4 address that is up, else 127.0.0.1.
-std::string detectHostAddress();
 
 // Applies --v from PS_VERBOSE and sends glog to stderr. Call once in main, after flag parsing.
 void setupLogging(const char* argv0, int verbose);

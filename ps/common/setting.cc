@@ -17,17 +17,15 @@ std::map<std::string, std::string>& flagValues() {
   return values;
 }
 
-// The table row `name` of one of the expected types. A name or type that is not in the table is a
-// bug in the caller (our own code), not a user error.
-const Setting& expectSetting(std::string_view name, std::initializer_list<SettingType> types) {
-  const Setting* s = findSetting(name);
-  CHECK(s != nullptr) << "no setting named " << name;
-  CHECK(std::find(types.begin(), types.end(), s->type) != types.end())
-      << "setting " << name << " is a " << settingTypeName(s->type);
-  return *s;
+// `s`, which must be of one of the expected types: another type is a bug in the caller (our own code),
+// not a user error.
+const Setting& expectType(const Setting& s, std::initializer_list<SettingType> types) {
+  CHECK(std::find(types.begin(), types.end(), s.type) != types.end())
+      << "setting " << s.name << " is a " << settingTypeName(s.type);
+  return s;
 }
 
-std::string joinChoices(const std::vector<std::string>& choices) {
+std::string joinChoices(const Words& choices) {
   std::string out;
   for (size_t i = 0; i < choices.size(); ++i) {
     if (i > 0) out += i + 1 == choices.size() ? " or " : ", ";
@@ -38,7 +36,7 @@ std::string joinChoices(const std::vector<std::string>& choices) {
 
 // What a message asks the user to set `source` to.
 std::string hintFor(const Setting& s, const std::string& source) {
-  if (!s.hint.empty()) return s.hint;
+  if (!s.hint.empty()) return std::string(s.hint);
   if (s.accepts_auto && s.type == SettingType::kSwitch) return "auto, 0 or 1";
   if (s.accepts_auto && s.type == SettingType::kInteger)
     return "auto or a whole number in [" + std::to_string(s.min) + ", " + std::to_string(s.max) + "]";
@@ -58,10 +56,10 @@ std::string hintFor(const Setting& s, const std::string& source) {
 StatusOr<SettingText> textOrDefault(const EnvLookup& env, const Setting& s) {
   if (auto t = settingText(env, s)) return *t;
   if (s.required) {
-    const std::string name = s.env.empty() ? "--" + s.name : s.env.front();
+    const std::string name = s.env.empty() ? "--" + std::string(s.name) : std::string(s.env.front());
     return InvalidArgument(name + " is not set; set it to " + hintFor(s, name));
   }
-  return SettingText{"the default of " + s.name, s.default_text};
+  return SettingText{"the default of " + std::string(s.name), std::string(s.default_text)};
 }
 
 }  // namespace
@@ -120,24 +118,24 @@ FlagValuesSaver::~FlagValuesSaver() {
 
 std::optional<SettingText> settingText(const EnvLookup& env, const Setting& setting) {
   if (setting.flag) {
-    if (auto v = flagValue(setting.name)) return SettingText{"--" + setting.name, *v};
+    if (auto v = flagValue(std::string(setting.name))) return SettingText{"--" + std::string(setting.name), *v};
   }
-  for (const std::string& name : setting.env) {
-    auto v = env(name);
+  for (std::string_view name : setting.env) {
+    auto v = env(std::string(name));
     if (!v || (setting.blank_is_unset && trimSpace(*v).empty())) continue;
-    return SettingText{name, *v};
+    return SettingText{std::string(name), *v};
   }
   return std::nullopt;
 }
 
-StatusOr<std::chrono::milliseconds> readSeconds(const EnvLookup& env, std::string_view name) {
-  const Setting& s = expectSetting(name, {SettingType::kSeconds});
+StatusOr<std::chrono::milliseconds> readSeconds(const EnvLookup& env, const Setting& setting) {
+  const Setting& s = expectType(setting, {SettingType::kSeconds});
   ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
   return parseSeconds(t.source, t.text, hintFor(s, t.source));
 }
 
-StatusOr<long long> readInteger(const EnvLookup& env, std::string_view name) {
-  const Setting& s = expectSetting(name, {SettingType::kInteger});
+StatusOr<long long> readInteger(const EnvLookup& env, const Setting& setting) {
+  const Setting& s = expectType(setting, {SettingType::kInteger});
   ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
   return parseInteger(t.source, t.text, s.min, s.max, hintFor(s, t.source));
 }
@@ -159,42 +157,43 @@ StatusOr<bool> parseSwitch(const Setting& s, const SettingText& t) {
 
 }  // namespace
 
-StatusOr<bool> readSwitch(const EnvLookup& env, std::string_view name) {
-  const Setting& s = expectSetting(name, {SettingType::kSwitch});
+StatusOr<bool> readSwitch(const EnvLookup& env, const Setting& setting) {
+  const Setting& s = expectType(setting, {SettingType::kSwitch});
   ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
   return parseSwitch(s, t);
 }
 
-StatusOr<std::optional<long long>> readIntegerOrAuto(const EnvLookup& env, std::string_view name) {
-  const Setting& s = expectSetting(name, {SettingType::kInteger});
-  CHECK(s.accepts_auto) << "setting " << name << " does not accept auto";
+StatusOr<std::optional<long long>> readIntegerOrAuto(const EnvLookup& env, const Setting& setting) {
+  const Setting& s = expectType(setting, {SettingType::kInteger});
+  CHECK(s.accepts_auto) << "setting " << s.name << " does not accept auto";
   ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
   if (isAuto(s, t)) return std::optional<long long>();
   ZPS_ASSIGN_OR_RETURN(long long n, parseInteger(t.source, t.text, s.min, s.max, hintFor(s, t.source)));
   return std::optional<long long>(n);
 }
 
-StatusOr<std::optional<bool>> readSwitchOrAuto(const EnvLookup& env, std::string_view name) {
-  const Setting& s = expectSetting(name, {SettingType::kSwitch});
-  CHECK(s.accepts_auto) << "setting " << name << " does not accept auto";
+StatusOr<std::optional<bool>> readSwitchOrAuto(const EnvLookup& env, const Setting& setting) {
+  const Setting& s = expectType(setting, {SettingType::kSwitch});
+  CHECK(s.accepts_auto) << "setting " << s.name << " does not accept auto";
   ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
   if (isAuto(s, t)) return std::optional<bool>();
   ZPS_ASSIGN_OR_RETURN(bool on, parseSwitch(s, t));
   return std::optional<bool>(on);
 }
 
-StatusOr<double> readFraction(const EnvLookup& env, std::string_view name) {
-  const Setting& s = expectSetting(name, {SettingType::kFraction});
+StatusOr<double> readFraction(const EnvLookup& env, const Setting& setting) {
+  const Setting& s = expectType(setting, {SettingType::kFraction});
   ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
   return parseFraction(t.source, t.text);
 }
 
-StatusOr<std::string> readText(const EnvLookup& env, std::string_view name) {
-  const Setting& s = expectSetting(name, {SettingType::kText, SettingType::kChoice});
+StatusOr<std::string> readText(const EnvLookup& env, const Setting& setting) {
+  const Setting& s = expectType(setting, {SettingType::kText, SettingType::kChoice});
   ZPS_ASSIGN_OR_RETURN(SettingText t, textOrDefault(env, s));
   std::string text = trimSpace(t.text);
   if (s.type == SettingType::kChoice && std::find(s.choices.begin(), s.choices.end(), text) == s.choices.end()) {
-    return InvalidArgument(t.source + "='" + text + "' is not " + s.noun + "; set it to " + hintFor(s, t.source));
+    return InvalidArgument(t.source + "='" + text + "' is not " + std::string(s.noun) + "; set it to " +
+                           hintFor(s, t.source));
   }
   return text;
 }

@@ -11,6 +11,7 @@
 #include "ps/common/checkpoint.h"
 #include "ps/common/config.h"
 #include "ps/common/regular_file.h"
+#include "ps/common/settings.h"
 
 namespace zps {
 namespace {
@@ -77,10 +78,10 @@ StatusOr<std::string> readTokenFile(const std::string& path) {
 }
 
 StatusOr<std::string> tokenFromEnvironment() {
-  const char* file = std::getenv("ZPS_AUTH_TOKEN_FILE");
-  if (file != nullptr && *file != '\0') return readTokenFile(file);
-  const char* token = std::getenv("ZPS_AUTH_TOKEN");
-  return std::string(token != nullptr ? token : "");
+  const EnvLookup env = processEnv();
+  ZPS_ASSIGN_OR_RETURN(std::string file, readText(env, settings::kAuthTokenFile));
+  if (!file.empty()) return readTokenFile(file);
+  return readText(env, settings::kAuthToken);
 }
 
 Authenticator Authenticator::withToken(std::string token) { return Authenticator(std::move(token)); }

@@ -33,7 +33,7 @@ JobLayout layoutOf(const pb::RegisterReply& book) {
 std::string chooseScheduling(const JobLayout& layout, Config* config) {
   Config::Automatic& a = config->automatic;
   const bool network = layout.spansHosts();
-  if (a.partition) config->partition_bytes = network ? kNetworkPartitionBytes : size_t{4} << 20;
+  if (a.partition) config->partition_bytes = network ? kNetworkPartitionBytes : kOneHostPartitionBytes;
   if (a.priority) config->priority = network;
   if (a.credit) config->credit_bytes = config->partition_bytes;
   if (a.pacing) config->push_pacing_bytes = network ? 2 * config->credit_bytes : 0;

@@ -46,21 +46,21 @@ Status checkTraceDir(const std::string& dir) {
 
 StatusOr<ObsConfig> loadObsConfig(const EnvLookup& env) {
   ObsConfig c;
-  ZPS_ASSIGN_OR_RETURN(long long port, readInteger(env, "metrics_port"));
+  ZPS_ASSIGN_OR_RETURN(long long port, readInteger(env, settings::kMetricsPort));
   c.metrics_port = static_cast<int>(port);
-  ZPS_ASSIGN_OR_RETURN(c.metrics_host, readText(env, "metrics_host"));
+  ZPS_ASSIGN_OR_RETURN(c.metrics_host, readText(env, settings::kMetricsHost));
   if (c.metrics_host.empty()) {  // the node's listening address
     ZPS_ASSIGN_OR_RETURN(c.metrics_host, bindHostFrom(env));
   }
-  ZPS_ASSIGN_OR_RETURN(c.trace_on, readSwitch(env, "trace_on"));
-  ZPS_ASSIGN_OR_RETURN(long long start, readInteger(env, "trace_start_step"));
-  ZPS_ASSIGN_OR_RETURN(long long end, readInteger(env, "trace_end_step"));
+  ZPS_ASSIGN_OR_RETURN(c.trace_on, readSwitch(env, settings::kTraceOn));
+  ZPS_ASSIGN_OR_RETURN(long long start, readInteger(env, settings::kTraceStartStep));
+  ZPS_ASSIGN_OR_RETURN(long long end, readInteger(env, settings::kTraceEndStep));
   if (end < start)
     return InvalidArgument("ZPS_TRACE_END_STEP (" + std::to_string(end) + ") is before ZPS_TRACE_START_STEP (" +
                            std::to_string(start) + "); set it to a later step");
   c.trace_start_step = static_cast<uint64_t>(start);
   c.trace_end_step = static_cast<uint64_t>(end);
-  ZPS_ASSIGN_OR_RETURN(c.trace_dir, readText(env, "trace_dir"));
+  ZPS_ASSIGN_OR_RETURN(c.trace_dir, readText(env, settings::kTraceDir));
   if (c.trace_dir.empty()) return InvalidArgument("ZPS_TRACE_DIR is empty; set it to a folder");
   if (c.trace_on) ZPS_RETURN_IF_ERROR(checkTraceDir(c.trace_dir));
   return c;

@@ -24,12 +24,12 @@
 namespace zps {
 
 struct ObsConfig {
-  int metrics_port = 0;                 // ZPS_METRICS_PORT; 0 = no HTTP endpoint
-  std::string metrics_host;             // ZPS_METRICS_HOST: the address the endpoint listens on (default: bindHostFrom)
-  bool trace_on = false;                // ZPS_TRACE_ON
-  uint64_t trace_start_step = 1;        // ZPS_TRACE_START_STEP: first round (= training step) traced
-  uint64_t trace_end_step = 20;         // ZPS_TRACE_END_STEP: last round traced
-  std::string trace_dir = "zps-trace";  // ZPS_TRACE_DIR
+  int metrics_port = integerDefault(settings::kMetricsPort);  // ZPS_METRICS_PORT; 0 = no HTTP endpoint
+  std::string metrics_host;  // ZPS_METRICS_HOST: the address the endpoint listens on (default: bindHostFrom)
+  bool trace_on = switchDefault(settings::kTraceOn);                      // ZPS_TRACE_ON
+  uint64_t trace_start_step = integerDefault(settings::kTraceStartStep);  // first round (= training step) traced
+  uint64_t trace_end_step = integerDefault(settings::kTraceEndStep);      // last round traced
+  std::string trace_dir{settings::kTraceDir.default_text};                // ZPS_TRACE_DIR
 };
 
 StatusOr<ObsConfig> loadObsConfig(const EnvLookup& env);

@@ -34,6 +34,11 @@ def _declare_signatures(lib):
         "zps_last_error": ([], c_char_p),
         "zps_status_name": ([c_int], c_char_p),
         "zps_version": ([], c_char_p),
+        "zps_dtype_name": ([c_int], c_char_p),
+        "zps_setting_default": ([c_char_p, ctypes.POINTER(c_char_p)], c_int),
+        "zps_setting_variable": ([c_char_p, ctypes.POINTER(c_char_p)], c_int),
+        "zps_setting_range": ([c_char_p, ctypes.POINTER(c_i64), ctypes.POINTER(c_i64)], c_int),
+        "zps_setting_integer": ([c_char_p, ctypes.POINTER(c_i64)], c_int),
         "zps_worker_create": ([ctypes.POINTER(c_void_p)], c_int),
         "zps_worker_finish": ([c_void_p, c_int, c_char_p, p_int], c_int),
         "zps_worker_destroy": ([c_void_p], None),
@@ -112,6 +117,63 @@ def library():
         tried.append("$%s is not set" % _ENV_VAR)
     raise ImportError("zps: cannot load %s; tried: %s. Build zps (tools/build.sh) and set PYTHONPATH=<build>/python, "
                       "or set %s to the library's path." % (_LIBRARY_NAME, "; ".join(tried), _ENV_VAR))
+
+
+def status_codes():
+    """{"OK": 0, "INVALID_ARGUMENT": 1, ...}: the C API's status codes, as the library numbers them."""
+    lib = library()
+    codes = {}
+    code = 0
+    while True:
+        name = lib.zps_status_name(code).decode()
+        if name == "UNKNOWN":
+            return codes
+        codes[name] = code
+        code += 1
+
+
+def dtype_codes():
+    """{"float32": 0, "float16": 1, ...}: the C API's dtype codes (ZPS_FLOAT32...), as the library numbers them."""
+    lib = library()
+    codes = {}
+    code = 0
+    while True:
+        name = lib.zps_dtype_name(code)
+        if name is None:
+            return codes
+        codes[name.decode()] = code
+        code += 1
+
+
+def _setting_text(fn, name):
+    text = ctypes.c_char_p()
+    check(fn(name.encode(), ctypes.byref(text)))
+    return text.value.decode()
+
+
+def setting_default(name):
+    """A setting's default as users write it (docs/configuration.md), e.g. "1048576"; "" when it has none."""
+    return _setting_text(library().zps_setting_default, name)
+
+
+def setting_variable(name):
+    """The environment variable that sets the setting `name`, e.g. "ZPS_TORCH_BUCKET_BYTES"."""
+    return _setting_text(library().zps_setting_variable, name)
+
+
+def setting_range(name):
+    """(min, max) of a whole-number setting."""
+    low, high = ctypes.c_int64(), ctypes.c_int64()
+    check(library().zps_setting_range(name.encode(), ctypes.byref(low), ctypes.byref(high)))
+    return low.value, high.value
+
+
+def setting_integer(name):
+    """A whole-number setting read from the environment as zps reads its own: the variable, else the default.
+    A bad value raises ZpsInvalidArgument naming the variable and what to set it to."""
+    value = ctypes.c_int64()
+    check(library().zps_setting_integer(name.encode(), ctypes.byref(value)))
+    return value.value
 
 
 def check(code, what=None):
@@ -243,7 +305,8 @@ class Worker:
     def finish(self, error_message=None, code=None):
         """Ends the job: OK, or failed with `error_message` (relayed to every node). Returns the exit code."""
         exit_code = ctypes.c_int(1)
-        status = 0 if error_message is None else (code or 9)
+        codes = status_codes()
+        status = codes["OK"] if error_message is None else (code or codes["INTERNAL"])
         msg = error_message.encode("utf-8", "replace") if error_message is not None else None
         check(self._lib.zps_worker_finish(self._w, status, msg, ctypes.byref(exit_code)), "zps: finishing")
         return exit_code.value

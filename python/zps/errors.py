@@ -6,10 +6,18 @@ failed (the tensor, the server, the worker that ended the job)."""
 class ZpsError(RuntimeError):
     """A zps operation failed. `code` is the C status code, `status` its name (e.g. "ABORTED")."""
 
-    def __init__(self, message, code=9, status="INTERNAL"):
+    def __init__(self, message, code=None, status="INTERNAL"):
         super().__init__(message)
-        self.code = code
+        self._code = code
         self.status = status
+
+    @property
+    def code(self):
+        """The C status code of `status`, as the library numbers it (asked when not given)."""
+        if self._code is None:
+            from zps._capi import status_codes  # here, since _capi raises these errors
+            self._code = status_codes()[self.status]
+        return self._code
 
 
 class ZpsInvalidArgument(ZpsError, ValueError):
@@ -24,8 +32,9 @@ class ZpsJobAborted(ZpsError):
     """The job ended while this worker waited: another worker failed (the message says which) or a signal."""
 
 
-_BY_CODE = {1: ZpsInvalidArgument, 2: ZpsTimeout, 8: ZpsJobAborted}
+# By the status's name, which zps_status_name gives for the code.
+_BY_STATUS = {"INVALID_ARGUMENT": ZpsInvalidArgument, "DEADLINE_EXCEEDED": ZpsTimeout, "ABORTED": ZpsJobAborted}
 
 
 def error_for_code(code, status, message):
-    return _BY_CODE.get(code, ZpsError)(message, code, status)
+    return _BY_STATUS.get(status, ZpsError)(message, code, status)

@@ -6,12 +6,16 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <glog/logging.h>
 
+#include "ps/common/setting.h"
 #include "zps/worker.h"
 
 // The opaque handle: owns the Worker; created by zps_worker_create, freed by zps_worker_destroy.
@@ -97,6 +101,32 @@ int getInt(const zps_worker* w, int* out, const char* what, Getter get) {
   });
 }
 
+// The setting `name`, or a failed status naming what the caller asked for.
+zps::StatusOr<const zps::Setting*> settingNamed(const char* what, const char* name) {
+  if (name == nullptr) return zps::InvalidArgument(std::string(what) + ": name is null");
+  const zps::Setting* s = zps::findSetting(name);
+  if (s == nullptr) return zps::NotFound(std::string(what) + ": '" + name + "' is not a setting (zps help env)");
+  return s;
+}
+
+// The setting's string fields are string_views into constants, so NUL-terminated copies are kept for
+// the life of the process, made once per setting and field.
+const char* keptString(std::string_view text) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<std::string>, std::less<>> kept;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = kept.find(text);
+  if (it == kept.end()) it = kept.emplace(std::string(text), std::make_unique<std::string>(text)).first;
+  return it->second->c_str();
+}
+
+template <typename Body>
+int withSetting(const char* what, const char* name, Body body) {
+  zps::StatusOr<const zps::Setting*> s = settingNamed(what, name);
+  if (!s.ok()) return report(s.status());
+  return report(body(**s));
+}
+
 // zps_declare's options from its C arguments.
 zps::StatusOr<zps::DeclareOptions> declareOptions(const char* name, const char* compressor, double compress_ratio) {
   zps::DeclareOptions options;
@@ -121,6 +151,50 @@ const char* zps_status_name(int code) {
 }
 
 const char* zps_version(void) { return ZPS_VERSION; }
+
+const char* zps_dtype_name(int dtype) {
+  auto type = dtypeOf(dtype);
+  return type ? keptString(zps::dtypeName(*type)) : nullptr;
+}
+
+int zps_setting_default(const char* name, const char** text) {
+  if (text == nullptr) return nullArgument("zps_setting_default", "text");
+  return withSetting("zps_setting_default", name, [&](const zps::Setting& s) {
+    *text = keptString(s.default_text);
+    return zps::Status::OK();
+  });
+}
+
+int zps_setting_variable(const char* name, const char** variable) {
+  if (variable == nullptr) return nullArgument("zps_setting_variable", "variable");
+  return withSetting("zps_setting_variable", name, [&](const zps::Setting& s) {
+    *variable = keptString(s.env.empty() ? std::string_view() : s.env.front());
+    return zps::Status::OK();
+  });
+}
+
+int zps_setting_range(const char* name, int64_t* min, int64_t* max) {
+  if (min == nullptr || max == nullptr) return nullArgument("zps_setting_range", "min or max");
+  return withSetting("zps_setting_range", name, [&](const zps::Setting& s) {
+    if (s.type != zps::SettingType::kInteger)
+      return zps::InvalidArgument("zps_setting_range: " + std::string(s.name) + " is not a whole number");
+    *min = s.min;
+    *max = s.max;
+    return zps::Status::OK();
+  });
+}
+
+int zps_setting_integer(const char* name, int64_t* value) {
+  if (value == nullptr) return nullArgument("zps_setting_integer", "value");
+  return withSetting("zps_setting_integer", name, [&](const zps::Setting& s) -> zps::Status {
+    if (s.type != zps::SettingType::kInteger || s.accepts_auto)
+      return zps::InvalidArgument("zps_setting_integer: " + std::string(s.name) + " is not a whole number");
+    zps::StatusOr<long long> n = zps::readInteger(zps::processEnv(), s);
+    if (!n.ok()) return n.status();
+    *value = *n;
+    return zps::Status::OK();
+  });
+}
 
 int zps_worker_create(zps_worker** out) {
   if (out == nullptr) return nullArgument("zps_worker_create", "out");

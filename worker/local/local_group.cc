@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "ps/common/settings.h"
 #include "worker/local/byte_lock.h"
 
 namespace zps {
@@ -111,12 +112,10 @@ StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::join(const Config& config, con
   std::snprintf(name, sizeof(name), "/zps-local-%u-%016llx", static_cast<unsigned>(getuid()),
                 static_cast<unsigned long long>(hash));
   std::unique_ptr<LocalGroup> group(new LocalGroup(config.local_rank, config.local_size));
-  if (const char* crash = std::getenv("ZPS_TEST_LOCAL_CRASH"); crash != nullptr && *crash != '\0') {
-    group->crash_rank_ = std::atoi(crash);
-  }
-  if (const char* slow = std::getenv("ZPS_TEST_LOCAL_SLOW_EXIT"); slow != nullptr && *slow != '\0') {
-    group->slow_exit_ = std::chrono::milliseconds(std::clamp(std::atol(slow), 0L, 60000L));
-  }
+  // Test hooks: settings like any other, read from this process's environment.
+  ZPS_RETURN_IF_ERROR(readInto(&group->crash_rank_, processEnv(), settings::kTestLocalCrash));
+  ZPS_ASSIGN_OR_RETURN(long long slow_exit_ms, readInteger(processEnv(), settings::kTestLocalSlowExit));
+  group->slow_exit_ = std::chrono::milliseconds(slow_exit_ms);
   ZPS_RETURN_IF_ERROR(group->attach(config, config.shm_dir + name));
   return group;
 }
