@@ -208,11 +208,13 @@ Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMe
 Status ParamStore::ensureRows(Table& t, const std::vector<uint64_t>& keys, bool force) {
   const uint64_t tick = ++clock_;
   std::vector<uint64_t> fresh;
+  uint64_t pinned = 0;  // rows of this request that exist: not evictable for it
   for (uint64_t k : keys) {
     const uint32_t slot = t.rows.find(k);
     if (slot == RowStore::kNoRow) {
       fresh.push_back(k);
     } else {
+      pinned += t.rows.lastUsed(slot) < tick ? 1 : 0;
       t.rows.touch(slot, tick);
     }
   }
@@ -221,7 +223,7 @@ Status ParamStore::ensureRows(Table& t, const std::vector<uint64_t>& keys, bool 
   fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
   const uint64_t bytes = fresh.size() * t.rows.rowBytes();
   const std::string what = std::to_string(fresh.size()) + " new rows of table '" + t.name + "'";
-  if (!makeRoom(bytes, tick, force))
+  if (!makeRoom(bytes, pinned * t.rows.rowBytes(), tick, force))
     return FailedPrecondition(what + " need " + std::to_string(bytes) + " bytes, more than ZPS_TABLE_MEMORY_BYTES=" +
                               std::to_string(budget_->tables().max_bytes) +
                               " leaves after evicting every row not in this request; raise it or add servers");
@@ -236,8 +238,13 @@ Status ParamStore::ensureRows(Table& t, const std::vector<uint64_t>& keys, bool 
   return Status::OK();
 }
 
-bool ParamStore::makeRoom(uint64_t bytes, uint64_t tick, bool force) {
+bool ParamStore::makeRoom(uint64_t bytes, uint64_t pinned_bytes, uint64_t tick, bool force) {
   if (budget_ == nullptr) return true;
+  // Evicting every row but the pinned ones would not make room: refuse before evicting any.
+  const uint64_t max = budget_->tables().max_bytes;
+  const uint64_t evictable = rows_charged_ - std::min(pinned_bytes, rows_charged_);
+  const uint64_t used = budget_->rowsUsed();
+  if (!force && max > 0 && (used - std::min(evictable, used)) + bytes > max) return false;
   while (!budget_->reserveRows(bytes)) {
     // The least recently used row of all this store's tables, if it was used before this request.
     Table* victim = nullptr;
@@ -526,8 +533,8 @@ Status ParamStore::writeCheckpoint(Table& t, uint64_t step) {
   TableRows copy;
   if (increment) {
     t.rows.copyRows(/*changed_only=*/true, &copy);
-    ZPS_RETURN_IF_ERROR(writeTableIncrement(place_, layout, copy.ref(), t.rows.removedSinceCheckpoint(),
-                                            t.last_written, step, keep_from));
+    ZPS_RETURN_IF_ERROR(writeTableIncrement(place_, layout, copy.ref(), t.rows.removedSinceCheckpoint(), t.last_written,
+                                            step, keep_from));
   } else if (t.rows.format() == RowFormat::kFloat32) {
     ZPS_RETURN_IF_ERROR(writeTableShard(place_, layout, t.rows.allRows32(), step, keep_from));
   } else {

@@ -99,7 +99,7 @@ class ParamStore {
     metrics::Gauge* rows_gauge = nullptr;
     metrics::Counter* created_metric = nullptr;
     metrics::Counter* evicted_metric = nullptr;
-    uint64_t completed = 0;                        // last applied round (sync)
+    uint64_t completed = 0;  // last applied round (sync)
     // Checkpoints: the newest step known to be complete (`latest` names it or a newer one: it was
     // restored, or a later checkpoint was asked for, which worker 0 does only after writing `latest`),
     // and the step of the last checkpoint asked for. Shards older than `committed` may go.
@@ -152,8 +152,9 @@ class ParamStore {
   // memory cap) it refuses them, unless `force` (a round already acknowledged: created anyway).
   Status ensureRows(Table& t, const std::vector<uint64_t>& keys, bool force = false);
   // Takes `bytes` of the table budget, evicting rows used before `tick` (least recently used first,
-  // over all of this store's tables) until they fit. False when they cannot.
-  bool makeRoom(uint64_t bytes, uint64_t tick, bool force);
+  // over all of this store's tables) until they fit. False, with nothing evicted, when evicting all
+  // but `pinned_bytes` (the request's own rows) would not make room.
+  bool makeRoom(uint64_t bytes, uint64_t pinned_bytes, uint64_t tick, bool force);
   void evictRow(Table& t, uint32_t slot);
   uint32_t createRow(Table& t, uint64_t key, uint64_t tick);
   // The row of a key ensureRows made sure of.
@@ -179,8 +180,8 @@ class ParamStore {
   const uint64_t max_shard_bytes_;
   MemoryBudget* const budget_;
   const RowFormat row_format_;
-  uint64_t clock_ = 0;            // one tick per request that touches rows (least-recently-used order)
-  uint64_t rows_charged_ = 0;     // of the table budget, given back when the store goes away
+  uint64_t clock_ = 0;                            // one tick per request that touches rows (least-recently-used order)
+  uint64_t rows_charged_ = 0;                     // of the table budget, given back when the store goes away
   uint64_t rows_created_ = 0, rows_evicted_ = 0;  // every table ever held, for counters()
 };
 

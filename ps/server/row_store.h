@@ -98,9 +98,9 @@ class RowStore {
   std::unordered_map<uint64_t, uint32_t> index_;  // key -> slot
   std::vector<uint64_t> keys_;
   std::vector<uint64_t> updates_;
-  std::vector<float> values_;      // float32 rows: slot x dim
+  std::vector<float> values_;       // float32 rows: slot x dim
   std::vector<uint16_t> values16_;  // float16 / bfloat16 rows: slot x dim
-  std::vector<float> state_;       // slot x state_floats x dim
+  std::vector<float> state_;        // slot x state_floats x dim
   std::vector<uint64_t> last_used_;
   std::vector<uint32_t> older_, newer_;  // the use list's links (kNoRow at its ends)
   std::vector<uint8_t> flags_;

@@ -20,6 +20,7 @@
 #include "kernels/reducer_factory.h"
 #include "ps/common/bounded_queue.h"
 #include "ps/common/checkpoint_dir.h"
+#include "ps/common/process_stats.h"
 #include "ps/node/auth.h"
 #include "ps/node/job_layout.h"
 #include "ps/node/metrics.h"
@@ -51,8 +52,7 @@ class Server {
       : config_(config),
         auth_(std::move(auth)),
         memory_(config.server_max_bytes,
-                TableRowPolicy{config.table_memory_bytes,
-                               rowFormatOf(config.table_row_format)}) {
+                TableRowPolicy{config.table_memory_bytes, rowFormatOf(config.table_row_format)}) {
     TransportOptions options;
     applyTransportSecurity(config, auth_, &options);
     options.name = "server";
@@ -212,7 +212,8 @@ class Server {
       LOG(INFO) << "server " << rank_ << ": param tables: " << total.table_rows << " rows held, " << total.rows_pulled
                 << " rows pulled, " << total.rows_pushed << " rows pushed, " << total.bytes_in + total.bytes_out
                 << " bytes moved (" << total.bytes_in << " in, " << total.bytes_out << " out), " << total.rows_created
-                << " rows created, " << total.rows_evicted << " evicted";
+                << " rows created, " << total.rows_evicted << " evicted; peak resident memory " << peakRssBytes()
+                << " bytes";
     }
     if (malformed_ > 0)
       LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";

@@ -87,8 +87,8 @@ StatusOr<ShardPayload> parseShard(const std::string& path, const CheckpointFile&
     uint64_t removed = 0;
     if (!r.get(&shard.previous) || !r.get(&removed)) return InvalidArgument(bad + "truncated increment");
     if (shard.previous == 0 || shard.previous >= writer.step)
-      return InvalidArgument(bad + "the increment at step " + std::to_string(writer.step) +
-                             " builds on step " + std::to_string(shard.previous) + ", not an earlier one");
+      return InvalidArgument(bad + "the increment at step " + std::to_string(writer.step) + " builds on step " +
+                             std::to_string(shard.previous) + ", not an earlier one");
     if (removed > r.remaining() / sizeof(uint64_t))
       return InvalidArgument(bad + "removed count " + std::to_string(removed) + " does not match its size");
     shard.removed.resize(removed);
@@ -301,8 +301,7 @@ Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const
 }
 
 Status writeTableIncrement(const ShardPlace& place, const TableLayout& layout, const TableRowsRef& changed,
-                           const std::vector<uint64_t>& removed, uint64_t previous, uint64_t step,
-                           uint64_t keep_from) {
+                           const std::vector<uint64_t>& removed, uint64_t previous, uint64_t step, uint64_t keep_from) {
   if (previous == 0 || previous >= step)
     return InvalidArgument("an increment at step " + std::to_string(step) + " cannot build on step " +
                            std::to_string(previous));

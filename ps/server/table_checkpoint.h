@@ -76,8 +76,7 @@ Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const
 // Writes this server's increment at `step` over its checkpoint at `previous` (< step): the rows that
 // changed since and the keys removed since; then removes shards as writeTableShard does.
 Status writeTableIncrement(const ShardPlace& place, const TableLayout& layout, const TableRowsRef& changed,
-                           const std::vector<uint64_t>& removed, uint64_t previous, uint64_t step,
-                           uint64_t keep_from);
+                           const std::vector<uint64_t>& removed, uint64_t previous, uint64_t step, uint64_t keep_from);
 
 // The longest chain of increments a restore follows.
 constexpr uint32_t kMaxCheckpointIncrements = 1000;

@@ -51,7 +51,8 @@ class TableDriver {
     return 0.0625f * static_cast<float>((key * 7 + round * 3 + j) % 11) - 0.25f;
   }
 
-  // One round: pushes a gradient for each of `keys`, which applies the round. The reply.
+  // One round: pushes a gradient for each of `keys`, which applies the round. The reply (an error
+  // leaves the round to a later push).
   Outgoing push(const std::vector<uint64_t>& keys) {
     ++round_;
     std::vector<float> grads(keys.size() * options_.dim);
@@ -59,7 +60,9 @@ class TableDriver {
       for (uint32_t j = 0; j < options_.dim; ++j) grads[i * options_.dim + j] = grad(keys[i], round_, j);
     auto m = message(pb::CMD_PUSH_ROWS, round_, keys);
     m.payload = Blob::copyOf(grads.data(), grads.size() * sizeof(float));
-    return handle(m);
+    Outgoing reply = handle(m);
+    if (reply.header.command() != pb::CMD_REPLY) --round_;  // refused: the round is still to come
+    return reply;
   }
 
   // The rows of `keys` as of the last applied round (a pull of the next round).
