@@ -1,5 +1,6 @@
 #include "ps/server/table_checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -129,24 +130,22 @@ class ChainRows {
     for (uint64_t key : shard.removed) {
       auto it = at_.find(key);
       if (it == at_.end()) continue;  // evicted before the previous checkpoint saw it change: nothing to undo
-      alive_[it->second] = false;
+      const size_t slot = it->second;
       at_.erase(it);
-      --alive_count_;
+      removeRow(slot);
     }
     for (uint64_t i = 0; i < shard.count; ++i) {
       const char* row = shard.rows + i * shard.per_row;
       const uint64_t key = shard.keyAt(i);
       auto [it, fresh] = at_.try_emplace(key, rows_.keys.size());
       if (fresh) {
-        if ((alive_count_ + 1) * shard.per_row > max_bytes_)
+        if ((rows_.keys.size() + 1) * shard.per_row > max_bytes_)
           return InvalidArgument("checkpoint " + path + ": the chain of increments holds more than " +
                                  std::to_string(max_bytes_) + " bytes of rows");
         rows_.keys.push_back(key);
         rows_.steps.push_back(0);
         rows_.values.resize(rows_.values.size() + dim_);
         rows_.state.resize(rows_.state.size() + state_count_);
-        alive_.push_back(true);
-        ++alive_count_;
       } else if (!shard.increment) {
         return InvalidArgument("row " + std::to_string(key) + " appears twice in the checkpoint (" + path + ")");
       }
@@ -167,14 +166,13 @@ class ChainRows {
       return serverOfRow(key, static_cast<int>(place.num_servers)) == static_cast<int>(place.server_rank);
     };
     uint64_t owned = 0;
-    for (size_t i = 0; i < rows_.keys.size(); ++i) owned += alive_[i] && mine(rows_.keys[i]) ? 1 : 0;
+    for (size_t i = 0; i < rows_.keys.size(); ++i) owned += mine(rows_.keys[i]) ? 1 : 0;
     ZPS_RETURN_IF_ERROR(reserve(owned));
     out->keys.reserve(out->keys.size() + owned);
     out->steps.reserve(out->steps.size() + owned);
     out->values.reserve(out->values.size() + owned * dim_);
     out->state.reserve(out->state.size() + owned * state_count_);
     for (size_t i = 0; i < rows_.keys.size(); ++i) {
-      if (!alive_[i]) continue;
       if (!mine(rows_.keys[i])) {
         ++report->rows_skipped;
         continue;
@@ -192,10 +190,25 @@ class ChainRows {
   const size_t dim_;
   const size_t state_count_;
   const uint64_t max_bytes_;
+  // The last row takes the removed row's place, so the rows stay dense and bounded by max_bytes_
+  // however many times a chain evicts and re-creates them.
+  void removeRow(size_t slot) {
+    const size_t last = rows_.keys.size() - 1;
+    if (slot != last) {
+      rows_.keys[slot] = rows_.keys[last];
+      rows_.steps[slot] = rows_.steps[last];
+      std::copy_n(rows_.values.begin() + last * dim_, dim_, rows_.values.begin() + slot * dim_);
+      std::copy_n(rows_.state.begin() + last * state_count_, state_count_, rows_.state.begin() + slot * state_count_);
+      at_[rows_.keys[slot]] = slot;
+    }
+    rows_.keys.pop_back();
+    rows_.steps.pop_back();
+    rows_.values.resize(rows_.values.size() - dim_);
+    rows_.state.resize(rows_.state.size() - state_count_);
+  }
+
   TableRows rows_;
-  std::vector<bool> alive_;
-  std::unordered_map<uint64_t, size_t> at_;
-  uint64_t alive_count_ = 0;
+  std::unordered_map<uint64_t, size_t> at_;  // key -> its row in rows_
 };
 
 // Reads old shard `expected.server_rank` at `expected.step` with the chain it needs into `rows`.

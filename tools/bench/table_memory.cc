@@ -133,16 +133,6 @@ Result streamIds(uint64_t ids, uint64_t budget_bytes, RowFormat format, kernels:
   return r;
 }
 
-const char* optimizerName(kernels::OptimizerKind k) {
-  switch (k) {
-    case kernels::OptimizerKind::kSgd: return "sgd";
-    case kernels::OptimizerKind::kMomentum: return "momentum";
-    case kernels::OptimizerKind::kAdam: return "adam";
-    case kernels::OptimizerKind::kAdagrad: return "adagrad";
-  }
-  return "?";
-}
-
 void print(const char* mode, uint64_t ids, uint64_t budget, RowFormat format, kernels::OptimizerKind optimizer,
            const Result& r) {
   const uint64_t charged =
@@ -153,7 +143,7 @@ void print(const char* mode, uint64_t ids, uint64_t budget, RowFormat format, ke
       "\"charged_per_row\":%llu,\"resident_added\":%llu,\"resident_per_row\":%.1f,\"ids_per_sec\":%.0f,"
       "\"ok\":%s}\n",
       mode, static_cast<unsigned long long>(ids), static_cast<unsigned long long>(budget), rowFormatName(format),
-      optimizerName(optimizer), kDim, static_cast<unsigned long long>(r.table.rows),
+      kernels::optimizerName(optimizer), kDim, static_cast<unsigned long long>(r.table.rows),
       static_cast<unsigned long long>(r.table.created), static_cast<unsigned long long>(r.table.evicted),
       static_cast<unsigned long long>(r.table.bytes), static_cast<unsigned long long>(charged),
       static_cast<unsigned long long>(r.rss_added),
@@ -209,15 +199,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "zps-table-memory: %s\n", format.status().message().c_str());
     return 2;
   }
-  kernels::OptimizerKind optimizer = kernels::OptimizerKind::kAdam;
-  if (argc > 5) {
-    bool known = false;
-    for (auto k : all)
-      if (std::string(optimizerName(k)) == argv[5]) optimizer = k, known = true;
-    if (!known) return usage();
+  auto optimizer = kernels::optimizerFromName(argc > 5 ? argv[5] : "adam");
+  if (!optimizer.ok()) {
+    std::fprintf(stderr, "zps-table-memory: %s\n", optimizer.status().message().c_str());
+    return 2;
   }
-  const Result r = streamIds(ids, budget, *format, optimizer);
-  print("stream", ids, budget, *format, optimizer, r);
+  const Result r = streamIds(ids, budget, *format, *optimizer);
+  print("stream", ids, budget, *format, *optimizer, r);
   return r.ok ? 0 : 1;
 }
 

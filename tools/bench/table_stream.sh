@@ -11,10 +11,10 @@ IDS=${1:-2000000}
 BUDGET=${2:-33554432}
 FORMAT=${3:-float32}
 DIM=16
-# Adam: 2 state floats per value; values 4 bytes (float32) or 2; 80 bytes of bookkeeping a row.
+# Adam: 2 state floats per value; values 4 bytes (float32) or 2; 96 bytes of bookkeeping a row.
 VALUE_BYTES=4
 [ "$FORMAT" = float32 ] || VALUE_BYTES=2
-ROW_BYTES=$((DIM * VALUE_BYTES + 2 * DIM * 4 + 80))
+ROW_BYTES=$((DIM * VALUE_BYTES + 2 * DIM * 4 + 96))
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 start=$SECONDS
