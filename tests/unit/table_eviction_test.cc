@@ -1,14 +1,17 @@
 // Server tables that outgrow memory (ps/server/param_store.h, row_store.h): under ZPS_TABLE_MEMORY_BYTES
 // the least recently used row is evicted and comes back, when touched again, exactly at its initial
 // value; a stream of ever-new ids (any 64-bit value) holds the budget with every eviction counted; a
-// request that cannot fit is refused and the store keeps serving; float16 and bfloat16 rows hold
-// exactly the float32 result rounded to nearest even, with float32 optimizer state.
+// request that cannot fit is refused and the store keeps serving; the metrics endpoint counts rows held,
+// created and evicted per table; float16 and bfloat16 rows hold exactly the float32 result rounded to
+// nearest even, with float32 optimizer state.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/optimizer.h"
 #include "kernels/reducer.h"
+#include "ps/node/metrics.h"
 #include "ps/server/param_store.h"
 #include "tests/unit/table_store_fixture.h"
 
@@ -48,6 +51,14 @@ bool sameBits(const std::vector<float>& a, const float* b) {
 
 const uint64_t kRowBytes = RowStore::rowBytes(kDim, 0, RowFormat::kFloat32);
 
+// A series of table 'emb' on this process's metrics endpoint (0 when absent).
+double tableMetric(const std::string& name) {
+  const std::string text = metrics::metrics().exposition();
+  const std::string series = name + "{table=\"emb\"} ";
+  const size_t at = text.find(series);
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size()));
+}
+
 TEST_CASE("server tables: the least recently used row is evicted and returns at its initial value") {
   MemoryBudget budget(kLargeCap, TableRowPolicy{4 * kRowBytes, RowFormat::kFloat32});
   TableDriver t(ShardPlace{}, &budget);
@@ -86,6 +97,8 @@ TEST_CASE("server tables: the least recently used row is evicted and returns at 
 TEST_CASE("server tables: a stream of new ids holds the budget, every eviction counted") {
   constexpr uint64_t kRowsBudget = 1000;
   MemoryBudget budget(kLargeCap, TableRowPolicy{kRowsBudget * kRowBytes, RowFormat::kFloat32});
+  const double created_before = tableMetric("zps_server_table_rows_created_total");
+  const double evicted_before = tableMetric("zps_server_table_rows_evicted_total");
   TableDriver t(ShardPlace{}, &budget);
   uint64_t next = 0x9E3779B97F4A7C15ull;
   uint64_t pushed = 0;
@@ -103,6 +116,10 @@ TEST_CASE("server tables: a stream of new ids holds the budget, every eviction c
   CHECK(t.counts().rows == kRowsBudget);
   CHECK(t.counts().evicted == 30000 - kRowsBudget);
   CHECK(t.counts().bytes == kRowsBudget * kRowBytes);
+  // The metrics endpoint shows the same counts (no other store of a table 'emb' is alive now).
+  CHECK(tableMetric("zps_server_table_rows") == kRowsBudget);
+  CHECK(tableMetric("zps_server_table_rows_created_total") - created_before == 30000);
+  CHECK(tableMetric("zps_server_table_rows_evicted_total") - evicted_before == 30000 - kRowsBudget);
 }
 
 TEST_CASE("server tables: a request larger than the whole budget is refused and the store keeps serving") {
