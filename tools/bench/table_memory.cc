@@ -14,6 +14,7 @@
 //
 // Each prints one JSON object per line (docs/tables.md reports them). Rows go through asynchronous
 // pushes of 4096 ids with dim 16 (the DLRM shape), so the optimizer runs on every row.
+#include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,8 +43,10 @@ uint64_t splitmix64(uint64_t x) {
   return z ^ (z >> 31);
 }
 
-// Resident memory now (VmRSS), in bytes.
+// Resident memory now (VmRSS), in bytes, after the allocator has given back the pages it holds free:
+// arrays that grew left their old copies in the heap, which is the allocator's, not the rows'.
 uint64_t residentBytes() {
+  malloc_trim(0);
   FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;
   unsigned long long pages = 0, resident = 0;
