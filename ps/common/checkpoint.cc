@@ -216,7 +216,8 @@ Status openCheckpoint(const std::string& path, OpenCheckpoint* f) {
     return InvalidArgument(bad + "format version " + std::to_string(version) + ", this zps reads version " +
                            std::to_string(kVersion));
   if (kind != static_cast<uint32_t>(CheckpointKind::kDenseModel) &&
-      kind != static_cast<uint32_t>(CheckpointKind::kParamTable))
+      kind != static_cast<uint32_t>(CheckpointKind::kParamTable) &&
+      kind != static_cast<uint32_t>(CheckpointKind::kParamTableIncrement))
     return InvalidArgument(bad + "unknown kind " + std::to_string(kind));
   f->shape.kind = static_cast<CheckpointKind>(kind);
   if (name_len > kMaxCheckpointTableName || name_len > size - kFixedHead - kFixedTail)

@@ -2,7 +2,8 @@
 // Format (little-endian), version 2:
 //   8 bytes  magic "ZPSCKPT1"
 //   4 bytes  format version (2)
-//   4 bytes  kind (what the payload is: 1 = dense model, 2 = param table shard)
+//   4 bytes  kind (what the payload is: 1 = dense model, 2 = param table shard, 3 = param table
+//            increment: the rows changed since an earlier shard, ps/server/table_checkpoint.h)
 //   8 bytes  step (the training step the state belongs to)
 //   4 bytes  server rank of the writer (0xFFFFFFFF: no server, the dense model)
 //   4 bytes  number of servers of the job that wrote it
@@ -27,7 +28,7 @@
 
 namespace zps {
 
-enum class CheckpointKind : uint32_t { kDenseModel = 1, kParamTable = 2 };
+enum class CheckpointKind : uint32_t { kDenseModel = 1, kParamTable = 2, kParamTableIncrement = 3 };
 
 constexpr uint32_t kNoServer = 0xFFFFFFFFu;
 constexpr uint32_t kMaxCheckpointTableName = 4096;

@@ -138,6 +138,9 @@ StatusOr<Config> loadConfig(const EnvLookup& env, std::optional<Role> role) {
   if (c.role == Role::kServer && c.server_max_bytes > memory)
     return InvalidArgument("ZPS_SERVER_MAX_BYTES=" + std::to_string(c.server_max_bytes) + " exceeds this machine's " +
                            std::to_string(memory) + " bytes of memory; set it lower, or 0 for half of the memory");
+  ZPS_RETURN_IF_ERROR(readInto(&c.table_memory_bytes, env, settings::kTableMemoryBytes));
+  ZPS_ASSIGN_OR_RETURN(c.table_row_format, readText(env, settings::kTableRowFormat));
+  ZPS_RETURN_IF_ERROR(readInto(&c.table_checkpoint_increments, env, settings::kTableCheckpointIncrements));
   ZPS_RETURN_IF_ERROR(loadCompression(env, c));
   if (c.partition_bytes > c.max_message_bytes)
     return InvalidArgument("ZPS_PARTITION_BYTES (" + std::to_string(c.partition_bytes) +

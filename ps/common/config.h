@@ -125,6 +125,12 @@ struct Config {
   // ZPS_SERVER_MAX_BYTES: what one server may hold for keys and table rows; past it new keys and rows
   // are refused. Default: half of this machine's (or container's) memory.
   uint64_t server_max_bytes = integerDefault(settings::kServerMaxBytes);
+  // Server tables (docs/tables.md): ZPS_TABLE_MEMORY_BYTES (0: no limit) before the least recently used
+  // rows are evicted, ZPS_TABLE_ROW_FORMAT (float32, float16, bfloat16), and
+  // ZPS_TABLE_CHECKPOINT_INCREMENTS: checkpoints written as increments after each full one.
+  uint64_t table_memory_bytes = integerDefault(settings::kTableMemoryBytes);
+  std::string table_row_format{settings::kTableRowFormat.default_text};
+  uint32_t table_checkpoint_increments = integerDefault(settings::kTableCheckpointIncrements);
 
   // Gradient compression (include/zps/compression.h): the compressor of float32 tensors declared without
   // one, the share of elements topk/randomk send, and the smallest tensor ZPS_COMPRESSOR compresses.

@@ -25,4 +25,13 @@ Status MemoryBudget::reserve(uint64_t bytes, const std::string& what) {
   return FailedPrecondition(message);
 }
 
+bool MemoryBudget::reserveRows(uint64_t bytes, bool force) {
+  uint64_t used = rows_used_.load();
+  for (;;) {
+    const bool fits = tables_.max_bytes == 0 || (bytes <= tables_.max_bytes && used <= tables_.max_bytes - bytes);
+    if (!fits && !force) return false;
+    if (rows_used_.compare_exchange_weak(used, used + bytes)) return true;
+  }
+}
+
 }  // namespace zps

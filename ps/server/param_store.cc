@@ -18,24 +18,51 @@ std::vector<uint64_t> keysOf(const wire::DataMessage& msg) {
   return keys;
 }
 
-// A table or row also costs its index entries; 1 KiB per table and 48 bytes per row stand for them.
+// A table also costs its index entries and bookkeeping; 1 KiB stands for them.
 constexpr uint64_t kTableOverhead = 1024;
-constexpr uint64_t kRowOverhead = 48;
-
-uint64_t rowBytes(uint32_t dim, size_t state_floats) { return (1 + state_floats) * dim * sizeof(float) + kRowOverhead; }
 
 }  // namespace
+
+ParamStore::~ParamStore() {
+  for (auto& [key, t] : tables_)
+    if (t.rows_gauge != nullptr) t.rows_gauge->add(-static_cast<double>(t.rows.size()));
+  if (budget_ != nullptr) budget_->releaseRows(rows_charged_);
+}
 
 ParamCounters ParamStore::counters() const {
   ParamCounters c = counters_;
   c.table_rows = 0;
-  for (const auto& [k, t] : tables_) c.table_rows += t.keys.size();
+  for (const auto& [k, t] : tables_) c.table_rows += t.rows.size();
+  c.rows_created = rows_created_;
+  c.rows_evicted = rows_evicted_;
   return c;
+}
+
+std::map<std::string, TableCounts> ParamStore::tableCounts() const {
+  std::map<std::string, TableCounts> all;
+  for (const auto& [k, t] : tables_) {
+    TableCounts c = t.counts;
+    c.rows = t.rows.size();
+    c.bytes = c.rows * t.rows.rowBytes();
+    all[t.name] = c;
+  }
+  return all;
+}
+
+void ParamStore::registerMetrics(Table& t) {
+  auto& m = metrics::metrics();
+  const metrics::Labels l{{"table", t.name}};
+  t.rows_gauge = &m.gauge("zps_server_table_rows", "Table rows this server holds", l);
+  t.created_metric =
+      &m.counter("zps_server_table_rows_created_total", "Table rows created on first touch (again after eviction)", l);
+  t.evicted_metric = &m.counter("zps_server_table_rows_evicted_total",
+                                "Table rows evicted to keep ZPS_TABLE_MEMORY_BYTES (re-created on next touch)", l);
+  t.rows_gauge->add(static_cast<double>(t.rows.size()));
 }
 
 void ParamStore::checkpointAll() {
   if (place_.dir.empty()) return;
-  for (const auto& [key, t] : tables_) {
+  for (auto& [key, t] : tables_) {
     if (t.async || t.completed == 0) continue;
     Status s = writeCheckpoint(t, t.completed);
     if (!s.ok()) LOG(ERROR) << "server " << server_rank_ << ": final checkpoint of '" << t.name << "': " << s.message();
@@ -165,6 +192,7 @@ Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMe
   t.async = h.async();
   t.local_size = local_size;
   t.state_floats = kernels::optimizerStateFloats(t.optimizer.kind);
+  t.rows = RowStore(t.dim, static_cast<uint32_t>(t.state_floats), row_format_);
   if (h.restore_step() > 0) {
     Status restored = restore(t, h.restore_step());
     if (!restored.ok()) {
@@ -173,44 +201,118 @@ Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMe
       return restored;
     }
   }
-  tables_.emplace(key, std::move(t));
+  registerMetrics(tables_.emplace(key, std::move(t)).first->second);
   return Status::OK();
 }
 
-Status ParamStore::ensureRows(Table& t, const std::vector<uint64_t>& keys) {
+Status ParamStore::ensureRows(Table& t, const std::vector<uint64_t>& keys, bool force) {
+  const uint64_t tick = ++clock_;
   std::vector<uint64_t> fresh;
-  for (uint64_t k : keys)
-    if (t.index.count(k) == 0) fresh.push_back(k);
+  uint64_t pinned = 0;  // rows of this request that exist: not evictable for it
+  for (uint64_t k : keys) {
+    const uint32_t slot = t.rows.find(k);
+    if (slot == RowStore::kNoRow) {
+      fresh.push_back(k);
+    } else {
+      pinned += t.rows.lastUsed(slot) < tick ? 1 : 0;
+      t.rows.touch(slot, tick);
+    }
+  }
   if (fresh.empty()) return Status::OK();
   std::sort(fresh.begin(), fresh.end());
   fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
-  ZPS_RETURN_IF_ERROR(memory_.take(fresh.size() * rowBytes(t.dim, t.state_floats),
-                                   std::to_string(fresh.size()) + " new rows of table '" + t.name + "'"));
-  for (uint64_t k : fresh) rowSlot(t, k);
+  const uint64_t bytes = fresh.size() * t.rows.rowBytes();
+  const std::string what = std::to_string(fresh.size()) + " new rows of table '" + t.name + "'";
+  if (!makeRoom(bytes, pinned * t.rows.rowBytes(), tick, force))
+    return FailedPrecondition(what + " need " + std::to_string(bytes) + " bytes, more than ZPS_TABLE_MEMORY_BYTES=" +
+                              std::to_string(budget_->tables().max_bytes) +
+                              " leaves after evicting every row not in this request; raise it or add servers");
+  if (force) {
+    memory_.takeAnyway(bytes);
+  } else if (Status s = memory_.take(bytes, what); !s.ok()) {
+    if (budget_ != nullptr) budget_->releaseRows(bytes);
+    rows_charged_ -= bytes;
+    return s;
+  }
+  for (uint64_t k : fresh) createRow(t, k, tick);
   return Status::OK();
 }
 
-uint32_t ParamStore::rowSlot(Table& t, uint64_t key) {
-  auto it = t.index.find(key);
-  if (it != t.index.end()) return it->second;
-  uint32_t slot = static_cast<uint32_t>(t.keys.size());
-  t.index.emplace(key, slot);
-  t.keys.push_back(key);
-  t.steps.push_back(0);
-  size_t base = t.values.size();
-  t.values.resize(base + t.dim);
-  // Deterministic: the same (seed, key) gives the same row on any server, whatever the arrival order.
-  kernels::initEmbeddingRow(key, t.init_seed, t.init_scale, t.values.data() + base, t.dim);
-  size_t sbase = t.state.size();
-  t.state.resize(sbase + t.state_floats * t.dim);
-  if (t.state_floats > 0) kernels::initOptimizerState(t.optimizer, t.state.data() + sbase, t.dim);
+bool ParamStore::makeRoom(uint64_t bytes, uint64_t pinned_bytes, uint64_t tick, bool force) {
+  if (budget_ == nullptr) return true;
+  // Evicting every row but the pinned ones would not make room: refuse before evicting any.
+  const uint64_t max = budget_->tables().max_bytes;
+  const uint64_t evictable = rows_charged_ - std::min(pinned_bytes, rows_charged_);
+  const uint64_t used = budget_->rowsUsed();
+  if (!force && max > 0 && (used - std::min(evictable, used)) + bytes > max) return false;
+  while (!budget_->reserveRows(bytes)) {
+    // The least recently used row of all this store's tables, if it was used before this request.
+    Table* victim = nullptr;
+    uint64_t oldest = tick;
+    for (auto& [key, t] : tables_) {
+      const uint32_t slot = t.rows.leastRecentlyUsed();
+      if (slot != RowStore::kNoRow && t.rows.lastUsed(slot) < oldest) {
+        oldest = t.rows.lastUsed(slot);
+        victim = &t;
+      }
+    }
+    if (victim == nullptr) {
+      if (!force) return false;
+      budget_->reserveRows(bytes, /*force=*/true);
+      break;
+    }
+    evictRow(*victim, victim->rows.leastRecentlyUsed());
+  }
+  rows_charged_ += bytes;
+  return true;
+}
+
+void ParamStore::evictRow(Table& t, uint32_t slot) {
+  const uint64_t bytes = t.rows.rowBytes();
+  t.rows.remove(slot);
+  if (budget_ != nullptr) budget_->releaseRows(bytes);
+  rows_charged_ -= bytes;
+  memory_.give(bytes);
+  ++t.counts.evicted;
+  ++rows_evicted_;
+  t.evicted_metric->inc();
+  t.rows_gauge->add(-1);
+}
+
+uint32_t ParamStore::createRow(Table& t, uint64_t key, uint64_t tick) {
+  // Deterministic: the same (seed, key) gives the same row on any server, whatever the arrival order,
+  // and a row evicted and touched again starts over exactly as it first did.
+  std::vector<float> values(t.dim);
+  kernels::initEmbeddingRow(key, t.init_seed, t.init_scale, values.data(), t.dim);
+  std::vector<float> state(t.state_floats * t.dim);
+  if (t.state_floats > 0) kernels::initOptimizerState(t.optimizer, state.data(), t.dim);
+  ++t.counts.created;
+  ++rows_created_;
+  if (t.created_metric != nullptr) {
+    t.created_metric->inc();
+    t.rows_gauge->add(1);
+  }
+  return t.rows.add(key, values.data(), state.data(), 0, tick);
+}
+
+uint32_t ParamStore::slotOf(const Table& t, uint64_t key) const {
+  const uint32_t slot = t.rows.find(key);
+  CHECK_NE(slot, RowStore::kNoRow) << "row " << key << " of table '" << t.name << "' was not ensured";
   return slot;
 }
 
 void ParamStore::applyRow(Table& t, uint64_t key, const float* grad) {
-  uint32_t slot = rowSlot(t, key);
-  kernels::applyOptimizer(t.optimizer, t.values.data() + size_t{slot} * t.dim,
-                          t.state.data() + size_t{slot} * t.state_floats * t.dim, grad, t.dim, ++t.steps[slot]);
+  const uint32_t slot = slotOf(t, key);
+  const uint64_t step = t.rows.nextUpdate(slot);
+  if (t.rows.format() == RowFormat::kFloat32) {
+    kernels::applyOptimizer(t.optimizer, t.rows.values32() + size_t{slot} * t.dim, t.rows.state(slot), grad, t.dim,
+                            step);
+    return;
+  }
+  std::vector<float> row(t.dim);
+  t.rows.readValues(slot, row.data());
+  kernels::applyOptimizer(t.optimizer, row.data(), t.rows.state(slot), grad, t.dim, step);
+  t.rows.writeValues(slot, row.data());
 }
 
 Status ParamStore::push(Table& t, int worker, uint32_t local_rank, const wire::DataMessage& msg) {
@@ -300,6 +402,14 @@ void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out)
     ordered.reserve(sums.size());
     for (const auto& entry : sums) ordered.push_back(&entry);
     std::sort(ordered.begin(), ordered.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+    // Rows evicted since their push are created again (the round was acknowledged: past the budget
+    // if nothing else can go).
+    std::vector<uint64_t> round_keys;
+    round_keys.reserve(ordered.size());
+    for (const auto* entry : ordered) round_keys.push_back(entry->first);
+    if (Status s = ensureRows(t, round_keys, /*force=*/true); !s.ok()) {
+      LOG_FIRST_N(ERROR, 10) << "server " << server_rank_ << ": table '" << t.name << "': " << s.message();
+    }
     // One batch per round, so an engine on the GPU updates all of its rows in one pass.
     std::vector<uint32_t> slots;
     std::vector<uint64_t> steps;
@@ -308,30 +418,58 @@ void ParamStore::applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out)
     steps.reserve(ordered.size());
     grads.reserve(ordered.size() * t.dim);
     for (const auto* entry : ordered) {
-      const uint32_t slot = rowSlot(t, entry->first);
+      const uint32_t slot = slotOf(t, entry->first);
       slots.push_back(slot);
-      steps.push_back(++t.steps[slot]);
+      steps.push_back(t.rows.nextUpdate(slot));
       grads.insert(grads.end(), entry->second.begin(), entry->second.end());
     }
-    bool applied = false;
-    if (engine_ != nullptr) {
-      const Status s = engine_->applyRows(t.optimizer, t.dim, slots.size(), slots.data(), steps.data(), grads.data(),
-                                          t.values.data(), t.state.data());
-      // The engine leaves the rows untouched when it fails; the CPU then applies the round.
-      if (!s.ok()) {
-        LOG_FIRST_N(WARNING, 10) << "server " << server_rank_ << ": table '" << t.name << "': the " << engine_->name()
-                                 << " engine failed (" << s.message() << "); applying the round on the CPU";
-      }
-      applied = s.ok();
-    }
-    if (!applied) {
-      kernels::applyOptimizerRows(t.optimizer, t.dim, slots.size(), slots.data(), steps.data(), grads.data(),
-                                  t.values.data(), t.state.data());
-    }
+    applyBatch(t, slots, steps, grads);
     t.completed = it->first;
     t.open.erase(it);
   }
   serveParked(key, t, out);
+}
+
+void ParamStore::applyBatch(Table& t, const std::vector<uint32_t>& slots, const std::vector<uint64_t>& steps,
+                            const std::vector<float>& grads) {
+  // Float32 rows are updated in place; 16-bit rows are widened into a batch of their own (the state
+  // with them, as the kernels index both by slot), updated, and rounded back.
+  const bool in_place = t.rows.format() == RowFormat::kFloat32;
+  const size_t state_count = t.state_floats * t.dim;
+  std::vector<uint32_t> batch_slots;
+  std::vector<float> values, state;
+  if (!in_place) {
+    batch_slots.resize(slots.size());
+    values.resize(slots.size() * t.dim);
+    state.resize(slots.size() * state_count);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      batch_slots[i] = static_cast<uint32_t>(i);
+      t.rows.readValues(slots[i], values.data() + i * t.dim);
+      std::copy_n(t.rows.state(slots[i]), state_count, state.data() + i * state_count);
+    }
+  }
+  const uint32_t* at = in_place ? slots.data() : batch_slots.data();
+  float* value_base = in_place ? t.rows.values32() : values.data();
+  float* state_base = in_place ? t.rows.stateData() : state.data();
+  bool applied = false;
+  if (engine_ != nullptr) {
+    const Status s =
+        engine_->applyRows(t.optimizer, t.dim, slots.size(), at, steps.data(), grads.data(), value_base, state_base);
+    // The engine leaves the rows untouched when it fails; the CPU then applies the round.
+    if (!s.ok()) {
+      LOG_FIRST_N(WARNING, 10) << "server " << server_rank_ << ": table '" << t.name << "': the " << engine_->name()
+                               << " engine failed (" << s.message() << "); applying the round on the CPU";
+    }
+    applied = s.ok();
+  }
+  if (!applied)
+    kernels::applyOptimizerRows(t.optimizer, t.dim, slots.size(), at, steps.data(), grads.data(), value_base,
+                                state_base);
+  if (in_place) return;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    t.rows.writeValues(slots[i], values.data() + i * t.dim);
+    std::copy_n(state.data() + i * state_count, state_count, t.rows.state(slots[i]));
+  }
 }
 
 void ParamStore::serveParked(uint64_t /*key*/, Table& t, std::vector<Outgoing>* out) {
@@ -358,8 +496,7 @@ void ParamStore::pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const s
   auto buf = std::make_shared<AlignedBuffer>(keys.size() * t.dim * sizeof(float));
   auto* rows = reinterpret_cast<float*>(buf->data());
   for (size_t i = 0; i < keys.size(); ++i) {
-    uint32_t slot = rowSlot(t, keys[i]);
-    std::memcpy(rows + i * t.dim, t.values.data() + size_t{slot} * t.dim, t.dim * sizeof(float));
+    t.rows.readValues(slotOf(t, keys[i]), rows + i * t.dim);
   }
   counters_.rows_pulled += keys.size();
   counters_.bytes_out += buf->size();
@@ -380,52 +517,110 @@ Status ParamStore::checkpointRequested(Table& t, uint64_t step) {
   return writeCheckpoint(t, step);
 }
 
-Status ParamStore::writeCheckpoint(const Table& t, uint64_t step) {
+Status ParamStore::writeCheckpoint(Table& t, uint64_t step) {
   const TableLayout layout = layoutOf(t);
-  const TableRowsRef rows{t.keys, t.steps, t.values, t.state};
-  ZPS_RETURN_IF_ERROR(writeTableShard(place_, layout, rows, step, t.committed));
-  LOG(INFO) << "server " << server_rank_ << ": checkpointed table '" << t.name << "' (" << t.keys.size()
-            << " rows, checksum " << std::hex << tableRowsChecksum(layout, rows) << std::dec << ") at step " << step;
+  // An increment builds on this server's previous shard, up to ZPS_TABLE_CHECKPOINT_INCREMENTS in a
+  // row; a second checkpoint of the same step (SIGTERM's) is written whole.
+  const bool increment = place_.checkpoint_increments > 0 && t.last_written != 0 && step > t.last_written &&
+                         t.increments < place_.checkpoint_increments;
+  // Retention keeps the chain `committed` needs, from its full shard on. A committed step without a
+  // known chain (restored from another number of servers) keeps everything.
+  uint64_t keep_from = 0;
+  if (t.committed != 0) {
+    auto base = t.chain_base.find(t.committed);
+    keep_from = base != t.chain_base.end() ? base->second : place_.checkpoint_increments == 0 ? t.committed : 0;
+  }
+  TableRows copy;
+  if (increment) {
+    t.rows.copyRows(/*changed_only=*/true, &copy);
+    ZPS_RETURN_IF_ERROR(writeTableIncrement(place_, layout, copy.ref(), t.rows.removedSinceCheckpoint(), t.last_written,
+                                            step, keep_from));
+  } else if (t.rows.format() == RowFormat::kFloat32) {
+    ZPS_RETURN_IF_ERROR(writeTableShard(place_, layout, t.rows.allRows32(), step, keep_from));
+  } else {
+    t.rows.copyRows(/*changed_only=*/false, &copy);
+    ZPS_RETURN_IF_ERROR(writeTableShard(place_, layout, copy.ref(), step, keep_from));
+  }
+  const uint64_t written = increment ? copy.keys.size() : t.rows.size();
+  const size_t removed = increment ? t.rows.removedSinceCheckpoint().size() : 0;
+  const uint64_t previous = t.last_written;
+  t.chain_base[step] = increment ? t.chain_base[previous] : step;
+  t.chain_base.erase(t.chain_base.begin(), t.chain_base.lower_bound(keep_from));
+  t.increments = increment ? t.increments + 1 : 0;
+  t.last_written = step;
+  t.counts.checkpoint_rows = written;
+  t.rows.markCheckpointed();
+  // The checksum is of every row held, increment or not: the same number a full checkpoint and a
+  // restore report.
+  uint64_t checksum = 0;
+  if (t.rows.format() == RowFormat::kFloat32) {
+    checksum = tableRowsChecksum(layout, t.rows.allRows32());
+  } else {
+    TableRows all;
+    t.rows.copyRows(/*changed_only=*/false, &all);
+    checksum = tableRowsChecksum(layout, all.ref());
+  }
+  LOG(INFO) << "server " << server_rank_ << ": checkpointed table '" << t.name << "' (" << t.rows.size()
+            << " rows, checksum " << std::hex << checksum << std::dec << ") at step " << step
+            << (increment ? " as an increment over step " + std::to_string(previous) + " (" + std::to_string(written) +
+                                " changed rows, " + std::to_string(removed) + " evicted)"
+                          : std::string());
   return Status::OK();
 }
 
 Status ParamStore::restore(Table& t, uint64_t step) {
   const TableLayout layout = layoutOf(t);
-  const uint64_t row_bytes = rowBytes(t.dim, t.state_floats);
+  const uint64_t row_bytes = t.rows.rowBytes();
   uint64_t taken = 0;
   TableRows rows;
   auto reserve = [&](uint64_t n) {
-    ZPS_RETURN_IF_ERROR(memory_.take(n * row_bytes, "restoring table '" + t.name + "'"));
-    taken += n * row_bytes;
+    const uint64_t bytes = n * row_bytes;
+    const std::string what = "restoring " + std::to_string(n) + " rows of table '" + t.name + "'";
+    ZPS_RETURN_IF_ERROR(memory_.take(bytes, what));
+    if (budget_ != nullptr && !budget_->reserveRows(bytes)) {
+      memory_.give(bytes);
+      return FailedPrecondition(what + " needs " + std::to_string(bytes) + " bytes, more than ZPS_TABLE_MEMORY_BYTES=" +
+                                std::to_string(budget_->tables().max_bytes) + " leaves; raise it or add servers");
+    }
+    taken += bytes;
     return Status::OK();
   };
   auto restored = readTableShards(place_, layout, step, max_shard_bytes_, reserve, &rows);
   Status s = restored.ok() ? Status::OK() : restored.status();
   // A shard that `latest` needs and that is missing is refused like a damaged one.
   if (s.code() == StatusCode::kNotFound) s = InvalidArgument(s.message());
-  for (size_t slot = 0; s.ok() && slot < rows.keys.size(); ++slot) {
-    if (!t.index.emplace(rows.keys[slot], static_cast<uint32_t>(slot)).second) {
+  const size_t state_count = t.state_floats * t.dim;
+  for (size_t i = 0; s.ok() && i < rows.keys.size(); ++i) {
+    if (t.rows.find(rows.keys[i]) != RowStore::kNoRow) {
       std::string files;
       for (const auto& f : restored->files) files += (files.empty() ? "" : ", ") + f;
-      s = InvalidArgument("row " + std::to_string(rows.keys[slot]) + " appears twice in the checkpoint (" + files +
-                          ")");
+      s = InvalidArgument("row " + std::to_string(rows.keys[i]) + " appears twice in the checkpoint (" + files + ")");
+      break;
     }
+    t.rows.add(rows.keys[i], rows.values.data() + i * t.dim, rows.state.data() + i * state_count, rows.steps[i], 0);
   }
   if (!s.ok()) {
-    t.index.clear();
+    t.rows = RowStore(t.dim, static_cast<uint32_t>(t.state_floats), row_format_);
     memory_.give(taken);
+    if (budget_ != nullptr) budget_->releaseRows(taken);
     return s.withContext("restoring table '" + t.name + "' from step " + std::to_string(step));
   }
-  t.keys = std::move(rows.keys);
-  t.steps = std::move(rows.steps);
-  t.values = std::move(rows.values);
-  t.state = std::move(rows.state);
+  rows_charged_ += taken;
+  t.rows.markCheckpointed();
   t.completed = step;
   t.committed = step;
-  const uint64_t checksum = tableRowsChecksum(layout, TableRowsRef{t.keys, t.steps, t.values, t.state});
-  LOG(INFO) << "server " << server_rank_ << ": restored table '" << t.name << "' (" << t.keys.size()
+  // The next checkpoint continues this server's chain; after a re-shard it starts a new one.
+  const bool same = restored->old_servers == place_.num_servers;
+  t.last_written = same ? step : 0;
+  t.increments = same ? restored->chain_increments : 0;
+  if (same) t.chain_base[step] = restored->chain_base;
+  const uint64_t checksum = tableRowsChecksum(layout, rows.ref());
+  LOG(INFO) << "server " << server_rank_ << ": restored table '" << t.name << "' (" << t.rows.size()
             << " rows, checksum " << std::hex << checksum << std::dec << ") from step " << step << ", "
             << restored->shards_read << " shard(s) of a job of " << restored->old_servers << " server(s)"
+            << (restored->files.size() > restored->shards_read
+                    ? " (" + std::to_string(restored->files.size()) + " files with their increments)"
+                    : std::string())
             << (restored->old_servers != place_.num_servers
                     ? " re-sharded to " + std::to_string(place_.num_servers) + " servers (" +
                           std::to_string(restored->rows_skipped) + " rows belong to other servers now)"

@@ -11,6 +11,12 @@
 // server can count its rounds. With several processes per worker node (ZPS_LOCAL_SIZE, carried by the
 // DECLARE) every local rank is a table client of its own: sparse rows gain nothing from an on-node
 // reduction, so a round waits for one push per (worker, local rank).
+//
+// Memory: with a table budget (ZPS_TABLE_MEMORY_BYTES, MemoryBudget's TableRowPolicy) a row that does
+// not fit makes room by evicting the least recently used rows of this store's tables (pulled, pushed
+// or updated least recently; rows the request itself touches are never evicted for it). An evicted
+// row is forgotten: its next touch creates it again with its initial value and fresh optimizer state,
+// as if it had never been seen. Rows are charged RowStore::rowBytes each.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +27,9 @@
 
 #include "kernels/optimizer.h"
 #include "kernels/reducer.h"
+#include "ps/node/metrics.h"
 #include "ps/server/memory_budget.h"
+#include "ps/server/row_store.h"
 #include "ps/server/sequence_window.h"
 #include "ps/server/sum_store.h"
 #include "ps/server/table_checkpoint.h"
@@ -34,6 +42,17 @@ struct ParamCounters {
   uint64_t bytes_in = 0;   // keys + gradient rows received
   uint64_t bytes_out = 0;  // rows sent
   uint64_t table_rows = 0;
+  uint64_t rows_created = 0;  // created on first touch (again after an eviction); restored rows aside
+  uint64_t rows_evicted = 0;
+};
+
+// One table's rows on this store (metrics zps_server_table_rows, ..._created_total, ..._evicted_total).
+struct TableCounts {
+  uint64_t rows = 0;
+  uint64_t bytes = 0;  // rows x RowStore::rowBytes
+  uint64_t created = 0;
+  uint64_t evicted = 0;
+  uint64_t checkpoint_rows = 0;  // rows in the last checkpoint written (changed ones, for an increment)
 };
 
 class ParamStore {
@@ -50,12 +69,18 @@ class ParamStore {
         place_(std::move(place)),
         engine_(engine),
         memory_(budget),
-        max_shard_bytes_(budget != nullptr ? budget->cap() : kDefaultMaxShardBytes) {}
+        max_shard_bytes_(budget != nullptr ? budget->cap() : kDefaultMaxShardBytes),
+        budget_(budget),
+        row_format_(budget != nullptr ? budget->tables().format : RowFormat::kFloat32) {}
+  ~ParamStore();
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
 
   // DECLARE (mode param), PUSH_ROWS, PULL_ROWS and CHECKPOINT from local rank `local_rank` (its HELLO's)
   // of `worker`.
   void handle(PeerId peer, int worker, uint32_t local_rank, const wire::DataMessage& msg, std::vector<Outgoing>* out);
   ParamCounters counters() const;
+  std::map<std::string, TableCounts> tableCounts() const;
   // Writes every synchronous table as of its last applied round (the final checkpoint on SIGTERM).
   void checkpointAll();
 
@@ -69,17 +94,23 @@ class ParamStore {
     bool async = false;
     uint32_t local_size = 1;  // processes per worker node: a sync round has num_workers x local_size pushers
     size_t state_floats = 0;  // optimizer state per parameter
-    std::unordered_map<uint64_t, uint32_t> index;  // key -> row slot
-    std::vector<uint64_t> keys;                    // slot -> key
-    std::vector<float> values;                     // slot x dim
-    std::vector<float> state;                      // slot x (state_floats x dim)
-    std::vector<uint64_t> steps;                   // slot -> updates applied (Adam's bias correction)
-    uint64_t completed = 0;                        // last applied round (sync)
+    RowStore rows;
+    TableCounts counts;
+    metrics::Gauge* rows_gauge = nullptr;
+    metrics::Counter* created_metric = nullptr;
+    metrics::Counter* evicted_metric = nullptr;
+    uint64_t completed = 0;  // last applied round (sync)
     // Checkpoints: the newest step known to be complete (`latest` names it or a newer one: it was
     // restored, or a later checkpoint was asked for, which worker 0 does only after writing `latest`),
     // and the step of the last checkpoint asked for. Shards older than `committed` may go.
     uint64_t committed = 0;
     uint64_t requested = 0;
+    // Incremental checkpoints: the step of this server's newest shard (written or restored), the
+    // increments written since the last full shard, and for each kept step the full shard its chain
+    // starts at (retention keeps the chain of `committed`).
+    uint64_t last_written = 0;
+    uint32_t increments = 0;
+    std::map<uint64_t, uint64_t> chain_base;
     struct Round {
       struct Push {
         std::vector<uint64_t> keys;
@@ -111,13 +142,27 @@ class ParamStore {
   void pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const std::vector<uint64_t>& keys,
                std::vector<Outgoing>* out);
   void applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out);
+  // Applies one round's summed gradients to distinct rows (steps: each row's count after this update)
+  // on the engine, or the CPU when it fails.
+  void applyBatch(Table& t, const std::vector<uint32_t>& slots, const std::vector<uint64_t>& steps,
+                  const std::vector<float>& grads);
   void serveParked(uint64_t key, Table& t, std::vector<Outgoing>* out);
-  // Creates the rows of `keys` that do not exist yet, all or none: at the memory cap it refuses them.
-  Status ensureRows(Table& t, const std::vector<uint64_t>& keys);
-  uint32_t rowSlot(Table& t, uint64_t key);
+  // Creates the rows of `keys` that do not exist yet, all or none, and marks every one used now. Past
+  // the table budget it evicts rows other than these; when that cannot make room (or at the server's
+  // memory cap) it refuses them, unless `force` (a round already acknowledged: created anyway).
+  Status ensureRows(Table& t, const std::vector<uint64_t>& keys, bool force = false);
+  // Takes `bytes` of the table budget, evicting rows used before `tick` (least recently used first,
+  // over all of this store's tables) until they fit. False, with nothing evicted, when evicting all
+  // but `pinned_bytes` (the request's own rows) would not make room.
+  bool makeRoom(uint64_t bytes, uint64_t pinned_bytes, uint64_t tick, bool force);
+  void evictRow(Table& t, uint32_t slot);
+  uint32_t createRow(Table& t, uint64_t key, uint64_t tick);
+  // The row of a key ensureRows made sure of.
+  uint32_t slotOf(const Table& t, uint64_t key) const;
+  void registerMetrics(Table& t);
   void applyRow(Table& t, uint64_t key, const float* grad);
   static TableLayout layoutOf(const Table& t);
-  Status writeCheckpoint(const Table& t, uint64_t step);
+  Status writeCheckpoint(Table& t, uint64_t step);
   // A checkpoint worker 0 asked for (CHECKPOINT): moves `committed` on, then writes.
   Status checkpointRequested(Table& t, uint64_t step);
   Status restore(Table& t, uint64_t step);
@@ -133,6 +178,11 @@ class ParamStore {
   ParamCounters counters_;
   MemoryCharge memory_;
   const uint64_t max_shard_bytes_;
+  MemoryBudget* const budget_;
+  const RowFormat row_format_;
+  uint64_t clock_ = 0;                            // one tick per request that touches rows (least-recently-used order)
+  uint64_t rows_charged_ = 0;                     // of the table budget, given back when the store goes away
+  uint64_t rows_created_ = 0, rows_evicted_ = 0;  // every table ever held, for counters()
 };
 
 }  // namespace zps

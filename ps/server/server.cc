@@ -20,6 +20,7 @@
 #include "kernels/reducer_factory.h"
 #include "ps/common/bounded_queue.h"
 #include "ps/common/checkpoint_dir.h"
+#include "ps/common/process_stats.h"
 #include "ps/node/auth.h"
 #include "ps/node/job_layout.h"
 #include "ps/node/metrics.h"
@@ -39,10 +40,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The setting's choices are checked where it is read; anything else holds float32 rows.
+RowFormat rowFormatOf(const std::string& name) {
+  auto format = rowFormatFromName(name);
+  return format.ok() ? *format : RowFormat::kFloat32;
+}
+
 class Server {
  public:
   Server(const Config& config, Authenticator auth)
-      : config_(config), auth_(std::move(auth)), memory_(config.server_max_bytes) {
+      : config_(config),
+        auth_(std::move(auth)),
+        memory_(config.server_max_bytes,
+                TableRowPolicy{config.table_memory_bytes, rowFormatOf(config.table_row_format)}) {
     TransportOptions options;
     applyTransportSecurity(config, auth_, &options);
     options.name = "server";
@@ -150,7 +160,14 @@ class Server {
               << config_.server_engine_threads << " engine threads (" << reducers[0]->name() << " reducer), "
               << "holding at most " << memory_.cap() << " bytes of keys and rows (ZPS_SERVER_MAX_BYTES)";
     const ShardPlace checkpoints{config_.checkpoint_dir, static_cast<uint32_t>(rank_),
-                                 static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_};
+                                 static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_,
+                                 config_.table_checkpoint_increments};
+    if (config_.table_memory_bytes > 0 || config_.table_row_format != "float32")
+      LOG(INFO) << "server " << rank_ << ": table rows as " << config_.table_row_format << ", "
+                << (config_.table_memory_bytes > 0
+                        ? "evicting the least recently used past " + std::to_string(config_.table_memory_bytes) +
+                              " bytes (ZPS_TABLE_MEMORY_BYTES)"
+                        : std::string("no table budget"));
     for (int i = 0; i < config_.server_engine_threads; ++i)
       engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, checkpoints, &memory_,
                                                   transport_.get(), pacer_.get()));
@@ -187,12 +204,16 @@ class Server {
       total.bytes_in += c.bytes_in;
       total.bytes_out += c.bytes_out;
       total.table_rows += c.table_rows;
+      total.rows_created += c.rows_created;
+      total.rows_evicted += c.rows_evicted;
     }
     engines_.clear();
     if (total.rows_pulled + total.rows_pushed > 0) {
       LOG(INFO) << "server " << rank_ << ": param tables: " << total.table_rows << " rows held, " << total.rows_pulled
                 << " rows pulled, " << total.rows_pushed << " rows pushed, " << total.bytes_in + total.bytes_out
-                << " bytes moved (" << total.bytes_in << " in, " << total.bytes_out << " out)";
+                << " bytes moved (" << total.bytes_in << " in, " << total.bytes_out << " out), " << total.rows_created
+                << " rows created, " << total.rows_evicted << " evicted; peak resident memory " << peakRssBytes()
+                << " bytes";
     }
     if (malformed_ > 0)
       LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";

@@ -7,8 +7,16 @@
 // tensors declared before it (ZPS_RECOVERY declares two more), the name does not. The header
 // (ps/common/checkpoint.h) records step, server rank, number of servers, table name and job id.
 //
-// Payload: name length + name, dim, optimizer kind, state floats, row count, then per row: key,
-// updates applied, dim values, state_floats x dim optimizer state.
+// Payload of a full shard (kind kParamTable): name length + name, dim, optimizer kind, state floats,
+// row count, then per row: key, updates applied, dim values, state_floats x dim optimizer state.
+//
+// Incremental checkpoints (ZPS_TABLE_CHECKPOINT_INCREMENTS=N): up to N checkpoints in a row after a
+// full one are increments (kind kParamTableIncrement), under the same file name: the rows that
+// changed since this server's previous checkpoint, and the keys of the rows that checkpoint held and
+// the server has evicted since. Payload: name length + name, dim, optimizer kind, state floats, the
+// previous checkpoint's step, removed count, removed keys, row count, rows as above. A shard at a
+// step is its chain applied in order: the full shard, then each increment's removals and rows.
+// Retention keeps every file a kept step's chain needs (writeTableShard's keep_from).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +34,7 @@ struct ShardPlace {
   uint32_t server_rank = 0;
   uint32_t num_servers = 1;
   uint64_t job_id = 0;
+  uint32_t checkpoint_increments = 0;  // increments after each full checkpoint (0: every one is full)
 };
 
 struct TableLayout {
@@ -59,17 +68,28 @@ std::string tableShardPath(const std::string& dir, const std::string& table, uin
 uint64_t tableRowsChecksum(const TableLayout& layout, const TableRowsRef& rows);
 
 // Writes this server's shard of the table at `step`, then removes the table's shards (of any server)
-// older than `committed`, the newest step the caller knows `latest` to name (or a newer one; 0:
-// none known, nothing is removed). The server cannot read `latest` itself: with a folder per pod
-// (k8s/overlays/recovery) only worker 0's folder has one.
+// older than `keep_from`: the newest step the caller knows `latest` to name (or a newer one), or the
+// full checkpoint that step's chain starts at (0: none known, nothing is removed). The server cannot
+// read `latest` itself: with a folder per pod (k8s/overlays/recovery) only worker 0's folder has one.
 Status writeTableShard(const ShardPlace& place, const TableLayout& layout, const TableRowsRef& rows, uint64_t step,
-                       uint64_t committed);
+                       uint64_t keep_from);
+// Writes this server's increment at `step` over its checkpoint at `previous` (< step): the rows that
+// changed since and the keys removed since; then removes shards as writeTableShard does.
+Status writeTableIncrement(const ShardPlace& place, const TableLayout& layout, const TableRowsRef& changed,
+                           const std::vector<uint64_t>& removed, uint64_t previous, uint64_t step, uint64_t keep_from);
+
+// The longest chain of increments a restore follows.
+constexpr uint32_t kMaxCheckpointIncrements = 1000;
 
 struct ShardRestore {
   uint32_t old_servers = 0;  // servers of the job that wrote the checkpoint
   uint32_t shards_read = 0;
   uint64_t rows_skipped = 0;       // rows of the shards read that other servers own now
   std::vector<std::string> files;  // the shards read, for messages
+  // This server's own chain, when the number of servers is unchanged: the full checkpoint's step
+  // and the increments over it (the next checkpoint continues the chain).
+  uint64_t chain_base = 0;
+  uint32_t chain_increments = 0;
 };
 
 // Reads the table as checkpointed at `step` into `rows`, keeping the rows this server owns
@@ -77,7 +97,8 @@ struct ShardRestore {
 // shard; with the same number, this server reads only its own shard, otherwise every old shard
 // (re-sharding). Every shard's header must match (step, rank, servers, table, job id) and its
 // layout the declared one. `reserve(n)` is asked before n more rows are kept (the memory budget);
-// no shard larger than max_shard_bytes is read.
+// no shard file larger than max_shard_bytes is read, no chain longer than kMaxCheckpointIncrements
+// followed, and no chain whose rows add up to more than max_shard_bytes applied.
 StatusOr<ShardRestore> readTableShards(const ShardPlace& place, const TableLayout& layout, uint64_t step,
                                        uint64_t max_shard_bytes, const std::function<Status(uint64_t)>& reserve,
                                        TableRows* rows);

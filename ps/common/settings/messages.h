@@ -167,6 +167,29 @@ inline constexpr Setting kServerMaxBytes{
     .group = kGroupMessages,
     .blank_is_unset = false,
 };
+inline constexpr Setting kTableMemoryBytes{
+    .name = "table_memory_bytes",
+    .env = {"ZPS_TABLE_MEMORY_BYTES"},
+    .type = SettingType::kInteger,
+    .default_text = "0",
+    .min = 0,
+    .max = int64_t{1} << 50,
+    .help =
+        "bytes a server's table rows may take before the least recently used are evicted (0: no "
+        "limit; docs/tables.md)",
+    .group = kGroupMessages,
+    .blank_is_unset = false,
+};
+inline constexpr Setting kTableRowFormat{
+    .name = "table_row_format",
+    .env = {"ZPS_TABLE_ROW_FORMAT"},
+    .type = SettingType::kChoice,
+    .default_text = "float32",
+    .choices = {"float32", "float16", "bfloat16"},
+    .noun = "a row format",
+    .help = "how servers hold table row values; optimizer state stays float32 (docs/tables.md)",
+    .group = kGroupMessages,
+};
 
 }  // namespace zps::settings
 

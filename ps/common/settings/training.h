@@ -36,6 +36,17 @@ inline constexpr Setting kCheckpointEvery{
     .group = kGroupCheckpoints,
     .blank_is_unset = false,
 };
+inline constexpr Setting kTableCheckpointIncrements{
+    .name = "table_checkpoint_increments",
+    .env = {"ZPS_TABLE_CHECKPOINT_INCREMENTS"},
+    .type = SettingType::kInteger,
+    .default_text = "0",
+    .min = 0,
+    .max = 1000,
+    .help = "table checkpoints written as increments (changed rows only) after each full one (0: all full)",
+    .group = kGroupCheckpoints,
+    .blank_is_unset = false,
+};
 inline constexpr Setting kRecovery{
     .name = "recovery",
     .env = {"ZPS_RECOVERY"},
