@@ -23,7 +23,7 @@ NUMERIC, CATEGORICAL = 13, 26
 CRITEO_KAGGLE_CARDINALITIES = (1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
                                27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572)
 # The teacher gives signal to each field's HEAD most frequent ids; the rest is noise-free tail.
-HEAD = 64
+HEAD = 16
 SMALLEST = 1000
 PAIR_DIM = 2
 CHUNK = 1 << 16  # rows generated per seeded chunk, so that a row's values do not depend on the count asked for
@@ -48,11 +48,11 @@ class Teacher:
         self.dense_sigma = 0.5 + rng.rand(NUMERIC)
         self.dense_weight = 0.2 * rng.randn(NUMERIC)
         self.heads = [min(c, HEAD) for c in cards]
-        self.effects = [0.3 * rng.randn(h) for h in self.heads]
+        self.effects = [0.4 * rng.randn(h) for h in self.heads]
         self.vectors = [0.5 * rng.randn(h, PAIR_DIM) for h in self.heads]
-        # A dozen pairs of distinct fields whose head ids interact.
+        # Six pairs of distinct fields whose head ids interact.
         self.pairs = []
-        while len(self.pairs) < 12:
+        while len(self.pairs) < 6:
             f, g = sorted(rng.choice(CATEGORICAL, 2, replace=False))
             if (f, g) not in self.pairs:
                 self.pairs.append((f, g))

@@ -41,8 +41,9 @@ def parse_args(argv=None):
     p.add_argument("--test-rows", type=int, default=100000, help="held-out synthetic rows")
     p.add_argument("--embedding-dim", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate for the MLPs")
-    p.add_argument("--table-lr", type=float, default=0.05, help="Adagrad's learning rate for the tables")
-    p.add_argument("--table-accumulator", type=float, default=0.1, help="Adagrad's starting accumulator")
+    p.add_argument("--table-lr", type=float, default=0.2, help="Adagrad's learning rate for the tables")
+    p.add_argument("--table-accumulator", type=float, default=1e-6,
+                   help="Adagrad's starting accumulator (small: a row's first steps are about --table-lr)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = p.parse_args(argv)

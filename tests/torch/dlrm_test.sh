@@ -2,9 +2,10 @@
 # The DLRM example (examples/torch/train_dlrm.py) and its synthetic data (dlrm_data.py):
 #   data   the generator is a function of its seed: two processes given the same seed write the same
 #          bytes, a row is the same whatever range it is generated in, and another seed differs
+#   bags   zps.torch.EmbeddingBags checked exactly (embedding_bags_job.py, 1 worker + 2 servers)
 #   train  2 workers + 2 servers train the synthetic DLRM at a small scale; both workers print the same
 #          test AUC, at least the Bayes AUC - MARGIN and well above chance
-# Usage: dlrm_test.sh <build dir> <source dir> data|train. Skipped (77) when /usr/bin/python3 cannot
+# Usage: dlrm_test.sh <build dir> <source dir> data|bags|train. Skipped (77) when /usr/bin/python3 cannot
 # import torch.
 set -uo pipefail
 BUILD=$1 SRC=$2 WHAT=$3
@@ -46,6 +47,12 @@ assert len(whole[0]) == 70000 and whole[1].shape == (70000, 26), 'wrong shapes'
 " >"$OUT" 2>&1 || fail "a range of rows differs from the same rows generated in a longer range"
     ok "rows 65000..69999 are the same generated alone or with rows 0..64999"
     ;;
+  bags)
+    timeout 300 "$ZPS" launch --servers 2 --workers 1 --progress 0 -- python3 "$SRC/tests/torch/embedding_bags_job.py" \
+      >"$OUT" 2>&1 || fail "zps launch ... embedding_bags_job.py exited $?"
+    grep -q "^\[worker 0\] bags ok$" "$OUT" || fail "embedding_bags_job.py did not print 'bags ok'"
+    ok "EmbeddingBags: lookups, sum and mean pooling, tables apart, one exact SGD step, ids out of range refused"
+    ;;
   train)
     MARGIN=0.03
     timeout 600 "$ZPS" launch --servers 2 --workers 2 --progress 0 -- python3 "$SRC/examples/torch/train_dlrm.py" \
@@ -61,7 +68,7 @@ assert len(whole[0]) == 70000 and whole[1].shape == (70000, 26), 'wrong shapes'
     ok "test AUC ${auc[0]} >= Bayes AUC $bayes - $MARGIN and >= 0.7"
     ;;
   *)
-    echo "usage: $0 <build dir> <source dir> data|train"
+    echo "usage: $0 <build dir> <source dir> data|bags|train"
     exit 2
     ;;
 esac
