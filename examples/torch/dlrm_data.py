@@ -11,7 +11,8 @@ teacher's logit is a bias, a linear function of the dense fields, an effect per 
 of small vectors for a few pairs of fields (what DLRM's interaction layer can express). Only each
 field's most frequent ids carry signal, as in click logs, whose long tail of rare values says little; so
 a model that sees enough rows can come close to the Bayes AUC. Everything is a function of the seed:
-the same seed gives the same rows on any machine.
+the same seed gives the same rows in every process (numpy's exp and power, which may differ in their
+last bit between CPUs, could move a rare row).
 """
 import math
 import sys

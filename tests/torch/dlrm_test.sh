@@ -56,7 +56,7 @@ assert len(whole[0]) == 70000 and whole[1].shape == (70000, 26), 'wrong shapes'
   train)
     MARGIN=0.03
     timeout 600 "$ZPS" launch --servers 2 --workers 2 --progress 0 -- python3 "$SRC/examples/torch/train_dlrm.py" \
-      --scale 0.01 --steps 300 --warmup 5 --batch-size 256 --test-rows 20000 --seed "${DLRM_SEED:-1}" >"$OUT" 2>&1 ||
+      --scale 0.01 --steps 300 --warmup 5 --test-rows 20000 --seed "${DLRM_SEED:-1}" >"$OUT" 2>&1 ||
       fail "zps launch ... train_dlrm.py exited $?"
     mapfile -t auc < <(sed -n 's/^\[worker [01]\] Test AUC: \([0-9.]*\) .*/\1/p' "$OUT")
     bayes=$(sed -n 's/^\[worker 0\] Test AUC: .*, Bayes AUC: \([0-9.]*\), .*/\1/p' "$OUT")

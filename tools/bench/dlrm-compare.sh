@@ -5,7 +5,7 @@
 #   ddp      2 processes, DistributedDataParallel over Gloo, sparse table gradients allreduced
 #   zps      2 workers + 2 servers under zps launch (examples/torch/train_dlrm.py), tables on the servers
 #
-#   tools/bench/dlrm-compare.sh                         # ROUNDS=3 STEPS=200 SCALE=0.01
+#   tools/bench/dlrm-compare.sh                         # ROUNDS=3 STEPS=300 SCALE=0.01
 #   ROUNDS=1 STEPS=12 WARMUP=2 TEST_ROWS=2000 tools/bench/dlrm-compare.sh   # a smoke run
 #   FULL=1 tools/bench/dlrm-compare.sh                  # and a zps run at Criteo Kaggle's full size
 #
@@ -22,7 +22,7 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 ZPS=$BUILD_DIR/bin/zps
 PYTHON=${PYTHON:-/usr/bin/python3}
 ROUNDS=${ROUNDS:-3}
-STEPS=${STEPS:-200}
+STEPS=${STEPS:-300}
 WARMUP=${WARMUP:-10}
 SCALE=${SCALE:-0.01}
 TEST_ROWS=${TEST_ROWS:-50000}
