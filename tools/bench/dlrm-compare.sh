@@ -32,49 +32,24 @@ DRIVER=$ROOT/tools/bench/dlrm_compare.py
 EXAMPLE=$ROOT/examples/torch/train_dlrm.py
 RESULTS=$OUT_DIR/results.jsonl
 
-[ -x "$ZPS" ] || { echo "dlrm-compare.sh: $ZPS not found; build first (tools/build.sh)" >&2; exit 2; }
-export PYTHONPATH=$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}
-if ! why=$("$PYTHON" -c "import torch, zps.torch" 2>&1); then
-  echo "SKIPPED: $PYTHON cannot import torch and zps.torch (python3-torch, a build with the Python package): ${why##*$'\n'}"
-  exit 77
-fi
-mkdir -p "$OUT_DIR"
-: >"$RESULTS"
-failed=0
+TOOL=dlrm-compare.sh
+. "$ROOT/tools/bench/torch_runs.sh"
 common=(--steps "$STEPS" --warmup "$WARMUP" --test-rows "$TEST_ROWS")
-
-# keep LABEL FILE: appends the JSON line a run printed (zps launch prefixes it with "[worker 0] ").
-keep() {
-  if ! sed -n 's/^\(\[worker 0\] \)\{0,1\}\({.*}\)$/\2/p' "$2" | grep -q .; then
-    echo "dlrm-compare.sh: $1 printed no result; its output:" >&2
-    tail -20 "$2" >&2
-    failed=1
-    return
-  fi
-  sed -n 's/^\(\[worker 0\] \)\{0,1\}{\(.*}\)$/{"round": '"$round"', "label": "'"$1"'", \2/p' "$2" >>"$RESULTS"
-}
 
 single() {
   timeout 900 "$PYTHON" "$DRIVER" --system single --scale "$SCALE" "${common[@]}" >"$OUT_DIR/single.out" 2>&1
-  keep single "$OUT_DIR/single.out"
+  keep single "$OUT_DIR/single.out" '"label": "single"'
 }
 
 ddp() {  # 2 processes, torch.distributed over Gloo on loopback
-  local port pids=() r
-  port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port GLOO_SOCKET_IFNAME=lo \
-      timeout 900 "$PYTHON" "$DRIVER" --system ddp --scale "$SCALE" "${common[@]}" >"$OUT_DIR/ddp-$r.out" 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  keep ddp "$OUT_DIR/ddp-0.out"
+  gloo_pair "$OUT_DIR/ddp" timeout 900 "$PYTHON" "$DRIVER" --system ddp --scale "$SCALE" "${common[@]}"
+  keep ddp "$OUT_DIR/ddp-0.out" '"label": "ddp"'
 }
 
 zps_run() {  # zps_run LABEL SCALE: 2 workers + 2 servers, no ZPS_* settings
   "$ZPS" launch --servers 2 --workers 2 --progress 0 --timeout 900 -- \
     "$PYTHON" "$EXAMPLE" --scale "$2" "${common[@]}" --json >"$OUT_DIR/$1.out" 2>&1
-  keep "$1" "$OUT_DIR/$1.out"
+  keep "$1" "$OUT_DIR/$1.out" "\"label\": \"$1\""
 }
 
 echo "dlrm-compare: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of {single, ddp, zps}" \
