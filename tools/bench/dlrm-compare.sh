@@ -9,7 +9,8 @@
 #   ROUNDS=1 STEPS=12 WARMUP=2 TEST_ROWS=2000 tools/bench/dlrm-compare.sh   # a smoke run
 #   FULL=1 tools/bench/dlrm-compare.sh                  # and a zps run at Criteo Kaggle's full size
 #
-# Each round runs every system once, one after the other, so all see the same machine. The table shows
+# Each round runs every system once, one after the other, so all see the same machine, each round
+# starting one system later than the one before. The table shows
 # per system the median over rounds of samples/s (after WARMUP steps) and of the AUC on the held-out
 # rows, the Bayes AUC, and the medians over rounds of zps's speed relative to each reference in the same
 # round (> 1: zps is faster). The references hold every table in each process, so at SCALE=1 they need
@@ -54,11 +55,14 @@ zps_run() {  # zps_run LABEL SCALE: 2 workers + 2 servers, no ZPS_* settings
 
 echo "dlrm-compare: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of {single, ddp, zps}" \
      "at scale $SCALE, $STEPS steps of 2 x 512 rows$([ "$FULL" = 1 ] && echo ", and zps at full scale")"
+zps_scaled() { zps_run zps "$SCALE"; }
+zps_full() { [ "$FULL" != 1 ] || zps_run zps-full 1; }
+systems=(single ddp zps_scaled zps_full)
 for round in $(seq "$ROUNDS"); do
-  single
-  ddp
-  zps_run zps "$SCALE"
-  [ "$FULL" = 1 ] && zps_run zps-full 1
+  # Each round starts one system later, so a load that rises or falls during the run favours none.
+  for i in "${!systems[@]}"; do
+    "${systems[(i + round - 1) % ${#systems[@]}]}"
+  done
 done
 "$PYTHON" "$DRIVER" --table "$RESULTS" || failed=1
 exit $failed
