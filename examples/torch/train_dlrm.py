@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 import zps.torch as bps
-from dlrm_data import CATEGORICAL, NUMERIC, cardinalities, load
+from dlrm_data import CATEGORICAL, NUMERIC, load
 from dlrm_model import DLRM, batches, scores, train
 from train_ctr import roc_auc
 
