@@ -29,37 +29,12 @@ OUT_DIR=${OUT_DIR:-$BUILD_DIR/torch-compare}
 DRIVER=$ROOT/tools/bench/torch_compare.py
 RESULTS=$OUT_DIR/results.jsonl
 
-[ -x "$ZPS" ] || { echo "torch-compare.sh: $ZPS not found; build first (tools/build.sh)" >&2; exit 2; }
-export PYTHONPATH=$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}
-if ! why=$("$PYTHON" -c "import torch, zps.torch" 2>&1); then
-  echo "SKIPPED: $PYTHON cannot import torch and zps.torch (python3-torch, a build with the Python package): ${why##*$'\n'}"
-  exit 77
-fi
-mkdir -p "$OUT_DIR"
-: >"$RESULTS"
-failed=0
+TOOL=torch-compare.sh
+. "$ROOT/tools/bench/torch_runs.sh"
 common=(--batch-size "$BATCH" --steps "$STEPS" --reps "$REPS")
 
-# keep NAME FILE: appends the JSON line a run printed (zps launch prefixes it with "[worker 0] ").
-keep() {
-  if ! sed -n 's/^\(\[worker 0\] \)\{0,1\}\({.*}\)$/\2/p' "$2" | grep -q .; then
-    echo "torch-compare.sh: $1 printed no result; its output:" >&2
-    tail -20 "$2" >&2
-    failed=1
-    return
-  fi
-  sed -n 's/^\(\[worker 0\] \)\{0,1\}{\(.*}\)$/{"round": '"$round"', \2/p' "$2" >>"$RESULTS"
-}
-
 ddp() {  # ddp MODEL: 2 processes, torch.distributed over Gloo on loopback
-  local port pids=() r
-  port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port GLOO_SOCKET_IFNAME=lo \
-      timeout 600 "$PYTHON" "$DRIVER" --system ddp --model "$1" "${common[@]}" --label "ddp" >"$OUT_DIR/ddp-$r.out" 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
+  gloo_pair "$OUT_DIR/ddp" timeout 600 "$PYTHON" "$DRIVER" --system ddp --model "$1" "${common[@]}" --label "ddp"
   keep "ddp $1" "$OUT_DIR/ddp-0.out"
 }
 

@@ -18,6 +18,7 @@ from zps.torch.broadcast import (allgather_object, broadcast_object, broadcast_o
                                  broadcast_parameters)
 from zps.torch.compression import Compression, Compressor
 from zps.torch.embedding import Embedding
+from zps.torch.embedding_bag import EmbeddingBags
 from zps.torch.ops import (Adasum, Average, Max, Min, Product, ProcessSet, Sum, add_process_set, allgather,
                            allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
                            alltoall_async, broadcast, broadcast_, broadcast_async, broadcast_async_, global_process_set,

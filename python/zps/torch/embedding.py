@@ -55,12 +55,15 @@ class Embedding(torch.nn.Module):
         if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
             raise TypeError("zps.torch.Embedding '%s': ids must be an int64 or int32 tensor" % self.name)
         keys, inverse = torch.unique(ids.reshape(-1).to(torch.int64).cpu(), return_inverse=True)
-        if torch.is_grad_enabled():
-            rows = _PullRows.apply(self, keys, self._anchor)
-        else:
-            rows = self._pull(keys)
-        out = rows.index_select(0, inverse).reshape(*ids.shape, self.embedding_dim)
+        out = self.rows(keys).index_select(0, inverse).reshape(*ids.shape, self.embedding_dim)
         return out.to(ids.device) if ids.device.type != "cpu" else out
+
+    def rows(self, keys):
+        """The rows of `keys` (distinct int64 keys on the CPU), [len(keys), embedding_dim]; when grad is
+        enabled, backward pushes their gradient (once per call: keys must not repeat)."""
+        if torch.is_grad_enabled():
+            return _PullRows.apply(self, keys, self._anchor)
+        return self._pull(keys)
 
     def _pull(self, keys):
         rt = runtime("Embedding.forward")

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""DLRM on zps: 26 embedding tables held by the servers, the MLPs trained data-parallel on the workers.
+
+    zps launch --servers 2 --workers 2 -- python3 examples/torch/train_dlrm.py
+    zps launch --servers 2 --workers 2 -- python3 examples/torch/train_dlrm.py --scale 0.01 --steps 200
+    zps launch --servers 2 --workers 2 -- python3 examples/torch/train_dlrm.py --data criteo:train.txt
+
+The model (dlrm_model.py): 13 dense fields through a bottom MLP 512-256-64-16, 26 categorical fields
+with the Criteo Kaggle cardinalities (33.8 M rows in all; --scale shrinks the large ones for quick
+runs) looked up in zps.torch.EmbeddingBags (dim 16), the dot products of every pair of the 27 vectors,
+and a top MLP 512-256-1. The tables' rows live on the servers, created on first touch and updated there
+by Adagrad; a step pulls the batch's distinct rows of all 26 tables in one message per server and
+pushes their gradients in one. The MLPs train with Adam through DistributedOptimizer.
+
+Every worker takes --batch-size rows per step (the global batch is workers x batch size) for --steps
+steps, in order, over --data: synthetic (dlrm_data.py: Zipf ids, a known teacher) or criteo:PATH
+(Criteo's TSV). Then each worker prints the AUC on held-out rows (and, for synthetic data, the Bayes AUC
+of the same rows) and the samples per second of the job (after --warmup steps).
+"""
+import argparse
+import json
+
+import numpy as np
+import torch
+
+import zps.torch as bps
+from dlrm_data import CATEGORICAL, NUMERIC, load
+from dlrm_model import DLRM, batches, scores, train
+from train_ctr import roc_auc
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", default="synthetic", help="synthetic or criteo:PATH")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="tables times this many rows (no table below 1000 rows); 1: Criteo Kaggle's")
+    p.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of the synthetic ids")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--warmup", type=int, default=10, help="steps left out of the samples/s")
+    p.add_argument("--batch-size", type=int, default=512, help="rows per worker per step")
+    p.add_argument("--test-rows", type=int, default=100000, help="held-out synthetic rows")
+    p.add_argument("--embedding-dim", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate for the MLPs")
+    p.add_argument("--table-lr", type=float, default=0.2, help="Adagrad's learning rate for the tables")
+    p.add_argument("--table-accumulator", type=float, default=1e-6,
+                   help="Adagrad's starting accumulator (small: a row's first steps are about --table-lr)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    args = p.parse_args(argv)
+    if args.steps <= args.warmup or args.batch_size <= 0 or args.test_rows <= 0:
+        p.error("need --steps > --warmup >= 0, --batch-size > 0 and --test-rows > 0")
+    if not 0 < args.scale <= 1:
+        p.error("--scale must be in (0, 1]")
+    return args
+
+
+def main():
+    args = parse_args()
+    bps.init()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(1)  # the workers and servers of one machine share its cores
+    rank, size = bps.rank(), bps.size()
+    train_set, test_set, bayes_auc = load(args.data, args.seed, args.scale, args.zipf,
+                                          args.steps * size * args.batch_size, args.test_rows)
+
+    tables = bps.EmbeddingBags(CATEGORICAL, args.embedding_dim, name="dlrm", optimizer="adagrad", lr=args.table_lr,
+                               initial_accumulator=args.table_accumulator, eps=1e-8)
+    model = DLRM(tables, NUMERIC, CATEGORICAL, args.embedding_dim)
+    optimizer = bps.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=args.lr),
+                                         named_parameters=model.named_parameters())
+    bps.broadcast_parameters(model.state_dict(), root_rank=0)
+
+    bps.barrier()
+    seconds = train(model, [optimizer], batches(train_set, rank, size, args.batch_size), args.steps, args.warmup)
+    samples_per_s = (args.steps - args.warmup) * size * args.batch_size / seconds
+
+    # Each worker scores its share of the held-out rows; every worker then ranks all of them.
+    dense, ids, labels = test_set
+    share = np.array_split(np.arange(len(labels)), size)[rank]
+    mine = scores(model, dense[share], ids[share])
+    auc = roc_auc(np.concatenate(bps.allgather_object(mine)), labels)
+    bayes = f", Bayes AUC: {bayes_auc:.4f}" if bayes_auc is not None else ""
+    print(f"Test AUC: {auc:.4f} ({len(labels)} rows){bayes}, Worker: {rank}", flush=True)
+    print(f"Samples/s: {samples_per_s:.0f} ({size} workers x {args.batch_size} rows, {args.steps} steps), "
+          f"Worker: {rank}", flush=True)
+    if args.json and rank == 0:
+        print(json.dumps({"system": "zps", "samples_per_s": samples_per_s, "auc": auc, "bayes_auc": bayes_auc,
+                          "steps": args.steps, "workers": size, "batch_size": args.batch_size, "scale": args.scale}),
+              flush=True)
+    bps.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""zps.torch.EmbeddingBags: several embedding tables on the servers, looked up in one round trip.
+
+A recommendation model has one table per categorical field (DLRM: 26). Looked up one by one, each table
+costs a pull and a push per server per step. EmbeddingBags keeps all of them in one server table of
+the same row size and optimizer, table t's id i being the key (t << 40) | i, so a batch pulls the
+distinct rows of every table in one message per server, and pushes their gradients in one message per
+server. Rows are created on first touch, so a table has no size to declare; ids are any value in
+[0, 2^40).
+
+Each table pools its bags like torch.nn.EmbeddingBag (offsets, mode "sum", "mean" or "max"), and the
+output is [bags, num_tables, embedding_dim]. Synchronous like zps.torch.Embedding: every worker calls
+forward and backward once per step, and a forward sees every worker's gradients of the steps before it.
+"""
+import torch
+import torch.nn.functional as F
+
+from zps.torch.embedding import Embedding
+
+ID_BITS = 40
+MAX_TABLES = 1 << (63 - ID_BITS)  # keys stay below 2^63, valid int64 values
+
+
+class EmbeddingBags(torch.nn.Module):
+    """num_tables tables of `embedding_dim` float32 rows, kept in server table `name` (the same on every
+    worker). Optimizer arguments are zps.torch.Embedding's (the servers apply them to every table)."""
+
+    def __init__(self, num_tables, embedding_dim, name, mode="sum", optimizer="adagrad", lr=0.05, init_scale=0.01,
+                 seed=1, average=True, async_=None, **optimizer_options):
+        super().__init__()
+        if not 0 < int(num_tables) <= MAX_TABLES:
+            raise ValueError("zps.torch.EmbeddingBags: num_tables must be in [1, %d]" % MAX_TABLES)
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError("zps.torch.EmbeddingBags: mode must be 'sum', 'mean' or 'max', not %r" % (mode,))
+        self.num_tables = int(num_tables)
+        self.mode = mode
+        self.embedding_dim = int(embedding_dim)
+        self.table = Embedding(embedding_dim, name, optimizer=optimizer, lr=lr, init_scale=init_scale, seed=seed,
+                               average=average, async_=async_, **optimizer_options)
+        self.table_base = torch.arange(self.num_tables, dtype=torch.int64) << ID_BITS
+
+    def extra_repr(self):
+        return "num_tables=%d, embedding_dim=%d, mode='%s'" % (self.num_tables, self.embedding_dim, self.mode)
+
+    def forward(self, ids, offsets=None):
+        """ids [bags, num_tables] (one id per table and bag, as Criteo's fields): out[b, t] is table t's
+        row ids[b, t]. Or, as torch.nn.EmbeddingBag per table, ids and offsets are lists of num_tables
+        1-D tensors (table t's ids, and where each of its bags starts; every table has the same number
+        of bags): out[b, t] pools table t's rows of bag b."""
+        if offsets is None:
+            if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] != self.num_tables:
+                raise ValueError("zps.torch.EmbeddingBags: ids must be [bags, %d] without offsets" % self.num_tables)
+            self._check_ids(ids)
+            keys = (ids.to(torch.int64).cpu() | self.table_base).reshape(-1)
+            unique, inverse = torch.unique(keys, return_inverse=True)
+            rows = self.table.rows(unique)
+            out = rows.index_select(0, inverse).reshape(ids.shape[0], self.num_tables, self.embedding_dim)
+            return out.to(ids.device) if ids.device.type != "cpu" else out
+        return self._pooled(ids, offsets)
+
+    def _pooled(self, ids, offsets):
+        if len(ids) != self.num_tables or len(offsets) != self.num_tables:
+            raise ValueError("zps.torch.EmbeddingBags: ids and offsets must be lists of %d tensors" % self.num_tables)
+        bags = offsets[0].numel()
+        keys, starts, base = [], [], 0
+        for t, (table_ids, table_offsets) in enumerate(zip(ids, offsets)):
+            if table_ids.dim() != 1 or table_offsets.dim() != 1 or table_offsets.numel() != bags:
+                raise ValueError("zps.torch.EmbeddingBags: table %d: ids and offsets must be 1-D, with %d bags as "
+                                 "table 0" % (t, bags))
+            self._check_ids(table_ids)
+            keys.append(table_ids.to(torch.int64).cpu() | (t << ID_BITS))
+            starts.append(table_offsets.to(torch.int64).cpu() + base)
+            base += table_ids.numel()
+        unique, inverse = torch.unique(torch.cat(keys), return_inverse=True)
+        rows = self.table.rows(unique)
+        # Table-major bags: bag t x bags + b pools table t's bag b.
+        pooled = F.embedding_bag(inverse, rows, torch.cat(starts), mode=self.mode)
+        out = pooled.reshape(self.num_tables, bags, self.embedding_dim).transpose(0, 1)
+        device = ids[0].device
+        return out.to(device) if device.type != "cpu" else out
+
+    def _check_ids(self, ids):
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError("zps.torch.EmbeddingBags '%s': ids must be int64 or int32" % self.table.name)
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= 1 << ID_BITS):
+            raise ValueError("zps.torch.EmbeddingBags '%s': ids must be in [0, 2^%d)" % (self.table.name, ID_BITS))

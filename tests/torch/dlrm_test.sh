@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The DLRM example (examples/torch/train_dlrm.py) and its synthetic data (dlrm_data.py):
+#   data   the generator is a function of its seed: two processes given the same seed write the same
+#          bytes, a row is the same whatever range it is generated in, and another seed differs
+#   bags   zps.torch.EmbeddingBags checked exactly (embedding_bags_job.py, 1 worker + 2 servers)
+#   train  2 workers + 2 servers train the synthetic DLRM at a small scale; both workers print the same
+#          test AUC, at least the Bayes AUC - MARGIN and well above chance
+# Usage: dlrm_test.sh <build dir> <source dir> data|bags|train. Skipped (77) when /usr/bin/python3 cannot
+# import torch.
+set -uo pipefail
+BUILD=$1 SRC=$2 WHAT=$3
+ZPS=$BUILD/bin/zps
+PY=/usr/bin/python3
+if ! why=$("$PY" -c "import torch" 2>&1); then
+  echo "SKIPPED: $PY cannot import torch (install python3-torch): ${why##*$'\n'}"
+  exit 77
+fi
+export PYTHONPATH=$SRC/examples/torch:$BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+OUT=$T/out
+fail() { echo "FAILED: $1"; tail -40 "$OUT" 2>/dev/null; exit 1; }
+ok() { echo "ok: $1"; }
+
+case "$WHAT" in
+  data)
+    # digest SEED FIRST COUNT: sha256 of rows [FIRST, FIRST + COUNT) of the training stream.
+    digest() {
+      "$PY" -c "
+import hashlib, sys
+from dlrm_data import Synthetic
+h = hashlib.sha256()
+for a in Synthetic(int(sys.argv[1]), scale=0.01).rows(int(sys.argv[2]), int(sys.argv[3])):
+    h.update(a.tobytes())
+print(h.hexdigest())" "$@" 2>"$OUT" || fail "the generator failed"
+    }
+    a=$(digest 7 0 70000) b=$(digest 7 0 70000) c=$(digest 8 0 70000)
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "seed 7 gave $a, then $b"
+    ok "seed 7 gives the same rows in two processes ($a)"
+    [ "$a" != "$c" ] || fail "seeds 7 and 8 gave the same rows"
+    ok "seed 8 gives other rows ($c)"
+    "$PY" -c "
+from dlrm_data import Synthetic
+whole, part = Synthetic(7, scale=0.01).rows(0, 70000), Synthetic(7, scale=0.01).rows(65000, 5000)
+assert all((w[65000:] == p).all() for w, p in zip(whole, part)), 'rows 65000.. differ when generated alone'
+assert len(whole[0]) == 70000 and whole[1].shape == (70000, 26), 'wrong shapes'
+" >"$OUT" 2>&1 || fail "a range of rows differs from the same rows generated in a longer range"
+    ok "rows 65000..69999 are the same generated alone or with rows 0..64999"
+    ;;
+  bags)
+    timeout 300 "$ZPS" launch --servers 2 --workers 1 --progress 0 -- python3 "$SRC/tests/torch/embedding_bags_job.py" \
+      >"$OUT" 2>&1 || fail "zps launch ... embedding_bags_job.py exited $?"
+    grep -q "^\[worker 0\] bags ok$" "$OUT" || fail "embedding_bags_job.py did not print 'bags ok'"
+    ok "EmbeddingBags: lookups, sum and mean pooling, tables apart, one exact SGD step, ids out of range refused"
+    ;;
+  train)
+    MARGIN=0.03
+    timeout 600 "$ZPS" launch --servers 2 --workers 2 --progress 0 -- python3 "$SRC/examples/torch/train_dlrm.py" \
+      --scale 0.01 --steps 300 --warmup 5 --test-rows 20000 --seed "${DLRM_SEED:-1}" >"$OUT" 2>&1 ||
+      fail "zps launch ... train_dlrm.py exited $?"
+    mapfile -t auc < <(sed -n 's/^\[worker [01]\] Test AUC: \([0-9.]*\) .*/\1/p' "$OUT")
+    bayes=$(sed -n 's/^\[worker 0\] Test AUC: .*, Bayes AUC: \([0-9.]*\), .*/\1/p' "$OUT")
+    echo "test AUC: ${auc[*]:-none}, Bayes AUC: ${bayes:-none}"
+    [ ${#auc[@]} -eq 2 ] && [ -n "$bayes" ] || fail "expected a test AUC from each worker and the Bayes AUC"
+    [ "${auc[0]}" = "${auc[1]}" ] || fail "the workers' AUCs differ: ${auc[0]} and ${auc[1]}"
+    "$PY" -c "import sys; sys.exit(0 if float('${auc[0]}') >= max(float('$bayes') - $MARGIN, 0.7) else 1)" ||
+      fail "test AUC ${auc[0]} < Bayes AUC $bayes - $MARGIN (or < 0.7)"
+    ok "test AUC ${auc[0]} >= Bayes AUC $bayes - $MARGIN and >= 0.7"
+    ;;
+  *)
+    echo "usage: $0 <build dir> <source dir> data|bags|train"
+    exit 2
+    ;;
+esac
