@@ -119,8 +119,8 @@ class Runtime(Group):
         self.finish_lock = threading.Lock()  # apart, so that a failing script can end the job meanwhile
         self.finished = False
         self.process_sets = None  # zps.torch.process_sets.Registry, made by its first use
-        # DistributedOptimizers of every worker by name, in the order they were built (the same on every
-        # worker): their sums and round counts (zps.torch.optimizer_join.OptimizerRounds), for join().
+        # DistributedOptimizers by name, in the order they were built (the same on every worker): for
+        # each of its sums, (tensor id, elements, dtype), which a joined worker pushes zeros into.
         self.optimizers = {}
         from zps.torch.coordinator import Coordinator
         self.coordinator = Coordinator(self)

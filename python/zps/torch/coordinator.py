@@ -19,8 +19,8 @@ next agreement moves every worker to the highest generation any of them has, a f
 reply of the failed operation is therefore never read, and the name keeps working.
 
 join(): a worker that called join() keeps taking part in agreements; for an allreduce it pushes zeros,
-other operations are refused on the workers still running, naming the joined ranks; meanwhile it pushes
-zeros into every DistributedOptimizer's sums (zps.torch.optimizer_join, without agreements). realign() is join()
+for a DistributedOptimizer's step (agreed as one "optimizer" operation per step) zeros for each of the
+optimizer's sums; other operations are refused on the workers still running, naming the joined ranks. realign() is join()
 that takes part in nothing: every operation the others start meanwhile is refused, so workers that left
 a sequence of operations at different points (one raised half way) are in step again afterwards.
 """
@@ -32,7 +32,6 @@ import zlib
 import torch
 
 from zps.errors import ZpsError, ZpsInvalidArgument
-from zps.torch import optimizer_join
 
 # One descriptor: WORDS int64 per worker.
 WORDS = 32
@@ -40,7 +39,10 @@ NAME_WORDS = 16  # the name's first 128 bytes, shown in errors
 MAX_DIMS = 8
 
 KINDS = {"allreduce": 1, "broadcast": 2, "declare": 3, "join": 4, "allgather": 5, "alltoall": 6,
-         "reducescatter": 7, "realign": 8}
+         "reducescatter": 7, "realign": 8, "optimizer": 9}
+# What goes on with joined workers: their allreduces, and DistributedOptimizer's steps (the joined workers
+# push zeros for every gradient).
+_WITH_JOINED = ("allreduce", "optimizer")
 KIND_NAMES = {v: k for k, v in KINDS.items()}
 REDUCTION_NAMES = {1: "Average", 2: "Sum", 3: "Min", 4: "Max", 5: "Product", 6: "Adasum"}
 
@@ -145,7 +147,6 @@ class Coordinator:
         self.agreement_generation = 0
         self.broken = None  # why agreements cannot go on (an agreement's own wait failed)
         self.round = 0
-        self.count_exchanges = 0  # join()'s exchanges of DistributedOptimizer round counts
         self.thread = threading.Thread(target=self._loop, name="zps.torch coordinator", daemon=True)
         self.thread.start()
 
@@ -230,7 +231,7 @@ class Coordinator:
                                      "(an earlier one raised there) and waits for the others to realign" %
                                      (mine.describe(), "s" if len(realigning) > 1 else "",
                                       ", ".join(map(str, realigning))))
-        if joined and op.kind != "allreduce":
+        if joined and op.kind not in _WITH_JOINED:
             raise ZpsInvalidArgument("zps.torch: %s refused: rank%s %s called join() (only allreduce and "
                                      "DistributedOptimizer go on with joined workers)" % (mine.describe(), "s" if len(joined) > 1 else "",
                                                                ", ".join(map(str, joined))))
@@ -253,25 +254,20 @@ class Coordinator:
             return rt.rank
         rounds = 0
         kind = KINDS[op.kind]
-        zero_rounds = optimizer_join.start(rt) if op.kind == "join" else None
         while True:
-            try:
-                descriptors = self._exchange(encode(op.kind, op.kind, None, (), extra=rounds))
-            except BaseException:
-                if zero_rounds is not None:
-                    optimizer_join.abandon(rt)
-                raise
+            descriptors = self._exchange(encode(op.kind, op.kind, None, (), extra=rounds))
             rounds += 1
             active = [d for d in descriptors if d.kind != kind]
             if not active:
-                if zero_rounds is not None:
-                    optimizer_join.finish(rt, zero_rounds, self._exchange_counts)
                 last = [d.rank for d in descriptors if d.extra == 0]
                 return max(last) if last else max(d.rank for d in descriptors)
-            if (op.kind == "realign" or any(d.kind != KINDS["allreduce"] for d in active) or
+            if (op.kind == "realign" or any(d.kind not in map(KINDS.get, _WITH_JOINED) for d in active) or
                     len({d.key() for d in active}) > 1):
                 continue  # the workers still running raise; nothing to take part in
             d = active[0]
+            if d.kind == KINDS["optimizer"]:
+                self._optimizer_zeros(d.name)
+                continue
             dtype = next(t for t, c in DTYPE_CODES.items() if c == d.dtype)
             generation = max(x.generation for x in active)
             self.generations[d.name] = generation
@@ -281,16 +277,13 @@ class Coordinator:
             rt.worker.wait(handle, -1, "zps.torch.join: allreduce of '%s' with zeros" % d.name)
 
 
-    def _exchange_counts(self, counts):
-        """Every worker's list of counts (as long as ours: the same optimizers on every worker)."""
+    def _optimizer_zeros(self, name):
+        """A joined worker's part in a step of DistributedOptimizer `name`: zeros for each of its sums."""
         rt = self.rt
-        table = torch.zeros(rt.size, max(1, len(counts)), dtype=torch.int64)
-        table[rt.rank, :len(counts)] = torch.tensor(counts, dtype=torch.int64)
-        self.count_exchanges += 1
-        tid = rt.tensor_id("zps.join.rounds#%d" % self.count_exchanges, table, None, None)
-        handle = rt.worker.push_pull(tid, table.data_ptr(), table.data_ptr())
-        rt.worker.wait(handle, -1, "zps.torch.join: agreeing on the DistributedOptimizer rounds")
-        return table.tolist()
+        zeros = [(tid, torch.zeros(numel, dtype=dtype)) for tid, numel, dtype in rt.optimizers[name]]
+        handles = [rt.worker.push_pull(tid, z.data_ptr(), z.data_ptr()) for tid, z in zeros]
+        for h in handles:
+            rt.worker.wait(h, -1, "zps.torch.join: a step of %s with zeros" % name)
 
 
 def declared_name(name, tensor, generation):

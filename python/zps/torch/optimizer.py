@@ -14,7 +14,7 @@ import warnings
 
 import torch
 
-from zps.torch import optimizer_join
+from zps.torch import coordinator
 from zps.torch._runtime import runtime
 from zps.torch.compression import Compression
 from zps.torch.ops import Adasum, Average, Sum, start_push_pull, synchronize
@@ -202,12 +202,15 @@ class _DistributedMixin:
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._zps_make_hook(p))
                 self._zps_hooks.append(acc)  # keeps the accumulator (and its hook) alive
-        # A worker that calls join() pushes zeros into these sums while the others step
-        # (zps.torch.optimizer_join); an optimizer of every worker counts its rounds for it.
-        self._zps_rounds = None
+        # Over every worker, each step is agreed once, started with the step's first sum so that it
+        # overlaps backward and the sums: that is how a worker that called join() learns of the step and
+        # pushes zeros for its sums.
+        self._zps_group = rt
+        self._zps_join_name = None
+        self._zps_step_agreement = None
         if rt is not None and rt is runtime("DistributedOptimizer") and rt.size > 1 and sums:
-            self._zps_rounds = optimizer_join.OptimizerRounds(sums)
-            rt.optimizers["zps.optimizer.%d" % len(rt.optimizers)] = self._zps_rounds
+            self._zps_join_name = "zps.optimizer.%d" % len(rt.optimizers)
+            rt.optimizers[self._zps_join_name] = sums
 
     def _zps_make_hook(self, p):
         def hook(*_):
@@ -242,9 +245,15 @@ class _DistributedMixin:
         pushed = unit.tensor()
         if pushed.numel() == 0:
             return
+        self._zps_agree_step()
         if self._zps_predivide != 1.0:
             pushed.div_(self._zps_predivide)
         self._zps_handles[index] = start_push_pull(pushed, pushed, self._zps_divisor, self._zps_ids[index], unit.name)
+
+    def _zps_agree_step(self):
+        if self._zps_join_name is not None and self._zps_step_agreement is None:
+            self._zps_step_agreement = self._zps_group.coordinator.submit(
+                coordinator.Op("optimizer", self._zps_join_name, None, (len(self._zps_units),), 0, lambda agreed: None))
 
     def synchronize(self):
         """Waits for every gradient's sum (e.g. before clipping gradients); step() then does not wait again."""
@@ -258,11 +267,13 @@ class _DistributedMixin:
                     p.grad = torch.zeros_like(p)
                 self._zps_mark_done(p)
         handles, self._zps_handles = self._zps_handles, {}
-        if handles and self._zps_rounds is not None:
-            self._zps_rounds.stepped()
+        self._zps_agree_step()
+        step, self._zps_step_agreement = self._zps_step_agreement, None
         for index, h in handles.items():
             synchronize(h)
             self._zps_units[index].scatter()
+        if step is not None:
+            self._zps_group.coordinator.wait_started(step, None)
         if self._zps_sparse:
             for unit in self._zps_units:
                 for p in unit.params:
