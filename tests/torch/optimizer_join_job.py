@@ -24,7 +24,7 @@ with torch.no_grad():
 lr = 0.5
 params = [("weight", model.weight), ("unused", unused), ("scale", scale)]
 optimizer = hvd.DistributedOptimizer(torch.optim.SGD([p for _, p in params], lr=lr), named_parameters=params,
-                                     op=hvd.Sum)
+                                     op=hvd.Sum, join_steps=True)
 batches = 2 + rank
 x = torch.tensor([[rank + 1.0, 1.0]])
 for step in range(batches):
