@@ -2,6 +2,8 @@
 `zps launch` job (any number of workers): worker r has 2 + r batches; each one that runs out calls
 join(), and the others' steps go on with the joined workers' zeros. Prints one line per passed check and
 exits 1 on the first mismatch, naming it. Also: op=Adasum is refused."""
+import warnings
+
 import torch
 
 import job_checks
@@ -25,6 +27,10 @@ lr = 0.5
 params = [("weight", model.weight), ("unused", unused), ("scale", scale)]
 optimizer = hvd.DistributedOptimizer(torch.optim.SGD([p for _, p in params], lr=lr), named_parameters=params,
                                      op=hvd.Sum, join_steps=True)
+# An optimizer built without join_steps (never stepped here): join() warns that its steps would wait.
+spare = torch.nn.Linear(1, 1)
+hvd.DistributedOptimizer(torch.optim.SGD(spare.parameters(), lr=lr),
+                         named_parameters=[("spare.w", spare.weight), ("spare.b", spare.bias)])
 batches = 2 + rank
 x = torch.tensor([[rank + 1.0, 1.0]])
 for step in range(batches):
@@ -32,7 +38,11 @@ for step in range(batches):
     loss = model(x).sum() + (scale * 2).sum()
     loss.backward()
     optimizer.step()
-last = hvd.join()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    last = hvd.join()
+check("join() warns of an optimizer built without join_steps",
+      any("without join_steps=True" in str(w.message) for w in caught), True)
 check("join() returns the rank that joined last", torch.tensor(last), torch.tensor(size - 1))
 # The last worker to join stepped every time: its weights are everybody's now.
 hvd.broadcast_parameters(dict(params), root_rank=last)

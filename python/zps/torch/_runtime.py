@@ -122,6 +122,9 @@ class Runtime(Group):
         # DistributedOptimizers by name, in the order they were built (the same on every worker): for
         # each of its sums, (tensor id, elements, dtype), which a joined worker pushes zeros into.
         self.optimizers = {}
+        # DistributedOptimizers of every worker built without join_steps: join() warns that their steps
+        # will wait for this worker's gradients.
+        self.optimizers_without_join_steps = 0
         from zps.torch.coordinator import Coordinator
         self.coordinator = Coordinator(self)
 

@@ -11,6 +11,7 @@ Horovod. Two calls of one name in flight at once are refused.
 import itertools
 import threading
 import time
+import warnings
 
 import torch
 
@@ -734,6 +735,11 @@ def join(device=-1):
     """This worker has no more data: it takes part in the other workers' allreduces with zeros until every
     worker called join(). Returns the rank that joined last (the same on every worker)."""
     rt = runtime("join")
+    if rt.optimizers_without_join_steps:
+        warnings.warn("zps.torch.join: %d DistributedOptimizer(s) were built without join_steps=True: their next "
+                      "step on the other workers waits for this worker's gradients (up to ZPS_REQUEST_TIMEOUT); "
+                      "build them with join_steps=True when workers have uneven data" %
+                      rt.optimizers_without_join_steps)
     op = coordinator.Op("join", "join", None, (), 0, None)
     rt.coordinator.run(op)
     return op.result
