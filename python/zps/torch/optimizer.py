@@ -209,9 +209,10 @@ class _DistributedMixin:
         self._zps_group = rt
         self._zps_join_name = None
         self._zps_step_agreement = None
-        if not join_steps and rt is not None and rt is runtime("DistributedOptimizer") and rt.size > 1 and sums:
+        over_every_worker = rt is not None and rt is runtime("DistributedOptimizer") and rt.size > 1 and sums
+        if over_every_worker and not join_steps:
             rt.optimizers_without_join_steps += 1
-        if join_steps and rt is not None and rt is runtime("DistributedOptimizer") and rt.size > 1 and sums:
+        if over_every_worker and join_steps:
             self._zps_join_name = "zps.optimizer.%d" % len(rt.optimizers)
             rt.optimizers[self._zps_join_name] = sums
 

@@ -15,6 +15,7 @@ import contextlib
 import torch
 
 from zps.torch._runtime import runtime
+from zps.torch.broadcast import broadcast_parameters
 from zps.torch.compression import Compression
 from zps.torch.ops import broadcast_, start_push_pull, synchronize as wait_for
 from zps.torch.optimizer import _plan_units, bucket_bytes_setting
@@ -56,7 +57,6 @@ class DistributedDataParallel(torch.nn.Module):
                 acc.register_hook(self._make_hook(p))
                 self._grad_accs.append(acc)  # keeps the accumulator (and its hook) alive
         self._done = set()  # params whose gradient this backward produced
-        from zps.torch.broadcast import broadcast_parameters
         broadcast_parameters(module.state_dict(), root_rank=0)
 
     @contextlib.contextmanager
