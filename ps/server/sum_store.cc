@@ -301,8 +301,10 @@ Status SumStore::addNextRank(const KeyState& k, OpenRound& r, const wire::DataMe
     // The engine keeps the sum (on its device) until collect() writes it into this buffer.
     if (first) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));
     ZPS_RETURN_IF_ERROR(addRoundPush(k, r, msg));
-  } else if (first && msg.header.encoding() == pb::ENCODING_DENSE) {
-    r.sum = msg.payload;  // adopted: the sum starts as worker 0's receive buffer
+  } else if (first && msg.header.encoding() == pb::ENCODING_DENSE && !msg.payload.isLent()) {
+    // Adopted: the sum starts as worker 0's receive buffer. Not when the worker lent it (shared
+    // memory): the sum is kept for pulls, which would hold the worker's arena for rounds.
+    r.sum = msg.payload;
   } else {
     if (first) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));  // decoded into
     ZPS_RETURN_IF_ERROR(addPush(k, const_cast<uint8_t*>(r.sum.data()), first, msg));

@@ -48,8 +48,9 @@ inline constexpr Setting kIpc{
     .type = SettingType::kSwitch,
     .default_text = "1",
     .help =
-        "1: a worker's links to servers on its host move from TCP to the servers' ipc:// sockets (faster "
-        "for large messages); 0: they stay on TCP (on a server: it offers no ipc:// socket)",
+        "1: a worker's links to servers on its host move from TCP to the servers' ipc:// sockets, where "
+        "frames of 16 KiB or more cross in shared memory; 0: they stay on TCP (on a server: it offers no "
+        "ipc:// socket)",
     .group = kGroupMessages,
 };
 inline constexpr Setting kFusionBytes{

@@ -7,7 +7,8 @@
 //
 // Zero copy (zmq_frames.h): a sent Blob becomes a zmq_msg_t that points at the Blob's bytes and holds a
 // reference to its owner until ZeroMQ frees it; a received zmq_msg_t becomes the owner of the Blob
-// handed to recv().
+// handed to recv(). Between processes on one host, large frames cross in shared memory instead
+// (shared_memory_links.h): the socket then carries where they lie.
 #include <arpa/inet.h>
 #include <glog/logging.h>
 #include <sys/epoll.h>
@@ -35,6 +36,7 @@
 #include "ps/transport/zmq/incoming_peers.h"
 #include "ps/transport/zmq/io_commands.h"
 #include "ps/transport/zmq/io_wait.h"
+#include "ps/transport/zmq/shared_memory_links.h"
 #include "ps/transport/zmq/zmq_frames.h"
 
 namespace zps {
@@ -54,7 +56,10 @@ std::string zmqError() { return zmq_strerror(zmq_errno()); }
 class ZmqTransport final : public Transport {
  public:
   explicit ZmqTransport(const TransportOptions& options)
-      : options_(options), recv_queue_(options.recv_queue_capacity), fault_rng_(options.faults.seed) {
+      : options_(options),
+        recv_queue_(options.recv_queue_capacity),
+        links_(options.name, !options.faults.any()),
+        fault_rng_(options.faults.seed) {
     keepFreedMessageMemory();
     ctx_ = zmq_ctx_new();
     CHECK(ctx_ != nullptr) << "zmq_ctx_new: " << zmqError();
@@ -62,6 +67,7 @@ class ZmqTransport final : public Transport {
     guard_ = std::make_unique<HandshakeGuard>(ctx_, options_.name, credentialsOf(options_));
     guard_->onClientReconnect([this](uint64_t peer) {
       ++reconnects_;
+      links_.reconnected(peer);
       if (reconnect_handler_) reconnect_handler_(peer);
     });
     dealer_fds_ = epoll_create1(EPOLL_CLOEXEC);
@@ -96,7 +102,9 @@ class ZmqTransport final : public Transport {
     if (name.empty() || name.size() > 64 ||
         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
       return InvalidArgument("'" + name + "' is not an ipc socket name");
-    return connectEndpoint("ipc://@" + name);
+    StatusOr<PeerId> peer = connectEndpoint("ipc://@" + name);
+    if (peer.ok()) links_.offerTo(*peer);  // the peer is on this host
+    return peer;
   }
 
   StatusOr<PeerId> connectEndpoint(const std::string& endpoint) {
@@ -111,8 +119,13 @@ class ZmqTransport final : public Transport {
   }
 
   Status send(PeerId peer, std::vector<Blob> frames) override {
-    if (closed_.load()) return Aborted(options_.name + " is closed");
     if (frames.empty()) return InvalidArgument("cannot send a message with no frames");
+    return sendAsIs(peer, links_.outgoing(peer, std::move(frames)));
+  }
+
+  // The frames as given, past the shared-memory links.
+  Status sendAsIs(PeerId peer, std::vector<Blob> frames) {
+    if (closed_.load()) return Aborted(options_.name + " is closed");
     if (sendWithoutHandOff(peer, frames)) return Status::OK();
     queued_sends_.fetch_add(1);
     enqueue(SendCmd{peer, std::move(frames)});
@@ -354,6 +367,7 @@ class ZmqTransport final : public Transport {
   }
 
   void doForget(PeerId peer) {
+    links_.forget(peer);
     std::optional<PeerId> gone = incoming_.forget(peer);
     if (!gone) return;
     std::lock_guard<std::mutex> lock(names_mu_);
@@ -363,6 +377,7 @@ class ZmqTransport final : public Transport {
   void doDisconnect(PeerId peer) {
     auto it = dealers_.find(peer);
     if (it == dealers_.end()) return;
+    links_.forget(peer);
     guard_->forgetClient(peer);
     {
       std::lock_guard<std::mutex> closing(it->second->mu);  // a sending thread may hold it
@@ -420,6 +435,12 @@ class ZmqTransport final : public Transport {
       LOG_EVERY_N(WARNING, 100) << options_.name << ": dropped a message with "
                                 << (frames.empty() ? "no frames" : "too many frames") << " from " << describe(peer);
       return true;
+    }
+    if (shm::isMarker(frames[0])) {
+      shm::SharedMemoryLinks::Incoming in = links_.incoming(peer, std::move(frames));
+      if (!in.answer.empty()) (void)sendAsIs(peer, std::move(in.answer));  // fails only once closed
+      if (in.frames.empty()) return true;
+      frames = std::move(in.frames);
     }
     if (handler_)
       handler_(TransportMessage{peer, std::move(frames)});
@@ -560,6 +581,7 @@ class ZmqTransport final : public Transport {
   std::thread io_thread_;
   std::atomic<bool> closed_{false};
   BoundedQueue<TransportMessage> recv_queue_;
+  shm::SharedMemoryLinks links_;
 
   std::mutex cmd_mu_;
   std::deque<Command> commands_;
