@@ -78,7 +78,8 @@ assert len(whole[0]) == 70000 and whole[1].shape == (70000, 26), 'wrong shapes'
     port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     ZPS_METRICS_PORT=$port timeout 300 "$ZPS" launch --servers 2 --workers 2 --progress 0 -- \
       python3 "$SRC/tests/torch/row_cache_job.py" "$part" >"$OUT" 2>&1 || fail "row_cache_job.py $part exited $?"
-    [ "$(grep -c "^\[worker [01]\] row cache ok$" "$OUT")" = 2 ] || fail "row_cache_job.py $part: not both workers printed 'row cache ok'"
+    [ "$(grep -c "^\[worker [01]\] row cache ok$" "$OUT")" = 2 ] ||
+      fail "row_cache_job.py $part: not both workers printed 'row cache ok'"
     ok "row cache, $part: $(grep -c "^\[worker 0\] ok:" "$OUT") checks passed on worker 0 (and on worker 1)"
     ;;
   *)

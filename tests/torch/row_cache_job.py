@@ -79,8 +79,8 @@ def stale(rank):
             pulled_at[key] = step
         before = pulled_bytes()
         out = bags(ids)
-        check("step %d: pulled bytes are those of the %d rows missing or older than %d steps" % (step, len(expected), k),
-              pulled_bytes() - before, len(expected) * DIM * 4)
+        check("step %d: pulled bytes are those of the %d rows missing or older than %d steps" %
+              (step, len(expected), k), pulled_bytes() - before, len(expected) * DIM * 4)
         with torch.no_grad():
             fresh = bags.table._pull(keys)  # the servers' rows now, past the cache
         truth.append({key: fresh[i] for i, key in enumerate(keys.tolist())})
