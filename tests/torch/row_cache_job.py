@@ -116,11 +116,11 @@ def bound(rank):
         # A step uses fewer rows than half the cache, so the hot ids, used every step, are never the
         # least recently used: after the first step only the new ids are pulled.
         want = TABLES * (hot + new_per_step if step == 0 else new_per_step)
-        if pulled != want or len(cache) > capacity:
+        if pulled != want or cache.rows_held > capacity:
             check("step %d: rows pulled" % step, pulled, want)
-            check("step %d: the cache holds at most %d rows" % (step, capacity), len(cache) <= capacity, True)
+            check("step %d: the cache holds at most %d rows" % (step, capacity), cache.rows_held <= capacity, True)
         out.sum().backward()
-    check("the cache holds %d rows after %d steps of new ids" % (capacity, steps), len(cache), capacity)
+    check("the cache holds %d rows after %d steps of new ids" % (capacity, steps), cache.rows_held, capacity)
     check("its row storage did not grow", cache.rows.numel() * cache.rows.element_size(), rows_bytes)
     check("rows pulled", cache.misses, TABLES * (hot + new_per_step * steps))
     check("every row pulled and not held was evicted", cache.evictions, cache.misses - capacity)

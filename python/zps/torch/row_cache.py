@@ -13,8 +13,8 @@ clock read s (in sync mode: with every worker's rounds 1..s applied) is served w
 t <= s + k, so a row used at step t lacks at most the k rounds s+1..t: it is at most k steps old.
 k = 0 caches nothing (every lookup pulls, as without a cache).
 
-Memory: at most `capacity` rows (capacity x dim floats, plus 16 bytes of stamps and the index entry per
-row). When new rows need room, the least recently used go first, so a stream of ever-new ids keeps
+Memory: at most `capacity` rows, allocated up front: capacity x dim floats, plus 24 bytes per row (its
+key and two step stamps) and a dict entry per row held. When new rows need room, the least recently used go first, so a stream of ever-new ids keeps
 the cache at `capacity` rows whatever its length.
 """
 import torch
@@ -39,7 +39,9 @@ class RowCache:
         self.used_at = torch.full((self.capacity,), -1, dtype=torch.int64)
         self.hits = self.misses = self.evictions = 0
 
-    def __len__(self):
+    @property
+    def rows_held(self):
+        """Rows cached now (not len(): an empty cache stays truthy)."""
         return len(self.slot_of)
 
     def advance(self):
