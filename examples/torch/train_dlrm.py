@@ -16,6 +16,12 @@ Every worker takes --batch-size rows per step (the global batch is workers x bat
 steps, in order, over --data: synthetic (dlrm_data.py: Zipf ids, a known teacher) or criteo:PATH
 (Criteo's TSV). Then each worker prints the AUC on held-out rows (and, for synthetic data, the Bayes AUC
 of the same rows) and the samples per second of the job (after --warmup steps).
+
+--row-cache-steps K > 0 serves each pulled row from the worker's cache for up to K steps (at most
+--row-cache-rows rows; zps/torch/row_cache.py); gradients are still pushed every step. Worker 0 prints
+the embedding bytes per training sample: from the workers' own row counts, and, when ZPS_METRICS_PORT
+is set, from the servers' byte counters (their pushed and pulled bytes during training less the MLP
+gradients' exact share).
 """
 import argparse
 import json
@@ -26,6 +32,7 @@ import torch
 import zps.torch as bps
 from dlrm_data import CATEGORICAL, NUMERIC, load
 from dlrm_model import DLRM, batches, scores, train
+from server_counters import server_bytes
 from train_ctr import roc_auc
 
 
@@ -44,6 +51,9 @@ def parse_args(argv=None):
     p.add_argument("--table-lr", type=float, default=0.2, help="Adagrad's learning rate for the tables")
     p.add_argument("--table-accumulator", type=float, default=1e-6,
                    help="Adagrad's starting accumulator (small: a row's first steps are about --table-lr)")
+    p.add_argument("--row-cache-steps", type=int, default=0,
+                   help="serve a pulled row from the worker's cache for up to this many steps (0: no cache)")
+    p.add_argument("--row-cache-rows", type=int, default=100000, help="rows the worker's cache holds at most")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = p.parse_args(argv)
@@ -51,7 +61,24 @@ def parse_args(argv=None):
         p.error("need --steps > --warmup >= 0, --batch-size > 0 and --test-rows > 0")
     if not 0 < args.scale <= 1:
         p.error("--scale must be in (0, 1]")
+    if args.row_cache_steps < 0 or args.row_cache_rows < 1:
+        p.error("need --row-cache-steps >= 0 and --row-cache-rows >= 1")
     return args
+
+
+def embedding_traffic(args, tables, model, size, servers_before, servers_after):
+    """Embedding bytes per training sample (a dict): pulled and pushed, from every worker's row counts,
+    and, when the servers' counters were read, from those less the MLP gradients' share (each worker
+    pushes and pulls every dense gradient once a step, uncompressed)."""
+    samples = args.steps * size * args.batch_size
+    row_bytes = args.embedding_dim * 4
+    pulled, pushed = (sum(bps.allgather_object(n)) * row_bytes for n in (tables.pulled_rows, tables.pushed_rows))
+    out = {"workers_pulled": pulled / samples, "workers_pushed": pushed / samples}
+    if servers_before is not None and servers_after is not None:
+        dense = args.steps * size * 4 * sum(p.numel() for p in model.parameters())
+        out["servers_pulled"] = (servers_after[1] - servers_before[1] - dense) / samples
+        out["servers_pushed"] = (servers_after[0] - servers_before[0] - dense) / samples
+    return out
 
 
 def main():
@@ -64,15 +91,26 @@ def main():
                                           args.steps * size * args.batch_size, args.test_rows)
 
     tables = bps.EmbeddingBags(CATEGORICAL, args.embedding_dim, name="dlrm", optimizer="adagrad", lr=args.table_lr,
-                               initial_accumulator=args.table_accumulator, eps=1e-8)
+                               initial_accumulator=args.table_accumulator, eps=1e-8,
+                               row_cache_steps=args.row_cache_steps, row_cache_rows=args.row_cache_rows)
     model = DLRM(tables, NUMERIC, CATEGORICAL, args.embedding_dim)
     optimizer = bps.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=args.lr),
                                          named_parameters=model.named_parameters())
     bps.broadcast_parameters(model.state_dict(), root_rank=0)
 
+    # The servers' counters are read with every worker between two barriers, so they count the
+    # training steps only.
+    bps.barrier()
+    servers_before = server_bytes(rank) if rank == 0 else None
     bps.barrier()
     seconds = train(model, [optimizer], batches(train_set, rank, size, args.batch_size), args.steps, args.warmup)
     samples_per_s = (args.steps - args.warmup) * size * args.batch_size / seconds
+    bps.barrier()
+    servers_after = server_bytes(rank) if rank == 0 else None
+    bps.barrier()
+    traffic = embedding_traffic(args, tables, model, size, servers_before, servers_after)
+    if tables.row_cache is not None:
+        tables.row_cache.clear()  # the held-out rows are scored with the servers' rows
 
     # Each worker scores its share of the held-out rows; every worker then ranks all of them.
     dense, ids, labels = test_set
@@ -83,10 +121,13 @@ def main():
     print(f"Test AUC: {auc:.4f} ({len(labels)} rows){bayes}, Worker: {rank}", flush=True)
     print(f"Samples/s: {samples_per_s:.0f} ({size} workers x {args.batch_size} rows, {args.steps} steps), "
           f"Worker: {rank}", flush=True)
+    if rank == 0:
+        print("Embedding bytes/sample: " + ", ".join("%s %.1f" % kv for kv in traffic.items()), flush=True)
     if args.json and rank == 0:
         print(json.dumps({"system": "zps", "samples_per_s": samples_per_s, "auc": auc, "bayes_auc": bayes_auc,
-                          "steps": args.steps, "workers": size, "batch_size": args.batch_size, "scale": args.scale}),
-              flush=True)
+                          "steps": args.steps, "workers": size, "batch_size": args.batch_size, "scale": args.scale,
+                          "row_cache_steps": args.row_cache_steps, "row_cache_rows": args.row_cache_rows,
+                          "embedding_bytes_per_sample": traffic}), flush=True)
     bps.shutdown()
 
 

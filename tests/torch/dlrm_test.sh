@@ -5,8 +5,12 @@
 #   bags   zps.torch.EmbeddingBags checked exactly (embedding_bags_job.py, 1 worker + 2 servers)
 #   train  2 workers + 2 servers train the synthetic DLRM at a small scale; both workers print the same
 #          test AUC, at least the Bayes AUC - MARGIN and well above chance
-# Usage: dlrm_test.sh <build dir> <source dir> data|bags|train. Skipped (77) when /usr/bin/python3 cannot
-# import torch.
+#   row_cache_exact, row_cache_stale, row_cache_bound
+#          the worker-side row cache (row_cache_job.py, 2 workers + 2 servers): k = 0 is bit for bit no
+#          cache; k = 3 pulls exactly the rows its rule says and serves no row older than 3 steps; a
+#          stream of new ids keeps it at its row bound
+# Usage: dlrm_test.sh <build dir> <source dir> data|bags|train|row_cache_{exact,stale,bound}. Skipped (77)
+# when /usr/bin/python3 cannot import torch.
 set -uo pipefail
 BUILD=$1 SRC=$2 WHAT=$3
 ZPS=$BUILD/bin/zps
@@ -67,8 +71,19 @@ assert len(whole[0]) == 70000 and whole[1].shape == (70000, 26), 'wrong shapes'
       fail "test AUC ${auc[0]} < Bayes AUC $bayes - $MARGIN (or < 0.7)"
     ok "test AUC ${auc[0]} >= Bayes AUC $bayes - $MARGIN and >= 0.7"
     ;;
+  row_cache_*)
+    part=${WHAT#row_cache_}
+    # The job reads each worker's byte counters from its metrics endpoint: zps launch gives the
+    # scheduler this port and the servers and workers the next ones (port+1 .. port+4).
+    port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    ZPS_METRICS_PORT=$port timeout 300 "$ZPS" launch --servers 2 --workers 2 --progress 0 -- \
+      python3 "$SRC/tests/torch/row_cache_job.py" "$part" >"$OUT" 2>&1 || fail "row_cache_job.py $part exited $?"
+    [ "$(grep -c "^\[worker [01]\] row cache ok$" "$OUT")" = 2 ] ||
+      fail "row_cache_job.py $part: not both workers printed 'row cache ok'"
+    ok "row cache, $part: $(grep -c "^\[worker 0\] ok:" "$OUT") checks passed on worker 0 (and on worker 1)"
+    ;;
   *)
-    echo "usage: $0 <build dir> <source dir> data|bags|train"
+    echo "usage: $0 <build dir> <source dir> data|bags|train|row_cache_{exact,stale,bound}"
     exit 2
     ;;
 esac

@@ -10,10 +10,16 @@ Synchronous by default: the n-th backward of every worker is one round, applied 
 of all workers summed (divided by size() when average=True, as DistributedOptimizer averages dense
 gradients); a forward after a worker's n-th backward sees the rows as of round n. Every worker must call
 forward and backward once per step (an empty batch is fine).
+
+row_cache_steps=k > 0 serves each pulled row from this worker's copy for up to k steps before it is
+pulled again (at most row_cache_rows rows, least recently used evicted; see row_cache.py): a row
+used at step t then lacks at most the updates of the k rounds before t. k = 0 (the default) pulls
+every row every step. Gradients are pushed every step either way.
 """
 import torch
 
 from zps.torch._runtime import runtime
+from zps.torch.row_cache import RowCache
 
 
 class _PullRows(torch.autograd.Function):
@@ -21,7 +27,7 @@ class _PullRows(torch.autograd.Function):
     def forward(ctx, module, keys, anchor):
         ctx.module = module
         ctx.keys = keys
-        return module._pull(keys)
+        return module._lookup(keys)
 
     @staticmethod
     def backward(ctx, grad_rows):
@@ -33,11 +39,13 @@ class Embedding(torch.nn.Module):
     """Rows of `embedding_dim` float32 values kept in server table `name` (the same on every worker)."""
 
     def __init__(self, embedding_dim, name, optimizer="adagrad", lr=0.05, init_scale=0.01, seed=1, average=True,
-                 async_=None, **optimizer_options):
+                 async_=None, row_cache_steps=0, row_cache_rows=100000, **optimizer_options):
         super().__init__()
         rt = runtime("Embedding")
         if not isinstance(name, str) or not name:
             raise ValueError("zps.torch.Embedding: name must be a non-empty string (the table's name on the servers)")
+        if int(row_cache_steps) < 0 or int(row_cache_rows) < 1:
+            raise ValueError("zps.torch.Embedding '%s': row_cache_steps must be >= 0 and row_cache_rows >= 1" % name)
         self.embedding_dim = int(embedding_dim)
         self.name = name
         self.scale = 1.0 / rt.size if average else 1.0
@@ -47,6 +55,9 @@ class Embedding(torch.nn.Module):
                                             seed=seed, async_=async_, **optimizer_options))
         # Not a Parameter: only makes autograd call backward, whatever requires grad in the model.
         self._anchor = torch.zeros(0, requires_grad=True)
+        self.row_cache = RowCache(self.embedding_dim, row_cache_steps, row_cache_rows) if row_cache_steps else None
+        # Rows this module moved: pulled from the servers (the cache's hits are not), and pushed.
+        self.pulled_rows = self.pushed_rows = 0
 
     def extra_repr(self):
         return "embedding_dim=%d, name='%s' (rows on the servers)" % (self.embedding_dim, self.name)
@@ -63,7 +74,10 @@ class Embedding(torch.nn.Module):
         enabled, backward pushes their gradient (once per call: keys must not repeat)."""
         if torch.is_grad_enabled():
             return _PullRows.apply(self, keys, self._anchor)
-        return self._pull(keys)
+        return self._lookup(keys)
+
+    def _lookup(self, keys):
+        return self.row_cache.lookup(keys, self._pull) if self.row_cache is not None else self._pull(keys)
 
     def _pull(self, keys):
         rt = runtime("Embedding.forward")
@@ -71,6 +85,7 @@ class Embedding(torch.nn.Module):
         keys = keys.contiguous()
         h = rt.worker.pull_rows(self._table, keys.data_ptr(), keys.numel(), out.data_ptr())
         rt.worker.wait(h, -1, "zps.torch.Embedding '%s': pulling %d rows" % (self.name, keys.numel()))
+        self.pulled_rows += keys.numel()
         return out
 
     def _push(self, keys, grad_rows):
@@ -81,3 +96,6 @@ class Embedding(torch.nn.Module):
         grads = grads.contiguous()
         h = rt.worker.push_rows(self._table, keys.data_ptr(), keys.numel(), grads.data_ptr())
         rt.worker.wait(h, -1, "zps.torch.Embedding '%s': pushing %d rows" % (self.name, keys.numel()))
+        self.pushed_rows += keys.numel()
+        if self.row_cache is not None:
+            self.row_cache.advance()

@@ -9,7 +9,9 @@ server. Rows are created on first touch, so a table has no size to declare; ids 
 
 Each table pools its bags like torch.nn.EmbeddingBag (offsets, mode "sum", "mean" or "max"), and the
 output is [bags, num_tables, embedding_dim]. Synchronous like zps.torch.Embedding: every worker calls
-forward and backward once per step, and a forward sees every worker's gradients of the steps before it.
+forward and backward once per step, and a forward sees every worker's gradients of the steps before it,
+unless row_cache_steps=k > 0: then a row may be served from this worker's cache of recently pulled rows
+(at most row_cache_rows of them), and lack at most the gradients of the k steps before (row_cache.py).
 """
 import torch
 import torch.nn.functional as F
@@ -25,7 +27,7 @@ class EmbeddingBags(torch.nn.Module):
     worker). Optimizer arguments are zps.torch.Embedding's (the servers apply them to every table)."""
 
     def __init__(self, num_tables, embedding_dim, name, mode="sum", optimizer="adagrad", lr=0.05, init_scale=0.01,
-                 seed=1, average=True, async_=None, **optimizer_options):
+                 seed=1, average=True, async_=None, row_cache_steps=0, row_cache_rows=100000, **optimizer_options):
         super().__init__()
         if not 0 < int(num_tables) <= MAX_TABLES:
             raise ValueError("zps.torch.EmbeddingBags: num_tables must be in [1, %d]" % MAX_TABLES)
@@ -35,8 +37,24 @@ class EmbeddingBags(torch.nn.Module):
         self.mode = mode
         self.embedding_dim = int(embedding_dim)
         self.table = Embedding(embedding_dim, name, optimizer=optimizer, lr=lr, init_scale=init_scale, seed=seed,
-                               average=average, async_=async_, **optimizer_options)
+                               average=average, async_=async_, row_cache_steps=row_cache_steps,
+                               row_cache_rows=row_cache_rows, **optimizer_options)
         self.table_base = torch.arange(self.num_tables, dtype=torch.int64) << ID_BITS
+
+    @property
+    def row_cache(self):
+        """The worker's cache of recently pulled rows (row_cache.RowCache), or None (row_cache_steps=0)."""
+        return self.table.row_cache
+
+    @property
+    def pulled_rows(self):
+        """Rows this worker pulled from the servers so far (rows served from the cache not counted)."""
+        return self.table.pulled_rows
+
+    @property
+    def pushed_rows(self):
+        """Rows whose gradients this worker pushed so far."""
+        return self.table.pushed_rows
 
     def extra_repr(self):
         return "num_tables=%d, embedding_dim=%d, mode='%s'" % (self.num_tables, self.embedding_dim, self.mode)
