@@ -75,6 +75,16 @@ TEST_CASE("shared memory: after the agreement, large frames cross in the arena a
   REQUIRE(answer.frames.size() == 2);
   CHECK(answer.frames[1].view() == bytes(2 << 20, 9).view());
   CHECK(link.listener.sharedFrames() == 1);
+
+  // Two large frames in one message (a row push's keys and rows): both in the arena, in their places.
+  std::vector<Blob> rows =
+      link.connector.outgoing(kListenerSeen, {Blob::fromString("rows"), bytes(1 << 20, 3), bytes(2 << 20, 4)});
+  REQUIRE(rows.size() == 4);
+  auto both = link.listener.incoming(kConnectorSeen, rows);
+  REQUIRE(both.frames.size() == 3);
+  CHECK(both.frames[1].view() == bytes(1 << 20, 3).view());
+  CHECK(both.frames[2].view() == bytes(2 << 20, 4).view());
+  CHECK(link.connector.sharedFrames() == 3);
 }
 
 TEST_CASE("shared memory: small frames and the envelope stay in the message") {

@@ -162,7 +162,8 @@ std::vector<Blob> SharedMemoryLinks::outgoing(PeerId peer, std::vector<Blob> fra
       const Blob& frame = frames[i];
       if (frame.size() < kMinSharedFrameBytes) continue;
       std::optional<uint64_t> at = link->arena->put(frame.data(), frame.size());
-      if (!at && link->arena->oldestHeldFor() > kStuckSlot) {
+      // A new arena only between messages: the marker names one arena for all of a message's frames.
+      if (!at && marker.entries.empty() && link->arena->oldestHeldFor() > kStuckSlot) {
         LOG(WARNING) << name_ << ": peer #" << peer << " has held a shared-memory frame for over " << kStuckSlot.count()
                      << " s; a new arena replaces the full one";
         if (!newArena(peer, *link)) return frames;
@@ -219,8 +220,11 @@ SharedMemoryLinks::Incoming SharedMemoryLinks::incoming(PeerId peer, std::vector
         auto mapped = enabled_ ? mapPeerArena(*link, marker->arena)
                                : StatusOr<std::shared_ptr<MappedArena>>(Unavailable("shared memory is off here"));
         answer.kind = mapped.ok() ? MarkerKind::kAccept : MarkerKind::kRefuse;
-        if (!mapped.ok())
-          LOG(WARNING) << name_ << ": cannot map peer #" << peer << "'s arena: " << mapped.status().message();
+        if (!mapped.ok()) {
+          std::lock_guard<std::mutex> log_lock(log_mu_);
+          if (refusal_log_.allow())
+            LOG(WARNING) << name_ << ": cannot map peer #" << peer << "'s arena: " << mapped.status().message();
+        }
         result.answer.push_back(encodeMarker(answer));
       }
       return result;
