@@ -137,6 +137,7 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   k.bytes = static_cast<size_t>(h.num_elements() * dtypeSize(msg.dtype));  // bounded by the codec's payload limit
   k.async = h.async();
   k.contributors = contributorsOf(h);
+  k.sums = SumBuffers::create(k.bytes, kIdleSumBuffers);
   if (k.async) k.applied.resize(num_workers_);
   k.received.assign(num_workers_, 0);
   keys_.emplace(h.key(), std::move(k));
@@ -299,14 +300,14 @@ Status SumStore::addNextRank(const KeyState& k, OpenRound& r, const wire::DataMe
   const bool first = r.summed == 0;
   if (reducer_->holdsRounds()) {
     // The engine keeps the sum (on its device) until collect() writes it into this buffer.
-    if (first) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));
+    if (first) r.sum = Blob::fromBuffer(k.sums->take());
     ZPS_RETURN_IF_ERROR(addRoundPush(k, r, msg));
   } else if (first && msg.header.encoding() == pb::ENCODING_DENSE && !msg.payload.isLent()) {
     // Adopted: the sum starts as worker 0's receive buffer. Not when the worker lent it (shared
     // memory): the sum is kept for pulls, which would hold the worker's arena for rounds.
     r.sum = msg.payload;
   } else {
-    if (first) r.sum = Blob::fromBuffer(std::make_shared<AlignedBuffer>(k.bytes));  // decoded into
+    if (first) r.sum = Blob::fromBuffer(k.sums->take());  // decoded into
     ZPS_RETURN_IF_ERROR(addPush(k, const_cast<uint8_t*>(r.sum.data()), first, msg));
   }
   ++r.summed;

@@ -43,6 +43,7 @@
 #include "ps/common/blob.h"
 #include "ps/server/memory_budget.h"
 #include "ps/server/sequence_window.h"
+#include "ps/server/sum_buffers.h"
 #include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
 
@@ -69,6 +70,9 @@ class SumStore {
   static constexpr uint64_t kMaxRoundsAhead = 2;
   // A worker may push kMaxRoundsAhead rounds past a round it has not pulled yet, so keep one more.
   static constexpr size_t kKeptResults = kMaxRoundsAhead + 1;
+  // Idle sum buffers a key keeps for its next rounds (SumBuffers): the steady state takes one and
+  // frees one per round.
+  static constexpr size_t kIdleSumBuffers = 2;
 
   // `budget` (may be null) is charged for every key declared: the most buffers the key can hold at once.
   // `counts` (may be null; it outlives the store) counts what this store takes in and adds.
@@ -118,6 +122,7 @@ class SumStore {
     // Workers that push each round: num_workers_ for a key of every worker, fewer for a process
     // set's key. Then a round's pushes wait until all of them are in and are added in rank order.
     int contributors = 0;
+    std::shared_ptr<SumBuffers> sums;        // sync keys: the rounds' sum buffers, reused
     std::shared_ptr<AlignedBuffer> running;  // async keys: the running sum
     std::vector<SequenceWindow> applied;     // async keys: per worker, the pushes already added
   };
