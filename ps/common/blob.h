@@ -54,13 +54,6 @@ class Blob {
     auto owner = std::make_shared<std::string>(std::move(s));
     return Blob(owner, owner->data(), owner->size());
   }
-  // Bytes lent by a peer (its shared-memory arena, ps/transport/zmq/shared_arena.h): the peer reuses
-  // them only once every copy of this Blob is gone, so whoever would keep them for long copies them.
-  static Blob lent(std::shared_ptr<const void> owner, const void* data, size_t size) {
-    Blob b(std::move(owner), data, size);
-    b.lent_ = true;
-    return b;
-  }
   static Blob fromBuffer(std::shared_ptr<AlignedBuffer> buf) {
     const void* d = buf->data();
     size_t n = buf->size();
@@ -70,7 +63,6 @@ class Blob {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  bool isLent() const { return lent_; }
   std::string_view view() const { return {reinterpret_cast<const char*>(data_), size_}; }
   const std::shared_ptr<const void>& owner() const { return owner_; }
 
@@ -78,7 +70,6 @@ class Blob {
   std::shared_ptr<const void> owner_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  bool lent_ = false;
 };
 
 }  // namespace zps

@@ -302,9 +302,10 @@ Status SumStore::addNextRank(const KeyState& k, OpenRound& r, const wire::DataMe
     // The engine keeps the sum (on its device) until collect() writes it into this buffer.
     if (first) r.sum = Blob::fromBuffer(k.sums->take());
     ZPS_RETURN_IF_ERROR(addRoundPush(k, r, msg));
-  } else if (first && msg.header.encoding() == pb::ENCODING_DENSE && !msg.payload.isLent()) {
-    // Adopted: the sum starts as worker 0's receive buffer. Not when the worker lent it (shared
-    // memory): the sum is kept for pulls, which would hold the worker's arena for rounds.
+  } else if (first && msg.header.encoding() == pb::ENCODING_DENSE) {
+    // Adopted: the sum starts as worker 0's receive buffer. In shared memory that is worker 0's arena
+    // slot, held while the result is kept (its next pushes may then find the arena full and go through
+    // the socket); copying it instead put a second copy of every kept result in the server's memory.
     r.sum = msg.payload;
   } else {
     if (first) r.sum = Blob::fromBuffer(k.sums->take());  // decoded into

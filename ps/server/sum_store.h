@@ -72,7 +72,7 @@ class SumStore {
   static constexpr size_t kKeptResults = kMaxRoundsAhead + 1;
   // Idle sum buffers a key keeps for its next rounds (SumBuffers): the steady state takes one and
   // frees one per round.
-  static constexpr size_t kIdleSumBuffers = 2;
+  static constexpr size_t kIdleSumBuffers = 1;
 
   // `budget` (may be null) is charged for every key declared: the most buffers the key can hold at once.
   // `counts` (may be null; it outlives the store) counts what this store takes in and adds.

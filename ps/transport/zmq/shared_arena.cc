@@ -177,7 +177,7 @@ StatusOr<Blob> MappedArena::frame(uint64_t offset, uint64_t length) {
   if (header->magic != kSlotMagic || header->length != length || header->arena_id != ref_.id)
     return ProtocolError("frame at " + std::to_string(offset) + " does not match its slot header");
   auto held = std::make_shared<HeldSlot>(shared_from_this(), slot);
-  return Blob::lent(std::move(held), slot + kSlotHeader, length);
+  return Blob(std::move(held), slot + kSlotHeader, length);
 }
 
 }  // namespace zps::shm
