@@ -232,7 +232,8 @@ TEST_CASE("scheduler restarts at a new address under the same name with ZPS_RECO
   c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "3");
   const int first = c.startScheduler({{"ZPS_BIND_HOST", "127.0.0.1"}});
   const int s0 = c.startServer();
-  const int w0 = c.startWorker(0, {"check", "--rounds", "6000", "--sizes", "256K,4K+3", "--dtypes", "float32"});
+  // Enough rounds to outlast the move by far (about 2.5 s per 6000 rounds on one host today).
+  const int w0 = c.startWorker(0, {"check", "--rounds", "30000", "--sizes", "256K,4K+3", "--dtypes", "float32"});
   REQUIRE(c.waitForLog(w0, "connected to 1 servers", 60s));
   c.signal(first, SIGKILL);
   CHECK(c.waitExit(first, 10s) == 128 + SIGKILL);
