@@ -121,11 +121,6 @@ std::optional<uint64_t> SendArena::put(const uint8_t* data, size_t size) {
   return *at + kSlotHeader;
 }
 
-size_t SendArena::heldSlots() {
-  reclaim();
-  return slots_.size();
-}
-
 std::chrono::steady_clock::duration SendArena::oldestHeldFor() {
   reclaim();
   auto oldest = std::chrono::steady_clock::now();

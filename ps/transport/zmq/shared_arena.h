@@ -51,8 +51,6 @@ class SendArena {
   // Copies `size` bytes into a free slot and returns the offset of the copy, or nullopt when no free
   // slot is large enough (the frame then goes through the socket). Not thread-safe.
   std::optional<uint64_t> put(const uint8_t* data, size_t size);
-  // Slots handed out and not yet released by the receiver (after taking back the released ones).
-  size_t heldSlots();
   // How long the oldest slot still held has been held (zero when none is).
   std::chrono::steady_clock::duration oldestHeldFor();
 
