@@ -188,6 +188,7 @@ std::vector<Blob> SharedMemoryLinks::outgoing(PeerId peer, std::vector<Blob> fra
 }
 
 StatusOr<std::shared_ptr<MappedArena>> SharedMemoryLinks::mapPeerArena(Link& link, const ArenaRef& ref) {
+  if (!enabled_) return Unavailable("shared memory is off here");
   if (link.mapped != nullptr && link.mapped->id() == ref.id) return link.mapped;
   auto mapped = MappedArena::open(ref);
   if (!mapped.ok()) return mapped.status();
@@ -195,12 +196,15 @@ StatusOr<std::shared_ptr<MappedArena>> SharedMemoryLinks::mapPeerArena(Link& lin
   return link.mapped;
 }
 
+void SharedMemoryLinks::warnLimited(const std::string& line) {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  if (refusal_log_.allow()) LOG(WARNING) << name_ << ": " << line;
+}
+
 SharedMemoryLinks::Incoming SharedMemoryLinks::incoming(PeerId peer, std::vector<Blob> frames) {
   auto marker = decodeMarker(frames[0], frames.size());
   if (!marker.ok()) {
-    std::lock_guard<std::mutex> lock(log_mu_);
-    if (refusal_log_.allow())
-      LOG(WARNING) << name_ << ": dropped a message from peer #" << peer << ": " << marker.status().message();
+    warnLimited("dropped a message from peer #" + std::to_string(peer) + ": " + marker.status().message());
     return {};
   }
   auto link = linkOf(peer);
@@ -217,14 +221,10 @@ SharedMemoryLinks::Incoming SharedMemoryLinks::incoming(PeerId peer, std::vector
       if (marker->arena.id != 0) {  // the peer's own arena, offered for its frames to us
         Marker answer;
         answer.answered = marker->arena.id;
-        auto mapped = enabled_ ? mapPeerArena(*link, marker->arena)
-                               : StatusOr<std::shared_ptr<MappedArena>>(Unavailable("shared memory is off here"));
+        auto mapped = mapPeerArena(*link, marker->arena);
         answer.kind = mapped.ok() ? MarkerKind::kAccept : MarkerKind::kRefuse;
-        if (!mapped.ok()) {
-          std::lock_guard<std::mutex> log_lock(log_mu_);
-          if (refusal_log_.allow())
-            LOG(WARNING) << name_ << ": cannot map peer #" << peer << "'s arena: " << mapped.status().message();
-        }
+        if (!mapped.ok())
+          warnLimited("cannot map peer #" + std::to_string(peer) + "'s arena: " + mapped.status().message());
         result.answer.push_back(encodeMarker(answer));
       }
       return result;
@@ -245,15 +245,12 @@ SharedMemoryLinks::Incoming SharedMemoryLinks::framesArrived(PeerId peer, Link& 
   Marker answer;
   answer.answered = marker.arena.id;
   auto refuse = [&](const Status& why) {
-    std::lock_guard<std::mutex> lock(log_mu_);
-    if (refusal_log_.allow())
-      LOG(WARNING) << name_ << ": peer #" << peer << "'s shared memory refused: " << why.message()
-                   << (marker.entries.empty() ? "" : " (its message is dropped)");
+    warnLimited("peer #" + std::to_string(peer) + "'s shared memory refused: " + why.message() +
+                (marker.entries.empty() ? "" : " (its message is dropped)"));
     answer.kind = MarkerKind::kRefuse;
     result.answer.push_back(encodeMarker(answer));
   };
-  auto mapped = enabled_ ? mapPeerArena(link, marker.arena)
-                         : StatusOr<std::shared_ptr<MappedArena>>(Unavailable("shared memory is off here"));
+  auto mapped = mapPeerArena(link, marker.arena);
   if (!mapped.ok()) {
     refuse(mapped.status());
     if (!marker.entries.empty()) return result;

@@ -111,8 +111,11 @@ class SharedMemoryLinks {
   std::shared_ptr<Link> linkOf(PeerId peer);
   // With link.mu held: a new arena for the link; false (and the link refused) when none can be made.
   bool newArena(PeerId peer, Link& link);
-  // With link.mu held: the peer's arena `ref`, mapped (the one mapped already when the id matches).
+  // With link.mu held: the peer's arena `ref`, mapped (the one mapped already when the id matches), or
+  // why not (shared memory off here, or an arena refused).
   StatusOr<std::shared_ptr<MappedArena>> mapPeerArena(Link& link, const ArenaRef& ref);
+  // A warning about a peer's marker or arena, at most a few a minute whatever the peer sends.
+  void warnLimited(const std::string& line);
   Incoming framesArrived(PeerId peer, Link& link, const Marker& marker, std::vector<Blob> frames);
 
   const std::string name_;
