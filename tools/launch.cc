@@ -1,7 +1,6 @@
 #include "tools/launch.h"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -22,11 +21,13 @@
 
 #include "ps/common/settings.h"
 #include "ps/node/auth.h"
-#include "ps/node/http_server.h"
 #include "tools/launch_args.h"
 #include "tools/launch_checks.h"
+#include "tools/launch_children.h"
+#include "tools/launch_job_status.h"
 #include "tools/launch_output.h"
 #include "tools/launch_python.h"
+#include "tools/launch_signals.h"
 #include "tools/process.h"
 #include "zps/status.h"
 
@@ -47,70 +48,26 @@ constexpr size_t kMaxLineBytes = 64 * 1024;
 constexpr const char* kSchedulerListening = "scheduler listening on";
 constexpr milliseconds kSchedulerListenTimeout{60'000};
 
-std::string selfExe() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "/proc/self/exe";
-  std::string path(buf, static_cast<size_t>(n));
-  // A rebuilt binary leaves " (deleted)" here; /proc/self/exe still executes the running image.
-  if (path.ends_with(" (deleted)")) return "/proc/self/exe";
-  return path;
-}
-
-// Signal handlers only record the signal and wake the loop through this pipe.
-int g_wake_write_fd = -1;
-volatile sig_atomic_t g_stop_signal = 0;
-volatile sig_atomic_t g_stop_count = 0;  // only the handler writes it; handlers do not nest
-
-void onSignal(int sig) {
-  int saved_errno = errno;
-  if (sig != SIGCHLD) {
-    if (g_stop_count == 0) g_stop_signal = sig;
-    g_stop_count = g_stop_count + 1;
-  }
-  char byte = static_cast<char>(sig);
-  ssize_t ignored = write(g_wake_write_fd, &byte, 1);
-  (void)ignored;
-  errno = saved_errno;
-}
-
-// One child of the launcher and the state of its output stream; lives in Launcher::children_.
-struct Child {
-  std::string label;  // "scheduler", "server 0", "worker 1"
-  std::unique_ptr<proc::Subprocess> process;
-  std::string partial;  // bytes after the last newline
-  bool eof = false;
-  std::optional<int> exit_code;
-  bool stopped = false;  // launch sent it SIGTERM (its exit code is not a failure of its own)
-};
-
 // Runs one job: starts the children, relays their output, and stops them all. Created and run by
 // launchMain on the main thread; owns the children, which never outlive it.
 class Launcher {
  public:
   explicit Launcher(LaunchConfig config) : config_(std::move(config)) {}
-  ~Launcher() { restoreSignals(); }
 
   int run();
 
  private:
-  enum class Reason { kAllExited, kChildFailed, kSignal, kTimeout, kNeverJoined };
-
-  Status installSignals();
-  void restoreSignals();
   Status startAll();
   Status waitForSchedulerListening();
   int startFailureCode(const Status& s) const;
   void pumpOutput(int timeout_ms);
   void readChild(Child& child);
-  void flushPartial(Child& child);
   void reapExited();
   void stopAll();
   void refreshStatus();
-  std::optional<std::map<int, std::string>> workerStates() const;
   bool workersNeverJoined();
-  int runningCount() const;
-  std::string runningList() const;
+  int runningCount() const { return zps::runningCount(children_); }
+  std::string runningList() const { return zps::runningList(children_); }
 
   LaunchConfig config_;
   int port_ = 0;
@@ -122,6 +79,7 @@ class Launcher {
   std::chrono::duration<double> status_every_{0};
   std::string status_host_;
   int status_port_ = 0;
+  JobStatus job_status_{"", 0, ""};
   Clock::time_point next_status_{};
   std::vector<Child> children_;
   std::optional<size_t> first_failure_;
@@ -129,55 +87,11 @@ class Launcher {
   // that exited 0 without ever joining the job.
   std::set<size_t> clean_exits_checked_;
   std::set<int> never_joined_;
-  int wake_read_fd_ = -1;
-  bool signals_installed_ = false;
-  struct sigaction old_int_ = {};
-  struct sigaction old_term_ = {};
-  struct sigaction old_chld_ = {};
-  struct sigaction old_pipe_ = {};
+  StopSignals signals_;
 };
 
-Status Launcher::installSignals() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return Unavailable(std::string("pipe2: ") + std::strerror(errno));
-  }
-  wake_read_fd_ = fds[0];
-  g_wake_write_fd = fds[1];
-  g_stop_signal = 0;
-  g_stop_count = 0;
-  struct sigaction sa {};
-  sa.sa_handler = onSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaddset(&sa.sa_mask, SIGINT);
-  sigaddset(&sa.sa_mask, SIGTERM);
-  sigaddset(&sa.sa_mask, SIGCHLD);
-  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  sigaction(SIGINT, &sa, &old_int_);
-  sigaction(SIGTERM, &sa, &old_term_);
-  sigaction(SIGCHLD, &sa, &old_chld_);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  sigaction(SIGPIPE, &ignore, &old_pipe_);
-  signals_installed_ = true;
-  return Status::OK();
-}
-
-void Launcher::restoreSignals() {
-  if (!signals_installed_) return;
-  sigaction(SIGINT, &old_int_, nullptr);
-  sigaction(SIGTERM, &old_term_, nullptr);
-  sigaction(SIGCHLD, &old_chld_, nullptr);
-  sigaction(SIGPIPE, &old_pipe_, nullptr);
-  close(wake_read_fd_);
-  close(g_wake_write_fd);
-  g_wake_write_fd = -1;
-  signals_installed_ = false;
-}
-
 Status Launcher::startAll() {
-  const std::string self = selfExe();
+  const std::string self = proc::selfExe();
   std::vector<std::pair<std::string, std::string>> common = {
       {"DMLC_PS_ROOT_URI", config_.host},
       {"DMLC_PS_ROOT_PORT", std::to_string(port_)},
@@ -228,10 +142,7 @@ Status Launcher::startAll() {
     if (!process.ok()) return process.status().withContext("cannot start " + label);
     int fd = process.value()->outputFd();
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    Child child;
-    child.label = std::move(label);
-    child.process = std::move(process).value();
-    children_.push_back(std::move(child));
+    children_.push_back(Child{label, std::move(process).value(), LinePrefixer(label, kMaxLineBytes)});
     return Status::OK();
   };
 
@@ -254,6 +165,7 @@ Status Launcher::startAll() {
     if (metrics_host.empty()) scheduler_env.emplace_back("ZPS_METRICS_HOST", config_.host);
   }
   if (status_host_ == "0.0.0.0") status_host_ = "127.0.0.1";
+  job_status_ = JobStatus(status_host_, status_port_, status_token_);
   ZPS_RETURN_IF_ERROR(start("scheduler", {self}, std::move(scheduler_env), {"DMLC_WORKER_ID", "ZPS_SERVER_ID"}));
   ZPS_RETURN_IF_ERROR(waitForSchedulerListening());
   for (int i = 0; i < config_.servers; ++i) {
@@ -264,21 +176,9 @@ Status Launcher::startAll() {
   const int local = launchLocalSize(config_);
   for (int i = 0; i < config_.workers; ++i) {
     for (int l = 0; l < local; ++l) {
-      // Local rank 0 keeps the plain label and metrics port; the others follow all workers.
-      const int metrics =
-          l == 0 ? 1 + config_.servers + i : 1 + config_.servers + config_.workers + i * (local - 1) + l - 1;
-      std::vector<std::pair<std::string, std::string>> env = {
-          {"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", std::to_string(i)}, metricsEnv(metrics)};
-      std::vector<std::string> unset = {"ZPS_SERVER_ID"};
-      if (local > 1) {
-        env.emplace_back("ZPS_LOCAL_RANK", std::to_string(l));
-        env.emplace_back("ZPS_LOCAL_SIZE", std::to_string(local));
-      } else {
-        // A launcher inside a multi-GPU job must not hand its own local rank to its children.
-        unset.insert(unset.end(), {"ZPS_LOCAL_RANK", "ZPS_LOCAL_SIZE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE"});
-      }
-      std::string label = "worker " + std::to_string(i) + (local > 1 ? "." + std::to_string(l) : "");
-      ZPS_RETURN_IF_ERROR(start(std::move(label), command, std::move(env), std::move(unset)));
+      WorkerProcess p = workerProcess(config_, i, l, local);
+      p.env.push_back(metricsEnv(p.metrics_offset));
+      ZPS_RETURN_IF_ERROR(start(std::move(p.label), command, std::move(p.env), std::move(p.unset)));
     }
   }
   return Status::OK();
@@ -294,7 +194,7 @@ Status Launcher::waitForSchedulerListening() {
     if (children_.front().exit_code)
       return Aborted("the scheduler exited with code " + std::to_string(*children_.front().exit_code) +
                      " before it listened on port " + std::to_string(port_) + "; no node was started");
-    if (g_stop_signal != 0) return Aborted("stopped by a signal while the scheduler started");
+    if (signals_.stopSignal() != 0) return Aborted("stopped by a signal while the scheduler started");
     if (Clock::now() >= deadline)
       return DeadlineExceeded("the scheduler did not listen on port " + std::to_string(port_) + " within " +
                               std::to_string(kSchedulerListenTimeout.count() / 1000) + " s");
@@ -313,12 +213,6 @@ int Launcher::startFailureCode(const Status& s) const {
   return s.code() == StatusCode::kDeadlineExceeded ? 1 : 127;
 }
 
-void Launcher::flushPartial(Child& child) {
-  if (child.partial.empty()) return;
-  writeOut("[" + child.label + "] " + child.partial + "\n");
-  child.partial.clear();
-}
-
 void Launcher::readChild(Child& child) {
   char buf[65536];
   while (!child.eof) {
@@ -327,31 +221,12 @@ void Launcher::readChild(Child& child) {
     if (n < 0) return;  // EAGAIN: drained for now
     if (n == 0) {
       child.eof = true;
-      flushPartial(child);
+      writeOut(child.output.flush());
       return;
     }
-    std::string_view data(buf, static_cast<size_t>(n));
-    const std::string prefix = "[" + child.label + "] ";
-    std::string lines;
-    while (!data.empty()) {
-      size_t newline = data.find('\n');
-      if (newline == std::string_view::npos) {
-        child.partial.append(data);
-        if (child.partial.size() >= kMaxLineBytes) {
-          lines += prefix + child.partial + "\n";
-          child.partial.clear();
-        }
-        break;
-      }
-      if (!scheduler_listening_ && &child == &children_.front() &&
-          (child.partial + std::string(data.substr(0, newline))).find(kSchedulerListening) != std::string::npos)
-        scheduler_listening_ = true;
-      lines += prefix;
-      lines += child.partial;
-      lines.append(data.substr(0, newline + 1));
-      child.partial.clear();
-      data.remove_prefix(newline + 1);
-    }
+    const std::string lines = child.output.feed(std::string_view(buf, static_cast<size_t>(n)));
+    if (!scheduler_listening_ && &child == &children_.front() && lines.find(kSchedulerListening) != std::string::npos)
+      scheduler_listening_ = true;
     writeOut(lines);
   }
 }
@@ -359,7 +234,7 @@ void Launcher::readChild(Child& child) {
 void Launcher::pumpOutput(int timeout_ms) {
   std::vector<pollfd> fds;
   std::vector<Child*> owners;
-  fds.push_back({wake_read_fd_, POLLIN, 0});
+  fds.push_back({signals_.wakeFd(), POLLIN, 0});
   owners.push_back(nullptr);
   for (auto& child : children_) {
     if (child.eof) continue;
@@ -368,9 +243,7 @@ void Launcher::pumpOutput(int timeout_ms) {
   }
   int ready = poll(fds.data(), fds.size(), timeout_ms);
   if (ready <= 0) return;  // timeout or EINTR: the caller re-checks everything anyway
-  char drain[64];
-  while (read(wake_read_fd_, drain, sizeof(drain)) > 0) {
-  }
+  signals_.drain();
   for (size_t i = 1; i < fds.size(); ++i) {
     if (fds[i].revents != 0) readChild(*owners[i]);
   }
@@ -384,9 +257,9 @@ void Launcher::reapExited() {
     if (!code) continue;
     // Its last words are already in the pipe; show them before the exit line.
     readChild(child);
-    flushPartial(child);
+    writeOut(child.output.flush());
     child.exit_code = *code;
-    if (*code != 0 && !child.stopped && !first_failure_ && g_stop_signal == 0) {
+    if (*code != 0 && !child.stopped && !first_failure_ && signals_.stopSignal() == 0) {
       first_failure_ = i;
       say(child.label + " exited with code " + std::to_string(*code) +
           (runningCount() > 0 ? "; stopping the others (10 s to end on their own first)" : ""));
@@ -395,46 +268,15 @@ void Launcher::reapExited() {
 }
 
 void Launcher::refreshStatus() {
-  if (status_port_ <= 0 || Clock::now() < next_status_) return;
+  if (!job_status_.enabled() || Clock::now() < next_status_) return;
   next_status_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(status_every_);
-  // Short: this runs on the loop that relays the children's output.
-  auto res = httpGet(status_host_, status_port_, "/api/summary", milliseconds(300), status_token_);
-  // Not up yet, or already gone at the end of the job: keep what is shown.
-  if (!res.ok() || res->first != 200) return;
-  std::string summary = res->second.substr(0, 1024);
-  // Bytes from the network: no control characters reach the terminal.
-  for (char& c : summary) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-  }
-  while (!summary.empty() && summary.back() == ' ') summary.pop_back();
+  auto summary = job_status_.summary();
+  if (!summary) return;  // not up yet, or already gone at the end of the job: keep what is shown
   if (tty_) {
-    setStatusLine("zps launch: " + summary);
+    setStatusLine("zps launch: " + *summary);
   } else {
-    say("status: " + summary);
+    say("status: " + *summary);
   }
-}
-
-// Each worker rank's state at the scheduler ("missing" until it registers, "running", "finished", ...),
-// from its /api/status; nothing when the endpoint is off or does not answer (e.g. the job has ended).
-std::optional<std::map<int, std::string>> Launcher::workerStates() const {
-  if (status_port_ <= 0) return std::nullopt;
-  auto res = httpGet(status_host_, status_port_, "/api/status", milliseconds(300), status_token_);
-  if (!res.ok() || res->first != 200) return std::nullopt;
-  std::map<int, std::string> states;
-  const std::string& json = res->second;
-  const std::string row = "{\"role\":\"worker\",\"rank\":";
-  const std::string state = "\"state\":\"";
-  for (size_t at = json.find(row); at != std::string::npos; at = json.find(row, at + 1)) {
-    const char* digits = json.c_str() + at + row.size();
-    char* end = nullptr;
-    long rank = std::strtol(digits, &end, 10);
-    size_t s = json.find(state, at);
-    if (end == digits || rank < 0 || rank > INT_MAX || s == std::string::npos) continue;
-    size_t close = json.find('"', s + state.size());
-    if (close == std::string::npos) continue;
-    states[static_cast<int>(rank)] = json.substr(s + state.size(), close - s - state.size());
-  }
-  return states;
 }
 
 // A worker that exited 0 while its rank is still "missing" at the scheduler never called init(): the
@@ -452,7 +294,7 @@ bool Launcher::workersNeverJoined() {
       fresh.push_back(i);
   }
   if (fresh.empty() && never_joined_.empty()) return false;
-  auto states = workerStates();
+  auto states = job_status_.workerStates();
   if (!states) return false;
   for (size_t i : fresh) {
     clean_exits_checked_.insert(i);
@@ -478,22 +320,6 @@ bool Launcher::workersNeverJoined() {
   return true;
 }
 
-int Launcher::runningCount() const {
-  int n = 0;
-  for (const auto& child : children_) n += child.exit_code ? 0 : 1;
-  return n;
-}
-
-std::string Launcher::runningList() const {
-  std::string list;
-  for (const auto& child : children_) {
-    if (child.exit_code) continue;
-    if (!list.empty()) list += ", ";
-    list += child.label + " (pid " + std::to_string(child.process->pid()) + ")";
-  }
-  return list;
-}
-
 void Launcher::stopAll() {
   for (auto& child : children_) {
     if (child.exit_code) continue;
@@ -503,10 +329,10 @@ void Launcher::stopAll() {
   // Keep relaying output while they shut down: their last lines say why, and a child blocked on a
   // full pipe could not exit at all.
   const auto deadline = Clock::now() + kStopGrace;
-  const sig_atomic_t signals_before = g_stop_count;
+  const int signals_before = signals_.stopCount();
   while (runningCount() > 0 && Clock::now() < deadline) {
     // A second Ctrl-C means "now": skip the rest of the grace period.
-    if (g_stop_count != signals_before) break;
+    if (signals_.stopCount() != signals_before) break;
     pumpOutput(50);
     reapExited();
   }
@@ -522,12 +348,12 @@ void Launcher::stopAll() {
   }
   for (auto& child : children_) {
     if (!child.eof) readChild(child);
-    flushPartial(child);
+    writeOut(child.output.flush());
   }
 }
 
 int Launcher::run() {
-  Status s = installSignals();
+  Status s = signals_.install();
   if (!s.ok()) {
     say(s.toString());
     return 1;
@@ -557,7 +383,7 @@ int Launcher::run() {
     deadline =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.timeout_s));
   }
-  Reason reason = Reason::kAllExited;
+  JobEnd reason = JobEnd::kAllExited;
   int stop_signal = 0;
   while (true) {
     int wait_ms = 1000;
@@ -569,23 +395,23 @@ int Launcher::run() {
     pumpOutput(wait_ms);
     reapExited();
     refreshStatus();
-    if (g_stop_signal != 0) {
-      reason = Reason::kSignal;
-      stop_signal = g_stop_signal;
+    if (signals_.stopSignal() != 0) {
+      reason = JobEnd::kSignal;
+      stop_signal = signals_.stopSignal();
       say(std::string("got SIG") + sigabbrev_np(stop_signal) + "; stopping " + runningList());
       break;
     }
     if (first_failure_) {
-      reason = Reason::kChildFailed;
+      reason = JobEnd::kChildFailed;
       break;
     }
     if (runningCount() == 0) break;
     if (workersNeverJoined()) {
-      reason = Reason::kNeverJoined;
+      reason = JobEnd::kNeverJoined;
       break;
     }
     if (deadline && Clock::now() >= *deadline) {
-      reason = Reason::kTimeout;
+      reason = JobEnd::kTimeout;
       std::ostringstream seconds;
       seconds << config_.timeout_s;
       say("--timeout " + seconds.str() + " s expired; still running: " + runningList());
@@ -593,37 +419,16 @@ int Launcher::run() {
     }
   }
   setStatusLine("");  // the shutdown's lines are plain
-  if (reason == Reason::kChildFailed) {
+  if (reason == JobEnd::kChildFailed) {
     const auto grace_end = Clock::now() + kFailureGrace;
-    while (runningCount() > 0 && Clock::now() < grace_end && g_stop_signal == 0) {
+    while (runningCount() > 0 && Clock::now() < grace_end && signals_.stopSignal() == 0) {
       pumpOutput(50);
       reapExited();
     }
   }
   stopAll();
 
-  int exit_code = 0;
-  switch (reason) {
-    case Reason::kAllExited: exit_code = 0; break;
-    case Reason::kSignal: exit_code = 128 + stop_signal; break;
-    case Reason::kTimeout: exit_code = 124; break;
-    case Reason::kNeverJoined: {
-      // Nothing failed when every worker ended on its own (none joined); a worker stopped while it
-      // waited for the others to join did not get to run.
-      for (const Child& child : children_)
-        if (child.stopped && child.label.starts_with("worker ")) exit_code = 1;
-      break;
-    }
-    case Reason::kChildFailed: {
-      int code = *children_[*first_failure_].exit_code;
-      exit_code = code > 0 ? code : 1;
-      // A user error (exit 2) in any process wins over the failures it caused in the others (a worker
-      // whose scheduler left exits 1), whichever exited first.
-      for (const Child& child : children_)
-        if (!child.stopped && child.exit_code == 2) exit_code = 2;
-      break;
-    }
-  }
+  const int exit_code = jobExitCode(reason, children_, first_failure_, stop_signal);
   if (exit_code != 0) {
     for (size_t i = 0; i < children_.size(); ++i) {
       const Child& child = children_[i];

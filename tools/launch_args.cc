@@ -131,4 +131,22 @@ int launchLocalSize(const LaunchConfig& config) {
   return std::clamp(count, 1, 64);
 }
 
+WorkerProcess workerProcess(const LaunchConfig& config, int worker, int local_rank, int local_size) {
+  WorkerProcess p;
+  p.label = "worker " + std::to_string(worker) + (local_size > 1 ? "." + std::to_string(local_rank) : "");
+  // Local rank 0 keeps the plain metrics port; the others follow all workers.
+  p.metrics_offset = local_rank == 0 ? 1 + config.servers + worker
+                                     : 1 + config.servers + config.workers + worker * (local_size - 1) + local_rank - 1;
+  p.env = {{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", std::to_string(worker)}};
+  p.unset = {"ZPS_SERVER_ID"};
+  if (local_size > 1) {
+    p.env.emplace_back("ZPS_LOCAL_RANK", std::to_string(local_rank));
+    p.env.emplace_back("ZPS_LOCAL_SIZE", std::to_string(local_size));
+  } else {
+    // A launcher inside a multi-GPU job must not hand its own local rank to its children.
+    p.unset.insert(p.unset.end(), {"ZPS_LOCAL_RANK", "ZPS_LOCAL_SIZE", "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE"});
+  }
+  return p;
+}
+
 }  // namespace zps

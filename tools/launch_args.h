@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zps/status.h"
@@ -36,5 +37,16 @@ StatusOr<LaunchConfig> parseLaunchArgs(int argc, char** argv);
 // --local-size, else one process per device listed in NVIDIA_VISIBLE_DEVICES (the container
 // runtime's list of GPU indices or UUIDs; "all", "none" and "void" say nothing about the count).
 int launchLocalSize(const LaunchConfig& config);
+
+// One worker process of the job: its label in launch's output, the environment it gets on top of
+// the job's, the variables removed from it, and its offset from ZPS_METRICS_PORT (the scheduler has
+// 0 and server i 1 + i).
+struct WorkerProcess {
+  std::string label;  // "worker 1", or "worker 1.0" with local ranks
+  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::string> unset;
+  int metrics_offset = 0;
+};
+WorkerProcess workerProcess(const LaunchConfig& config, int worker, int local_rank, int local_size);
 
 }  // namespace zps

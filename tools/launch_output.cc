@@ -47,4 +47,29 @@ void setStatusLine(std::string line) {
 
 void say(const std::string& line) { writeOut("zps launch: " + line + "\n"); }
 
+std::string LinePrefixer::feed(std::string_view data) {
+  std::string lines;
+  while (!data.empty()) {
+    size_t newline = data.find('\n');
+    if (newline == std::string_view::npos) {
+      partial_.append(data);
+      if (partial_.size() >= max_line_bytes_) lines += flush();
+      break;
+    }
+    lines += prefix_;
+    lines += partial_;
+    lines.append(data.substr(0, newline + 1));
+    partial_.clear();
+    data.remove_prefix(newline + 1);
+  }
+  return lines;
+}
+
+std::string LinePrefixer::flush() {
+  if (partial_.empty()) return "";
+  std::string line = prefix_ + partial_ + "\n";
+  partial_.clear();
+  return line;
+}
+
 }  // namespace zps

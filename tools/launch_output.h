@@ -20,4 +20,22 @@ void setStatusLine(std::string line);
 // One line of launch's own: "zps launch: " + line.
 void say(const std::string& line);
 
+// One child's output stream cut into whole lines, each prefixed "[label] ", so that lines of
+// different children never mix. Bytes after the last newline wait for the rest of their line, up to
+// max_line_bytes: a child that never prints a newline must not grow launch's memory without bound.
+class LinePrefixer {
+ public:
+  LinePrefixer(const std::string& label, size_t max_line_bytes)
+      : prefix_("[" + label + "] "), max_line_bytes_(max_line_bytes) {}
+  // The lines `data` completes, prefixed (empty when it completes none).
+  std::string feed(std::string_view data);
+  // The unfinished line's bytes as a line of their own; empty when there are none.
+  std::string flush();
+
+ private:
+  std::string prefix_;
+  size_t max_line_bytes_;
+  std::string partial_;
+};
+
 }  // namespace zps

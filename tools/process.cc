@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <glog/logging.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -387,6 +388,15 @@ StatusOr<std::string> readUntilEof(int fd, milliseconds timeout) {
     if (n == 0) return out;
     out.append(buf, static_cast<size_t>(n));
   }
+}
+
+std::string selfExe() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "/proc/self/exe";
+  std::string path(buf, static_cast<size_t>(n));
+  if (path.ends_with(" (deleted)")) return "/proc/self/exe";
+  return path;
 }
 
 int pickFreeTcpPort() {

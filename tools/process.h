@@ -84,6 +84,10 @@ StatusOr<std::string> readUntilEof(int fd, std::chrono::milliseconds timeout);
 // port may be taken by someone else before the caller binds it again: fine on a test machine.
 int pickFreeTcpPort();
 
+// This program's path, to start more of itself; "/proc/self/exe" when the file was replaced since
+// (a rebuilt binary), which still executes the running image.
+std::string selfExe();
+
 // Exit status in the shell's convention: the exit code, or 128+N for a death by signal N.
 int decodeWaitStatus(int wait_status);
 
