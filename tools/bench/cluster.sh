@@ -17,6 +17,7 @@
 #   LAYOUT=colocated DELAY=1ms RATE=500mbit tools/bench/cluster.sh
 #   MODEL=resnet50 RATE=500mbit tools/bench/cluster.sh  # overlap: FIFO against priority scheduling
 #   TORCH=wide,resnet50 RATE=100mbit tools/bench/cluster.sh   # real PyTorch: zps.torch, DDP/zps against DDP/Gloo
+#   DLRM=1 RATE=100mbit tools/bench/cluster.sh                  # DLRM on server-held tables against DDP/Gloo
 #
 # With MODEL set it runs only `zps bench --model MODEL --compute_ms COMPUTE_MS --link_mbit R` (COMPUTE_MS
 # defaults to comm: the compute equals the measured communication time) REPEATS times and prints worker
@@ -32,6 +33,14 @@
 # without oneDNN, about 10x slower here), IMAGE_SIZE (resnet50's, 32), STEPS (timed steps per run,
 # 3), WARMUP (1) and COMPUTE_STEPS (forward and backward passes timed first without communication, 2)
 # shape each run.
+#
+# With DLRM=1 it trains examples/torch/train_dlrm.py instead (tables on the servers, Criteo-shaped
+# synthetic data at DLRM_SCALE, 0.01, DLRM_STEPS steps of 512 rows per worker, 100, the first 10 left
+# out of samples/s), then the same model in DistributedDataParallel over Gloo (tools/bench/dlrm_compare.py
+# --system ddp: sparse table gradients, every table in every process), per round, and
+# tools/bench/dlrm_cluster_table.py prints the medians of samples/s, AUC on DLRM_TEST_ROWS (20000)
+# held-out rows and the ratio per round, with `goal:` lines (>= 2x DDP with the servers on their own
+# hosts, >= 1.3x colocated).
 #
 # zps runs with its defaults: no ZPS_* setting unless one is given here (PARTITION, CREDIT) or in the
 # environment, and the header line names every one that was. On these hosts the defaults are those of a
@@ -78,6 +87,10 @@ IMAGE_SIZE=${IMAGE_SIZE:-32}
 STEPS=${STEPS:-3}
 WARMUP=${WARMUP:-1}
 COMPUTE_STEPS=${COMPUTE_STEPS:-2}
+DLRM=${DLRM:-}
+DLRM_SCALE=${DLRM_SCALE:-0.01}
+DLRM_STEPS=${DLRM_STEPS:-100}
+DLRM_TEST_ROWS=${DLRM_TEST_ROWS:-20000}
 QUEUE=${QUEUE:-200ms}
 ZPS=$BUILD_DIR/bin/zps
 PY=/usr/bin/python3
@@ -106,6 +119,11 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [[ -z $TORCH || $TORCH =~ ^(wide|resnet50|digits)(,(wide|resnet50|digits))*$ ]] ||
     fail "TORCH must be models of torch_compare.py, comma separated: wide, resnet50, digits"
   [[ -z $TORCH || -z $MODEL ]] || fail "TORCH and MODEL are two different runs; set one of them"
+  [[ -z $DLRM || $DLRM == 1 ]] || fail "DLRM must be 1 (or empty)"
+  [[ -z $DLRM || -z $MODEL$TORCH ]] || fail "DLRM, TORCH and MODEL are different runs; set one of them"
+  [[ $DLRM_SCALE =~ ^(0\.[0-9]*[1-9][0-9]*|1|1\.0)$ ]] || fail "DLRM_SCALE must be in (0, 1]"
+  [[ $DLRM_STEPS =~ ^[1-9][0-9]{1,4}$ && $DLRM_STEPS -gt 10 ]] || fail "DLRM_STEPS must be 11..99999"
+  [[ $DLRM_TEST_ROWS =~ ^[1-9][0-9]{2,6}$ ]] || fail "DLRM_TEST_ROWS must be 100..9999999"
   [[ -z $BATCH || $BATCH =~ ^[1-9][0-9]{0,3}$ ]] || fail "BATCH must be 1..9999 rows (or empty: the model's default)"
   [[ $IMAGE_SIZE =~ ^[1-9][0-9]{0,3}$ && $IMAGE_SIZE -ge 32 ]] || fail "IMAGE_SIZE must be 32..9999 pixels"
   [[ $STEPS =~ ^[1-9][0-9]?$ && $WARMUP =~ ^[0-9][0-9]?$ && $COMPUTE_STEPS =~ ^[0-9][0-9]?$ ]] ||
@@ -113,7 +131,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   [ "$(id -u)" = 0 ] || skip "needs root for network namespaces, veth pairs, a bridge and tc (uid $(id -u))"
   for cmd in ip tc unshare timeout; do command -v $cmd >/dev/null || skip "$cmd is not installed"; done
   probe=$(unshare --net --mount --propagation private true 2>&1) || skip "unshare --net --mount does not work here: $probe"
-  if [ -n "$TORCH" ]; then
+  if [ -n "$TORCH$DLRM" ]; then
     modules="torch, zps.torch"; [[ $TORCH == *resnet50* ]] && modules+=", torchvision"
     why=$(PYTHONPATH=$BUILD_DIR/python $PY -c "import $modules" 2>&1) ||
       skip "$PY cannot import $modules (python3-torch, python3-torchvision, a build with zps_python): ${why##*$'\n'}"
@@ -121,7 +139,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   mkdir -p "$OUT_DIR" || fail "cannot create $OUT_DIR"
   rm -f "$OUT_DIR"/*.jsonl "$OUT_DIR"/*.log "$OUT_DIR"/*.json "$OUT_DIR"/*.links.txt
   rm -rf "$OUT_DIR"/trace-*
-  if [ -z "$MODEL$TORCH" ] && [ "$MPI" = 1 ] && command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
+  if [ -z "$MODEL$TORCH$DLRM" ] && [ "$MPI" = 1 ] && command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
     mpicxx -O2 -std=c++17 -o "$OUT_DIR/mpi_allreduce" "$ROOT/tools/bench/mpi_allreduce.cc" || MPI=0
   else
     MPI=0
@@ -129,6 +147,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
   export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT DELAY_VARIANT TORCH BATCH IMAGE_SIZE STEPS WARMUP COMPUTE_STEPS
+  export DLRM DLRM_SCALE DLRM_STEPS DLRM_TEST_ROWS
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -307,6 +326,34 @@ run_torch() {
   cat "$OUT_DIR/$name".worker*.log | tag "$name"
 }
 
+# run_dlrm SYSTEM: one DLRM training run, SYSTEM zps (examples/torch/train_dlrm.py on each worker host,
+# the scheduler and servers as run_zps starts them) or ddp (tools/bench/dlrm_compare.py --system ddp:
+# DistributedDataParallel over Gloo on the same worker hosts); rank 0's JSON line goes to RESULTS.
+run_dlrm() {
+  local system=$1 name="dlrm_$1_round$rep" i h
+  local args=(--scale "$DLRM_SCALE" --steps "$DLRM_STEPS" --warmup 10 --test-rows "$DLRM_TEST_ROWS" --seed "$rep")
+  local python=(/usr/bin/env PYTHONPATH="$BUILD_DIR/python" $PY)
+  if [ "$system" = zps ]; then
+    start_zps_roles "$name" $((9700 + rep))
+    for i in $(seq 0 $((WORKERS - 1))); do
+      h=$(worker_host "$i")
+      in_host "$h" "${ZENV[@]}" DMLC_ROLE=worker DMLC_WORKER_ID="$i" DMLC_NODE_HOST="$(addr $h)" "${python[@]}" \
+        "$ROOT/examples/torch/train_dlrm.py" "${args[@]}" --json >"$OUT_DIR/$name.worker$i.log" 2>&1 &
+      PIDS+=($!)
+    done
+  else
+    for i in $(seq 0 $((WORKERS - 1))); do
+      in_host "$(worker_host "$i")" env RANK="$i" WORLD_SIZE="$WORKERS" MASTER_ADDR="$(addr "$(worker_host 0)")" \
+        MASTER_PORT=$((29800 + rep)) GLOO_SOCKET_IFNAME=eth0 "${python[@]}" "$ROOT/tools/bench/dlrm_compare.py" \
+        --system ddp "${args[@]}" >"$OUT_DIR/$name.worker$i.log" 2>&1 &
+      PIDS+=($!)
+    done
+  fi
+  wait_all "$name" || echo "cluster.sh: $name failed (see $OUT_DIR/$name.*.log)" >&2
+  link_stats >"$OUT_DIR/$name.links.txt"
+  cat "$OUT_DIR/$name".worker*.log | tag "$name"
+}
+
 # mbit RATE: the rate in Mbit/s (200mbit -> 200, 1gbit -> 1000, 500kbit -> 0.5).
 mbit() { echo "$1" | sed -E 's/^([0-9]+)(kbit|mbit|gbit)$/\1 \2/' | { read -r n u
   case $u in kbit) echo "$n" | awk '{print $1 / 1000}' ;; mbit) echo "$n" ;; gbit) echo $((n * 1000)) ;; esac; }; }
@@ -332,6 +379,17 @@ if [ -n "$MODEL" ]; then
     fi
   done
   exit "${rc:-0}"
+fi
+
+if [ -n "$DLRM" ]; then
+  echo "cluster.sh: DLRM at scale $DLRM_SCALE, $DLRM_STEPS steps of $WORKERS x 512 rows, $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, $SETTINGS, $REPEATS rounds of zps and DDP/Gloo"
+  for rep in $(seq 1 "$REPEATS"); do
+    echo "cluster.sh: round $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    # Each round starts with the other system, so a load that rises or falls favours neither.
+    if [ $((rep % 2)) = 1 ]; then run_dlrm zps; run_dlrm ddp; else run_dlrm ddp; run_dlrm zps; fi
+  done
+  $PY "$ROOT/tools/bench/dlrm_cluster_table.py" "$RESULTS" "$RATE" "$LAYOUT" "$WORKERS" "$SERVERS"
+  exit $?
 fi
 
 if [ -n "$TORCH" ]; then
