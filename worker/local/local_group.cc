@@ -16,89 +16,30 @@
 
 #include "ps/common/settings.h"
 #include "worker/local/byte_lock.h"
+#include "worker/local/local_group_control.h"
 
 namespace zps {
+
+using local_control::copyText;
+using local_control::kBookBytes;
+using local_control::kMagic;
+using local_control::kNcclIdBytes;
+using local_control::kPage;
+using local_control::kTextBytes;
+using local_control::shared;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kMagic = 0x7a70736c6f63616cull;  // "zpslocal"
-constexpr size_t kTextBytes = 512;
-constexpr size_t kBookBytes = size_t{1} << 20;
-constexpr size_t kNcclIdBytes = 256;  // NCCL_UNIQUE_ID_BYTES is 128
-constexpr size_t kPage = 4096;
 // How often a waiting rank looks for dead peers: a few syscalls, cheap against the sleeps.
 constexpr auto kHealthInterval = std::chrono::milliseconds(20);
 
 std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-void copyText(char* dst, const std::string& text) {
-  const size_t n = std::min(text.size(), kTextBytes - 1);
-  std::memcpy(dst, text.data(), n);
-  dst[n] = '\0';
-}
-
 size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-template <typename T>
-std::atomic_ref<T> shared(T& field) {
-  return std::atomic_ref<T>(field);
-}
-
 }  // namespace
-
-// The control segment. Plain fields accessed through std::atomic_ref: the mapping starts as zero
-// bytes, which is a valid state for every field, and no constructor runs in shared memory.
-struct LocalGroup::Control {
-  uint64_t magic;
-  uint32_t size;
-  uint32_t attached;
-  int32_t pids[kMaxLocalSize];
-  uint64_t barrier_arrivals;
-  uint32_t aborted;  // 0 healthy, 1 being written, 2 reason ready
-  char abort_reason[kTextBytes];
-  struct Report {
-    uint32_t done;
-    uint32_t ok;
-    char message[kTextBytes];
-    LocalTraffic traffic;
-  } reports[kMaxLocalSize];
-  uint32_t exit_ready;
-  int32_t exit_code;
-  char exit_reason[kTextBytes];
-  uint32_t book_ready;
-  uint32_t book_bytes;
-  char book[kBookBytes];
-  uint32_t nccl_id_ready;
-  uint32_t nccl_id_bytes;
-  char nccl_id[kNcclIdBytes];
-  // inTurn: the newest local operation local rank 0 announced, what it is, and the newest one each
-  // rank has started.
-  uint64_t turn;
-  uint64_t turn_op;
-  char turn_what[kTextBytes];
-  uint64_t turns_taken[kMaxLocalSize];
-  // Recovery: the newest generation a local rank heard of and what was lost; the epoch each peer
-  // moves to once it has reached restart(); where the staging arenas continue after a restart.
-  uint64_t recovery_generation;
-  char recovery_reason[kTextBytes];
-  uint64_t restart_arrived[kMaxLocalSize];
-  uint64_t data_offset;
-  // Job end: 1 once a rank has its exit code and is about to leave. Its liveness lock then goes
-  // with it, which is no death (deadPeer).
-  uint32_t left[kMaxLocalSize];
-};
-
-// One message from the root to its peers, posted once: a ready flag, a length and the bytes.
-struct LocalGroup::Mailbox {
-  uint32_t* ready;
-  uint32_t* bytes;
-  char* data;
-  size_t capacity;
-};
-
-static_assert(std::atomic_ref<uint64_t>::is_always_lock_free && std::atomic_ref<uint32_t>::is_always_lock_free,
-              "the local reducer needs lock-free atomics in shared memory");
 
 StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::join(const Config& config, const std::string& node_key) {
   if (config.local_size < 1 || config.local_size > kMaxLocalSize) {
@@ -512,75 +453,5 @@ StatusOr<LocalGroup::Arena> LocalGroup::arena(int tensor_id, size_t bytes) {
   arenas_[tensor_id] = a;
   return a;
 }
-
-Status LocalGroup::gatherResults(const Status& mine, const LocalTraffic& traffic, std::chrono::milliseconds timeout,
-                                 LocalTraffic* node_total) {
-  auto& me = control_->reports[rank_];
-  me.ok = mine.ok() ? 1 : 0;
-  copyText(me.message, mine.message());
-  me.traffic = traffic;
-  shared(me.done).store(1, std::memory_order_release);
-  auto all_done = [&] {
-    for (int r = 0; r < size_; ++r) {
-      if (shared(control_->reports[r].done).load(std::memory_order_acquire) == 0) return false;
-    }
-    return true;
-  };
-  // A peer that dies after reporting is fine; one that dies before fails the node.
-  Status waited = waitFor(all_done, "waiting for every local rank of this node to finish", timeout, Wait::kTimed);
-  if (!waited.ok() && !all_done()) return waited;
-  *node_total = LocalTraffic{};
-  Status combined;
-  for (int r = 0; r < size_; ++r) {
-    const auto& rep = control_->reports[r];
-    node_total->tensor_bytes_pushed += rep.traffic.tensor_bytes_pushed;
-    node_total->network_bytes_pushed += rep.traffic.network_bytes_pushed;
-    node_total->tensor_bytes_pulled += rep.traffic.tensor_bytes_pulled;
-    node_total->network_bytes_pulled += rep.traffic.network_bytes_pulled;
-    if (rep.ok == 0 && combined.ok()) {
-      combined = InternalError("local rank " + std::to_string(r) + ": " + rep.message);
-    }
-  }
-  return combined;
-}
-
-void LocalGroup::publishExit(int exit_code, const std::string& reason) {
-  control_->exit_code = exit_code;
-  copyText(control_->exit_reason, reason);
-  shared(control_->exit_ready).store(1, std::memory_order_release);
-}
-
-int LocalGroup::waitExit(const Status& mine, const LocalTraffic& traffic, std::string* reason) {
-  auto& me = control_->reports[rank_];
-  me.ok = mine.ok() ? 1 : 0;
-  copyText(me.message, mine.message());
-  me.traffic = traffic;
-  shared(me.done).store(1, std::memory_order_release);
-  // The job may run long after this rank is done (other nodes still train): wait while the root
-  // lives. A dead root, or a dead peer whose death the root will report, ends the wait.
-  bool slowed = false;
-  Status waited = waitFor(
-      [&] {
-        const bool ready = shared(control_->exit_ready).load(std::memory_order_acquire) == 1;
-        if (!ready && !slowed && slow_exit_.count() > 0) {
-          // ZPS_TEST_LOCAL_SLOW_EXIT: widen the window between "not ended yet" and the liveness
-          // check that follows, in which the root (and other peers) end the job and leave.
-          slowed = true;
-          std::this_thread::sleep_for(slow_exit_);
-        }
-        return ready;
-      },
-      "waiting for local rank 0 to end the job", std::chrono::milliseconds(0), Wait::kWhileRootLives);
-  if (!waited.ok()) {
-    *reason = waited.message();
-    return 1;
-  }
-  *reason = control_->exit_reason;
-  const int code = control_->exit_code;
-  leave();
-  return code;
-}
-
-void LocalGroup::leave() { shared(control_->left[rank_]).store(1, std::memory_order_release); }
 
 }  // namespace zps

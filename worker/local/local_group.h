@@ -148,6 +148,8 @@ class LocalGroup {
   Status waitFor(const std::function<bool()>& done, const std::string& what, std::chrono::milliseconds timeout,
                  Wait kind);
   void removeFolder();
+  // This rank's end (its status and traffic) in its report slot, for gatherResults and waitExit.
+  void report(const Status& mine, const LocalTraffic& traffic);
 
   const int rank_;
   const int size_;
