@@ -98,7 +98,7 @@ class ParamStore {
     RowStore rows;
     TableCounts counts;
     TableSizes::Series sizes;  // null series until the table is declared (rows restored before it)
-    uint64_t completed = 0;  // last applied round (sync)
+    uint64_t completed = 0;    // last applied round (sync)
     // Checkpoints: the newest step known to be complete (`latest` names it or a newer one: it was
     // restored, or a later checkpoint was asked for, which worker 0 does only after writing `latest`),
     // and the step of the last checkpoint asked for. Shards older than `committed` may go.

@@ -24,7 +24,8 @@ ServerObserver::ServerObserver(const Config& config, std::atomic<uint64_t>* malf
                                  "Key rounds completed: one key's pushes from every worker summed");
   sum_seconds_ = &m.histogram("zps_server_engine_task_duration_seconds",
                               "Time an engine thread spent on one push (the sum) or pull", metrics::latencyBuckets());
-  m.gauge("zps_server_table_budget_bytes", "Bytes this server's table rows may take (ZPS_TABLE_MEMORY_BYTES; 0: no limit)")
+  m.gauge("zps_server_table_budget_bytes",
+          "Bytes this server's table rows may take (ZPS_TABLE_MEMORY_BYTES; 0: no limit)")
       .set(static_cast<double>(config.table_memory_bytes));
   if (malformed != nullptr)
     m.callback("zps_malformed_messages_total", "Malformed or unexpected messages dropped", true, {},

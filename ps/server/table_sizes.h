@@ -9,8 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 

@@ -74,7 +74,8 @@ zps::Status pushTables(zps::Worker& w, const std::string& mode) {
     }
     for (uint64_t k : plan.keys) ++per_server[w.serverOfRow(k)];
     std::string line = "table-sizes-worker: expect " + plan.name;
-    for (size_t s = 0; s < per_server.size(); ++s) line += " s" + std::to_string(s) + " " + std::to_string(per_server[s]);
+    for (size_t s = 0; s < per_server.size(); ++s)
+      line += " s" + std::to_string(s) + " " + std::to_string(per_server[s]);
     std::cerr << line << std::endl;
   }
   std::cerr << "table-sizes-worker: pushed" << std::endl;
@@ -241,8 +242,8 @@ TEST_CASE("table sizes: a stream of new ids holds ZPS_TABLE_MEMORY_BYTES and cou
                            std::to_string(kBudgetRows) + ", s1 " + std::to_string(kBudgetRows) + "\n";
   const std::string budget_line = " table budget: " + std::to_string(budget) + " of " + std::to_string(budget) +
                                   " bytes held \\(ZPS_TABLE_MEMORY_BYTES\\)\n";
-  std::string text = job.statusUntil({}, {std::regex(line), std::regex("server 0" + budget_line),
-                                          std::regex("server 1" + budget_line)});
+  std::string text = job.statusUntil(
+      {}, {std::regex(line), std::regex("server 0" + budget_line), std::regex("server 1" + budget_line)});
   INFO(text);
   CHECK(std::regex_search(text, std::regex(line)));
   CHECK(std::regex_search(text, std::regex("server 0" + budget_line)));

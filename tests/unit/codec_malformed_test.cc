@@ -422,7 +422,8 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
   for (int i = 0; i < kMaxAwaitedRounds; ++i) reply.add_awaited()->set_key(i);
   CHECK(decode(encodeData(reply), Limits()).ok());
   // The most tables, each with the longest name, still fit the default envelope.
-  CHECK(decode(encodeControl(sampleHeartbeatWithTables(kMaxHeartbeatTables, Limits().max_string_bytes)), Limits()).ok());
+  CHECK(
+      decode(encodeControl(sampleHeartbeatWithTables(kMaxHeartbeatTables, Limits().max_string_bytes)), Limits()).ok());
   pb::DataHeader paced = sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4);
   paced.set_holds_credit(true);
   CHECK(decode(encodeData(paced, payloadOf(16)), Limits()).ok());

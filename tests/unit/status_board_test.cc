@@ -145,8 +145,9 @@ TEST_CASE("status tables: each table summed over the servers, with each server's
   board.heartbeat(2, s1);
   const std::string text = board.text(nullptr);
   INFO(text);
-  CHECK(text.find("\nctr/emb                          1000         112000         1007            7  s0 493, s1 507\n") !=
-        std::string::npos);
+  CHECK(
+      text.find("\nctr/emb                          1000         112000         1007            7  s0 493, s1 507\n") !=
+      std::string::npos);
   CHECK(text.find("\nbad?name                            1            112            1            0  s0 1\n") !=
         std::string::npos);
   CHECK(text.find("\nserver 0 table budget: 55328 of 60000 bytes held (ZPS_TABLE_MEMORY_BYTES)\n") !=
