@@ -23,6 +23,17 @@ std::string num(double v) {
   return buf;
 }
 
+// Peer numbers summed: a hostile server must not wrap a total around.
+uint64_t addSaturated(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+// A table name as one line of text: control bytes (a peer's) shown as '?'.
+std::string printable(const std::string& name) {
+  std::string out = name;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return out;
+}
+
 std::string fixed(double v, int decimals) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
@@ -54,6 +65,9 @@ void StatusBoard::heartbeat(uint64_t peer, const pb::Heartbeat& hb) {
   p.round = hb.round();
   p.bytes_pushed = hb.bytes_pushed();
   p.bytes_pulled = hb.bytes_pulled();
+  p.tables.assign(hb.tables().begin(), hb.tables().end());
+  p.tables_left_out = hb.tables_left_out();
+  p.table_budget_bytes = hb.table_budget_bytes();
   if (hb.has_progress()) {
     bool new_step = !p.has_progress || hb.step() != p.step;
     p.has_progress = true;
@@ -165,6 +179,56 @@ std::map<std::string, std::map<std::string, int>> StatusBoard::countsByRoleAndSt
   return out;
 }
 
+std::map<std::string, StatusBoard::TableTotal> StatusBoard::tableTotals(const std::vector<Row>& rows) {
+  std::map<std::string, TableTotal> totals;
+  for (const auto& r : rows) {
+    if (r.role != "server" || r.progress == nullptr) continue;
+    for (const auto& t : r.progress->tables) {
+      TableTotal& total = totals[t.name()];
+      total.rows = addSaturated(total.rows, t.rows());
+      total.bytes = addSaturated(total.bytes, t.bytes());
+      total.created = addSaturated(total.created, t.created());
+      total.evicted = addSaturated(total.evicted, t.evicted());
+      total.server_rows.emplace_back(r.rank, t.rows());
+    }
+  }
+  return totals;
+}
+
+std::string StatusBoard::tablesText(const std::vector<Row>& rows) {
+  const auto totals = tableTotals(rows);
+  if (totals.empty()) return "";
+  // Each server's rows fit a line for a few servers; more make the totals the whole story.
+  constexpr size_t kServersShown = 8;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-24s %12s %14s %12s %12s  %s\n", "TABLE", "ROWS", "BYTES", "CREATED", "EVICTED",
+                "ROWS PER SERVER");
+  std::string out = line;
+  for (const auto& [name, t] : totals) {
+    std::string per_server;
+    if (t.server_rows.size() <= kServersShown)
+      for (const auto& [rank, n] : t.server_rows)
+        per_server += (per_server.empty() ? "" : ", ") + ("s" + std::to_string(rank)) + " " + std::to_string(n);
+    std::snprintf(line, sizeof(line), "%-24s %12llu %14llu %12llu %12llu  ", printable(name).c_str(),
+                  static_cast<unsigned long long>(t.rows), static_cast<unsigned long long>(t.bytes),
+                  static_cast<unsigned long long>(t.created), static_cast<unsigned long long>(t.evicted));
+    out += line + per_server + "\n";
+  }
+  for (const auto& r : rows) {
+    const Progress* p = r.progress;
+    if (r.role != "server" || p == nullptr) continue;
+    if (p->tables_left_out > 0)
+      out += "server " + std::to_string(r.rank) + " holds " + std::to_string(p->tables_left_out) +
+             " more smaller tables (not shown)\n";
+    if (p->table_budget_bytes == 0) continue;
+    uint64_t held = 0;
+    for (const auto& t : p->tables) held = addSaturated(held, t.bytes());
+    out += "server " + std::to_string(r.rank) + " table budget: " + std::to_string(held) + " of " +
+           std::to_string(p->table_budget_bytes) + " bytes held (ZPS_TABLE_MEMORY_BYTES)\n";
+  }
+  return out;
+}
+
 std::string StatusBoard::json() const {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = rowsLocked();
@@ -196,8 +260,28 @@ std::string StatusBoard::json() const {
         }
         out += "]";
       }
+      if (r.role == "server") {
+        out += ",\"table_budget_bytes\":" + std::to_string(p->table_budget_bytes) +
+               ",\"tables_left_out\":" + std::to_string(p->tables_left_out) + ",\"tables\":[";
+        for (size_t i = 0; i < p->tables.size(); ++i) {
+          const auto& t = p->tables[i];
+          out += std::string(i ? "," : "") + "{\"name\":\"" + jsonEscape(t.name()) +
+                 "\",\"rows\":" + std::to_string(t.rows()) + ",\"bytes\":" + std::to_string(t.bytes()) +
+                 ",\"created\":" + std::to_string(t.created()) + ",\"evicted\":" + std::to_string(t.evicted()) + "}";
+        }
+        out += "]";
+      }
     }
     out += "}";
+  }
+  // Every table summed over the servers.
+  out += "],\"tables\":[";
+  bool first_table = true;
+  for (const auto& [name, t] : tableTotals(rows)) {
+    out += std::string(first_table ? "" : ",") + "{\"name\":\"" + jsonEscape(name) +
+           "\",\"rows\":" + std::to_string(t.rows) + ",\"bytes\":" + std::to_string(t.bytes) +
+           ",\"created\":" + std::to_string(t.created) + ",\"evicted\":" + std::to_string(t.evicted) + "}";
+    first_table = false;
   }
   return out + "]}";
 }
@@ -236,6 +320,7 @@ std::string StatusBoard::text(bool* healthy) const {
                   sps.c_str(), push.c_str(), pull.c_str());
     out += line;
   }
+  out += tablesText(rows);
   for (const auto& r : rows) {
     if (r.state == "missing") out += r.role + " " + std::to_string(r.rank) + " is missing (not registered)\n";
     if (r.state == "dead")

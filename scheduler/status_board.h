@@ -71,6 +71,9 @@ class StatusBoard {
     double push_rate = 0, pull_rate = 0;  // bytes/s between the last two heartbeats
     Clock::time_point last_rate_at{};
     std::deque<std::pair<uint64_t, double>> loss_history;
+    // Servers: their tables as the last heartbeat had them (bounded by the codec).
+    std::vector<pb::TableSize> tables;
+    uint64_t tables_left_out = 0, table_budget_bytes = 0;
   };
   struct Row {
     std::string role;
@@ -82,6 +85,14 @@ class StatusBoard {
     const Progress* progress;
   };
   std::vector<Row> rowsLocked() const;
+  // Every table's sizes summed over the servers, with each server's rows (by rank).
+  struct TableTotal {
+    uint64_t rows = 0, bytes = 0, created = 0, evicted = 0;
+    std::vector<std::pair<int, uint64_t>> server_rows;
+  };
+  static std::map<std::string, TableTotal> tableTotals(const std::vector<Row>& rows);
+  // The table section of text(): one line per table, then the budget; empty without tables.
+  static std::string tablesText(const std::vector<Row>& rows);
   // "3/10" for a worker in its third of ten epochs; empty when its program reports no epochs.
   static std::string epochOf(const Progress* p);
   bool healthyLocked(const std::vector<Row>& rows) const;

@@ -24,8 +24,11 @@ constexpr uint64_t kTableOverhead = 1024;
 }  // namespace
 
 ParamStore::~ParamStore() {
-  for (auto& [key, t] : tables_)
-    if (t.rows_gauge != nullptr) t.rows_gauge->add(-static_cast<double>(t.rows.size()));
+  for (auto& [key, t] : tables_) {
+    if (t.sizes.rows == nullptr) continue;
+    t.sizes.rows->add(-static_cast<double>(t.rows.size()));
+    t.sizes.bytes->add(-static_cast<double>(t.rows.size() * t.rows.rowBytes()));
+  }
   if (budget_ != nullptr) budget_->releaseRows(rows_charged_);
 }
 
@@ -50,14 +53,9 @@ std::map<std::string, TableCounts> ParamStore::tableCounts() const {
 }
 
 void ParamStore::registerMetrics(Table& t) {
-  auto& m = metrics::metrics();
-  const metrics::Labels l{{"table", t.name}};
-  t.rows_gauge = &m.gauge("zps_server_table_rows", "Table rows this server holds", l);
-  t.created_metric =
-      &m.counter("zps_server_table_rows_created_total", "Table rows created on first touch (again after eviction)", l);
-  t.evicted_metric = &m.counter("zps_server_table_rows_evicted_total",
-                                "Table rows evicted to keep ZPS_TABLE_MEMORY_BYTES (re-created on next touch)", l);
-  t.rows_gauge->add(static_cast<double>(t.rows.size()));
+  t.sizes = tableSizes().series(t.name);
+  t.sizes.rows->add(static_cast<double>(t.rows.size()));
+  t.sizes.bytes->add(static_cast<double>(t.rows.size() * t.rows.rowBytes()));
 }
 
 void ParamStore::checkpointAll() {
@@ -275,8 +273,9 @@ void ParamStore::evictRow(Table& t, uint32_t slot) {
   memory_.give(bytes);
   ++t.counts.evicted;
   ++rows_evicted_;
-  t.evicted_metric->inc();
-  t.rows_gauge->add(-1);
+  t.sizes.evicted->inc();
+  t.sizes.rows->add(-1);
+  t.sizes.bytes->add(-static_cast<double>(bytes));
 }
 
 uint32_t ParamStore::createRow(Table& t, uint64_t key, uint64_t tick) {
@@ -288,9 +287,10 @@ uint32_t ParamStore::createRow(Table& t, uint64_t key, uint64_t tick) {
   if (t.state_floats > 0) kernels::initOptimizerState(t.optimizer, state.data(), t.dim);
   ++t.counts.created;
   ++rows_created_;
-  if (t.created_metric != nullptr) {
-    t.created_metric->inc();
-    t.rows_gauge->add(1);
+  if (t.sizes.rows != nullptr) {
+    t.sizes.created->inc();
+    t.sizes.rows->add(1);
+    t.sizes.bytes->add(static_cast<double>(t.rows.rowBytes()));
   }
   return t.rows.add(key, values.data(), state.data(), 0, tick);
 }

@@ -33,6 +33,7 @@
 #include "ps/server/sequence_window.h"
 #include "ps/server/sum_store.h"
 #include "ps/server/table_checkpoint.h"
+#include "ps/server/table_sizes.h"
 
 namespace zps {
 
@@ -46,7 +47,7 @@ struct ParamCounters {
   uint64_t rows_evicted = 0;
 };
 
-// One table's rows on this store (metrics zps_server_table_rows, ..._created_total, ..._evicted_total).
+// One table's rows on this store (TableSizes has them for the metrics and the heartbeat).
 struct TableCounts {
   uint64_t rows = 0;
   uint64_t bytes = 0;  // rows x RowStore::rowBytes
@@ -96,10 +97,8 @@ class ParamStore {
     size_t state_floats = 0;  // optimizer state per parameter
     RowStore rows;
     TableCounts counts;
-    metrics::Gauge* rows_gauge = nullptr;
-    metrics::Counter* created_metric = nullptr;
-    metrics::Counter* evicted_metric = nullptr;
-    uint64_t completed = 0;  // last applied round (sync)
+    TableSizes::Series sizes;  // null series until the table is declared (rows restored before it)
+    uint64_t completed = 0;    // last applied round (sync)
     // Checkpoints: the newest step known to be complete (`latest` names it or a newer one: it was
     // restored, or a later checkpoint was asked for, which worker 0 does only after writing `latest`),
     // and the step of the last checkpoint asked for. Shards older than `committed` may go.

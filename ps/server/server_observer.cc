@@ -3,6 +3,8 @@
 #include <glog/logging.h>
 
 #include "ps/server/sum_store.h"
+#include "ps/server/table_sizes.h"
+#include "ps/wire/codec.h"
 
 namespace zps {
 
@@ -22,6 +24,9 @@ ServerObserver::ServerObserver(const Config& config, std::atomic<uint64_t>* malf
                                  "Key rounds completed: one key's pushes from every worker summed");
   sum_seconds_ = &m.histogram("zps_server_engine_task_duration_seconds",
                               "Time an engine thread spent on one push (the sum) or pull", metrics::latencyBuckets());
+  m.gauge("zps_server_table_budget_bytes",
+          "Bytes this server's table rows may take (ZPS_TABLE_MEMORY_BYTES; 0: no limit)")
+      .set(static_cast<double>(config.table_memory_bytes));
   if (malformed != nullptr)
     m.callback("zps_malformed_messages_total", "Malformed or unexpected messages dropped", true, {},
                [malformed] { return static_cast<double>(malformed->load()); });
@@ -121,5 +126,13 @@ void ServerObserver::fillHeartbeat(pb::Heartbeat* hb) {
   hb->set_round(max_round_.load());
   hb->set_bytes_pushed(bytes_in_.load());
   hb->set_bytes_pulled(bytes_out_.load());
+  uint64_t left_out = 0;
+  for (auto& t : tableSizes().snapshot(wire::kMaxHeartbeatTables, &left_out)) {
+    // Declared names passed the codec's bound already; a longer one would cost the whole heartbeat.
+    if (t.name().size() > wire::Limits{}.max_string_bytes) t.mutable_name()->resize(wire::Limits{}.max_string_bytes);
+    *hb->add_tables() = std::move(t);
+  }
+  hb->set_tables_left_out(left_out);
+  hb->set_table_budget_bytes(config_.table_memory_bytes);
 }
 }  // namespace zps

@@ -57,7 +57,14 @@ Status validateControl(const pb::Control& c, const Limits& limits) {
     }
     case pb::Control::kBarrier: return checkGroup(c.barrier().group());
     case pb::Control::kBarrierRelease: return checkGroup(c.barrier_release().group());
-    case pb::Control::kHeartbeat: return Status::OK();
+    case pb::Control::kHeartbeat: {
+      const auto& hb = c.heartbeat();
+      if (static_cast<size_t>(hb.tables_size()) > limits.max_heartbeat_tables)
+        return ProtocolError("heartbeat has " + std::to_string(hb.tables_size()) + " tables, at most " +
+                             std::to_string(limits.max_heartbeat_tables));
+      for (const auto& t : hb.tables()) ZPS_RETURN_IF_ERROR(checkString("heartbeat table name", t.name(), limits));
+      return Status::OK();
+    }
     case pb::Control::kShutdownAck: return Status::OK();
     case pb::Control::kFinished: return checkString("finished.message", c.finished().message(), limits);
     case pb::Control::kGoodbye: return checkString("goodbye.reason", c.goodbye().reason(), limits);

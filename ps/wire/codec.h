@@ -25,6 +25,9 @@ inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr uint64_t kAsyncPushWindow = 64;
 // CMD_FUSED: the most entries one fused message may carry (a worker fuses at most this many).
 inline constexpr size_t kMaxFusedEntries = 1024;
+// A heartbeat: the most tables it may carry (a server sends its largest this many and counts the rest).
+// With names of at most max_string_bytes they fit max_envelope_bytes.
+inline constexpr size_t kMaxHeartbeatTables = 128;
 // A push's REPLY: the most awaited rounds it may name (DataHeader.awaited; a server names at most this many).
 inline constexpr int kMaxAwaitedRounds = 16;
 
@@ -36,6 +39,7 @@ struct Limits {
   size_t max_address_book = 65536;
   uint32_t max_row_dim = 65536;
   size_t max_fused_entries = kMaxFusedEntries;
+  size_t max_heartbeat_tables = kMaxHeartbeatTables;
 };
 
 // A validated data-plane message. dtype is already range-checked; payload sizes already match.

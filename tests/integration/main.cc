@@ -8,7 +8,8 @@
 // out, fills the buffer with a sentinel, resumes the server, waits for SIGUSR1 (the test sends it once
 // the late reply was dropped), checks the sentinel, and pulls the round again.
 // `zps_integration_tests --async-counter-worker` is the worker of exactly_once_test.cc,
-// `--barrier-generation-worker` the worker of barrier_generation_test.cc.
+// `--barrier-generation-worker` the worker of barrier_generation_test.cc, `--table-sizes-worker` the
+// worker of table_sizes_test.cc.
 #define CATCH_CONFIG_RUNNER
 #include <signal.h>
 #include <zps/worker.h>
@@ -29,6 +30,7 @@
 
 int asyncCounterWorker();       // exactly_once_test.cc
 int barrierGenerationWorker();  // barrier_generation_test.cc
+int tableSizesWorker();         // table_sizes_test.cc
 
 namespace {
 
@@ -124,6 +126,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--late-reply-worker") == 0) return lateReplyWorker(std::atoi(argv[2]));
   if (argc == 2 && std::strcmp(argv[1], "--async-counter-worker") == 0) return asyncCounterWorker();
   if (argc == 2 && std::strcmp(argv[1], "--barrier-generation-worker") == 0) return barrierGenerationWorker();
+  if (argc == 2 && std::strcmp(argv[1], "--table-sizes-worker") == 0) return tableSizesWorker();
   setenv("ZPS_BIN", ZPS_TEST_BIN, /*overwrite=*/0);
   setenv("ZPS_DATA_DIR", ZPS_TEST_DATA_DIR, /*overwrite=*/0);
   return Catch::Session().run(argc, argv);

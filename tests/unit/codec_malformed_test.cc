@@ -378,6 +378,12 @@ std::vector<BadCase> malformedInputs() {
                      return std::vector<Blob>{dataFrame(d)};
                    },
                    "entries take the fused message's"});
+  cases.push_back({"a heartbeat with one table too many",
+                   [] { return encodeControl(sampleHeartbeatWithTables(kMaxHeartbeatTables + 1, 8)); },
+                   "heartbeat has 129 tables, at most 128"});
+  cases.push_back({"a heartbeat table name over the string limit",
+                   [] { return encodeControl(sampleHeartbeatWithTables(1, Limits().max_string_bytes + 1)); },
+                   "heartbeat table name is 4097 bytes"});
   return cases;
 }
 
@@ -415,6 +421,9 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
   pb::DataHeader reply = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
   for (int i = 0; i < kMaxAwaitedRounds; ++i) reply.add_awaited()->set_key(i);
   CHECK(decode(encodeData(reply), Limits()).ok());
+  // The most tables, each with the longest name, still fit the default envelope.
+  CHECK(
+      decode(encodeControl(sampleHeartbeatWithTables(kMaxHeartbeatTables, Limits().max_string_bytes)), Limits()).ok());
   pb::DataHeader paced = sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4);
   paced.set_holds_credit(true);
   CHECK(decode(encodeData(paced, payloadOf(16)), Limits()).ok());

@@ -96,6 +96,22 @@ inline pb::Control sampleRegisterReply(int nodes) {
   return c;
 }
 
+// A server's heartbeat with `tables` tables whose names are `name_bytes` long.
+inline pb::Control sampleHeartbeatWithTables(size_t tables, size_t name_bytes) {
+  pb::Control c;
+  auto* hb = c.mutable_heartbeat();
+  hb->set_table_budget_bytes(uint64_t{1} << 30);
+  for (size_t i = 0; i < tables; ++i) {
+    auto* t = hb->add_tables();
+    t->set_name(std::string(name_bytes, static_cast<char>('a' + i % 26)));
+    t->set_rows(1000 + i);
+    t->set_bytes((1000 + i) * 160);
+    t->set_created(2000 + i);
+    t->set_evicted(1000);
+  }
+  return c;
+}
+
 // One sample of every control body.
 inline std::vector<std::pair<std::string, pb::Control>> allControlBodies() {
   std::vector<std::pair<std::string, pb::Control>> out;
@@ -122,6 +138,7 @@ inline std::vector<std::pair<std::string, pb::Control>> allControlBodies() {
     c.mutable_heartbeat()->set_sent_unix_ms(1700000000123ULL);
     out.emplace_back("heartbeat", c);
   }
+  out.emplace_back("heartbeat with tables", sampleHeartbeatWithTables(3, 12));
   {
     pb::Control c;
     c.mutable_finished()->set_ok(false);

@@ -118,3 +118,68 @@ TEST_CASE("status: a held rank shows the job recovering and unhealthy, then runn
 
 }  // namespace
 }  // namespace zps
+
+namespace zps {
+namespace {
+
+pb::TableSize tableSize(const std::string& name, uint64_t rows, uint64_t row_bytes, uint64_t evicted) {
+  pb::TableSize t;
+  t.set_name(name);
+  t.set_rows(rows);
+  t.set_bytes(rows * row_bytes);
+  t.set_created(rows + evicted);
+  t.set_evicted(evicted);
+  return t;
+}
+
+TEST_CASE("status tables: each table summed over the servers, with each server's rows and budget", "[status_tables]") {
+  StatusBoard board(2, 1, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
+  board.publish({member(1, pb::SERVER, 0), member(2, pb::SERVER, 1), member(3, pb::WORKER, 0)}, true);
+  pb::Heartbeat s0, s1;
+  *s0.add_tables() = tableSize("ctr/emb", 493, 112, 7);
+  *s0.add_tables() = tableSize("bad\nname", 1, 112, 0);  // a peer's name: one line all the same
+  s0.set_table_budget_bytes(60000);
+  *s1.add_tables() = tableSize("ctr/emb", 507, 112, 0);
+  s1.set_tables_left_out(3);
+  board.heartbeat(1, s0);
+  board.heartbeat(2, s1);
+  const std::string text = board.text(nullptr);
+  INFO(text);
+  CHECK(
+      text.find("\nctr/emb                          1000         112000         1007            7  s0 493, s1 507\n") !=
+      std::string::npos);
+  CHECK(text.find("\nbad?name                            1            112            1            0  s0 1\n") !=
+        std::string::npos);
+  CHECK(text.find("\nserver 0 table budget: 55328 of 60000 bytes held (ZPS_TABLE_MEMORY_BYTES)\n") !=
+        std::string::npos);
+  CHECK(text.find("\nserver 1 holds 3 more smaller tables (not shown)\n") != std::string::npos);
+  CHECK(text.find("server 1 table budget") == std::string::npos);  // none set there
+
+  const std::string json = board.json();
+  INFO(json);
+  CHECK(json.find(R"(,"tables":[{"name":"bad\nname","rows":1,"bytes":112,"created":1,"evicted":0},)"
+                  R"({"name":"ctr/emb","rows":1000,"bytes":112000,"created":1007,"evicted":7}]})") !=
+        std::string::npos);
+  CHECK(json.find(R"("table_budget_bytes":0,"tables_left_out":3,"tables":[{"name":"ctr/emb","rows":507,)") !=
+        std::string::npos);
+}
+
+TEST_CASE("status tables: hostile counts saturate instead of wrapping around", "[status_tables]") {
+  StatusBoard board(2, 0, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
+  board.publish({member(1, pb::SERVER, 0), member(2, pb::SERVER, 1)}, true);
+  for (uint64_t peer : {1, 2}) {
+    pb::Heartbeat hb;
+    pb::TableSize* t = hb.add_tables();
+    t->set_name("t");
+    t->set_rows(UINT64_MAX - 1);
+    t->set_bytes(UINT64_MAX);
+    board.heartbeat(peer, hb);
+  }
+  const std::string json = board.json();
+  INFO(json);
+  CHECK(json.find(R"(,"tables":[{"name":"t","rows":18446744073709551615,"bytes":18446744073709551615,)") !=
+        std::string::npos);
+}
+
+}  // namespace
+}  // namespace zps
