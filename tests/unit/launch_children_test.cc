@@ -67,7 +67,8 @@ TEST_CASE("launch args: each worker process's label, environment and metrics por
   WorkerProcess plain = workerProcess(config, 1, 0, 1);
   CHECK(plain.label == "worker 1");
   CHECK(plain.metrics_offset == 1 + 2 + 1);
-  CHECK(plain.env == std::vector<std::pair<std::string, std::string>>{{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", "1"}});
+  CHECK(plain.env ==
+        std::vector<std::pair<std::string, std::string>>{{"DMLC_ROLE", "worker"}, {"DMLC_WORKER_ID", "1"}});
   CHECK(std::find(plain.unset.begin(), plain.unset.end(), "ZPS_LOCAL_RANK") != plain.unset.end());
   WorkerProcess local = workerProcess(config, 2, 1, 2);
   CHECK(local.label == "worker 2.1");
