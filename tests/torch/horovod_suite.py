@@ -1,7 +1,7 @@
 """One worker of a run of Horovod's PyTorch test suite under zps (horovod_suite_test.sh starts the job).
 Joins the job, tells the suite its rank and size as MPI would (OMPI_COMM_WORLD_*), and runs pytest on
 test_torch.py in this process; each worker writes a JUnit report, which the shell script summarises.
-After each test the workers realign (zps.torch.ops.realign): a test that raised on some workers half way
+After each test the workers realign (zps.torch.join.realign): a test that raised on some workers half way
 through its operations leaves the others with operations of their own, which are then refused, so the
 next test starts in step on every worker instead of failing for that one.
 Usage: horovod_suite.py <suite dir> <report dir> [pytest -k expression]"""
@@ -16,7 +16,7 @@ os.environ["OMPI_COMM_WORLD_RANK"] = str(hvd.rank())
 os.environ["OMPI_COMM_WORLD_SIZE"] = str(hvd.size())
 import pytest  # noqa: E402
 
-from zps.torch.ops import realign  # noqa: E402
+from zps.torch.join import realign  # noqa: E402
 
 
 class Realign:

@@ -14,19 +14,20 @@ from zps._capi import library
 from zps.errors import ZpsError, ZpsInvalidArgument, ZpsJobAborted, ZpsTimeout
 from zps.torch import _runtime
 from zps.torch._runtime import ZpsNotInitialized
-from zps.torch.broadcast import (allgather_object, broadcast_object, broadcast_optimizer_state,
-                                 broadcast_parameters)
+from zps.torch.broadcast import (allgather_object, broadcast, broadcast_, broadcast_async, broadcast_async_,
+                                 broadcast_object, broadcast_optimizer_state, broadcast_parameters)
 from zps.torch.compression import Compression, Compressor
 from zps.torch.embedding import Embedding
 from zps.torch.embedding_bag import EmbeddingBags
-from zps.torch.ops import (Adasum, Average, Max, Min, Product, ProcessSet, Sum, add_process_set, allgather,
-                           allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
-                           alltoall_async, broadcast, broadcast_, broadcast_async, broadcast_async_, global_process_set,
-                           grouped_allgather, grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
-                           grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
-                           grouped_reducescatter_async, join, poll, push_pull, push_pull_async, push_pull_async_inplace,
-                           push_pull_inplace, reducescatter, reducescatter_async, remove_process_set, sparse_allreduce_async,
+from zps.torch.gather_scatter import (allgather, allgather_async, alltoall, alltoall_async, grouped_allgather,
+                                     grouped_allgather_async, grouped_reducescatter, grouped_reducescatter_async,
+                                     reducescatter, reducescatter_async)
+from zps.torch.ops import (Adasum, Average, Max, Min, Product, ProcessSet, Sum, add_process_set, allreduce, allreduce_,
+                           allreduce_async, allreduce_async_, global_process_set, grouped_allreduce, grouped_allreduce_,
+                           grouped_allreduce_async, grouped_allreduce_async_, poll, push_pull, push_pull_async,
+                           push_pull_async_inplace, push_pull_inplace, remove_process_set, sparse_allreduce_async,
                            synchronize)
+from zps.torch.join import join
 from zps.torch.optimizer import DistributedOptimizer
 from zps.torch.sync_batch_norm import SyncBatchNorm
 

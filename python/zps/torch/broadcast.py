@@ -1,16 +1,103 @@
-"""broadcast_parameters, broadcast_optimizer_state and broadcast_object: root_rank's values on every worker.
+"""broadcast (Horovod's, with its async, in-place and autograd forms), and what rides on it:
+broadcast_parameters, broadcast_optimizer_state and broadcast_object, root_rank's values on every worker.
 
-All three ride on ops.broadcast_async_ (the root pushes its bytes, the others zeros). Objects are
-serialised with torch.save (pickle, tensors stored compactly) into a uint8 tensor whose capacity is a
-power of two, so that repeated calls reuse a few declared tensors.
+The root pushes its bytes, the others zeros; the servers' byte sum (mod 256) is the root's bytes, for
+any dtype. Objects are serialised with torch.save (pickle, tensors stored compactly) into a uint8 tensor
+whose capacity is a power of two, so that repeated calls reuse a few declared tensors.
 """
 import io
 
 import torch
 
+from zps.torch import coordinator
 from zps.torch._runtime import runtime
-from zps.torch.ops import broadcast_, broadcast_async_, synchronize
+from zps.torch.ops import (Average, _allreduce_async, _Buffers, _describe, _differentiable, _Pending, _register,
+                           _release, _reserve, _submit, synchronize)
 from zps.torch.process_sets import group_of
+
+
+class _BroadcastFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast", process_set))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Only the root's tensor reached the outputs: its gradient is the average of every worker's.
+        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "broadcast (backward)",
+                                         process_set=ctx.process_set))
+        if runtime("broadcast").rank != ctx.root_rank:
+            g = torch.zeros_like(g)
+        return g, None, None, None
+
+
+def _bytes_view(tensor):
+    """The bytes of a contiguous tensor as a flat uint8 view of the same memory. Flattened first, because
+    torch cannot view a 0-dim tensor (BatchNorm's num_batches_tracked, torch.tensor(epoch)) as bytes."""
+    flat = tensor.reshape(-1)
+    return flat.view(torch.uint8) if flat.dtype != torch.uint8 else flat
+
+
+def _broadcast_async(tensor, inplace, root_rank, name, what, process_set=None):
+    """root_rank is a rank of the job (Horovod's convention), one of the process set's."""
+    rt = runtime(what)
+    group = group_of(process_set, what)
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError("zps.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
+    if isinstance(root_rank, bool) or not isinstance(root_rank, int) or root_rank not in group.members:
+        raise ValueError("zps.torch.%s: root_rank %r is not a rank of %s (%s)" %
+                         (what, root_rank, "the job" if group is rt else "the process set", list(group.members)))
+    if not tensor.is_contiguous():
+        raise ValueError("zps.torch.%s: %s is not contiguous; pass tensor.contiguous()" % (what, _describe(tensor, name)))
+    target = tensor.detach() if inplace else tensor.detach().clone()
+    host = target.to("cpu") if target.device.type != "cpu" else target
+    data = _bytes_view(host)
+    name = _reserve("broadcast", name, tensor, "broadcast", group)
+    pending = _Pending(("broadcast", name, getattr(group, "key_space", 0)), buffers=_Buffers(data, data))
+
+    def finish():
+        if host is not target:
+            target.copy_(host)
+        return tensor if inplace else target
+
+    pending.finish = finish
+    if data.numel() == 0:
+        _release(pending.key)
+        pending.key = None
+        return _register(pending)
+
+    def start(agreed):
+        b = pending.take_buffers()
+        if rt.rank != root_rank:
+            b.source.zero_()
+        tid = group.tensor_id(coordinator.declared_name("zps.broadcast." + name, b.source, agreed.generation), b.source)
+        return group.worker.push_pull(tid, b.source.data_ptr(), b.output.data_ptr())
+
+    return _submit(group, "broadcast", name, tensor, root_rank, "root rank", start, pending)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    """Starts sending root_rank's `tensor` to every worker; synchronize(handle) returns it as a new tensor."""
+    return _broadcast_async(tensor, False, root_rank, name, "broadcast_async", process_set)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    """Starts overwriting `tensor` on every worker with root_rank's (any dtype: its bytes travel)."""
+    return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_", process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+    return tensor
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """root_rank's `tensor` as a new tensor on every worker. Differentiable: the root's gradient is the
+    average of every worker's, the others' zero."""
+    if _differentiable(tensor):
+        return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
+    return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast", process_set))
 
 
 def _named(params, what):

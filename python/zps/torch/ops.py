@@ -1,6 +1,7 @@
-"""allreduce (Horovod), push_pull (BytePS) and broadcast over the servers' sum; their async handles,
-grouped variants and autograd; allgather, reducescatter, alltoall and the Min/Max/Product reductions
-through zps.torch.collectives.
+"""allreduce (Horovod) and push_pull (BytePS) over the servers' sum, their async handles, grouped
+variants and autograd, and what every operation shares: names, handles, the coordinator's agreement.
+broadcast is in broadcast.py, allgather, reducescatter and alltoall in gather_scatter.py; the
+Min/Max/Product reductions go through zps.torch.collectives.
 
 Every call goes through the coordinator (coordinator.py): the workers first agree on what the call is,
 then its tensor is summed. The n-th call of a name on every worker is summed together. A call without a
@@ -11,11 +12,10 @@ Horovod. Two calls of one name in flight at once are refused.
 import itertools
 import threading
 import time
-import warnings
 
 import torch
 
-from zps.errors import ZpsError, ZpsTimeout
+from zps.errors import ZpsTimeout
 from zps.torch import coordinator
 from zps.torch._runtime import DTYPES, runtime
 from zps.torch.compression import Compression
@@ -378,81 +378,6 @@ class _AllreduceFunction(torch.autograd.Function):
         return g, None, None, None, None, None
 
 
-class _BroadcastFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, root_rank, name, process_set):
-        ctx.root_rank, ctx.process_set = root_rank, process_set
-        return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast", process_set))
-
-    @staticmethod
-    def backward(ctx, grad):
-        # Only the root's tensor reached the outputs: its gradient is the average of every worker's.
-        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "broadcast (backward)",
-                                         process_set=ctx.process_set))
-        if runtime("broadcast").rank != ctx.root_rank:
-            g = torch.zeros_like(g)
-        return g, None, None, None
-
-
-class _AllgatherFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, process_set):
-        rows = synchronize(allgather_async(torch.tensor([tensor.shape[0]]), None, process_set))
-        ctx.start = int(rows[:group_of(process_set, "allgather").rank].sum())
-        ctx.rows = tensor.shape[0]
-        ctx.process_set = process_set
-        return synchronize(allgather_async(tensor, name, process_set))
-
-    @staticmethod
-    def backward(ctx, grad):
-        # Every worker's output held this worker's rows: their gradient is the average over workers of
-        # the gradient of those rows (Horovod's convention).
-        g = synchronize(_allreduce_async(grad.contiguous(), False, Average, None, "allgather (backward)",
-                                         process_set=ctx.process_set))
-        return g[ctx.start:ctx.start + ctx.rows], None, None
-
-
-class _ReducescatterFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
-        ctx.op, ctx.process_set = op, process_set
-        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
-
-    @staticmethod
-    def backward(ctx, grad):
-        # Every worker's part, gathered; scaled as Horovod's reducescatter gradient is (x size for Sum).
-        g = synchronize(allgather_async(grad.contiguous(), None, ctx.process_set))
-        size = group_of(ctx.process_set, "reducescatter").size
-        return (g * size if ctx.op == Sum else g), None, None, None, None, None
-
-
-class _AlltoallFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, splits, name, process_set):
-        # Even parts as explicit splits, so that the rows received from each worker are known: the
-        # backward sends their gradients back by them.
-        ctx.process_set = process_set
-        size = group_of(process_set, "alltoall").size
-        given = splits is not None
-        if not given:
-            if tensor.dim() == 0 or tensor.shape[0] % size:
-                raise ValueError("zps.torch.alltoall: the first dimension (%s) must divide evenly by size() %d when "
-                                 "no splits are given" % (list(tensor.shape)[:1], size))
-            splits = torch.full((size,), tensor.shape[0] // size, dtype=torch.int32)
-        out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
-        ctx.received = received
-        if not given:
-            return out
-        ctx.mark_non_differentiable(received)
-        return out, received
-
-    @staticmethod
-    def backward(ctx, grad, *_):
-        # The gradients go back to where their rows came from.
-        g, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received, None, ctx.process_set))
-        return g, None, None, None
-
-
 def _differentiable(tensor):
     return isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled()
 
@@ -548,77 +473,6 @@ def push_pull_inplace(tensor, average=True, name=None, version=0, priority=None,
     return synchronize(push_pull_async_inplace(tensor, average, name, version, priority, compression))
 
 
-# ---- broadcast: the root pushes its bytes, the others zeros; the servers' byte sum (mod 256) is the
-# root's bytes, for any dtype ----
-
-def _bytes_view(tensor):
-    """The bytes of a contiguous tensor as a flat uint8 view of the same memory. Flattened first, because
-    torch cannot view a 0-dim tensor (BatchNorm's num_batches_tracked, torch.tensor(epoch)) as bytes."""
-    flat = tensor.reshape(-1)
-    return flat.view(torch.uint8) if flat.dtype != torch.uint8 else flat
-
-
-def _broadcast_async(tensor, inplace, root_rank, name, what, process_set=None):
-    """root_rank is a rank of the job (Horovod's convention), one of the process set's."""
-    rt = runtime(what)
-    group = group_of(process_set, what)
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError("zps.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
-    if isinstance(root_rank, bool) or not isinstance(root_rank, int) or root_rank not in group.members:
-        raise ValueError("zps.torch.%s: root_rank %r is not a rank of %s (%s)" %
-                         (what, root_rank, "the job" if group is rt else "the process set", list(group.members)))
-    if not tensor.is_contiguous():
-        raise ValueError("zps.torch.%s: %s is not contiguous; pass tensor.contiguous()" % (what, _describe(tensor, name)))
-    target = tensor.detach() if inplace else tensor.detach().clone()
-    host = target.to("cpu") if target.device.type != "cpu" else target
-    data = _bytes_view(host)
-    name = _reserve("broadcast", name, tensor, "broadcast", group)
-    pending = _Pending(("broadcast", name, getattr(group, "key_space", 0)), buffers=_Buffers(data, data))
-
-    def finish():
-        if host is not target:
-            target.copy_(host)
-        return tensor if inplace else target
-
-    pending.finish = finish
-    if data.numel() == 0:
-        _release(pending.key)
-        pending.key = None
-        return _register(pending)
-
-    def start(agreed):
-        b = pending.take_buffers()
-        if rt.rank != root_rank:
-            b.source.zero_()
-        tid = group.tensor_id(coordinator.declared_name("zps.broadcast." + name, b.source, agreed.generation), b.source)
-        return group.worker.push_pull(tid, b.source.data_ptr(), b.output.data_ptr())
-
-    return _submit(group, "broadcast", name, tensor, root_rank, "root rank", start, pending)
-
-
-def broadcast_async(tensor, root_rank, name=None, process_set=None):
-    """Starts sending root_rank's `tensor` to every worker; synchronize(handle) returns it as a new tensor."""
-    return _broadcast_async(tensor, False, root_rank, name, "broadcast_async", process_set)
-
-
-def broadcast_async_(tensor, root_rank, name=None, process_set=None):
-    """Starts overwriting `tensor` on every worker with root_rank's (any dtype: its bytes travel)."""
-    return _broadcast_async(tensor, True, root_rank, name, "broadcast_async_", process_set)
-
-
-def broadcast_(tensor, root_rank, name=None, process_set=None):
-    synchronize(broadcast_async_(tensor, root_rank, name, process_set))
-    return tensor
-
-
-def broadcast(tensor, root_rank, name=None, process_set=None):
-    """root_rank's `tensor` as a new tensor on every worker. Differentiable: the root's gradient is the
-    average of every worker's, the others' zero."""
-    if _differentiable(tensor):
-        return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
-    return synchronize(_broadcast_async(tensor, False, root_rank, name, "broadcast", process_set))
-
-
 def sparse_allreduce_async(tensor, name=None, op=Average, process_set=None):
     """Starts the reduction of a sparse tensor; returns a function that waits and returns the result
     (sparse), as Horovod's does. It travels dense: its values are summed where every worker has them."""
@@ -626,120 +480,3 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=None):
         raise ValueError("zps.torch.sparse_allreduce_async: expected a sparse tensor")
     handle = allreduce_async(tensor.coalesce().to_dense(), name=name, op=op, process_set=process_set)
     return lambda: synchronize(handle).to_sparse()
-
-
-# ---- gather and scatter (zps.torch.collectives) ----
-
-def allgather_async(tensor, name=None, process_set=None):
-    check_tensor(tensor, "allgather", name)
-    if tensor.dim() == 0:
-        raise ValueError("zps.torch.allgather: a 0-dim tensor has no first dimension to concatenate on; "
-                         "pass tensor.reshape(1)")
-    return _collective_async("allgather", "allgather", tensor, name, 0, None,
-                             lambda c, t, n, g: c.allgather(t, n, g), lambda result: result, process_set)
-
-
-def allgather(tensor, name=None, process_set=None):
-    """Every worker's `tensor` concatenated on the first dimension (which may differ between workers).
-    Differentiable."""
-    if _differentiable(tensor):
-        return _AllgatherFunction.apply(tensor, name, process_set)
-    return synchronize(allgather_async(tensor, name, process_set))
-
-
-def grouped_allgather_async(tensors, name=None, process_set=None):
-    return _register(_Group([allgather_async(t, None if name is None else "%s.%d" % (name, i), process_set)
-                             for i, t in enumerate(tensors)]))
-
-
-def grouped_allgather(tensors, name=None, process_set=None):
-    if any(_differentiable(t) for t in tensors):
-        return [allgather(t, None if name is None else "%s.%d" % (name, i), process_set) for i, t in enumerate(tensors)]
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
-
-
-def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    check_tensor(tensor, "reducescatter", name)
-    if op not in (Average, Sum):
-        raise NotImplementedError("zps.torch.reducescatter: op must be Average or Sum, got %r" % (op,))
-    if tensor.dim() == 0:
-        raise ValueError("zps.torch.reducescatter: a 0-dim tensor cannot be scattered; pass tensor.reshape(1)")
-    size = group_of(process_set, "reducescatter").size
-    scaled = _scale(tensor, prescale_factor)
-
-    def finish(result):
-        if op == Average:
-            result = result / size if result.is_floating_point() else torch.div(result, size, rounding_mode="trunc")
-        return _scale(result, postscale_factor)
-
-    return _collective_async("reducescatter", "reducescatter", scaled, name, _REDUCE_CODES[op], "reduction",
-                             lambda c, t, n, g: c.reducescatter(t, Sum, n, g), finish, process_set)
-
-
-def reducescatter(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    """The reduction over workers of `tensor`, split on its first dimension: worker r gets part r.
-    Differentiable."""
-    if _differentiable(tensor):
-        return _ReducescatterFunction.apply(tensor, name, op, prescale_factor, postscale_factor, process_set)
-    return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
-
-
-def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None, prescale_factor=1.0,
-                                postscale_factor=1.0):
-    return _register(_Group([reducescatter_async(t, None if name is None else "%s.%d" % (name, i), op, process_set,
-                                                 prescale_factor, postscale_factor) for i, t in enumerate(tensors)]))
-
-
-def grouped_reducescatter(tensors, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    if any(_differentiable(t) for t in tensors):
-        return [reducescatter(t, None if name is None else "%s.%d" % (name, i), op, process_set, prescale_factor,
-                              postscale_factor) for i, t in enumerate(tensors)]
-    return synchronize(grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor, postscale_factor))
-
-
-def alltoall_async(tensor, splits=None, name=None, process_set=None):
-    check_tensor(tensor, "alltoall", name)
-    rt = group_of(process_set, "alltoall")
-    if splits is not None:
-        if not isinstance(splits, torch.Tensor):
-            splits = torch.tensor(splits)
-        if splits.dtype not in (torch.int32, torch.int64):
-            raise ValueError("zps.torch.alltoall: splits must be integers, got %s" % splits.dtype)
-        if splits.numel() != rt.size or int(splits.sum()) != tensor.shape[0] or bool((splits < 0).any()):
-            raise ValueError("zps.torch.alltoall: splits %s must give %d non-negative counts summing to the first "
-                             "dimension %d" % (splits.tolist(), rt.size, tensor.shape[0]))
-    elif tensor.dim() == 0 or tensor.shape[0] % rt.size:
-        raise ValueError("zps.torch.alltoall: the first dimension (%s) must divide evenly by size() %d when no "
-                         "splits are given" % (list(tensor.shape)[:1], rt.size))
-    return _collective_async("alltoall", "alltoall", tensor, name, 0, None,
-                             lambda c, t, n, g: c.alltoall(t, splits, n, g), lambda result: result, process_set)
-
-
-def alltoall(tensor, splits=None, name=None, process_set=None):
-    """Sends part i of `tensor` (split on its first dimension by `splits`, else evenly) to worker i; returns
-    what the workers sent this one, concatenated (and the received splits, as Horovod does when it is a
-    tuple from zps.torch.collectives). Differentiable."""
-    if _differentiable(tensor):
-        return _AlltoallFunction.apply(tensor, splits, name, process_set)
-    return synchronize(alltoall_async(tensor, splits, name, process_set))
-
-
-def realign():
-    """Waits until every worker called realign(); an operation another worker starts meanwhile raises
-    there, naming the ranks already waiting. For a script (or a test suite) that catches an error which
-    some workers raised half way through a sequence of operations: afterwards all are in step again."""
-    runtime("realign").coordinator.run(coordinator.Op("realign", "realign", None, (), 0, None))
-
-
-def join(device=-1):
-    """This worker has no more data: it takes part in the other workers' allreduces with zeros until every
-    worker called join(). Returns the rank that joined last (the same on every worker)."""
-    rt = runtime("join")
-    if rt.optimizers_without_join_steps:
-        warnings.warn("zps.torch.join: %d DistributedOptimizer(s) were built without join_steps=True: their next "
-                      "step on the other workers waits for this worker's gradients (up to ZPS_REQUEST_TIMEOUT); "
-                      "build them with join_steps=True when workers have uneven data" %
-                      rt.optimizers_without_join_steps)
-    op = coordinator.Op("join", "join", None, (), 0, None)
-    rt.coordinator.run(op)
-    return op.result

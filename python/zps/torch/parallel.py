@@ -15,9 +15,9 @@ import contextlib
 import torch
 
 from zps.torch._runtime import runtime
-from zps.torch.broadcast import broadcast_parameters
+from zps.torch.broadcast import broadcast_, broadcast_parameters
 from zps.torch.compression import Compression
-from zps.torch.ops import broadcast_, start_push_pull, synchronize as wait_for
+from zps.torch.ops import start_push_pull, synchronize as wait_for
 from zps.torch.optimizer import _plan_units, bucket_bytes_setting
 
 
