@@ -154,7 +154,7 @@ Status SumStore::declare(const wire::DataMessage& msg) {
     return Status::OK();
   }
   // Sync keys hold up to kMaxRoundsAhead open rounds (a sum and the pushes waiting for their turn: one
-  // buffer per worker at most) and kKeptResults results; async keys a running sum and a snapshot being
+  // buffer per pusher at most) and kKeptResults results; async keys a running sum and a snapshot being
   // sent. 256 bytes stand for the bookkeeping.
   uint64_t bytes = h.num_elements() * dtypeSize(msg.dtype);
   const uint64_t buffers = h.async() ? 2 : kMaxRoundsAhead * max_contributors + kKeptResults;
