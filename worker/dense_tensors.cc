@@ -45,24 +45,26 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     t.bytes = bytes;
     t.dtype = dtype;
     if (options.key_space == 0) {
-      t.parts = placeForNode(placement_.get(), static_cast<uint64_t>(id - set_tensors_), bytes, esize, &t.node_pieces);
+      t.node_index = id - set_tensors_;
+      t.parts = placeForNode(placement_.get(), static_cast<uint64_t>(t.node_index), bytes, esize, &t.node_pieces);
     } else {
       // Above every key of all workers' tensors (< 2^30) and tables (< 2^30 + 2^29): 2^31 | space << 20 | n.
-      if (options.key_space >= kMaxKeySpaces || async || options.contributors <= 0 ||
-          options.contributors > config_.num_workers)
+      // Contributors count processes: with local ranks each member process pushes on its own.
+      const int processes = config_.num_workers * config_.local_size;
+      if (options.key_space >= kMaxKeySpaces || async || options.contributors <= 0 || options.contributors > processes)
         return InvalidArgument("tensor '" + name + "': key space " + std::to_string(options.key_space) + " with " +
                                std::to_string(options.contributors) + " contributors (spaces 1.." +
-                               std::to_string(kMaxKeySpaces - 1) + ", 1.." + std::to_string(config_.num_workers) +
+                               std::to_string(kMaxKeySpaces - 1) + ", 1.." + std::to_string(processes) +
                                " contributors, sync tensors only)");
-      if (config_.local_size > 1)
-        return InvalidArgument("tensor '" + name +
-                               "': process sets need ZPS_LOCAL_SIZE=1 (a node's local ranks "
-                               "push one sum together)");
       KeySpace& space =
           key_spaces_.try_emplace(options.key_space, KeySpace{0, Placement(config_.num_servers)}).first->second;
       if (space.tensors >= (uint64_t{1} << 20)) return InvalidArgument("too many tensors in one process set");
       const uint64_t key_id = uint64_t{1} << 31 | uint64_t{options.key_space} << 20 | space.tensors++;
-      t.parts = placeForNode(&space.placement, key_id, bytes, esize, &t.node_pieces);
+      // Not reduced on the node (the set's members there are not every local rank): this process
+      // pushes and pulls every partition itself.
+      t.parts = space.placement.place(key_id, bytes, esize, config_.partition_bytes);
+      for (const auto& p : t.parts) t.node_pieces.push_back(kernels::LocalPiece{p.offset, p.bytes, config_.local_rank});
+      t.own_pushes = true;
     }
     if (t.parts.size() >= (size_t{1} << kKeyPartitionBits))
       return InvalidArgument("tensor '" + name + "' needs too many partitions; raise ZPS_PARTITION_BYTES");
@@ -89,7 +91,11 @@ StatusOr<TensorId> DenseTensors::declare(const std::string& name, size_t bytes, 
     declare->set_num_elements(p.bytes / esize);
     declare->set_async(async);
     declare->set_name(name);
-    if (options.key_space != 0) declare->set_contributors(static_cast<uint32_t>(options.contributors));
+    if (options.key_space != 0) {
+      declare->set_contributors(static_cast<uint32_t>(options.contributors));
+      // The servers then count this tensor's pushes per process, not per node.
+      declare->set_local_size(static_cast<uint32_t>(config_.local_size));
+    }
     fan.requests.emplace_back(d, RequestSpec::to(p.server, p.key, dtype), wire::encodeBody(d));
   }
   ZPS_RETURN_IF_ERROR(requests_->run(std::move(fan), config_.request_timeout));
@@ -297,7 +303,7 @@ StatusOr<DenseTensors::Shape> DenseTensors::account(TensorId id, pb::DataCommand
     traffic_.tensor_bytes_pulled += t.bytes;
     traffic_.network_bytes_pulled += network;
   }
-  return Shape{t.bytes, t.dtype};
+  return Shape{t.bytes, t.dtype, t.own_pushes, t.node_index};
 }
 
 std::vector<kernels::LocalPiece> DenseTensors::nodePieces(TensorId id) const {

@@ -48,6 +48,8 @@ class DenseTensors {
   struct Shape {
     size_t bytes = 0;
     DType dtype = DType::kUInt8;
+    bool own_pushes = false;  // Tensor::own_pushes
+    int64_t node_index = -1;  // Tensor::node_index
   };
   StatusOr<Shape> account(TensorId id, pb::DataCommand command);
   // Every piece of the node with the local rank that owns it (a copy: a declare may move the
@@ -68,6 +70,14 @@ class DenseTensors {
     size_t bytes;
     DType dtype;
     std::vector<PartitionInfo> parts;  // the partitions this process pushes and pulls
+    // A process set's tensor: this process pushes and pulls all of it, bypassing the local reduction,
+    // and the servers count each process's pushes apart (the set's members on a node are not all its
+    // local ranks).
+    bool own_pushes = false;
+    // A tensor of every worker: its place among those, the same on every process of the job (a
+    // process's tensor ids also count the process sets' tensors it declared, which its local ranks
+    // need not share). The node's local operations are matched by it. -1 for a process set's tensor.
+    int64_t node_index = -1;
     // Every piece of the node with the local rank that owns it (local reduction's slice plan).
     std::vector<kernels::LocalPiece> node_pieces;
     uint64_t push_round = 0;

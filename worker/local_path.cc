@@ -70,13 +70,23 @@ StatusOr<Handle> LocalPath::route(TensorId id, pb::DataCommand command, const vo
     std::lock_guard<std::mutex> lock(device_mu_);
     return reduceLocally(id, command, shape, in, out);
   }
+  if (shape.own_pushes) {
+    // A process set's tensor: its members on this node are not every local rank, so it is not
+    // reduced here (no turn, no collective the others would wait in); this process pushes it all.
+    if (kernels::isDevicePointer(in) || kernels::isDevicePointer(out))
+      return InvalidArgument("tensor " + std::to_string(id) +
+                             " of a process set is in GPU memory; with several local ranks a process set's "
+                             "tensors take host memory (copy it to the CPU first)");
+    return tensors_->issue(id, command, in, out);
+  }
   // Several local ranks: their shared-memory barriers and NCCL collectives must run in one order on
   // every rank, whatever user threads issue them (an interleaving would sum the wrong slots or hang
   // NCCL), so each operation waits for its turn in the order local rank 0 runs them.
   if (auto pending = recoveryPending()) return *pending;  // no turn of the old generation starts
   StatusOr<Handle> handle = InternalError("local operation did not run");
-  const uint64_t op = static_cast<uint64_t>(id) << 8 | static_cast<uint64_t>(command);
-  Status turn = group_->inTurn(op, pb::DataCommand_Name(command) + " of tensor " + std::to_string(id),
+  // By the tensor's node index, not its id: local ranks in different process sets count different ids.
+  const uint64_t op = static_cast<uint64_t>(shape.node_index) << 8 | static_cast<uint64_t>(command);
+  Status turn = group_->inTurn(op, pb::DataCommand_Name(command) + " of tensor " + std::to_string(shape.node_index),
                                config_.request_timeout, [&] {
                                  handle = reduceLocally(id, command, shape, in, out);
                                  return Status::OK();

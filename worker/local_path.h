@@ -28,8 +28,8 @@ class LocalPath {
   LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client, DenseTensors* tensors,
             RequestTable* requests, RecoveryState* recovery);
 
-  // A push, pull or push-pull of a tensor: straight to the servers (one local rank, host memory) or
-  // through the local reduction.
+  // A push, pull or push-pull of a tensor: straight to the servers (one local rank and host memory,
+  // or a process set's tensor in host memory) or through the local reduction.
   StatusOr<Handle> route(TensorId id, pb::DataCommand command, const void* in, void* out);
   // The barrier of every worker process of the job.
   Status barrier();

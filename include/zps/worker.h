@@ -79,6 +79,8 @@ struct DeclareOptions {
   // members) declare and push this tensor, and each round sums their pushes. Its keys come from a key
   // space of its own, numbered 1..1023 the same on every member, so that the tensors a set declares
   // shift neither the keys nor the placement of the other workers' tensors. 0 and 0: every worker.
+  // Members are processes: with local ranks, each member pushes and pulls the whole tensor itself,
+  // bypassing the node's local reduction (host memory only).
   int contributors = 0;
   uint32_t key_space = 0;
 };

@@ -53,7 +53,7 @@ void Engine::handle(const EngineTask& task, std::vector<Outgoing>* out) {
   if (param) {
     params_->handle(task.peer, task.worker, task.local_rank, task.msg, out);
   } else {
-    store_->handle(task.peer, task.worker, task.msg, out);
+    store_->handle(task.peer, task.worker, task.msg, out, task.local_rank);
   }
   size_t reply_bytes = 0, replies = 0;
   for (size_t i = first; i < out->size(); ++i) {

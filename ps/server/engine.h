@@ -29,8 +29,9 @@ struct EngineTask {
   PeerId peer;
   int worker;
   wire::DataMessage msg;
-  bool reset = false;       // ZPS_RECOVERY: drop every key and table (a new generation starts over)
-  uint32_t local_rank = 0;  // from the worker's HELLO: tables count pushes per (worker, local rank)
+  bool reset = false;  // ZPS_RECOVERY: drop every key and table (a new generation starts over)
+  // From the worker's HELLO: tables and process sets' keys count pushes per (worker, local rank).
+  uint32_t local_rank = 0;
 };
 
 class Engine {

@@ -330,15 +330,15 @@ class Server {
     VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
             << h.round() << " from worker " << worker << " (" << data.payload.size() << " B)";
     if (h.holds_credit()) pace(peer, worker, data);
+    const uint32_t local_rank = local_rank_of_peer_[peer];
     if (runsInline(data)) {
-      inline_engine_->process(EngineTask{peer, worker, std::move(data)});
+      inline_engine_->process(EngineTask{peer, worker, std::move(data), false, local_rank});
       return;
     }
     // Keys of one tensor differ only in their low bits and single-partition tensors only in the high
     // bits, so mix them before picking an engine.
     uint64_t mixed = (h.key() ^ (h.key() >> 24)) * 0x9E3779B97F4A7C15ull;
     size_t engine = (mixed >> 32) % engines_.size();
-    const uint32_t local_rank = local_rank_of_peer_[peer];
     engines_[engine]->submit(EngineTask{peer, worker, std::move(data), false, local_rank});
   }
 
@@ -349,6 +349,7 @@ class Server {
     ++fused_messages_;
     fused_entries_ += fused.entries.size();
     std::vector<Outgoing> out;
+    const uint32_t local_rank = local_rank_of_peer_[peer];
     for (wire::DataMessage& e : fused.entries) {
       VLOG(2) << "server " << rank_ << ": fused " << pb::DataCommand_Name(e.header.command()) << " key "
               << e.header.key() << " round " << e.header.round() << " from worker " << worker << " ("
@@ -360,7 +361,7 @@ class Server {
         continue;
       }
       if (e.header.holds_credit()) pace(peer, worker, e);
-      inline_engine_->handle(EngineTask{peer, worker, entryAsRequest(std::move(e))}, &out);
+      inline_engine_->handle(EngineTask{peer, worker, entryAsRequest(std::move(e)), false, local_rank}, &out);
     }
     // Acknowledgements of credit-holding pushes go through the pacer.
     pacer_->offerAll(&out);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/compressor.h"
+#include "ps/common/config.h"
 #include "ps/common/process_stats.h"
 
 namespace zps {
@@ -51,7 +52,16 @@ SumStore::~SumStore() {
   }
 }
 
-void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out) {
+StatusOr<int> SumStore::pusherOf(const KeyState& k, int worker, uint32_t local_rank) const {
+  if (k.local_size == 1) return worker;  // local ranks push pieces of their own: one pusher per node
+  if (local_rank >= static_cast<uint32_t>(k.local_size))
+    return InvalidArgument("local rank " + std::to_string(local_rank) + " is outside the key's local size " +
+                           std::to_string(k.local_size));
+  return worker * k.local_size + static_cast<int>(local_rank);
+}
+
+void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out,
+                      uint32_t local_rank) {
   const auto& h = msg.header;
   std::string where = "key " + std::to_string(h.key()) + " round " + std::to_string(h.round());
   if (h.command() == pb::CMD_DECLARE) {
@@ -69,9 +79,14 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
     handleAsync(k, peer, worker, msg, out);
     return;
   }
-  noteReceived(k, worker, h.received_through());
+  StatusOr<int> pusher = pusherOf(k, worker, local_rank);
+  if (!pusher.ok()) {
+    out->push_back(errorReply(peer, h, pusher.status().withContext(where + " of '" + k.name + "'").message()));
+    return;
+  }
+  noteReceived(k, *pusher, h.received_through());
   if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
-    Status s = push(k, worker, msg);
+    Status s = push(k, *pusher, msg);
     if (!s.ok()) {
       out->push_back(errorReply(peer, h, s.withContext(where + " of '" + k.name + "'").message()));
       return;
@@ -86,7 +101,7 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
     if (hints_asked_) pushed_keys_.insert(h.key());
     if (h.command() == pb::CMD_PUSH) {
       out->push_back(replyTo(peer, h, pb::CMD_REPLY));
-      if (asks_hints) nameAwaited(worker, &out->back().header);
+      if (asks_hints) nameAwaited(worker, local_rank, &out->back().header);
     }
     completeReadyRounds(h.key(), k, out);
     if (h.command() == pb::CMD_PUSH) return;
@@ -105,28 +120,44 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   if (h.mode() != pb::MODE_SUM)
     return InvalidArgument("key mode " + pb::KeyMode_Name(h.mode()) + " is not supported yet");
   if (h.num_elements() == 0) return InvalidArgument("key " + std::to_string(h.key()) + " declared with 0 elements");
-  if (h.contributors() > static_cast<uint32_t>(num_workers_) || (h.contributors() != 0 && h.async()))
+  // Only a process set's key (contributors set) has pushers of its own per local rank.
+  const uint32_t local_size = std::max<uint32_t>(h.local_size(), 1);
+  if (local_size > static_cast<uint32_t>(kMaxLocalSize) || (local_size > 1 && h.contributors() == 0))
+    return InvalidArgument("key " + std::to_string(h.key()) + " declared with local size " +
+                           std::to_string(h.local_size()) + "; 1 to " + std::to_string(kMaxLocalSize) +
+                           ", above 1 for a process set's key (with contributors) only");
+  const uint64_t max_contributors = static_cast<uint64_t>(num_workers_) * local_size;
+  if (h.contributors() > max_contributors || (h.contributors() != 0 && h.async()))
     return InvalidArgument("key " + std::to_string(h.key()) + " declared with " + std::to_string(h.contributors()) +
                            " contributors" + (h.async() ? " and async" : "") + "; a job of " +
-                           std::to_string(num_workers_) + " workers takes 0 (all) to " + std::to_string(num_workers_) +
+                           std::to_string(num_workers_) + " workers x " + std::to_string(local_size) +
+                           " local ranks takes 0 (all) to " + std::to_string(max_contributors) +
                            ", for sync keys only");
   auto it = keys_.find(h.key());
   if (it != keys_.end()) {
     const KeyState& k = it->second;
+    const bool same_pushers = k.contributors == contributorsOf(h) && k.local_size == static_cast<int>(local_size);
     if (k.dtype != msg.dtype || k.num_elements != h.num_elements() || k.name != h.name() || k.async != h.async() ||
-        k.contributors != contributorsOf(h))
+        !same_pushers) {
+      // Process sets' keys: who pushes them, as this worker says and as declared.
+      const std::string pushers = same_pushers
+                                      ? ""
+                                      : " for " + std::to_string(contributorsOf(h)) + " contributors x local size " +
+                                            std::to_string(local_size) + " (declared for " +
+                                            std::to_string(k.contributors) + " x " + std::to_string(k.local_size) + ")";
       return InvalidArgument("key " + std::to_string(h.key()) + " was declared as '" + k.name + "' (" +
                              std::to_string(k.num_elements) + " x " + std::string(dtypeName(k.dtype)) +
                              ") but this worker declares '" + h.name() + "' (" + std::to_string(h.num_elements()) +
-                             " x " + std::string(dtypeName(msg.dtype)) +
-                             "); every worker must declare the same tensors in the same order");
+                             " x " + std::string(dtypeName(msg.dtype)) + ")" + pushers +
+                             "; every worker must declare the same tensors in the same order");
+    }
     return Status::OK();
   }
   // Sync keys hold up to kMaxRoundsAhead open rounds (a sum and the pushes waiting for their turn: one
-  // buffer per worker at most) and kKeptResults results; async keys a running sum and a snapshot being
+  // buffer per pusher at most) and kKeptResults results; async keys a running sum and a snapshot being
   // sent. 256 bytes stand for the bookkeeping.
   uint64_t bytes = h.num_elements() * dtypeSize(msg.dtype);
-  const uint64_t buffers = h.async() ? 2 : kMaxRoundsAhead * static_cast<uint64_t>(num_workers_) + kKeptResults;
+  const uint64_t buffers = h.async() ? 2 : kMaxRoundsAhead * max_contributors + kKeptResults;
   const uint64_t windows = h.async() ? sizeof(SequenceWindow) * static_cast<uint64_t>(num_workers_) : 0;
   ZPS_RETURN_IF_ERROR(
       memory_.take(bytes * buffers + windows + 256, "key " + std::to_string(h.key()) + " of '" + h.name() + "'"));
@@ -137,9 +168,10 @@ Status SumStore::declare(const wire::DataMessage& msg) {
   k.bytes = static_cast<size_t>(h.num_elements() * dtypeSize(msg.dtype));  // bounded by the codec's payload limit
   k.async = h.async();
   k.contributors = contributorsOf(h);
+  k.local_size = static_cast<int>(local_size);
   k.sums = SumBuffers::create(k.bytes, kIdleSumBuffers);
   if (k.async) k.applied.resize(num_workers_);
-  k.received.assign(num_workers_, 0);
+  k.received.assign(static_cast<size_t>(pushers(k)), 0);
   keys_.emplace(h.key(), std::move(k));
   return Status::OK();
 }
@@ -239,7 +271,7 @@ Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h) {
   return o;
 }
 
-Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
+Status SumStore::push(KeyState& k, int pusher, const wire::DataMessage& msg) {
   const auto& h = msg.header;
   if (msg.dtype != k.dtype || h.num_elements() != k.num_elements)
     return InvalidArgument("push of " + std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
@@ -257,41 +289,42 @@ Status SumStore::push(KeyState& k, int worker, const wire::DataMessage& msg) {
   if (h.round() > k.completed + kMaxRoundsAhead)
     return FailedPrecondition("push is too far ahead: last completed round is " + std::to_string(k.completed));
   OpenRound& r = k.open[h.round()];
+  const int all = pushers(k);
   if (r.pushed.empty()) {
-    r.pushed.assign(num_workers_, false);
-    r.waiting.resize(num_workers_);
+    r.pushed.assign(all, false);
+    r.waiting.resize(all);
   }
-  if (r.pushed[worker]) return Status::OK();  // a duplicate: acknowledged, not summed twice
+  if (r.pushed[pusher]) return Status::OK();  // a duplicate: acknowledged, not summed twice
   if (counts_ != nullptr)
     counts_->pushed_bytes.store(counts_->pushed_bytes.load(std::memory_order_relaxed) + msg.payload.size(),
                                 std::memory_order_relaxed);
-  if (k.contributors < num_workers_) {
+  if (k.contributors < all) {
     // A process set's key: which ranks push is not known here, so all pushes wait for the last one.
     if (r.count >= k.contributors)
       return FailedPrecondition("round " + std::to_string(h.round()) + " has all its " +
                                 std::to_string(k.contributors) + " contributors already");
-    r.waiting[worker] = msg;
-    r.pushed[worker] = true;
+    r.waiting[pusher] = msg;
+    r.pushed[pusher] = true;
     if (++r.count < k.contributors) return Status::OK();
-    for (int rank = 0; rank < num_workers_; ++rank) {
+    for (int rank = 0; rank < all; ++rank) {
       if (!r.pushed[rank]) continue;
       ZPS_RETURN_IF_ERROR(addNextRank(k, r, r.waiting[rank]));
       r.waiting[rank] = wire::DataMessage{};
     }
     return Status::OK();
   }
-  if (worker != r.summed) {
-    r.waiting[worker] = msg;  // a lower rank is still missing: this push waits for its turn
+  if (pusher != r.summed) {
+    r.waiting[pusher] = msg;  // a lower rank is still missing: this push waits for its turn
   } else {
     ZPS_RETURN_IF_ERROR(addNextRank(k, r, msg));
     // The ranks that came early and are next in line.
-    while (r.summed < num_workers_ && r.pushed[r.summed]) {
+    while (r.summed < all && r.pushed[r.summed]) {
       const int rank = r.summed;
       ZPS_RETURN_IF_ERROR(addNextRank(k, r, r.waiting[rank]));
       r.waiting[rank] = wire::DataMessage{};  // its receive buffer goes back now
     }
   }
-  r.pushed[worker] = true;
+  r.pushed[pusher] = true;
   ++r.count;
   return Status::OK();
 }
@@ -369,15 +402,16 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
   }
 }
 
-void SumStore::nameAwaited(int worker, pb::DataHeader* reply) {
+void SumStore::nameAwaited(int worker, uint32_t local_rank, pb::DataHeader* reply) {
   for (auto it = pushed_keys_.begin(); it != pushed_keys_.end() && reply->awaited_size() < wire::kMaxAwaitedRounds;) {
     auto key = keys_.find(*it);
     if (key == keys_.end() || key->second.open.empty()) {
       it = pushed_keys_.erase(it);  // every round it had open has completed
       continue;
     }
+    StatusOr<int> pusher = pusherOf(key->second, worker, local_rank);
     for (const auto& [round, r] : key->second.open) {
-      if (r.count < key->second.contributors - 1 || r.pushed[worker] ||
+      if (!pusher.ok() || r.count < key->second.contributors - 1 || r.pushed[*pusher] ||
           reply->awaited_size() >= wire::kMaxAwaitedRounds)
         continue;
       pb::AwaitedRound* awaited = reply->add_awaited();
@@ -388,12 +422,12 @@ void SumStore::nameAwaited(int worker, pb::DataHeader* reply) {
   }
 }
 
-void SumStore::noteReceived(KeyState& k, int worker, uint64_t received_through) {
+void SumStore::noteReceived(KeyState& k, int pusher, uint64_t received_through) {
   // A worker cannot have received a round that has not completed; a larger value (a bug or a hostile
   // peer) must not free results that do not exist yet, so it counts only up to the completed round.
   const uint64_t through = std::min(received_through, k.completed);
-  if (through <= k.received[worker]) return;
-  k.received[worker] = through;
+  if (through <= k.received[pusher]) return;
+  k.received[pusher] = through;
   forgetResults(k);
 }
 
@@ -424,7 +458,7 @@ Status SumStore::pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::ve
   for (const auto& p : k.parked)
     if (p.peer == peer && p.request_id == h.request_id()) return Status::OK();
   // Honest workers park at most one pull per round each; a bound keeps a misbehaving one from growing it.
-  if (k.parked.size() >= static_cast<size_t>(num_workers_) * (kMaxRoundsAhead + 1) * 2)
+  if (k.parked.size() >= static_cast<size_t>(pushers(k)) * (kMaxRoundsAhead + 1) * 2)
     return FailedPrecondition("too many pulls waiting on this key");
   k.parked.push_back(ParkedPull{peer, h.request_id(), h.round(), h.command()});
   return Status::OK();

@@ -20,7 +20,10 @@
 //
 // Process sets: a key declared with `contributors` below the number of workers completes a round
 // with that many pushes (whichever workers the members are); they are held until the last one comes,
-// then added in rank order, so such a sum is as reproducible as any other.
+// then added in rank order, so such a sum is as reproducible as any other. With several processes per
+// worker node (ZPS_LOCAL_SIZE) a set's key is declared with the node's local size: each member process
+// pushes the whole tensor on its own, so the key counts pushers, worker x local size + local rank (the
+// rank of the process in the job), and its sum is added in that order.
 //
 // Async keys (BytePS async, declared with async=true) have no rounds: the key holds one running sum, each
 // push is added to it at once, and a pull returns a snapshot of it at once. Workers use them to hold
@@ -86,7 +89,10 @@ class SumStore {
   // Handles a DECLARE, PUSH, PULL or PUSH_PULL from `worker` (a validated rank) and appends the replies
   // to send, now or for parked pulls of other workers, to *out. A push's payload must be this store's
   // alone (a received frame, or a copy): the first push of a round becomes the sum in place.
-  void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out);
+  // `local_rank`: the local rank of the worker's HELLO, which tells apart the pushers of a process
+  // set's key with local ranks (other keys have one pusher per worker node).
+  void handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out,
+              uint32_t local_rank = 0);
 
   size_t numKeys() const { return keys_.size(); }
 
@@ -116,12 +122,15 @@ class SumStore {
     uint64_t completed = 0;  // last completed round (rounds start at 1)
     std::map<uint64_t, OpenRound> open;
     std::deque<std::pair<uint64_t, Blob>> results;  // sent to pullers without copying
-    std::vector<uint64_t> received;                 // per worker: the newest received_through it sent (<= completed)
+    std::vector<uint64_t> received;                 // per pusher: the newest received_through it sent (<= completed)
     std::vector<ParkedPull> parked;
     bool async = false;
     // Workers that push each round: num_workers_ for a key of every worker, fewer for a process
     // set's key. Then a round's pushes wait until all of them are in and are added in rank order.
     int contributors = 0;
+    // Processes per worker node that push this key each on their own: 1 for every key but a process
+    // set's with local ranks. A round then has num_workers_ x local_size pushers.
+    int local_size = 1;
     std::shared_ptr<SumBuffers> sums;        // sync keys: the rounds' sum buffers, reused
     std::shared_ptr<AlignedBuffer> running;  // async keys: the running sum
     std::vector<SequenceWindow> applied;     // async keys: per worker, the pushes already added
@@ -131,8 +140,12 @@ class SumStore {
   int contributorsOf(const pb::DataHeader& h) const {
     return h.contributors() == 0 ? num_workers_ : static_cast<int>(h.contributors());
   }
+  int pushers(const KeyState& k) const { return num_workers_ * k.local_size; }
+  // The index of a push's sender among the key's pushers; an error for a local rank outside its local size.
+  StatusOr<int> pusherOf(const KeyState& k, int worker, uint32_t local_rank) const;
   Status declare(const wire::DataMessage& msg);
-  Status push(KeyState& k, int worker, const wire::DataMessage& msg);
+  // `pusher`: pusherOf the push's sender.
+  Status push(KeyState& k, int pusher, const wire::DataMessage& msg);
   // Adds the push of rank r.summed into the round's sum (the first one becomes it).
   Status addNextRank(const KeyState& k, OpenRound& r, const wire::DataMessage& msg);
   // An async key's push (added once per push_seq), pull or push-pull.
@@ -148,11 +161,11 @@ class SumStore {
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
   void completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out);
-  // Records a worker's received_through and frees the results no request can ask for any more.
-  void noteReceived(KeyState& k, int worker, uint64_t received_through);
+  // Records a pusher's received_through and frees the results no request can ask for any more.
+  void noteReceived(KeyState& k, int pusher, uint64_t received_through);
   void forgetResults(KeyState& k);
   // Names in a push's reply the open rounds that wait for `worker` alone (push hints).
-  void nameAwaited(int worker, pb::DataHeader* reply);
+  void nameAwaited(int worker, uint32_t local_rank, pb::DataHeader* reply);
 
   const int num_workers_;
   kernels::Reducer* reducer_;

@@ -3,7 +3,8 @@
 # beside the repository) run against zps.torch as one zps job of WORKERS workers, `horovod.torch` being
 # an alias of zps.torch that lives in tests/torch/horovod_alias. Prints the counts per outcome and every
 # test that did not pass with its reason; fails when fewer than MIN_PASSED passed.
-# Usage: horovod_suite_test.sh <zps binary> <workers> <min passed> [pytest -k expression]
+# Usage: horovod_suite_test.sh <zps binary> <workers> <min passed> [pytest -k expression]; with
+# LOCAL_SIZE=L set, each worker node runs L local ranks (WORKERS x L processes).
 # Skipped (77, with the reason) without the suite, torch, pytest, cloudpickle or mock.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -26,10 +27,13 @@ export PYTHONPATH=$HERE/horovod_alias${PYTHONPATH:+:$PYTHONPATH}
 # A test that fails on one worker mid-operation leaves the others waiting: a short request timeout
 # bounds that wait, so one such test cannot take the rest of the run with it.
 export ZPS_REQUEST_TIMEOUT=${ZPS_REQUEST_TIMEOUT:-20}
+NODES=(--servers 1 --workers "$WORKERS")
+if [ -n "${LOCAL_SIZE:-}" ]; then NODES+=(--local-size "$LOCAL_SIZE"); fi
+PROCESSES=$((WORKERS * ${LOCAL_SIZE:-1}))
 start=$(date +%s)
-"$ZPS" launch --servers 1 --workers "$WORKERS" --timeout ${JOB_TIMEOUT:-600} -- /usr/bin/python3 "$HERE/horovod_suite.py" \
+"$ZPS" launch "${NODES[@]}" --timeout ${JOB_TIMEOUT:-600} -- /usr/bin/python3 "$HERE/horovod_suite.py" \
   "$SUITE" "$REPORTS" "$FILTER" >"$REPORTS/job.log" 2>&1
 code=$?
-echo "the job of $WORKERS workers exited $code after $(($(date +%s) - start)) s"
-grep -E "pytest exited|passed|failed" "$REPORTS/job.log" | grep -E "^\[worker [0-9]+\] (worker|=+|[0-9]+ (passed|failed))" | tail -8
-/usr/bin/python3 "$HERE/horovod_suite_summary.py" "$REPORTS" "$WORKERS" "$MIN_PASSED" || { tail -40 "$REPORTS/job.log"; exit 1; }
+echo "the job of $PROCESSES worker processes exited $code after $(($(date +%s) - start)) s"
+grep -E "pytest exited|passed|failed" "$REPORTS/job.log" | grep -E "^\[worker [0-9.]+\] (worker|=+|[0-9]+ (passed|failed))" | tail -8
+/usr/bin/python3 "$HERE/horovod_suite_summary.py" "$REPORTS" "$PROCESSES" "$MIN_PASSED" || { tail -40 "$REPORTS/job.log"; exit 1; }

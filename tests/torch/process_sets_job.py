@@ -1,4 +1,5 @@
-"""Process sets with exact expected values, run by each worker of a `zps launch` job of 2 or 3 workers:
+"""Process sets with exact expected values, run by each worker of a `zps launch` job of 2 or 3 workers (or
+of 2 nodes of 2 local ranks: 4 processes, ranks 0 and 1 on one node):
 allreduce, allgather and broadcast over a set, two disjoint sets at once, a set's operations beside the
 global set's, a set's barrier, removal, and the errors a user can make. Prints one line per passed check
 and exits 1 on the first mismatch, naming it."""
@@ -15,15 +16,16 @@ hvd.init()
 rank, size = hvd.rank(), hvd.size()
 job_checks.rank = rank
 
-if size not in (2, 3):
-    print("FAILED: this job expects 2 or 3 workers, got %d" % size, flush=True)
+if size not in (2, 3, 4):
+    print("FAILED: this job expects 2, 3 or 4 workers, got %d" % size, flush=True)
     sys.exit(1)
 
 # Sets: "low" = ranks 0 and 1 (every rank of a 2-worker job: the global set), "high" = the last rank
-# alone, "ends" = ranks 0 and size - 1.
+# alone, "ends" = ranks 0 and size - 1 (with 3 workers or more).
 low = hvd.add_process_set([0, 1])
 high = hvd.add_process_set([size - 1])
-ends = hvd.add_process_set(hvd.ProcessSet([0, size - 1])) if size == 3 else None
+ends = hvd.add_process_set(hvd.ProcessSet([0, size - 1])) if size >= 3 else None
+last = size - 1
 check("process_set_id numbers sets in order", (low.process_set_id, high.process_set_id), (1, 2))
 check("ProcessSet.rank", high.rank(), 0 if rank == size - 1 else -1)
 check("ProcessSet.size", low.size(), 2)
@@ -49,8 +51,8 @@ if low.included():
 # Two sets at once, then the global set: each sum is its own members' only.
 if ends is not None:
     if ends.included():
-        check("allreduce over ranks 0 and 2", hvd.allreduce(torch.tensor([rank + 10]), op=hvd.Sum, process_set=ends),
-              torch.tensor([22]))
+        check("allreduce over ranks 0 and %d" % last,
+              hvd.allreduce(torch.tensor([rank + 10]), op=hvd.Sum, process_set=ends), torch.tensor([20 + last]))
     if low.included():
         check("allreduce over ranks 0 and 1 after", hvd.allreduce(torch.tensor([rank + 10]), op=hvd.Sum,
                                                                   process_set=low), torch.tensor([21]))
@@ -71,29 +73,29 @@ if low.included():
     check("allgather over ranks 0 and 1", hvd.allgather(mine, process_set=low),
           torch.tensor([[0, 0], [1, 1], [1, 1]]))
 if ends is not None and ends.included():
-    check("allgather over ranks 0 and 2", hvd.allgather(torch.tensor([float(rank)]), process_set=ends),
-          torch.tensor([0.0, 2.0]))
+    check("allgather over ranks 0 and %d" % last, hvd.allgather(torch.tensor([float(rank)]), process_set=ends),
+          torch.tensor([0.0, float(last)]))
 if high.included():
     check("allgather over one rank", hvd.allgather(torch.tensor([7, rank]), process_set=high),
           torch.tensor([7, rank]))
 
 # broadcast over a set: root_rank is a rank of the job.
 if ends is not None and ends.included():
-    got = hvd.broadcast(torch.full((3, 2), float(rank)), root_rank=2, process_set=ends)
-    check("broadcast from rank 2 over ranks 0 and 2", got, torch.full((3, 2), 2.0))
+    got = hvd.broadcast(torch.full((3, 2), float(rank)), root_rank=last, process_set=ends)
+    check("broadcast from rank %d over ranks 0 and %d" % (last, last), got, torch.full((3, 2), float(last)))
     t = torch.full((2,), rank, dtype=torch.int16)
     hvd.broadcast_(t, root_rank=0, process_set=ends)
-    check("broadcast_ int16 from rank 0 over ranks 0 and 2", t, torch.zeros(2, dtype=torch.int16))
+    check("broadcast_ int16 from rank 0 over ranks 0 and %d" % last, t, torch.zeros(2, dtype=torch.int16))
 if low.included():
     check("broadcast from rank 1 over ranks 0 and 1",
           hvd.broadcast(torch.tensor([rank, 5 * rank]), root_rank=1, process_set=low), torch.tensor([1, 5]))
     check("broadcast_object over ranks 0 and 1",
           hvd.broadcast_object({"from": rank}, root_rank=1, process_set=low), {"from": 1})
     raises("broadcast from a rank outside the set",
-           lambda: hvd.broadcast(torch.zeros(1), root_rank=2 if size == 3 else 5, process_set=low), ["root_rank"])
+           lambda: hvd.broadcast(torch.zeros(1), root_rank=2 if size >= 3 else 5, process_set=low), ["root_rank"])
 
 # A set's barrier waits for its members only: rank 0 arrives 1 s late, so rank 1 waits about 1 s, while
-# the last rank of a 3-worker job (not in the set) does not wait for it.
+# the ranks above 1 (not in the set) do not wait for it.
 start = time.monotonic()
 if low.included():
     if rank == 0:

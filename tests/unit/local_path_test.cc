@@ -3,7 +3,7 @@
 // real LocalGroup in a temporary folder. Covered: one local rank goes straight to the servers; two
 // local ranks push only their own pieces and all end with the node's sum; a null buffer ends the
 // group for every local rank, naming the cause; an announced recovery refuses new operations
-// without ending the group.
+// without ending the group; a process set's tensor skips the local reduction.
 #include "worker/local_path.h"
 
 #include <unistd.h>
@@ -160,6 +160,41 @@ TEST_CASE("local path: two local ranks each push only their own pieces and both 
     }
     CHECK(total == kFloats);
   }
+}
+
+TEST_CASE("local path: a process set's tensor goes straight to the servers from one local rank alone", "[local_path]") {
+  Node node(2);
+  for (auto& p : node.processes) p->config.num_workers = 1;
+  // Local rank 1 alone is in a process set: it declares and pushes the set's tensor while local rank
+  // 0 issues nothing. Its whole tensor goes out (both partitions), not a piece of a local reduction.
+  Process& member = *node.processes[1];
+  DeclareOptions in_set;
+  in_set.key_space = 1;
+  in_set.contributors = 1;
+  auto set_tensor = member.tensors.declare("s", kFloats * sizeof(float), DType::kFloat32, false, in_set);
+  REQUIRE(set_tensor.ok());
+  member.servers.pushed_floats.clear();
+  std::vector<float> in(kFloats), out(kFloats, -1.0f);
+  for (size_t i = 0; i < kFloats; ++i) in[i] = static_cast<float>(i + 1);
+  auto handle = member.path->route(*set_tensor, pb::CMD_PUSH_PULL, in.data(), out.data());
+  REQUIRE(handle.ok());
+  REQUIRE(member.servers.table.wait(*handle, 10s).ok());
+  CHECK(out == in);
+  CHECK(member.servers.pushed_floats == std::vector<size_t>{4, 4});
+  // A tensor of every worker declared next has id 2 on local rank 1 but 1 on local rank 0: the node
+  // still reduces it together (its local operation is matched by its place among every worker's).
+  auto statuses = node.onEveryRank([&](Process& p) {
+    auto g = p.tensors.declare("g", kFloats * sizeof(float), DType::kFloat32, false, DeclareOptions());
+    if (!g.ok()) return g.status();
+    p.id = *g;
+    std::vector<float> mine(kFloats, static_cast<float>(p.config.local_rank + 1)), sum(kFloats);
+    Status s = p.pushPull(mine.data(), sum.data());
+    if (s.ok() && sum != std::vector<float>(kFloats, 3.0f)) return InternalError("not the node's sum");
+    return s;
+  });
+  CHECK(node.processes[0]->id == 1);
+  CHECK(node.processes[1]->id == 2);
+  for (const Status& s : statuses) CHECK(s.ok());
 }
 
 TEST_CASE("local path: a push with a null buffer ends the group for every local rank, naming it", "[local_path]") {

@@ -160,6 +160,66 @@ TEST_CASE("sum store: a process set's key sums its contributors' pushes alone, i
   checkError(f.push(1, 4, pushValues(1, 4)), 1, "round 4 has all its 2 contributors already");
 }
 
+TEST_CASE("sum store: a process set's key with local ranks counts each process apart", "[sum_store]") {
+  StoreFixture f(2);  // 2 worker nodes x 2 local ranks: processes 0, 1 (node 0) and 2, 3 (node 1)
+  constexpr uint32_t kLocal = 2;
+  // Process p is node p / 2's local rank p % 2; it pushes pushValues(p, round).
+  auto sendAs = [&](int process, const wire::DataMessage& m) {
+    std::vector<Outgoing> out;
+    f.store().handle(peerOf(process), process / 2, m, &out, process % 2);
+    return out;
+  };
+  auto declare = [&](int process, uint32_t contributors, uint32_t local_size) {
+    auto m = StoreFixture::header(pb::CMD_DECLARE, kKey, 0, DType::kFloat32, kElems);
+    m.header.set_name("set");
+    m.header.set_contributors(contributors);
+    m.header.set_local_size(local_size);
+    return sendAs(process, m);
+  };
+  checkError(declare(0, 5, kLocal), 0, "0 (all) to 4");
+  checkError(declare(0, 0, kLocal), 0, "a process set's key (with contributors) only");
+  // The set of processes 0, 1 and 3: two of node 0's local ranks, one of node 1's.
+  for (int p : {0, 1, 3}) REQUIRE(declare(p, 3, kLocal)[0].header.command() == pb::CMD_REPLY);
+  checkError(declare(2, 2, 1), 2, "this worker declares 'set'");  // another local size: refused
+  auto push = [&](int process, uint64_t r) {
+    return sendAs(process,
+                  StoreFixture::pushMessage(pb::CMD_PUSH_PULL, kKey, r, DType::kFloat32, pushValues(process, r)));
+  };
+  for (uint64_t r = 1; r <= 2; ++r) {
+    INFO("round " << r);
+    // Node 0's two local ranks are two contributors, not one worker pushing twice.
+    REQUIRE(push(3, r).empty());
+    REQUIRE(push(1, r).empty());
+    auto out = push(0, r);
+    REQUIRE(out.size() == 3);
+    std::vector<float> want(kElems, 0.0f);
+    for (int p : {0, 1, 3})
+      for (size_t i = 0; i < kElems; ++i) want[i] += pushValues(p, r)[i];
+    checkSumReply(out[0], 3, r, want);  // parked pulls first, in the order they came
+    checkSumReply(out[1], 1, r, want);
+    checkSumReply(out[2], 0, r, want);
+  }
+  // A repeated push of one local rank is acknowledged, not counted: the round waits for the others.
+  std::vector<Outgoing> out =
+      sendAs(1, StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 3, DType::kFloat32, pushValues(1, 3)));
+  REQUIRE(out.size() == 1);
+  REQUIRE(sendAs(1, StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 3, DType::kFloat32, pushValues(9, 3))).size() == 1);
+  REQUIRE(sendAs(0, StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 3, DType::kFloat32, pushValues(0, 3))).size() == 1);
+  CHECK(sendAs(0, StoreFixture::header(pb::CMD_PULL, kKey, 3, DType::kFloat32, 0)).empty());
+  out = push(3, 3);
+  REQUIRE(out.size() == 2);  // the parked pull and this push-pull
+  std::vector<float> want(kElems, 0.0f);
+  for (int p : {0, 1, 3})
+    for (size_t i = 0; i < kElems; ++i) want[i] += pushValues(p, 3)[i];
+  checkSumReply(out[0], 0, 3, want);
+  checkSumReply(out[1], 3, 3, want);
+  // A local rank outside the key's local size is refused, naming it.
+  out.clear();
+  f.store().handle(peerOf(9), 1, StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 4, DType::kFloat32, pushValues(0, 4)),
+                   &out, 2);
+  checkError(out, 9, "local rank 2 is outside the key's local size 2");
+}
+
 TEST_CASE("sum store: PUSH_PULL replies carry the round's sum", "[sum_store]") {
   StoreFixture f;
   declareAll(f);

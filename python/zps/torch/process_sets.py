@@ -8,9 +8,13 @@ How they run on the servers: a set's operations use tensors of their own, declar
 only with the set's number of contributors (zps_declare_in_set), so the servers complete each round of
 them with the members' pushes and sum those alone, in rank order. Their keys come from a key space of the
 set's own, so that the tensors a set declares move neither the keys nor the placement of anybody else's.
+With several processes per node (ZPS_LOCAL_SIZE > 1) a set's members on a node are not all of its local
+ranks, so a set's tensors skip the node's local reduction: each member process pushes its whole tensor
+to the servers itself, and the servers count the set's contributors per process (worker x local size +
+local rank), not per node.
 Each set has its own coordinator (coordinator.py) over its members: they agree on every operation of the
 set, in the order they issue them, while other sets and the global set run theirs meanwhile. Costs are
-those of the same operation on a job of the set's size.
+those of the same operation on a job of the set's size, with one process per node.
 
 Adding and removing a set are operations of every worker (as in Horovod): they agree on the ranks, so
 that each set gets the same number (its key space, 1..1023, never reused in a job) everywhere. Adding the
@@ -119,9 +123,6 @@ def add_process_set(process_set):
     if not ps.ranks or ps.ranks[0] < 0 or ps.ranks[-1] >= rt.size:
         raise ValueError("zps.torch.add_process_set: ranks %s must be a non-empty list of ranks in 0..%d" %
                          (ps.ranks, rt.size - 1))
-    if rt.local_size > 1 and len(ps.ranks) < rt.size:
-        raise NotImplementedError("zps.torch.add_process_set: process sets need ZPS_LOCAL_SIZE=1 (with local "
-                                  "reduction a node's local ranks push one sum together)")
     registry = _registry(rt)
     _agree_all(rt, "add_process_set", ps.ranks)
     with registry.lock:
