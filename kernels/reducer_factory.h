@@ -1,5 +1,5 @@
 // Engine selection for the server (ZPS_SERVER_ENGINE=auto|cpu|cuda): which Reducer its engine
-// threads sum with. Plain C++, so ps/server needs no CUDA headers whether or not CUDA was built.
+// threads sum with. Plain C++, so server/ needs no CUDA headers whether or not CUDA was built.
 #pragma once
 
 #include <memory>

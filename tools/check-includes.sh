@@ -21,12 +21,12 @@ ps/common          include/zps
 ps/wire            include/zps ps/common proto
 ps/transport       include/zps ps/common
 ps/node            include/zps ps/common proto ps/wire ps/transport
-ps/server          include/zps ps/common proto ps/wire ps/transport ps/node kernels
+server             include/zps ps/common proto ps/wire ps/transport ps/node kernels
 scheduler          include/zps ps/common proto ps/wire ps/transport ps/node
 worker/train       include/zps ps/common kernels
 worker             include/zps ps/common proto ps/wire ps/transport ps/node kernels
-tools              include/zps ps proto kernels scheduler worker
-tests              include/zps ps proto kernels scheduler worker tools
+tools              include/zps ps proto kernels server scheduler worker
+tests              include/zps ps proto kernels server scheduler worker tools
 '
 
 rooms() { printf '%s\n' "$ROOMS" | sed '/^$/d'; }

@@ -15,7 +15,7 @@
 #include "ps/common/settings.h"
 #include "ps/node/observability.h"
 #include "ps/node/signals.h"
-#include "ps/server/server.h"
+#include "server/server.h"
 #include "ps/wire/codec.h"
 #include "scheduler/scheduler.h"
 #include "tools/command_line.h"

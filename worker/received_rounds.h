@@ -3,7 +3,7 @@
 // pull side when the replies to its pull (or push-pull) did; an error reply counts, since the worker
 // never resends an answered request. Rounds are numbered per side in call order, so every round up to
 // through() has been sent on both sides and answered: the worker will never send or resend a request
-// of such a round, and the servers may free those results (ps/server/sum_store.h). A round that timed
+// of such a round, and the servers may free those results (server/sum_store.h). A round that timed
 // out stays open, so its result stays on the servers for the resend.
 #pragma once
 

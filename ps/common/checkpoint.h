@@ -3,7 +3,7 @@
 //   8 bytes  magic "ZPSCKPT1"
 //   4 bytes  format version (2)
 //   4 bytes  kind (what the payload is: 1 = dense model, 2 = param table shard, 3 = param table
-//            increment: the rows changed since an earlier shard, ps/server/table_checkpoint.h)
+//            increment: the rows changed since an earlier shard, server/table_checkpoint.h)
 //   8 bytes  step (the training step the state belongs to)
 //   4 bytes  server rank of the writer (0xFFFFFFFF: no server, the dense model)
 //   4 bytes  number of servers of the job that wrote it

@@ -76,7 +76,7 @@ struct Config {
   // for its push alone, and it sends its queued pushes of those first (worker/scheduling/push_scheduler.h).
   bool push_hints = switchDefault(settings::kPushHints);
   // ZPS_PUSH_PACING_BYTES: a server holds back the push acknowledgements of a worker this far ahead of
-  // the slowest one pushing to it (ps/server/scheduling/push_pacer.h); 0 (the default): off; the setting's -1 is
+  // the slowest one pushing to it (server/scheduling/push_pacer.h); 0 (the default): off; the setting's -1 is
   // twice credit_bytes. Off by default: it paid on the emulated cluster's slow links, and cost a few
   // percent where the CPUs are the limit (loopback; docs/performance.md).
   size_t push_pacing_bytes = 0;

@@ -1,5 +1,5 @@
 // Which server holds a table row: the one rule the workers (worker/tables.cc, to route pulls and
-// pushes) and the servers (ps/server/table_checkpoint.cc, to re-shard a checkpoint written by a job
+// pushes) and the servers (server/table_checkpoint.cc, to re-shard a checkpoint written by a job
 // with another number of servers) must agree on.
 #pragma once
 

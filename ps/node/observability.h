@@ -1,6 +1,6 @@
 // Observability shared by every role of one zps process: its settings (ZPS_METRICS_PORT, ZPS_TRACE_*),
 // the timeline tracer and the /metrics endpoint. Each role's observer lives with that role
-// (worker/worker_observer.h, ps/server/server_observer.h, scheduler/status_board.h); it owns the role's
+// (worker/worker_observer.h, server/server_observer.h, scheduler/status_board.h); it owns the role's
 // metrics and, with ZPS_METRICS_PORT set, the HTTP endpoint that startMetricsEndpoint starts.
 //
 // Settings follow ps/common/config: every ZPS_* setting is also a gflag (ZPS_METRICS_PORT =

@@ -289,7 +289,7 @@ Status checkBody(const pb::Data& d, const std::vector<Blob>& frames, const Limit
 Status decodeData(const pb::Data& data, const std::vector<Blob>& frames, const Limits& limits, DataMessage& msg) {
   toHeader(data, &msg.header);
   msg.body = data.body_case();
-  // A HELLO's version is the server's to refuse, in an answer the peer prints (ps/server/server.cc).
+  // A HELLO's version is the server's to refuse, in an answer the peer prints (server/server.cc).
   if (!data.has_hello() && data.protocol_version() != kProtocolVersion)
     return ProtocolError("the peer speaks zps protocol version " + std::to_string(data.protocol_version()) +
                          ", this node version " + std::to_string(kProtocolVersion));

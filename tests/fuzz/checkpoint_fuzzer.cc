@@ -1,6 +1,6 @@
 // Fuzz target: the checkpoint reader (ps/common/checkpoint.h) and the param-table shard parser
 // behind it (ParamStore's restore, reached through a DECLARE with restore_step, and the re-sharding
-// of ps/server/table_checkpoint.h). A checkpoint folder is shared storage that outlives the
+// of server/table_checkpoint.h). A checkpoint folder is shared storage that outlives the
 // processes that wrote it: a truncated or foreign file must be refused with a reason, never crash
 // the server that restarts on it.
 //
@@ -26,8 +26,8 @@
 
 #include "kernels/optimizer.h"
 #include "ps/common/checkpoint.h"
-#include "ps/server/param_store.h"
-#include "ps/server/table_checkpoint.h"
+#include "server/param_store.h"
+#include "server/table_checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace zps::fuzz {

@@ -21,8 +21,8 @@
 
 #include "kernels/optimizer.h"
 #include "ps/common/checkpoint.h"
-#include "ps/server/param_store.h"
-#include "ps/server/table_checkpoint.h"
+#include "server/param_store.h"
+#include "server/table_checkpoint.h"
 #include "ps/wire/codec.h"
 
 namespace zps::fuzz {

@@ -1,6 +1,6 @@
 // Fuzz target: what a server does with the data messages that pass the codec. The codec checks
 // each message on its own; whether a push matches its key's declaration, whether a round is open,
-// whether rows exist, is the stores' job (ps/server/sum_store.h, param_store.h), and a hostile or
+// whether rows exist, is the stores' job (server/sum_store.h, param_store.h), and a hostile or
 // confused worker must cost a message there too, never the process.
 //
 // One input is a conversation with one server: a sequence of records
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "kernels/reducer.h"
-#include "ps/server/param_store.h"
-#include "ps/server/sum_store.h"
+#include "server/param_store.h"
+#include "server/sum_store.h"
 #include "ps/wire/codec.h"
 #include "tests/fuzz/fuzz_util.h"
 

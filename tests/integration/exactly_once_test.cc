@@ -1,4 +1,4 @@
-// Async exactly-once (ps/server/sequence_window.h) against real processes: 4 workers each add 1 to an
+// Async exactly-once (server/sequence_window.h) against real processes: 4 workers each add 1 to an
 // async tensor and to a row of an async table 25 times, with several pushes in flight, while the
 // transport drops, duplicates and delays messages (ZPS_TEST_FAULTS) and workers resend what goes
 // unanswered. Both counters must read exactly 100; without the push numbers they read more (every

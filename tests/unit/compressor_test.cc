@@ -14,7 +14,7 @@
 #include "kernels/compressor.h"
 #include "kernels/reducer.h"
 #include "ps/common/config.h"
-#include "ps/server/sum_store.h"
+#include "server/sum_store.h"
 #include "ps/wire/codec.h"
 #include "tests/unit/env_lookup.h"
 

@@ -1,5 +1,5 @@
 // Fused messages end to end without a network: a worker's requests fused (worker/scheduling/fusion.h), decoded by
-// the codec, each entry applied to a SumStore as the server's dispatcher does (ps/server/fused_messages.h),
+// the codec, each entry applied to a SumStore as the server's dispatcher does (server/fused_messages.h),
 // and the answers packed. Exact sums, an answer per entry (errors included), answers to the sender fused
 // and to other workers alone, and a resent fused message summed once.
 #include <string>
@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "ps/server/fused_messages.h"
+#include "server/fused_messages.h"
 #include "tests/unit/sum_store_fixture.h"
 #include "worker/scheduling/fusion.h"
 

@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "kernels/optimizer.h"
-#include "ps/server/param_store.h"
-#include "ps/server/table_checkpoint.h"
+#include "server/param_store.h"
+#include "server/table_checkpoint.h"
 #include "tests/unit/scratch_folder.h"
 
 namespace zps {

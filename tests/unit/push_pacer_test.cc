@@ -1,4 +1,4 @@
-// Tests for the server's push pacer (ZPS_PUSH_PACING_BYTES, ps/server/scheduling/push_pacer.h): the
+// Tests for the server's push pacer (ZPS_PUSH_PACING_BYTES, server/scheduling/push_pacer.h): the
 // acknowledgements of a worker ahead of the slowest active worker wait until it catches up or for at
 // most the deadline, and nothing else ever waits.
 #include <chrono>
@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "ps/server/scheduling/push_pacer.h"
+#include "server/scheduling/push_pacer.h"
 
 namespace zps {
 namespace {

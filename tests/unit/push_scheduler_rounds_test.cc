@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/reducer.h"
-#include "ps/server/sum_store.h"
+#include "server/sum_store.h"
 #include "ps/wire/codec.h"
 #include "worker/dense_tensors.h"
 #include "worker/scheduling/push_scheduler.h"

@@ -1,4 +1,4 @@
-// Tests for async exactly-once (ps/server/sequence_window.h): the window's verdicts, and the two
+// Tests for async exactly-once (server/sequence_window.h): the window's verdicts, and the two
 // stores that use it. An async sum key and an async table each add a numbered push once however often
 // it arrives, in any order within the window; a number out of the window, or none, is refused with a
 // reason; a new store (what a server starts each ZPS_RECOVERY generation with) takes number 1 again.
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "kernels/reducer.h"
-#include "ps/server/param_store.h"
-#include "ps/server/sequence_window.h"
-#include "ps/server/sum_store.h"
+#include "server/param_store.h"
+#include "server/sequence_window.h"
+#include "server/sum_store.h"
 
 namespace zps {
 namespace {

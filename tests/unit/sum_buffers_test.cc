@@ -1,9 +1,9 @@
 // A key's sum buffers come back to it when the last holder lets go, and are handed out again
-// (ps/server/sum_buffers.h), so a key's memory stays at what its rounds hold at once.
+// (server/sum_buffers.h), so a key's memory stays at what its rounds hold at once.
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "ps/server/sum_buffers.h"
+#include "server/sum_buffers.h"
 
 namespace zps {
 namespace {

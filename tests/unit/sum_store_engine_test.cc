@@ -1,5 +1,5 @@
 // Tests for the summation store with an engine that holds a round's sum until collect(), as the CUDA
-// engine does (ps/server/sum_store.cc with a CPU twin of that engine): exact sums, compressed pushes,
+// engine does (server/sum_store.cc with a CPU twin of that engine): exact sums, compressed pushes,
 // a reset mid-round and an engine failure.
 #include <cstdint>
 #include <cstring>

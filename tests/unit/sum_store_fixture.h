@@ -1,4 +1,4 @@
-// The summation store's test fixture (ps/server/sum_store.h with the CPU reducer, or another engine):
+// The summation store's test fixture (server/sum_store.h with the CPU reducer, or another engine):
 // a store for kWorkers workers, messages built directly as wire::DataMessage values, the pushes
 // whose sums are exact in float32, and checks of the replies. Shared by the sum_store*_test.cc files.
 #pragma once
@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/reducer.h"
-#include "ps/server/sum_store.h"
+#include "server/sum_store.h"
 
 namespace zps::sum_store_testing {
 

@@ -1,5 +1,5 @@
 // Tests for push hints (ZPS_PUSH_HINTS) on the server's side: a reply to a scheduled push names the
-// open rounds that wait for the pusher alone (ps/server/sum_store.h). The worker's side, hurry(), is in
+// open rounds that wait for the pusher alone (server/sum_store.h). The worker's side, hurry(), is in
 // push_scheduler_test.cc.
 #include <cstdint>
 #include <utility>

@@ -1,4 +1,4 @@
-// Tests for the summation store's handling of each request (ps/server/sum_store.cc): duplicate and
+// Tests for the summation store's handling of each request (server/sum_store.cc): duplicate and
 // resent pushes counted once, declarations, PUSH_PULL, the memory budget, and an error reply (never a
 // crash) for every bad request.
 #include <cstdint>

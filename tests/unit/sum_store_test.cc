@@ -1,4 +1,4 @@
-// Tests for the server's summation store (ps/server/sum_store.cc) with the CPU reducer: exact sums
+// Tests for the server's summation store (server/sum_store.cc) with the CPU reducer: exact sums
 // per round whatever the arrival order, parked pulls, overlapping rounds, and how long results are
 // kept. Bad requests are in sum_store_requests_test.cc, engines that hold sums in sum_store_engine_test.cc.
 #include <algorithm>

@@ -1,8 +1,8 @@
-// Tests for table shards (ps/server/table_checkpoint.h): a table checkpointed by 2 servers is read
+// Tests for table shards (server/table_checkpoint.h): a table checkpointed by 2 servers is read
 // back whole by 1 server and by 3 (each keeping the rows it owns now, the same rows and checksum in
 // total), shards of another layout or job are refused by name, and retention never removes the
 // committed step however many newer shards (SIGTERM's final checkpoints) follow it.
-#include "ps/server/table_checkpoint.h"
+#include "server/table_checkpoint.h"
 
 #include <unistd.h>
 

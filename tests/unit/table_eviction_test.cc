@@ -1,4 +1,4 @@
-// Server tables that outgrow memory (ps/server/param_store.h, row_store.h): under ZPS_TABLE_MEMORY_BYTES
+// Server tables that outgrow memory (server/param_store.h, row_store.h): under ZPS_TABLE_MEMORY_BYTES
 // the least recently used row is evicted and comes back, when touched again, exactly at its initial
 // value; a stream of ever-new ids (any 64-bit value) holds the budget with every eviction counted; a
 // request that cannot fit is refused and the store keeps serving; the metrics endpoint counts rows held,
@@ -12,7 +12,7 @@
 #include "kernels/optimizer.h"
 #include "kernels/reducer.h"
 #include "ps/node/metrics.h"
-#include "ps/server/param_store.h"
+#include "server/param_store.h"
 #include "tests/unit/table_store_fixture.h"
 
 namespace zps {

@@ -1,4 +1,4 @@
-// Incremental table checkpoints (ps/server/table_checkpoint.h): a table restored from a full shard and
+// Incremental table checkpoints (server/table_checkpoint.h): a table restored from a full shard and
 // its increments holds exactly, bit for bit, what a full checkpoint of the same state holds, evictions
 // included; an increment after 1% of the rows changed is at most 1/20 of a full shard; retention keeps
 // every file the committed step's chain needs; damaged chains are refused with a clear error.
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "ps/common/checkpoint.h"
-#include "ps/server/param_store.h"
-#include "ps/server/table_checkpoint.h"
+#include "server/param_store.h"
+#include "server/table_checkpoint.h"
 #include "tests/unit/scratch_folder.h"
 #include "tests/unit/table_store_fixture.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/optimizer.h"
-#include "ps/server/param_store.h"
+#include "server/param_store.h"
 
 namespace zps::testing {
 

@@ -27,7 +27,7 @@
 
 #include "kernels/optimizer.h"
 #include "ps/common/process_stats.h"
-#include "ps/server/param_store.h"
+#include "server/param_store.h"
 
 namespace zps {
 namespace {

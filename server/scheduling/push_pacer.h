@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "ps/server/sum_store.h"
+#include "server/sum_store.h"
 
 namespace zps {
 

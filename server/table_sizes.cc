@@ -1,4 +1,4 @@
-#include "ps/server/table_sizes.h"
+#include "server/table_sizes.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "ps/server/row_store.h"
+#include "server/row_store.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "ps/server/sequence_window.h"
+#include "server/sequence_window.h"
 
 #include <atomic>
 

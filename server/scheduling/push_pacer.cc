@@ -1,4 +1,4 @@
-#include "ps/server/scheduling/push_pacer.h"
+#include "server/scheduling/push_pacer.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,9 +1,9 @@
-#include "ps/server/server_observer.h"
+#include "server/server_observer.h"
 
 #include <glog/logging.h>
 
-#include "ps/server/sum_store.h"
-#include "ps/server/table_sizes.h"
+#include "server/sum_store.h"
+#include "server/table_sizes.h"
 #include "ps/wire/codec.h"
 
 namespace zps {

@@ -1,11 +1,11 @@
-#include "ps/server/engine.h"
+#include "server/engine.h"
 
 #include <glog/logging.h>
 
 #include <chrono>
 
 #include "ps/node/observability.h"
-#include "ps/server/server_observer.h"
+#include "server/server_observer.h"
 
 namespace zps {
 namespace {

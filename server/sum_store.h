@@ -44,9 +44,9 @@
 
 #include "kernels/reducer.h"
 #include "ps/common/blob.h"
-#include "ps/server/memory_budget.h"
-#include "ps/server/sequence_window.h"
-#include "ps/server/sum_buffers.h"
+#include "server/memory_budget.h"
+#include "server/sequence_window.h"
+#include "server/sum_buffers.h"
 #include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
 

@@ -19,7 +19,7 @@
 
 namespace zps {
 
-struct Outgoing;  // ps/server/sum_store.h
+struct Outgoing;  // server/sum_store.h
 
 // The server's observer. received/handled are called on the dispatcher and engine threads.
 class ServerObserver {

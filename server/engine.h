@@ -1,5 +1,5 @@
 // Engine: one summation thread of a server and the keys it owns (a SumStore and a ParamStore), fed
-// by the server's dispatcher (ps/server/server.cc). The inline engine has no thread: the dispatcher
+// by the server's dispatcher (server/server.cc). The inline engine has no thread: the dispatcher
 // runs small summation keys on it directly (process()), which saves two thread hand-offs per request.
 //
 // Owned by the Server. submit() is called by the dispatcher (the transport's I/O thread); process()
@@ -15,11 +15,11 @@
 
 #include "kernels/reducer.h"
 #include "ps/common/bounded_queue.h"
-#include "ps/server/memory_budget.h"
-#include "ps/server/param_store.h"
-#include "ps/server/scheduling/push_pacer.h"
-#include "ps/server/sum_store.h"
-#include "ps/server/table_checkpoint.h"
+#include "server/memory_budget.h"
+#include "server/param_store.h"
+#include "server/scheduling/push_pacer.h"
+#include "server/sum_store.h"
+#include "server/table_checkpoint.h"
 #include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
 
@@ -37,7 +37,7 @@ struct EngineTask {
 class Engine {
  public:
   // pacer (may be null): the acknowledgements of credit-holding pushes go through it
-  // (ps/server/scheduling/push_pacer.h).
+  // (server/scheduling/push_pacer.h).
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
          MemoryBudget* budget, Transport* transport, PushPacer* pacer = nullptr, bool threaded = true);
   ~Engine() { stop(); }

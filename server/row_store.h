@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ps/server/table_checkpoint.h"
+#include "server/table_checkpoint.h"
 #include "zps/status.h"
 
 namespace zps {

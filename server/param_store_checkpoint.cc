@@ -1,12 +1,12 @@
-// ParamStore's checkpoints (ps/server/param_store.h): a table's rows written at a training step, in
-// full or as an increment over the previous step (ps/server/table_checkpoint.h), and read back at a
+// ParamStore's checkpoints (server/param_store.h): a table's rows written at a training step, in
+// full or as an increment over the previous step (server/table_checkpoint.h), and read back at a
 // DECLARE that asks for a restore, re-sharded when the number of servers changed.
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <string>
 
-#include "ps/server/param_store.h"
+#include "server/param_store.h"
 
 namespace zps {
 

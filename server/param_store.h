@@ -28,12 +28,12 @@
 #include "kernels/optimizer.h"
 #include "kernels/reducer.h"
 #include "ps/node/metrics.h"
-#include "ps/server/memory_budget.h"
-#include "ps/server/row_store.h"
-#include "ps/server/sequence_window.h"
-#include "ps/server/sum_store.h"
-#include "ps/server/table_checkpoint.h"
-#include "ps/server/table_sizes.h"
+#include "server/memory_budget.h"
+#include "server/row_store.h"
+#include "server/sequence_window.h"
+#include "server/sum_store.h"
+#include "server/table_checkpoint.h"
+#include "server/table_sizes.h"
 
 namespace zps {
 

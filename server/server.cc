@@ -5,7 +5,7 @@
 //    summation keys of at most kInlineBytes (256 KiB) are summed by the dispatcher itself (the inline
 //    engine);
 //  - the SchedulerClient's thread handles heartbeats and the end of the job.
-#include "ps/server/server.h"
+#include "server/server.h"
 
 #include <glog/logging.h>
 
@@ -26,13 +26,13 @@
 #include "ps/node/metrics.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
-#include "ps/server/engine.h"
-#include "ps/server/fused_messages.h"
-#include "ps/server/param_store.h"
-#include "ps/server/scheduling/push_pacer.h"
-#include "ps/server/sequence_window.h"
-#include "ps/server/server_observer.h"
-#include "ps/server/sum_store.h"
+#include "server/engine.h"
+#include "server/fused_messages.h"
+#include "server/param_store.h"
+#include "server/scheduling/push_pacer.h"
+#include "server/sequence_window.h"
+#include "server/server_observer.h"
+#include "server/sum_store.h"
 #include "ps/wire/codec.h"
 
 namespace zps {
@@ -344,7 +344,7 @@ class Server {
 
   // A fused message: each entry is handled as the request it stands for, by the inline engine (entries
   // are summation keys of at most kInlineBytes; a larger one is refused with an answer of its own), in
-  // order, and the answers to the sender go back fused (ps/server/fused_messages.h).
+  // order, and the answers to the sender go back fused (server/fused_messages.h).
   void dispatchFused(PeerId peer, int worker, wire::DataMessage& fused) {
     ++fused_messages_;
     fused_entries_ += fused.entries.size();
@@ -414,7 +414,7 @@ class Server {
   void sendAll(std::vector<Outgoing> out) {
     for (Outgoing& o : out) reply(o.peer, std::move(o));
   }
-  // Acknowledgements held past the pacer's deadline leave (ps/server/scheduling/push_pacer.h).
+  // Acknowledgements held past the pacer's deadline leave (server/scheduling/push_pacer.h).
   std::vector<Outgoing> expireHeldAcknowledgements() {
     std::vector<Outgoing> out;
     pacer_->expire(PushPacer::Clock::now(), &out);
@@ -507,7 +507,7 @@ class Server {
     o.header.set_command(pb::CMD_REPLY);
     o.header.set_request_id(h.request_id());
     if (auth_.enabled()) o.header.set_auth_mac(auth_.mac(kHelloReplyContext, h.auth_nonce()));
-    o.header.set_accepts_fused(true);  // ps/server/fused_messages.h
+    o.header.set_accepts_fused(true);  // server/fused_messages.h
     if (!moving && !lane && !ipc_name_.empty()) {
       const uint64_t token = newToken();
       upgrade_token_of_peer_[peer] = token;

@@ -1,4 +1,4 @@
-#include "ps/server/sum_store.h"
+#include "server/sum_store.h"
 
 #include <algorithm>
 #include <chrono>

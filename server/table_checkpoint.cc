@@ -1,4 +1,4 @@
-#include "ps/server/table_checkpoint.h"
+#include "server/table_checkpoint.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "ps/server/sum_buffers.h"
+#include "server/sum_buffers.h"
 
 namespace zps {
 

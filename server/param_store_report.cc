@@ -1,6 +1,6 @@
-// What a ParamStore reports of its tables (ps/server/param_store.h): the counters the server's stats
+// What a ParamStore reports of its tables (server/param_store.h): the counters the server's stats
 // and metrics read, each table's counts for `zps status`, and each table's size series.
-#include "ps/server/param_store.h"
+#include "server/param_store.h"
 
 namespace zps {
 

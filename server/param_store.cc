@@ -1,4 +1,4 @@
-#include "ps/server/param_store.h"
+#include "server/param_store.h"
 
 #include <glog/logging.h>
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "ps/server/sum_store.h"
+#include "server/sum_store.h"
 #include "ps/wire/codec.h"
 
 namespace zps {

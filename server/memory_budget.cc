@@ -1,4 +1,4 @@
-#include "ps/server/memory_budget.h"
+#include "server/memory_budget.h"
 
 #include <glog/logging.h>
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ps/server/row_store.h"
+#include "server/row_store.h"
 #include "zps/status.h"
 
 namespace zps {

@@ -1,4 +1,4 @@
-#include "ps/server/fused_messages.h"
+#include "server/fused_messages.h"
 
 #include <cstring>
 #include <memory>
