@@ -15,13 +15,13 @@
 
 #include "kernels/reducer.h"
 #include "ps/common/bounded_queue.h"
+#include "ps/transport/transport.h"
+#include "ps/wire/codec.h"
 #include "server/memory_budget.h"
 #include "server/param_store.h"
 #include "server/scheduling/push_pacer.h"
 #include "server/sum_store.h"
 #include "server/table_checkpoint.h"
-#include "ps/transport/transport.h"
-#include "ps/wire/codec.h"
 
 namespace zps {
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "server/sum_store.h"
 #include "ps/wire/codec.h"
+#include "server/sum_store.h"
 
 namespace zps {
 

@@ -26,6 +26,7 @@
 #include "ps/node/metrics.h"
 #include "ps/node/scheduler_client.h"
 #include "ps/node/signals.h"
+#include "ps/wire/codec.h"
 #include "server/engine.h"
 #include "server/fused_messages.h"
 #include "server/param_store.h"
@@ -33,7 +34,6 @@
 #include "server/sequence_window.h"
 #include "server/server_observer.h"
 #include "server/sum_store.h"
-#include "ps/wire/codec.h"
 
 namespace zps {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <glog/logging.h>
 
+#include "ps/wire/codec.h"
 #include "server/sum_store.h"
 #include "server/table_sizes.h"
-#include "ps/wire/codec.h"
 
 namespace zps {
 

@@ -44,11 +44,11 @@
 
 #include "kernels/reducer.h"
 #include "ps/common/blob.h"
+#include "ps/transport/transport.h"
+#include "ps/wire/codec.h"
 #include "server/memory_budget.h"
 #include "server/sequence_window.h"
 #include "server/sum_buffers.h"
-#include "ps/transport/transport.h"
-#include "ps/wire/codec.h"
 
 namespace zps {
 

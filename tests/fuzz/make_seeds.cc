@@ -21,9 +21,9 @@
 
 #include "kernels/optimizer.h"
 #include "ps/common/checkpoint.h"
+#include "ps/wire/codec.h"
 #include "server/param_store.h"
 #include "server/table_checkpoint.h"
-#include "ps/wire/codec.h"
 
 namespace zps::fuzz {
 namespace {

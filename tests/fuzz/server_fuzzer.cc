@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "kernels/reducer.h"
+#include "ps/wire/codec.h"
 #include "server/param_store.h"
 #include "server/sum_store.h"
-#include "ps/wire/codec.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace zps::fuzz {

@@ -14,8 +14,8 @@
 #include "kernels/compressor.h"
 #include "kernels/reducer.h"
 #include "ps/common/config.h"
-#include "server/sum_store.h"
 #include "ps/wire/codec.h"
+#include "server/sum_store.h"
 #include "tests/unit/env_lookup.h"
 
 namespace zps {

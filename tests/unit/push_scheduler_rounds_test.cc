@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "kernels/reducer.h"
-#include "server/sum_store.h"
 #include "ps/wire/codec.h"
+#include "server/sum_store.h"
 #include "worker/dense_tensors.h"
 #include "worker/scheduling/push_scheduler.h"
 
