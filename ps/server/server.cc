@@ -46,6 +46,15 @@ RowFormat rowFormatOf(const std::string& name) {
   return format.ok() ? *format : RowFormat::kFloat32;
 }
 
+// Replies queued for one connection whose peer does not read them (a stranger on an open job that
+// sends requests and never reads, say); past it, more are dropped, counted and logged. A worker's
+// I/O thread reads its replies as they come, and there is at most one reply per request in flight:
+// a fan-out of thousands of requests (fusion packs small ones into one message) stays an order of
+// magnitude below, even if none were read. (A dropped reply would be waited for until
+// ZPS_RESEND_TIMEOUT resends it, or ZPS_REQUEST_TIMEOUT.) A stranger's queued error replies cost
+// about 10 MiB per connection (measured: test `memory attack: an open job's server bounds...`).
+constexpr int kMaxQueuedRepliesPerConnection = 65536;
+
 class Server {
  public:
   Server(const Config& config, Authenticator auth)
@@ -64,6 +73,7 @@ class Server {
         faults_error_ = faults.status().message();
     }
     options.max_frame_bytes = config.max_message_bytes;
+    options.max_queued_replies = kMaxQueuedRepliesPerConnection;
     options.linger = config.shutdown_linger;
     // Workers on this host move to this socket (faster than TCP loopback); a random name, so only a
     // peer told it over its TCP connection, and sharing this network namespace, can connect. With
@@ -74,6 +84,9 @@ class Server {
     refused_metric_ = std::make_unique<metrics::ScopedCallback>(
         "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)", true,
         [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });
+    dropped_replies_metric_ = std::make_unique<metrics::ScopedCallback>(
+        "zps_dropped_replies_total", "Replies dropped because their peer did not read its earlier ones", true,
+        [t = transport_.get()] { return static_cast<double>(t->droppedReplies()); });
     limits_.max_payload_bytes = config.max_message_bytes;
   }
 
@@ -217,6 +230,9 @@ class Server {
     }
     if (malformed_ > 0)
       LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
+    if (const uint64_t dropped = transport_->droppedReplies(); dropped > 0)
+      LOG(WARNING) << "server " << rank_ << ": " << dropped << " replies to peers that did not read them were dropped"
+                   << " (at most " << kMaxQueuedRepliesPerConnection << " wait per connection)";
     if (const uint64_t held = pacer_->held(); held > 0)
       LOG(INFO) << "server " << rank_ << ": " << held << " push acknowledgements waited for the slower workers ("
                 << pacer_->expired() << " of them until the 100 ms deadline; ZPS_PUSH_PACING_BYTES)";
@@ -568,7 +584,8 @@ class Server {
   const Authenticator auth_;
   NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<metrics::ScopedCallback> refused_metric_;  // reads transport_
+  std::unique_ptr<metrics::ScopedCallback> refused_metric_;          // reads transport_
+  std::unique_ptr<metrics::ScopedCallback> dropped_replies_metric_;  // reads transport_
   MemoryBudget memory_;                  // before engines_: their stores give their charges back as they go
   std::unique_ptr<ServerObserver> obs_;  // before client_: the client's thread fills heartbeats from it
   std::unique_ptr<SchedulerClient> client_;

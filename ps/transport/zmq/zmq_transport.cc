@@ -204,6 +204,8 @@ class ZmqTransport final : public Transport {
 
   uint64_t refusedHandshakes() const override { return guard_->refused(); }
 
+  uint64_t droppedReplies() const override { return dropped_replies_.load(); }
+
   std::string describe(PeerId peer) const override {
     std::lock_guard<std::mutex> lock(names_mu_);
     auto it = names_.find(peer);
@@ -354,6 +356,7 @@ class ZmqTransport final : public Transport {
       ok = sendOnDealer(*it->second, cmd.frames);
     } else if (const std::string* routing_id = incoming_.routingIdOf(cmd.peer); routing_id && router_) {
       ok = sendFrames(router_, routing_id, cmd.frames);
+      if (!ok && zmq_errno() == EAGAIN) dropped_replies_.fetch_add(1);  // the peer's queue is full
       listener_look_ = true;  // the send may have taken in the listener's news
     } else {
       LOG_EVERY_N(WARNING, 100) << options_.name << ": dropping a message to unknown peer #" << cmd.peer;
@@ -604,6 +607,7 @@ class ZmqTransport final : public Transport {
   std::mt19937_64 fault_rng_;
   std::random_device routing_id_rng_;
   std::atomic<uint64_t> reconnects_{0};
+  std::atomic<uint64_t> dropped_replies_{0};  // to incoming peers whose queue was full
   std::function<void(PeerId)> reconnect_handler_;
   uint64_t faults_injected_ = 0;
   std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;
