@@ -63,7 +63,7 @@ class Server {
         memory_(config.server_max_bytes,
                 TableRowPolicy{config.table_memory_bytes, rowFormatOf(config.table_row_format)}) {
     TransportOptions options;
-    applyTransportSecurity(config, auth_, &options);
+    applyTransportSecurity(config, auth_, &options, SecuredLink::kData, data_salt_);
     options.name = "server";
     if (!config.test_faults.empty()) {
       auto faults = parseFaultInjection(config.test_faults);
@@ -141,7 +141,7 @@ class Server {
       LOG(ERROR) << "server: " << port.status().message() << "; set PORT/DMLC_PORT to a free port or 0";
       return 2;
     }
-    client_ = std::make_unique<SchedulerClient>(config_, auth_, *port);
+    client_ = std::make_unique<SchedulerClient>(config_, auth_, *port, data_salt_);
     obs_ = std::make_unique<ServerObserver>(config_, &malformed_);
     client_->onHeartbeat([this](pb::Heartbeat* hb) { obs_->fillHeartbeat(hb); });
     client_->onShutdown([this](const pb::Shutdown&) { stop_ = true; });
@@ -171,7 +171,8 @@ class Server {
     }
     LOG(INFO) << "server " << rank_ << " ready on " << config_.node_host << ":" << *port << " with "
               << config_.server_engine_threads << " engine threads (" << reducers[0]->name() << " reducer), "
-              << "holding at most " << memory_.cap() << " bytes of keys and rows (ZPS_SERVER_MAX_BYTES)";
+              << "holding at most " << memory_.cap() << " bytes of keys and rows (ZPS_SERVER_MAX_BYTES)"
+              << (auth_.enabled() ? "; data salt " + randomHex(data_salt_) : std::string());
     const ShardPlace checkpoints{config_.checkpoint_dir, static_cast<uint32_t>(rank_),
                                  static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_,
                                  config_.table_checkpoint_increments};
@@ -582,6 +583,10 @@ class Server {
 
   const Config config_;
   const Authenticator auth_;
+  // New in every server process: with a token, the password of this server's data connections is
+  // derived from it (dataHandshakePassword), so a password seen on the wire opens no other server,
+  // and no server of a later job. Not a secret itself (logged), only unpredictable.
+  const std::string data_salt_ = Authenticator::newNonce();
   NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<metrics::ScopedCallback> refused_metric_;          // reads transport_

@@ -80,6 +80,16 @@ class Transport {
   virtual StatusOr<PeerId> connect(const std::string& host, int port) = 0;
   // Starts connecting to the abstract unix socket ipc://@name (see TransportOptions::ipc_name).
   virtual StatusOr<PeerId> connectIpc(const std::string& name) = 0;
+  // As connect() and connectIpc(), proving `handshake_password` at the PLAIN handshake instead of
+  // TransportOptions::handshake_password (each server listens with a password of its own; see
+  // dataHandshakePassword in ps/node/auth.h). Transports without a PLAIN handshake ignore it.
+  virtual StatusOr<PeerId> connectWithPassword(const std::string& host, int port,
+                                               const std::string& /*handshake_password*/) {
+    return connect(host, port);
+  }
+  virtual StatusOr<PeerId> connectIpcWithPassword(const std::string& name, const std::string& /*handshake_password*/) {
+    return connectIpc(name);
+  }
   // Queues frames for the peer. The Blobs are sent without copying; they stay referenced until sent.
   virtual Status send(PeerId peer, std::vector<Blob> frames) = 0;
   // The next incoming message, or kDeadlineExceeded when none came before the deadline.

@@ -521,3 +521,53 @@ TEST_CASE("memory attack: an open job's server bounds the replies of strangers t
   CHECK(std::stoull(m[1]) > 0);
   CHECK(countLines(log, "does not read its replies") <= 12);
 }
+
+TEST_CASE("memory attack: a server's PLAIN password seen on the wire opens no other server") {
+  // Past a server's handshake libzmq buffers every frame of a message that never ends, and a PLAIN
+  // password is visible on the wire. Every server process now listens with a password of its own
+  // (an HMAC of the token over its random data salt): one seen at server 0 opens neither server 1
+  // nor any server of a later job, and the token-wide password that opened every server before
+  // opens none.
+  Cluster c(2, 1);
+  c.setEnv("ZPS_AUTH_TOKEN", kToken);
+  int sched = c.startScheduler();
+  int server0 = c.startServer();
+  int server1 = c.startServer();
+  // The job runs through the probe; the worker ends it (SIGTERM: a goodbye, exit 0) afterwards.
+  int w = c.startWorker(0, {"check", "--rounds", "1000000", "--sizes", "4K"});
+  REQUIRE(c.waitForLog(server0, "ready on", 30s));
+  REQUIRE(c.waitForLog(server1, "ready on", 30s));
+  // The scheduler's registration lines give each server's port and pid.
+  const std::string slog = c.log(sched);
+  std::map<int, int> port_of_pid;
+  const std::regex registered("registered server (\\d) \\(127\\.0\\.0\\.1:(\\d+), pid (\\d+)");
+  for (auto it = std::sregex_iterator(slog.begin(), slog.end(), registered); it != std::sregex_iterator(); ++it)
+    port_of_pid[std::stoi((*it)[3])] = std::stoi((*it)[2]);
+  REQUIRE(port_of_pid.count(c.pid(server0)) == 1);
+  REQUIRE(port_of_pid.count(c.pid(server1)) == 1);
+  const int port0 = port_of_pid[c.pid(server0)], port1 = port_of_pid[c.pid(server1)];
+  zps::TransportOptions token_wide;
+  zps::applyTransportSecurity(zps::Config(), zps::Authenticator::withToken(kToken), &token_wide);
+  const size_t token_wide_0 = plainUnfinishedFrames(port0, token_wide.handshake_password, 200'000);
+  const size_t token_wide_1 = plainUnfinishedFrames(port1, token_wide.handshake_password, 200'000);
+  std::printf(
+      "memory attack (the token-wide PLAIN password at a server): frames written to servers 0 and 1: %zu, %zu\n",
+      token_wide_0, token_wide_1);
+  CHECK(token_wide_0 == 0);
+  CHECK(token_wide_1 == 0);
+
+  const std::string password0 = zps::testing::serverDataPassword(c.log(server0), kToken);
+  REQUIRE(!password0.empty());
+  const size_t at_other = plainUnfinishedFrames(port1, password0, 200'000);
+  const size_t at_own = plainUnfinishedFrames(port0, password0, 4096);  // the same server: still opens
+  const bool both_ran_through = c.running(server0) && c.running(server1) && c.running(w);
+  c.signal(w, SIGTERM);
+  CHECK(c.waitExit(w, 60s) == 0);
+  c.waitAll(60s);
+  CHECK(!contains(c.log(w), "wrong value"));
+  std::printf("memory attack (server 0's PLAIN password replayed): frames written to server 0 %zu, to server 1 %zu\n",
+              at_own, at_other);
+  CHECK(both_ran_through);
+  CHECK(at_own == 4096);
+  CHECK(at_other == 0);
+}
