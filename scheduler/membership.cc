@@ -51,6 +51,10 @@ Status Membership::add(PeerId peer, const pb::Register& reg) {
                                 ") is already taken by " + m->describe());
     }
   }
+  // Copied into the address book of every node: a salt is 16 bytes.
+  if (reg.data_salt().size() > kMaxDataSaltBytes)
+    return FailedPrecondition("a data salt of " + std::to_string(reg.data_salt().size()) + " bytes; at most " +
+                              std::to_string(kMaxDataSaltBytes) + " are accepted");
   if (registered(reg.role()) >= limit) {
     return FailedPrecondition("all " + std::to_string(limit) + " " + role + " slots are taken; check DMLC_NUM_" +
                               (reg.role() == pb::SERVER ? "SERVER" : "WORKER"));
@@ -67,6 +71,7 @@ Status Membership::add(PeerId peer, const pb::Register& reg) {
   m.hostname = reg.hostname();
   m.pid = static_cast<int>(reg.pid());
   m.auth_nonce = reg.auth_nonce();
+  m.data_salt = reg.data_salt();
   members_.push_back(std::move(m));
   return Status::OK();
 }

@@ -27,6 +27,7 @@ struct Member {
   std::string hostname;
   int pid = 0;
   std::string auth_nonce;  // the scheduler answers with a MAC over it (ZPS_AUTH_TOKEN)
+  std::string data_salt;   // a server's (Register.data_salt), for the address book
 
   std::string describe() const;  // "worker 1 (host:port, pid 42, host name x)"
 };
@@ -37,6 +38,8 @@ bool isSameProcess(const Member& m, const pb::Register& reg);
 
 class Membership {
  public:
+  static constexpr size_t kMaxDataSaltBytes = 64;
+
   Membership(int num_servers, int num_workers);
 
   // Adds a registering node; kFailedPrecondition with a message for the node when it is refused.

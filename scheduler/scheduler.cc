@@ -318,6 +318,7 @@ class Scheduler {
       n->set_port(static_cast<uint32_t>(m.port));
       n->set_hostname(m.hostname);
       n->set_pid(static_cast<uint32_t>(m.pid));
+      n->set_data_salt(m.data_salt);
     }
     return book;
   }

@@ -46,6 +46,15 @@ RowFormat rowFormatOf(const std::string& name) {
   return format.ok() ? *format : RowFormat::kFloat32;
 }
 
+// Replies queued for one connection whose peer does not read them (a stranger on an open job that
+// sends requests and never reads, say); past it, more are dropped, counted and logged. A worker's
+// I/O thread reads its replies as they come, and there is at most one reply per request in flight:
+// a fan-out of thousands of requests (fusion packs small ones into one message) stays an order of
+// magnitude below, even if none were read. (A dropped reply would be waited for until
+// ZPS_RESEND_TIMEOUT resends it, or ZPS_REQUEST_TIMEOUT.) A stranger's queued error replies cost
+// about 10 MiB per connection (measured: test `memory attack: an open job's server bounds...`).
+constexpr int kMaxQueuedRepliesPerConnection = 65536;
+
 class Server {
  public:
   Server(const Config& config, Authenticator auth)
@@ -54,7 +63,7 @@ class Server {
         memory_(config.server_max_bytes,
                 TableRowPolicy{config.table_memory_bytes, rowFormatOf(config.table_row_format)}) {
     TransportOptions options;
-    applyTransportSecurity(config, auth_, &options);
+    applyTransportSecurity(config, auth_, &options, SecuredLink::kData, data_salt_);
     options.name = "server";
     if (!config.test_faults.empty()) {
       auto faults = parseFaultInjection(config.test_faults);
@@ -64,6 +73,7 @@ class Server {
         faults_error_ = faults.status().message();
     }
     options.max_frame_bytes = config.max_message_bytes;
+    options.max_queued_replies = kMaxQueuedRepliesPerConnection;
     options.linger = config.shutdown_linger;
     // Workers on this host move to this socket (faster than TCP loopback); a random name, so only a
     // peer told it over its TCP connection, and sharing this network namespace, can connect. With
@@ -74,6 +84,9 @@ class Server {
     refused_metric_ = std::make_unique<metrics::ScopedCallback>(
         "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)", true,
         [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });
+    dropped_replies_metric_ = std::make_unique<metrics::ScopedCallback>(
+        "zps_dropped_replies_total", "Replies dropped because their peer did not read its earlier ones", true,
+        [t = transport_.get()] { return static_cast<double>(t->droppedReplies()); });
     limits_.max_payload_bytes = config.max_message_bytes;
   }
 
@@ -128,7 +141,7 @@ class Server {
       LOG(ERROR) << "server: " << port.status().message() << "; set PORT/DMLC_PORT to a free port or 0";
       return 2;
     }
-    client_ = std::make_unique<SchedulerClient>(config_, auth_, *port);
+    client_ = std::make_unique<SchedulerClient>(config_, auth_, *port, data_salt_);
     obs_ = std::make_unique<ServerObserver>(config_, &malformed_);
     client_->onHeartbeat([this](pb::Heartbeat* hb) { obs_->fillHeartbeat(hb); });
     client_->onShutdown([this](const pb::Shutdown&) { stop_ = true; });
@@ -158,7 +171,8 @@ class Server {
     }
     LOG(INFO) << "server " << rank_ << " ready on " << config_.node_host << ":" << *port << " with "
               << config_.server_engine_threads << " engine threads (" << reducers[0]->name() << " reducer), "
-              << "holding at most " << memory_.cap() << " bytes of keys and rows (ZPS_SERVER_MAX_BYTES)";
+              << "holding at most " << memory_.cap() << " bytes of keys and rows (ZPS_SERVER_MAX_BYTES)"
+              << (auth_.enabled() ? "; data salt " + randomHex(data_salt_) : std::string());
     const ShardPlace checkpoints{config_.checkpoint_dir, static_cast<uint32_t>(rank_),
                                  static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_,
                                  config_.table_checkpoint_increments};
@@ -217,6 +231,9 @@ class Server {
     }
     if (malformed_ > 0)
       LOG(WARNING) << "server " << rank_ << ": " << malformed_ << " malformed or unexpected messages were dropped";
+    if (const uint64_t dropped = transport_->droppedReplies(); dropped > 0)
+      LOG(WARNING) << "server " << rank_ << ": " << dropped << " replies to peers that did not read them were dropped"
+                   << " (at most " << kMaxQueuedRepliesPerConnection << " wait per connection)";
     if (const uint64_t held = pacer_->held(); held > 0)
       LOG(INFO) << "server " << rank_ << ": " << held << " push acknowledgements waited for the slower workers ("
                 << pacer_->expired() << " of them until the 100 ms deadline; ZPS_PUSH_PACING_BYTES)";
@@ -567,9 +584,14 @@ class Server {
 
   const Config config_;
   const Authenticator auth_;
+  // New in every server process: with a token, the password of this server's data connections is
+  // derived from it (dataHandshakePassword), so a password seen on the wire opens no other server,
+  // and no server of a later job. Not a secret itself (logged), only unpredictable.
+  const std::string data_salt_ = Authenticator::newNonce();
   NonceCache nonces_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<metrics::ScopedCallback> refused_metric_;  // reads transport_
+  std::unique_ptr<metrics::ScopedCallback> refused_metric_;          // reads transport_
+  std::unique_ptr<metrics::ScopedCallback> dropped_replies_metric_;  // reads transport_
   MemoryBudget memory_;                  // before engines_: their stores give their charges back as they go
   std::unique_ptr<ServerObserver> obs_;  // before client_: the client's thread fills heartbeats from it
   std::unique_ptr<SchedulerClient> client_;

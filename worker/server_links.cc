@@ -27,13 +27,23 @@ Status ServerLinks::link(const pb::RegisterReply& book) {
       return ProtocolError("address book has server rank out of range");
     const int rank = n.rank();
     std::string address = n.host() + ":" + std::to_string(n.port());
+    // Each server process has a password of its own (ps/node/auth.h); "" = the transport's (no PLAIN).
+    const std::string password =
+        auth_.enabled() && !config_.curve ? dataHandshakePassword(auth_, n.data_salt()) : std::string();
+    Link old;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (links_[rank].address == address) continue;
+      if (links_[rank].address == address && links_[rank].password == password) continue;
+      old = links_[rank];
     }
     ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(n.host(), config_.connect_timeout,
                                                           "server " + std::to_string(rank) + " host"));
-    ZPS_ASSIGN_OR_RETURN(PeerId peer, transport_->connect(ip, static_cast<int>(n.port())));
+    ZPS_ASSIGN_OR_RETURN(PeerId peer, transport_->connectWithPassword(ip, static_cast<int>(n.port()), password));
+    // A new server process at the old address: the old connections' password no longer opens it.
+    if (old.address == address) {
+      for (PeerId stale : {old.peer, old.tcp, old.lane})
+        if (stale != 0) transport_->disconnect(stale);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     // Replies from a lost server's old address are ignored.
     server_of_peer_.erase(links_[rank].peer);
@@ -41,6 +51,7 @@ Status ServerLinks::link(const pb::RegisterReply& book) {
     links_[rank] = Link{};
     links_[rank].peer = peer;
     links_[rank].address = address;
+    links_[rank].password = password;
     links_[rank].ip = ip;
     links_[rank].port = static_cast<int>(n.port());
     server_of_peer_[peer] = rank;
@@ -156,7 +167,7 @@ void ServerLinks::moveToIpcIfAllowed(const std::string& unix_sockets) {
     if (link.on_ipc || link.ipc_name.empty() || link.upgrade_token == 0 ||
         unix_sockets.find("@" + link.ipc_name) == std::string::npos)
       continue;
-    auto peer = transport_->connectIpc(link.ipc_name);
+    auto peer = transport_->connectIpcWithPassword(link.ipc_name, link.password);
     if (!peer.ok()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -175,6 +186,7 @@ void ServerLinks::moveToIpcIfAllowed(const std::string& unix_sockets) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto [s, peer] : moving) {
     // Replies to requests already sent still come over TCP: both peers stay mapped.
+    links_[s].tcp = links_[s].peer;
     links_[s].peer = peer;
     links_[s].on_ipc = true;
   }
@@ -225,7 +237,8 @@ void ServerLinks::openLanes() {
 
 StatusOr<PeerId> ServerLinks::lanePeer(int server, const Link& link) {
   if (link.lane != 0) return link.lane;  // bound again after a recovery
-  StatusOr<PeerId> lane = link.on_ipc ? transport_->connectIpc(link.ipc_name) : transport_->connect(link.ip, link.port);
+  StatusOr<PeerId> lane = link.on_ipc ? transport_->connectIpcWithPassword(link.ipc_name, link.password)
+                                      : transport_->connectWithPassword(link.ip, link.port, link.password);
   if (!lane.ok()) return lane;
   std::lock_guard<std::mutex> lock(mu_);
   if (links_[server].peer != link.peer) return Unavailable("the server was replaced meanwhile");

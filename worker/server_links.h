@@ -87,8 +87,10 @@ class ServerLinks {
     std::string ipc_name;
     uint64_t upgrade_token = 0;
     bool on_ipc = false;  // peer is the ipc connection
+    PeerId tcp = 0;       // on ipc: the TCP connection it moved from (replies may still come there)
     std::string ip;       // resolved, for the lane's TCP connection
     int port = 0;
+    std::string password;  // the server's PLAIN password ("": the transport's own)
     // The push lane: the token from the latest HELLO reply on `peer` (0 once used or when none came),
     // the lane's connection (0 until connected), and whether the server accepted it in the current
     // generation (scheduled pushes use it only then).

@@ -155,6 +155,7 @@ std::string registerMacInput(const pb::Register& r) {
   w.put(r.generation());
   w.put(static_cast<uint32_t>(r.barriers_released_size()));
   for (uint64_t n : r.barriers_released()) w.put(n);
+  str(r.data_salt());
   return w.take();
 }
 
@@ -197,19 +198,26 @@ Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string
 
 namespace zps {
 
+std::string dataHandshakePassword(const Authenticator& auth, std::string_view data_salt) {
+  // A MAC of the token, not the token: PLAIN sends its password in clear text, and one seen on the
+  // wire only lets a peer past that one server's handshake, not register (that needs the token's
+  // HMAC proof).
+  std::string mac = auth.mac(kHandshakeContext, data_salt);
+  static const char* kHex = "0123456789abcdef";
+  std::string password;
+  for (unsigned char ch : mac) {
+    password += kHex[ch >> 4];
+    password += kHex[ch & 15];
+  }
+  return password;
+}
+
 void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options,
-                            SecuredLink link) {
+                            SecuredLink link, std::string_view data_salt) {
   options->credential_name = "ZPS_AUTH_TOKEN";
   if (!auth.enabled()) return;
   if (!config.curve && link == SecuredLink::kData) {
-    // A MAC of the token, not the token: PLAIN sends its password in clear text, and one seen on the
-    // wire only lets a peer past the handshake, not register (that needs the token's HMAC proof).
-    std::string mac = auth.mac(kHandshakeContext, "");
-    static const char* kHex = "0123456789abcdef";
-    for (unsigned char ch : mac) {
-      options->handshake_password += kHex[ch >> 4];
-      options->handshake_password += kHex[ch & 15];
-    }
+    options->handshake_password = dataHandshakePassword(auth, data_salt);
     return;
   }
   Authenticator::KeyPair server = auth.curveServerKeys();

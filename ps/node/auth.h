@@ -102,7 +102,12 @@ struct TransportOptions;
 enum class SecuredLink { kData, kScheduler };
 // With a token, peers must prove it at the ZeroMQ handshake, before any of their messages is read:
 // CurveZMQ keys when ZPS_CURVE=1 or on the scheduler's link, otherwise a PLAIN password derived from
-// the token.
+// the token and `data_salt` (a server's listener passes its own salt; see dataHandshakePassword).
 void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options,
-                            SecuredLink link = SecuredLink::kData);
+                            SecuredLink link = SecuredLink::kData, std::string_view data_salt = {});
+// The PLAIN password of a server's data connections: an HMAC of the token over the server's random
+// salt (Register.data_salt, new in every server process, handed to the workers in the address book
+// over the scheduler's CurveZMQ link). A password seen on the wire opens that server process only:
+// no other server, no server of a later job with the same token.
+std::string dataHandshakePassword(const Authenticator& auth, std::string_view data_salt);
 }  // namespace zps

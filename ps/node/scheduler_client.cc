@@ -23,8 +23,8 @@ double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 
 }  // namespace
 
-SchedulerClient::SchedulerClient(const Config& config, Authenticator auth, int listen_port)
-    : config_(config), auth_(std::move(auth)), listen_port_(listen_port) {}
+SchedulerClient::SchedulerClient(const Config& config, Authenticator auth, int listen_port, std::string data_salt)
+    : config_(config), auth_(std::move(auth)), listen_port_(listen_port), data_salt_(std::move(data_salt)) {}
 
 SchedulerClient::~SchedulerClient() {
   stop_ = true;
@@ -55,6 +55,7 @@ pb::Control SchedulerClient::registration(bool rejoin) {
   reg->set_role(toWireRole(config_.role));
   reg->set_host(config_.node_host);
   reg->set_port(static_cast<uint32_t>(listen_port_));
+  reg->set_data_salt(data_salt_);
   reg->set_requested_rank(config_.requested_rank);
   reg->set_rank_source(config_.rank_source);
   reg->set_hostname(config_.hostname);

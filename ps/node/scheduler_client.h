@@ -35,7 +35,8 @@ class SchedulerClient {
  public:
   // `listen_port` is the port this node accepts data connections on (0 for workers). `auth` is the role's
   // own Authenticator (built once per process, so a token file is read once).
-  SchedulerClient(const Config& config, Authenticator auth, int listen_port);
+  // A server passes its listener's data salt (Register.data_salt); workers pass none.
+  SchedulerClient(const Config& config, Authenticator auth, int listen_port, std::string data_salt = "");
   ~SchedulerClient();
 
   // Resolves the scheduler, registers and waits for the address book. Errors:
@@ -95,6 +96,7 @@ class SchedulerClient {
   const Config config_;
   const Authenticator auth_;
   const int listen_port_;
+  const std::string data_salt_;
   std::unique_ptr<Transport> transport_;
   std::atomic<PeerId> scheduler_{0};  // changes (on the client's thread) when the scheduler's address changes
   std::string scheduler_address_;

@@ -58,7 +58,7 @@ struct TransportOptions {
   // A connection that has not finished its handshake by then is closed (an idle or slow peer).
   std::chrono::milliseconds handshake_timeout{10'000};
   // Messages queued for one incoming peer that does not read them; past it, replies to that peer are
-  // dropped (and logged). 0 = unlimited, for data replies that the protocol itself bounds.
+  // dropped (counted in droppedReplies() and logged, rate-limited). 0 = unlimited.
   int max_queued_replies = 0;
   size_t max_frame_bytes = size_t{1} << 30;  // larger incoming frames are refused by the socket
   size_t recv_queue_capacity = 4096;         // messages waiting for recv()
@@ -80,6 +80,16 @@ class Transport {
   virtual StatusOr<PeerId> connect(const std::string& host, int port) = 0;
   // Starts connecting to the abstract unix socket ipc://@name (see TransportOptions::ipc_name).
   virtual StatusOr<PeerId> connectIpc(const std::string& name) = 0;
+  // As connect() and connectIpc(), proving `handshake_password` at the PLAIN handshake instead of
+  // TransportOptions::handshake_password (each server listens with a password of its own; see
+  // dataHandshakePassword in ps/node/auth.h). Transports without a PLAIN handshake ignore it.
+  virtual StatusOr<PeerId> connectWithPassword(const std::string& host, int port,
+                                               const std::string& /*handshake_password*/) {
+    return connect(host, port);
+  }
+  virtual StatusOr<PeerId> connectIpcWithPassword(const std::string& name, const std::string& /*handshake_password*/) {
+    return connectIpc(name);
+  }
   // Queues frames for the peer. The Blobs are sent without copying; they stay referenced until sent.
   virtual Status send(PeerId peer, std::vector<Blob> frames) = 0;
   // The next incoming message, or kDeadlineExceeded when none came before the deadline.
@@ -100,6 +110,9 @@ class Transport {
   virtual std::string handshakeFailure(PeerId peer) const = 0;
   // How many incoming connections were refused at the handshake so far.
   virtual uint64_t refusedHandshakes() const = 0;
+  // How many messages to incoming peers were dropped because their queue was full
+  // (TransportOptions::max_queued_replies): peers that do not read what they are sent.
+  virtual uint64_t droppedReplies() const { return 0; }
 
   // Outgoing connections survive a reset: ZeroMQ reconnects by itself, and the peer on the other side
   // keeps its PeerId for us (each outgoing connection presents a fixed random ZeroMQ routing id and

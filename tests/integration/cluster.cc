@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "ps/node/auth.h"
+
 // The listener below needs Catch's reporter interfaces.
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include <catch2/catch.hpp>
@@ -214,6 +216,17 @@ bool Cluster::running(int index) { return !at(index).process->poll().has_value()
 pid_t Cluster::pid(int index) const { return at(index).process->pid(); }
 
 std::string Cluster::log(int index) const { return readFile(at(index).log_path); }
+
+std::string serverDataPassword(const std::string& server_log, const std::string& token) {
+  const std::string tag = "data salt ";
+  const size_t at = server_log.find(tag);
+  if (at == std::string::npos) return "";
+  std::string salt;
+  for (size_t i = at + tag.size();
+       i + 1 < server_log.size() && std::isxdigit(server_log[i]) && std::isxdigit(server_log[i + 1]); i += 2)
+    salt.push_back(static_cast<char>(std::stoi(server_log.substr(i, 2), nullptr, 16)));
+  return dataHandshakePassword(Authenticator::withToken(token), salt);
+}
 
 std::string Cluster::logTail(int index, int lines) const {
   const Process& p = at(index);

@@ -23,6 +23,10 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
 // A whole file as text ("" when it cannot be read).
 std::string readFile(const std::string& path);
 
+// The PLAIN password of a server's data connections in a job with `token`, from the data salt its
+// "ready" line logs ("" when the log has none yet): what a node of the job would present.
+std::string serverDataPassword(const std::string& server_log, const std::string& token);
+
 // One job's processes for one Catch2 test case. Created on the test's stack and used from the
 // test's thread only. Owns every process it starts: the destructor stops them (SIGTERM, grace,
 // SIGKILL) and reaps them, also when a REQUIRE throws mid-test. The temp dir with the logs is

@@ -437,12 +437,11 @@ TEST_CASE("with a token, a resent HELLO is answered again on its connection and 
   int server = c.startServer();
   c.startWorker(0, {"check", "--rounds", "500", "--sizes", "1,4K"});
   int server_port = serverPort(c, sched);
-  // What a node of the job would send: the PLAIN password and a signed HELLO (local rank 7 of worker
-  // 0, so that the real worker 0 is not disturbed).
+  // What a node of the job would send: the server's PLAIN password and a signed HELLO (local rank 7
+  // of worker 0, so that the real worker 0 is not disturbed).
   const zps::Authenticator auth = zps::Authenticator::withToken(token);
-  zps::TransportOptions options;
-  zps::Config config;
-  zps::applyTransportSecurity(config, auth, &options);
+  REQUIRE(c.waitForLog(server, "data salt", 30s));
+  const std::string password = zps::testing::serverDataPassword(c.log(server), token);
   pb::DataHeader h = hello(0, 7);
   h.set_auth_nonce(zps::Authenticator::newNonce());
   h.set_auth_time_ms(zps::Authenticator::nowMs());
@@ -454,7 +453,7 @@ TEST_CASE("with a token, a resent HELLO is answered again on its connection and 
       client.send({envelope(request)});
       return answerOf(client.recv(20s));
     };
-    RawClient first(ctx, server_port, options.handshake_password);
+    RawClient first(ctx, server_port, password);
     const pb::DataHeader accepted = ask(first, h);
     REQUIRE(accepted.command() == pb::CMD_REPLY);
     CHECK(auth.verify(zps::kHelloReplyContext, h.auth_nonce(), accepted.auth_mac()));
@@ -463,7 +462,7 @@ TEST_CASE("with a token, a resent HELLO is answered again on its connection and 
     CHECK(again.command() == pb::CMD_REPLY);
     CHECK(again.SerializeAsString() == accepted.SerializeAsString());
     // The same bytes from another connection are a replay.
-    RawClient other(ctx, server_port, options.handshake_password);
+    RawClient other(ctx, server_port, password);
     const pb::DataHeader replayed = ask(other, h);
     CHECK(replayed.command() == pb::CMD_ERROR);
     CHECK(contains(replayed.error(), "replayed nonce"));
@@ -471,5 +470,4 @@ TEST_CASE("with a token, a resent HELLO is answered again on its connection and 
   zmq_ctx_term(ctx);
   c.expectAllExitZero(120s);
   CHECK(contains(c.log(2), " 0 wrong"));
-  (void)server;
 }

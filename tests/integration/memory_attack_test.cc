@@ -11,14 +11,19 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "proto/zps.pb.h"
 #include "ps/common/config.h"
 #include "ps/node/auth.h"
+#include "ps/node/http_server.h"
 #include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
 #include "tests/integration/cluster.h"
@@ -405,4 +410,164 @@ TEST_CASE("memory attack: a peer replaying the PLAIN credential gets no frame in
       sent, kFrames, sched_rss.baseline() / double(kMiB), sched_rss.growth() / double(kMiB));
   CHECK(sent == 0);
   CHECK(sched_rss.growth() < 24 * kMiB);
+}
+
+namespace {
+
+// The value of metric `name` (the sum over its labels) in a node's /metrics; -1 when unreachable.
+double metricSum(int port, const std::string& name) {
+  auto r = zps::httpGet("127.0.0.1", port, "/metrics", 5s);
+  if (!r.ok() || r->first != 200) return -1;
+  std::istringstream lines(r->second);
+  double sum = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name, 0) != 0 || (line[name.size()] != ' ' && line[name.size()] != '{')) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// A raw DEALER that never reads: a small receive buffer and high-water mark, so that what a node
+// sends it piles up in the node.
+void* neverReadingDealer(void* ctx, int port) {
+  void* s = zmq_socket(ctx, ZMQ_DEALER);
+  int linger = 0, rcvbuf = 4096, rcvhwm = 1, sndhwm = 0;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+  zmq_setsockopt(s, ZMQ_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  zmq_setsockopt(s, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
+  zmq_setsockopt(s, ZMQ_SNDHWM, &sndhwm, sizeof(sndhwm));
+  std::string ep = "tcp://127.0.0.1:" + std::to_string(port);
+  REQUIRE(zmq_connect(s, ep.c_str()) == 0);
+  return s;
+}
+
+std::string dataMessage(const pb::DataHeader& h) { return std::string(zps::wire::encodeData(h)[0].view()); }
+
+}  // namespace
+
+TEST_CASE("memory attack: an open job's server bounds the replies of strangers that never read them") {
+  // Without a token anyone may talk to a server. Each request is answered (an error: no HELLO, or an
+  // undeclared key); a peer that never reads made the server queue every answer (3 M PULLs took a
+  // server from 13 to 620 MB). The listener now queues at most a bounded number per connection and
+  // drops the rest, counted.
+  Cluster c(1, 1);
+  int sched = c.startScheduler();
+  const int metrics_port = zps::proc::pickFreeTcpPort();
+  int server = c.startServer({{"ZPS_METRICS_PORT", std::to_string(metrics_port)}});
+  int server_port = serverPortFromLog(c, sched);
+  // A server handles data messages once the job runs: a real worker runs through the attack, and
+  // ends (SIGTERM: a goodbye, exit 0) once the attack was handled.
+  int w = c.startWorker(0, {"check", "--rounds", "1000000", "--sizes", "4K"});
+  REQUIRE(c.waitForLog(server, "ready on", 30s));
+  std::this_thread::sleep_for(500ms);
+  RssWatch server_rss(c.pid(server));
+  void* ctx = zmq_ctx_new();
+  void* without_hello = neverReadingDealer(ctx, server_port);
+  void* with_hello = neverReadingDealer(ctx, server_port);
+  pb::DataHeader hello;
+  hello.set_command(pb::CMD_HELLO);
+  hello.set_request_id(1);
+  hello.set_magic(zps::wire::kMagic);
+  hello.set_protocol_version(zps::wire::kProtocolVersion);
+  hello.set_worker_rank(0);
+  hello.set_local_rank(77);  // a local rank of its own: the real worker 0 can still connect
+  const std::string hello_bytes = dataMessage(hello);
+  REQUIRE(zmq_send(with_hello, hello_bytes.data(), hello_bytes.size(), 0) == static_cast<int>(hello_bytes.size()));
+  pb::DataHeader pull;
+  pull.set_command(pb::CMD_PULL);
+  pull.set_magic(zps::wire::kMagic);
+  pull.set_protocol_version(zps::wire::kProtocolVersion);
+  pull.set_key(12345);
+  pull.set_round(1);
+  constexpr int kPerConnection = 500'000;
+  const auto attack_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kPerConnection; ++i) {
+    pull.set_request_id(2 + static_cast<uint64_t>(i));
+    const std::string bytes = dataMessage(pull);
+    zmq_send(without_hello, bytes.data(), bytes.size(), 0);
+    zmq_send(with_hello, bytes.data(), bytes.size(), 0);
+  }
+  // Handled: the requests without a HELLO count as malformed, those with one as pulls of worker 0.
+  bool handled = false;
+  for (auto until = std::chrono::steady_clock::now() + 120s; !handled && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(200ms);
+    handled = metricSum(metrics_port, "zps_malformed_messages_total") >= kPerConnection &&
+              metricSum(metrics_port, "zps_server_pull_messages_total") >= kPerConnection;
+  }
+  const double dropped_metric = metricSum(metrics_port, "zps_dropped_replies_total");
+  const double attack_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - attack_start).count();
+  server_rss.stop();
+  const bool worker_ran_through = c.running(w);
+  c.signal(w, SIGTERM);
+  CHECK(c.waitExit(w, 60s) == 0);
+  c.waitAll(60s);
+  zmq_close(without_hello);
+  zmq_close(with_hello);
+  zmq_ctx_term(ctx);
+  const std::string log = c.log(server);
+  std::smatch m;
+  const bool counted = std::regex_search(log, m, std::regex("(\\d+) replies to peers that did not read them"));
+  std::printf(
+      "memory attack (open job, server): 2 x %d unread requests handled in %.1f s; server RSS %.1f MiB +%.1f MiB; "
+      "%s replies dropped (metric %.0f); %zu drop lines logged\n",
+      kPerConnection, attack_s, server_rss.baseline() / double(kMiB), server_rss.growth() / double(kMiB),
+      counted ? m[1].str().c_str() : "no", dropped_metric, countLines(log, "does not read its replies"));
+  REQUIRE(handled);
+  CHECK(worker_ran_through);
+  CHECK(!contains(c.log(w), "wrong value"));
+  CHECK(dropped_metric > 0);
+  CHECK(server_rss.growth() < 64 * kMiB);
+  REQUIRE(counted);
+  CHECK(std::stoull(m[1]) > 0);
+  CHECK(countLines(log, "does not read its replies") <= 12);
+}
+
+TEST_CASE("memory attack: a server's PLAIN password seen on the wire opens no other server") {
+  // Past a server's handshake libzmq buffers every frame of a message that never ends, and a PLAIN
+  // password is visible on the wire. Every server process now listens with a password of its own
+  // (an HMAC of the token over its random data salt): one seen at server 0 opens neither server 1
+  // nor any server of a later job, and the token-wide password that opened every server before
+  // opens none.
+  Cluster c(2, 1);
+  c.setEnv("ZPS_AUTH_TOKEN", kToken);
+  int sched = c.startScheduler();
+  int server0 = c.startServer();
+  int server1 = c.startServer();
+  // The job runs through the probe; the worker ends it (SIGTERM: a goodbye, exit 0) afterwards.
+  int w = c.startWorker(0, {"check", "--rounds", "1000000", "--sizes", "4K"});
+  REQUIRE(c.waitForLog(server0, "ready on", 30s));
+  REQUIRE(c.waitForLog(server1, "ready on", 30s));
+  // The scheduler's registration lines give each server's port and pid.
+  const std::string slog = c.log(sched);
+  std::map<int, int> port_of_pid;
+  const std::regex registered("registered server (\\d) \\(127\\.0\\.0\\.1:(\\d+), pid (\\d+)");
+  for (auto it = std::sregex_iterator(slog.begin(), slog.end(), registered); it != std::sregex_iterator(); ++it)
+    port_of_pid[std::stoi((*it)[3])] = std::stoi((*it)[2]);
+  REQUIRE(port_of_pid.count(c.pid(server0)) == 1);
+  REQUIRE(port_of_pid.count(c.pid(server1)) == 1);
+  const int port0 = port_of_pid[c.pid(server0)], port1 = port_of_pid[c.pid(server1)];
+  zps::TransportOptions token_wide;
+  zps::applyTransportSecurity(zps::Config(), zps::Authenticator::withToken(kToken), &token_wide);
+  const size_t token_wide_0 = plainUnfinishedFrames(port0, token_wide.handshake_password, 200'000);
+  const size_t token_wide_1 = plainUnfinishedFrames(port1, token_wide.handshake_password, 200'000);
+  std::printf(
+      "memory attack (the token-wide PLAIN password at a server): frames written to servers 0 and 1: %zu, %zu\n",
+      token_wide_0, token_wide_1);
+  CHECK(token_wide_0 == 0);
+  CHECK(token_wide_1 == 0);
+
+  const std::string password0 = zps::testing::serverDataPassword(c.log(server0), kToken);
+  REQUIRE(!password0.empty());
+  const size_t at_other = plainUnfinishedFrames(port1, password0, 200'000);
+  const size_t at_own = plainUnfinishedFrames(port0, password0, 4096);  // the same server: still opens
+  const bool both_ran_through = c.running(server0) && c.running(server1) && c.running(w);
+  c.signal(w, SIGTERM);
+  CHECK(c.waitExit(w, 60s) == 0);
+  c.waitAll(60s);
+  CHECK(!contains(c.log(w), "wrong value"));
+  std::printf("memory attack (server 0's PLAIN password replayed): frames written to server 0 %zu, to server 1 %zu\n",
+              at_own, at_other);
+  CHECK(both_ran_through);
+  CHECK(at_own == 4096);
+  CHECK(at_other == 0);
 }

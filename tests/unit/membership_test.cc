@@ -277,4 +277,18 @@ TEST_CASE("membership: describe()", "[membership]") {
 }
 
 }  // namespace
+TEST_CASE("membership: a server's data salt is kept for the address book, an oversized one refused", "[membership]") {
+  Membership m(2, 1);
+  pb::Register server = reg(pb::SERVER, 0);
+  server.set_data_salt(std::string(16, 's'));
+  REQUIRE(m.add(1, server).ok());
+  CHECK(m.find(1)->data_salt == std::string(16, 's'));
+  pb::Register oversized = reg(pb::SERVER, 1, "10.0.0.2");
+  oversized.set_data_salt(std::string(Membership::kMaxDataSaltBytes + 1, 's'));
+  Status refused = m.add(2, oversized);
+  CHECK(refused.code() == StatusCode::kFailedPrecondition);
+  CHECK(refused.message().find("data salt of 65 bytes") != std::string::npos);
+  CHECK(m.find(2) == nullptr);
+}
+
 }  // namespace zps

@@ -31,7 +31,9 @@ class FakeTransport final : public Transport {
   std::function<std::optional<pb::DataHeader>(PeerId, const pb::DataHeader&)> reply;
   std::function<std::optional<int>(PeerId)> server_of;  // the worker's peer-to-server map
   RequestTable* table = nullptr;
-  std::vector<std::string> connects;  // "host:port" or "ipc:name", in order
+  std::vector<std::string> connects;   // "host:port" or "ipc:name", in order
+  std::vector<std::string> passwords;  // of each connectWithPassword, in order
+  std::vector<PeerId> disconnected;
   std::vector<Sent> sent;
   bool fail_ipc = false;
 
@@ -39,6 +41,10 @@ class FakeTransport final : public Transport {
   StatusOr<PeerId> connect(const std::string& host, int port) override {
     connects.push_back(host + ":" + std::to_string(port));
     return next_peer_++;
+  }
+  StatusOr<PeerId> connectWithPassword(const std::string& host, int port, const std::string& password) override {
+    passwords.push_back(password);
+    return connect(host, port);
   }
   StatusOr<PeerId> connectIpc(const std::string& name) override {
     if (fail_ipc) return Unavailable("no such socket");
@@ -69,7 +75,7 @@ class FakeTransport final : public Transport {
   std::string handshakeFailure(PeerId) const override { return ""; }
   uint64_t refusedHandshakes() const override { return 0; }
   void onReconnect(std::function<void(PeerId)>) override {}
-  void disconnect(PeerId) override {}
+  void disconnect(PeerId peer) override { disconnected.push_back(peer); }
   uint64_t reconnects() const override { return 0; }
   // The caller could receive on the connection itself.
   bool receiveOn(PeerId, std::chrono::steady_clock::time_point, const std::function<bool()>&) override { return true; }
@@ -166,6 +172,34 @@ TEST_CASE("server links: a replacement server's new address replaces its link an
   CHECK(l.links->describe(1) == "server 1 (127.0.0.1:9501)");
   REQUIRE(l.links->send(RequestSpec::to(1), pullOfKey1(*l.table)).ok());
   CHECK(l.transport.sent.back().peer == 3);
+}
+
+TEST_CASE("server links: each server's PLAIN password comes from its salt; a new salt at the same address reconnects",
+          "[server_links]") {
+  const std::string token = "server-links-test-token-0123456789";
+  Links l(2, token);
+  pb::RegisterReply first = book({9000, 9001});
+  first.mutable_nodes(0)->set_data_salt("salt-of-server-0");
+  first.mutable_nodes(1)->set_data_salt("salt-of-server-1");
+  REQUIRE(l.links->link(first).ok());
+  const Authenticator auth = Authenticator::withToken(token);
+  REQUIRE(l.transport.passwords.size() == 2);
+  CHECK(l.transport.passwords[0] == dataHandshakePassword(auth, "salt-of-server-0"));
+  CHECK(l.transport.passwords[1] == dataHandshakePassword(auth, "salt-of-server-1"));
+  CHECK(l.transport.passwords[0] != l.transport.passwords[1]);
+  // Server 1 restarted in place (same address, a new process): connect again, close the old peer.
+  pb::RegisterReply second = first;
+  second.mutable_nodes(1)->set_data_salt("salt-of-server-1-again");
+  REQUIRE(l.links->link(second).ok());
+  REQUIRE(l.transport.passwords.size() == 3);
+  CHECK(l.transport.passwords[2] == dataHandshakePassword(auth, "salt-of-server-1-again"));
+  CHECK(l.transport.connects.back() == "127.0.0.1:9001");
+  CHECK(l.transport.disconnected == std::vector<PeerId>{2});
+  CHECK(l.links->serverOf(3) == 1);
+  CHECK_FALSE(l.links->serverOf(2).has_value());
+  // The same book again: nothing changes.
+  REQUIRE(l.links->link(second).ok());
+  CHECK(l.transport.passwords.size() == 3);
 }
 
 TEST_CASE("server links: an address book with a server rank out of range is a protocol error", "[server_links]") {

@@ -131,7 +131,8 @@ Status HandshakeGuard::prepareListener(void* router) {
   return Status::OK();
 }
 
-void HandshakeGuard::prepareClient(void* dealer, uint64_t peer, const std::string& endpoint) {
+void HandshakeGuard::prepareClient(void* dealer, uint64_t peer, const std::string& endpoint,
+                                   const std::string& password) {
   endpoints_[peer] = endpoint;
   if (!credentials_.curve_server_public.empty()) {
     zmq_setsockopt(dealer, ZMQ_CURVE_SERVERKEY, credentials_.curve_server_public.data(),
@@ -141,8 +142,9 @@ void HandshakeGuard::prepareClient(void* dealer, uint64_t peer, const std::strin
     zmq_setsockopt(dealer, ZMQ_CURVE_SECRETKEY, credentials_.curve_client_secret.data(),
                    credentials_.curve_client_secret.size());
   } else if (!credentials_.plain_password.empty()) {
+    const std::string& plain = password.empty() ? credentials_.plain_password : password;
     zmq_setsockopt(dealer, ZMQ_PLAIN_USERNAME, kPlainUser, std::strlen(kPlainUser));
-    zmq_setsockopt(dealer, ZMQ_PLAIN_PASSWORD, credentials_.plain_password.data(), credentials_.plain_password.size());
+    zmq_setsockopt(dealer, ZMQ_PLAIN_PASSWORD, plain.data(), plain.size());
   }
   void* monitor = monitorPair(ctx_, dealer, "inproc://zps-guard-client-" + std::to_string(peer), kClientEvents);
   if (monitor != nullptr) client_monitors_[peer] = monitor;

@@ -53,8 +53,8 @@ class HandshakeGuard {
   // handshakes.
   Status prepareListener(void* router);
   // Before a client socket connects: sets its mechanism and watches its handshakes as peer `peer`
-  // (`endpoint` names it in log lines).
-  void prepareClient(void* dealer, uint64_t peer, const std::string& endpoint);
+  // (`endpoint` names it in log lines). `password`, when not empty, replaces the PLAIN password.
+  void prepareClient(void* dealer, uint64_t peer, const std::string& endpoint, const std::string& password = "");
   // Stops watching a client socket (before it is closed).
   void forgetClient(uint64_t peer);
   // Called on the I/O thread when client `peer` finished a handshake again after losing its connection.

@@ -22,6 +22,7 @@ struct ListenCmd {
 struct ConnectCmd {
   PeerId id;
   std::string endpoint;
+  std::string password;  // PLAIN; "" = the transport's own
 };
 struct SendCmd {
   PeerId peer;

@@ -87,7 +87,9 @@ class ZmqTransport final : public Transport {
     return future.get();
   }
 
-  StatusOr<PeerId> connect(const std::string& host, int port) override {
+  StatusOr<PeerId> connect(const std::string& host, int port) override { return connectWithPassword(host, port, ""); }
+
+  StatusOr<PeerId> connectWithPassword(const std::string& host, int port, const std::string& password) override {
     in6_addr buf6;
     in_addr buf4;
     if (inet_pton(AF_INET, host.c_str(), &buf4) != 1 && inet_pton(AF_INET6, host.c_str(), &buf6) != 1)
@@ -95,26 +97,28 @@ class ZmqTransport final : public Transport {
     if (port <= 0 || port > 65535) return InvalidArgument("port " + std::to_string(port) + " is out of range");
     std::string endpoint = host.find(':') != std::string::npos ? "tcp://[" + host + "]:" + std::to_string(port)
                                                                : "tcp://" + host + ":" + std::to_string(port);
-    return connectEndpoint(endpoint);
+    return connectEndpoint(endpoint, password);
   }
 
-  StatusOr<PeerId> connectIpc(const std::string& name) override {
+  StatusOr<PeerId> connectIpc(const std::string& name) override { return connectIpcWithPassword(name, ""); }
+
+  StatusOr<PeerId> connectIpcWithPassword(const std::string& name, const std::string& password) override {
     if (name.empty() || name.size() > 64 ||
         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
       return InvalidArgument("'" + name + "' is not an ipc socket name");
-    StatusOr<PeerId> peer = connectEndpoint("ipc://@" + name);
+    StatusOr<PeerId> peer = connectEndpoint("ipc://@" + name, password);
     if (peer.ok()) links_.offerTo(*peer);  // the peer is on this host
     return peer;
   }
 
-  StatusOr<PeerId> connectEndpoint(const std::string& endpoint) {
+  StatusOr<PeerId> connectEndpoint(const std::string& endpoint, const std::string& password) {
     PeerId id;
     {
       std::lock_guard<std::mutex> lock(names_mu_);
       id = next_peer_++;
       names_[id] = endpoint;
     }
-    enqueue(ConnectCmd{id, endpoint});
+    enqueue(ConnectCmd{id, endpoint, password});
     return id;
   }
 
@@ -203,6 +207,8 @@ class ZmqTransport final : public Transport {
   std::string handshakeFailure(PeerId peer) const override { return guard_->clientFailure(peer); }
 
   uint64_t refusedHandshakes() const override { return guard_->refused(); }
+
+  uint64_t droppedReplies() const override { return dropped_replies_.load(); }
 
   std::string describe(PeerId peer) const override {
     std::lock_guard<std::mutex> lock(names_mu_);
@@ -313,7 +319,7 @@ class ZmqTransport final : public Transport {
   void doConnect(const ConnectCmd& cmd) {
     void* s = zmq_socket(ctx_, ZMQ_DEALER);
     setCommonOptions(s, options_);
-    guard_->prepareClient(s, cmd.id, cmd.endpoint);
+    guard_->prepareClient(s, cmd.id, cmd.endpoint, cmd.password);
     setClientOptions(s, routing_id_rng_);
     if (zmq_connect(s, cmd.endpoint.c_str()) != 0) {
       LOG(ERROR) << options_.name << ": cannot connect to " << cmd.endpoint << ": " << zmqError();
@@ -354,6 +360,7 @@ class ZmqTransport final : public Transport {
       ok = sendOnDealer(*it->second, cmd.frames);
     } else if (const std::string* routing_id = incoming_.routingIdOf(cmd.peer); routing_id && router_) {
       ok = sendFrames(router_, routing_id, cmd.frames);
+      if (!ok && zmq_errno() == EAGAIN) dropped_replies_.fetch_add(1);  // the peer's queue is full
       listener_look_ = true;  // the send may have taken in the listener's news
     } else {
       LOG_EVERY_N(WARNING, 100) << options_.name << ": dropping a message to unknown peer #" << cmd.peer;
@@ -604,6 +611,7 @@ class ZmqTransport final : public Transport {
   std::mt19937_64 fault_rng_;
   std::random_device routing_id_rng_;
   std::atomic<uint64_t> reconnects_{0};
+  std::atomic<uint64_t> dropped_replies_{0};  // to incoming peers whose queue was full
   std::function<void(PeerId)> reconnect_handler_;
   uint64_t faults_injected_ = 0;
   std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;
