@@ -39,8 +39,8 @@ void Server::hello(PeerId peer, const pb::DataHeader& h) {
     return;
   }
   if (auth_.enabled()) {
-    Status proof = checkPeerProof(auth_, nonces_, kHelloContext, helloMacInput(h), h.auth_nonce(), h.auth_time_ms(),
-                                  h.auth_mac());
+    Status proof =
+        checkPeerProof(auth_, nonces_, kHelloContext, helloMacInput(h), h.auth_nonce(), h.auth_time_ms(), h.auth_mac());
     if (!proof.ok()) {
       ++malformed_;
       LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused HELLO from " << transport_->describe(peer) << ": "
@@ -126,8 +126,8 @@ bool Server::acceptLane(PeerId peer, const pb::DataHeader& h, int rank, bool mov
           std::to_string(h.local_rank()) + " was given it, or it has opened its lane already";
   }
   ++malformed_;
-  LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused a lane HELLO from " << transport_->describe(peer)
-                           << ": " << why;
+  LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused a lane HELLO from " << transport_->describe(peer) << ": "
+                           << why;
   refuseHello(peer, h, why);
   return false;
 }

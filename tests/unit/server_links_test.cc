@@ -1,8 +1,6 @@
-// Tests for ServerLinks (worker/server_links.h) over a fake transport that answers each request at
-// once, as a server would, inside send: which address-book entries are connected and which are
-// kept, the peer-to-server map after a replacement, the HELLO's MAC both ways, the retry while a
-// server is recovering, the ipc move with each of the reasons it stays on TCP, which servers take
-// fused messages, and the push lanes.
+// ServerLinks (worker/server_links.h) over a fake transport that answers inside send, as a server
+// would: connections kept and replaced, HELLO's MAC both ways and retries, the ipc move and why it
+// stays on TCP, fused messages, push lanes, per-server passwords.
 #include "worker/server_links.h"
 
 #include <catch2/catch.hpp>
@@ -174,8 +172,7 @@ TEST_CASE("server links: a replacement server's new address replaces its link an
   CHECK(l.transport.sent.back().peer == 3);
 }
 
-TEST_CASE("server links: each server's PLAIN password comes from its salt; a new salt at the same address reconnects",
-          "[server_links]") {
+TEST_CASE("server links: each server's PLAIN password comes from its salt, a new salt reconnects", "[server_links]") {
   const std::string token = "server-links-test-token-0123456789";
   Links l(2, token);
   pb::RegisterReply first = book({9000, 9001});

@@ -98,7 +98,7 @@ void ZmqTransport::sendNow(const SendCmd& cmd) {
   } else if (const std::string* routing_id = incoming_.routingIdOf(cmd.peer); routing_id && router_) {
     ok = sendFrames(router_, routing_id, cmd.frames);
     if (!ok && zmq_errno() == EAGAIN) dropped_replies_.fetch_add(1);  // the peer's queue is full
-    listener_look_ = true;  // the send may have taken in the listener's news
+    listener_look_ = true;                                            // the send may have taken in the listener's news
   } else {
     LOG_EVERY_N(WARNING, 100) << options_.name << ": dropping a message to unknown peer #" << cmd.peer;
     return;
