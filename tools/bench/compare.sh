@@ -88,6 +88,15 @@ bench() {
   [ -z "$BASELINE" ] || run_bench "$BASELINE" "base_$1" "${@:2}"
 }
 
+# The same over TCP (ZPS_IPC=0, NAME_tcp), for the baseline too when it knows ZPS_IPC (older builds
+# always used ipc on one host).
+BASE_HAS_IPC=0
+[ -n "$BASELINE" ] && "$BASELINE" help env 2>/dev/null | grep -q ZPS_IPC && BASE_HAS_IPC=1
+bench_tcp() {
+  ZPS_IPC=0 run_bench "$ZPS" "$1_tcp" "${@:2}"
+  [ "$BASE_HAS_IPC" = 0 ] || ZPS_IPC=0 run_bench "$BASELINE" "base_$1_tcp" "${@:2}"
+}
+
 # latency: raw ZeroMQ round trips and 1x1 zps push-pulls at LAT_SIZES, over ipc (zps's default on
 # one host) and TCP (ZPS_IPC=0), interleaved so that both see the same load. A BASELINE older than
 # ZPS_IPC always used ipc, so only its ipc run is made.
@@ -99,7 +108,7 @@ latency() {
   done
   BENCH_PREFIX=("${PIN[@]}")
   bench bench_lat 1 1 --sizes "$sizes"
-  ZPS_IPC=0 run_bench "$ZPS" bench_lat_tcp 1 1 --sizes "$sizes"
+  bench_tcp bench_lat 1 1 --sizes "$sizes"
   BENCH_PREFIX=()
 }
 
@@ -134,7 +143,7 @@ for rep in $(seq 1 "$REPEATS"); do
   run add "$OUT_DIR/loopback" add $SUM_SIZE
   bench bench_1x1 1 1 --sizes $BIG_SIZES
   bench bench_2x2 2 2 --sizes $MPI_SIZES
-  ZPS_IPC=0 run_bench "$ZPS" bench_2x2_tcp 2 2 --sizes $MPI_SIZES
+  bench_tcp bench_2x2 2 2 --sizes $MPI_SIZES
   bench model_resnet50 2 2 --model resnet50
   if [ $HAVE_MPI = 1 ]; then
     run mpi unshare -n sh -c "ip link set lo up && mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 \
@@ -172,6 +181,9 @@ def zps(run, key, bytes=None, label=None, top=False):
                 out.append(v if v is None or v >= 0 else None)
     return med(out)
 
+def has(run):
+    return any(r.get("run") == run for r in rows)
+
 def fmt(v, unit=""):
     return "-" if v is None else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}") + unit
 
@@ -189,7 +201,7 @@ add = ref("add", "gbs")
 
 def latency_goals(p):
     for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (262144, "256 KiB")):
-        runs = (("bench_lat", "ipc"),) if p else (("bench_lat", "ipc"), ("bench_lat_tcp", "tcp"))
+        runs = (("bench_lat", "ipc"),) if not has(p + "bench_lat_tcp") else (("bench_lat", "ipc"), ("bench_lat_tcp", "tcp"))
         for run, transport in runs:
             lat = zps(p + run, "p50_us", size)
             rr = ref("zmq_rr", "p50_us", bytes=size, transport=transport)
@@ -208,7 +220,7 @@ def goals(p):
              g / bound if g and bound else None, 0.75, True)
     # Over ipc (zps's default on one host) and over TCP (ZPS_IPC=0), which a BASELINE older than
     # ZPS_IPC does not have: there its one run is the ipc row.
-    runs = (("bench_2x2", "ipc"),) if p else (("bench_2x2", "ipc"), ("bench_2x2_tcp", "tcp"))
+    runs = (("bench_2x2", "ipc"),) if not has(p + "bench_2x2_tcp") else (("bench_2x2", "ipc"), ("bench_2x2_tcp", "tcp"))
     for size in (1048576, 4194304, 16777216):
         for run, transport in runs:
             g = zps(p + run, "goodput_gbs", size)
