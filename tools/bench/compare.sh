@@ -91,7 +91,8 @@ bench() {
 # The same over TCP (ZPS_IPC=0, NAME_tcp), for the baseline too when it knows ZPS_IPC (older builds
 # always used ipc on one host).
 BASE_HAS_IPC=0
-[ -n "$BASELINE" ] && "$BASELINE" help env 2>/dev/null | grep -q ZPS_IPC && BASE_HAS_IPC=1
+# grep reads all of it: with pipefail, an early exit (grep -q) would fail the pipe by SIGPIPE.
+[ -n "$BASELINE" ] && "$BASELINE" help env 2>/dev/null | grep ZPS_IPC >/dev/null && BASE_HAS_IPC=1
 bench_tcp() {
   ZPS_IPC=0 run_bench "$ZPS" "$1_tcp" "${@:2}"
   [ "$BASE_HAS_IPC" = 0 ] || ZPS_IPC=0 run_bench "$BASELINE" "base_$1_tcp" "${@:2}"
