@@ -34,6 +34,13 @@ std::string printable(const std::string& name) {
   return out;
 }
 
+// One table's sizes as a JSON object, for a server's tables and for the totals over servers.
+std::string tableJson(const std::string& name, uint64_t rows, uint64_t bytes, uint64_t created, uint64_t evicted) {
+  return "{\"name\":\"" + jsonEscape(name) + "\",\"rows\":" + std::to_string(rows) +
+         ",\"bytes\":" + std::to_string(bytes) + ",\"created\":" + std::to_string(created) +
+         ",\"evicted\":" + std::to_string(evicted) + "}";
+}
+
 std::string fixed(double v, int decimals) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
@@ -265,9 +272,7 @@ std::string StatusBoard::json() const {
                ",\"tables_left_out\":" + std::to_string(p->tables_left_out) + ",\"tables\":[";
         for (size_t i = 0; i < p->tables.size(); ++i) {
           const auto& t = p->tables[i];
-          out += std::string(i ? "," : "") + "{\"name\":\"" + jsonEscape(t.name()) +
-                 "\",\"rows\":" + std::to_string(t.rows()) + ",\"bytes\":" + std::to_string(t.bytes()) +
-                 ",\"created\":" + std::to_string(t.created()) + ",\"evicted\":" + std::to_string(t.evicted()) + "}";
+          out += std::string(i ? "," : "") + tableJson(t.name(), t.rows(), t.bytes(), t.created(), t.evicted());
         }
         out += "]";
       }
@@ -278,9 +283,7 @@ std::string StatusBoard::json() const {
   out += "],\"tables\":[";
   bool first_table = true;
   for (const auto& [name, t] : tableTotals(rows)) {
-    out += std::string(first_table ? "" : ",") + "{\"name\":\"" + jsonEscape(name) +
-           "\",\"rows\":" + std::to_string(t.rows) + ",\"bytes\":" + std::to_string(t.bytes) +
-           ",\"created\":" + std::to_string(t.created) + ",\"evicted\":" + std::to_string(t.evicted) + "}";
+    out += std::string(first_table ? "" : ",") + tableJson(name, t.rows, t.bytes, t.created, t.evicted);
     first_table = false;
   }
   return out + "]}";
