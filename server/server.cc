@@ -30,7 +30,7 @@ Server::Server(const Config& config, Authenticator auth)
   // Workers on this host move to this socket (faster than TCP loopback); a random name, so only a
   // peer told it over its TCP connection, and sharing this network namespace, can connect. With
   // ZPS_IPC=0 none is offered and every worker stays on TCP.
-  if (config.ipc) options.ipc_name = "zps-" + randomHex(Authenticator::newNonce());
+  if (config.ipc) options.ipc_name = "zps-" + hexOf(Authenticator::newNonce());
   ipc_name_ = options.ipc_name;
   transport_ = makeZmqTransport(options);
   refused_metric_ = std::make_unique<metrics::ScopedCallback>(
@@ -123,7 +123,7 @@ int Server::run() {
   LOG(INFO) << "server " << rank_ << " ready on " << config_.node_host << ":" << *port << " with "
             << config_.server_engine_threads << " engine threads (" << reducers[0]->name() << " reducer), "
             << "holding at most " << memory_.cap() << " bytes of keys and rows (ZPS_SERVER_MAX_BYTES)"
-            << (auth_.enabled() ? "; data salt " + randomHex(data_salt_) : std::string());
+            << (auth_.enabled() ? "; data salt " + hexOf(data_salt_) : std::string());
   const ShardPlace checkpoints{config_.checkpoint_dir, static_cast<uint32_t>(rank_),
                                static_cast<uint32_t>(config_.num_servers), checkpoint_job_id_,
                                config_.table_checkpoint_increments};

@@ -119,8 +119,6 @@ class Server {
 
   static uint64_t newToken();
 
-  static std::string randomHex(const std::string& bytes);
-
   const Config config_;
   const Authenticator auth_;
   // New in every server process: with a token, the password of this server's data connections is

@@ -138,14 +138,4 @@ uint64_t Server::newToken() {
   return token;
 }
 
-std::string Server::randomHex(const std::string& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : bytes) {
-    hex.push_back(digits[c >> 4]);
-    hex.push_back(digits[c & 15]);
-  }
-  return hex;
-}
-
 }  // namespace zps::server_role

@@ -12,14 +12,7 @@ namespace zps {
 std::optional<std::pair<std::string, std::string>> freshJobToken() {
   const EnvLookup env = processEnv();
   if (settingText(env, settings::kAuthToken) || settingText(env, settings::kAuthTokenFile)) return std::nullopt;
-  static const char* kHex = "0123456789abcdef";
-  std::string token;
-  for (int i = 0; i < 2; ++i) {
-    for (unsigned char ch : Authenticator::newNonce()) {
-      token += kHex[ch >> 4];
-      token += kHex[ch & 15];
-    }
-  }
+  const std::string token = hexOf(Authenticator::newNonce() + Authenticator::newNonce());
   return std::make_pair(std::string("ZPS_AUTH_TOKEN"), token);
 }
 

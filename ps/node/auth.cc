@@ -202,14 +202,18 @@ std::string dataHandshakePassword(const Authenticator& auth, std::string_view da
   // A MAC of the token, not the token: PLAIN sends its password in clear text, and one seen on the
   // wire only lets a peer past that one server's handshake, not register (that needs the token's
   // HMAC proof).
-  std::string mac = auth.mac(kHandshakeContext, data_salt);
+  return hexOf(auth.mac(kHandshakeContext, data_salt));
+}
+
+std::string hexOf(std::string_view bytes) {
   static const char* kHex = "0123456789abcdef";
-  std::string password;
-  for (unsigned char ch : mac) {
-    password += kHex[ch >> 4];
-    password += kHex[ch & 15];
+  std::string hex;
+  hex.reserve(2 * bytes.size());
+  for (unsigned char ch : bytes) {
+    hex += kHex[ch >> 4];
+    hex += kHex[ch & 15];
   }
-  return password;
+  return hex;
 }
 
 void applyTransportSecurity(const Config& config, const Authenticator& auth, TransportOptions* options,

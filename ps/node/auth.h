@@ -110,4 +110,7 @@ void applyTransportSecurity(const Config& config, const Authenticator& auth, Tra
 // over the scheduler's CurveZMQ link). A password seen on the wire opens that server process only:
 // no other server, no server of a later job with the same token.
 std::string dataHandshakePassword(const Authenticator& auth, std::string_view data_salt);
+
+// `bytes` as lowercase hex digits, two per byte (tokens, passwords and names made of random bytes).
+std::string hexOf(std::string_view bytes);
 }  // namespace zps
