@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 
+#include "ps/transport/faulty_transport.h"
 #include "server/server_role.h"
 
 namespace zps {
@@ -17,13 +18,6 @@ Server::Server(const Config& config, Authenticator auth)
   TransportOptions options;
   applyTransportSecurity(config, auth_, &options, SecuredLink::kData, data_salt_);
   options.name = "server";
-  if (!config.test_faults.empty()) {
-    auto faults = parseFaultInjection(config.test_faults);
-    if (faults.ok())
-      options.faults = *faults;
-    else
-      faults_error_ = faults.status().message();
-  }
   options.max_frame_bytes = config.max_message_bytes;
   options.max_queued_replies = kMaxQueuedRepliesPerConnection;
   options.linger = config.shutdown_linger;
@@ -32,7 +26,9 @@ Server::Server(const Config& config, Authenticator auth)
   // ZPS_IPC=0 none is offered and every worker stays on TCP.
   if (config.ipc) options.ipc_name = "zps-" + hexOf(Authenticator::newNonce());
   ipc_name_ = options.ipc_name;
-  transport_ = makeZmqTransport(options);
+  StatusOr<FaultInjection> faults = parseFaultInjection(config.test_faults);
+  if (!faults.ok()) faults_error_ = faults.status().message();  // run() refuses to start
+  transport_ = makeTransport(options, faults.ok() ? *faults : FaultInjection{});
   refused_metric_ = std::make_unique<metrics::ScopedCallback>(
       "zps_refused_connections_total", "Connections refused at the ZeroMQ handshake (missing or wrong token)", true,
       [t = transport_.get()] { return static_cast<double>(t->refusedHandshakes()); });

@@ -145,10 +145,10 @@ class Server {
   std::unordered_map<PeerId, uint64_t> lane_token_of_peer_;     // for opening a push lane
   std::unordered_set<PeerId> has_lane_;                         // connections that opened theirs
   struct HelloAnswer {
-    std::string nonce;
+    std::string request;  // the HELLO as received (serialized)
     pb::DataHeader reply;
   };
-  std::unordered_map<PeerId, HelloAnswer> hello_answer_of_peer_;  // with a token: for a resent HELLO
+  std::unordered_map<PeerId, HelloAnswer> hello_answer_of_peer_;  // for a resent HELLO
   std::string ipc_name_;
   wire::Limits limits_;
   std::atomic<bool> stop_{false};

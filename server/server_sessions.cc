@@ -27,12 +27,12 @@ void Server::hello(PeerId peer, const pb::DataHeader& h) {
                     "; run the same zps release on every node");
     return;
   }
-  // A resend of the HELLO this connection was answered for (its reply was lost) gets that answer
-  // again; the same nonce from any other connection stays a replay (checkPeerProof).
+  // A resend of the HELLO this connection was answered for (its reply was lost, or a copy of the
+  // request arrived twice: the same bytes, nonce and MAC included) gets that answer again, with the
+  // same tokens, so a worker moves to ipc whichever copy it heard; the same nonce from any other
+  // connection stays a replay (checkPeerProof).
   if (auto answered = hello_answer_of_peer_.find(peer);
-      answered != hello_answer_of_peer_.end() && auth_.enabled() && !h.auth_nonce().empty() &&
-      answered->second.nonce == h.auth_nonce() && h.request_id() == answered->second.reply.request_id() &&
-      auth_.verify(kHelloContext, helloMacInput(h), h.auth_mac())) {
+      answered != hello_answer_of_peer_.end() && answered->second.request == h.SerializeAsString()) {
     Outgoing again;
     again.header = answered->second.reply;
     reply(peer, std::move(again));
@@ -105,7 +105,7 @@ void Server::hello(PeerId peer, const pb::DataHeader& h) {
     lane_token_of_peer_[peer] = token;
     o.header.set_lane_token(token);
   }
-  if (auth_.enabled()) hello_answer_of_peer_[peer] = HelloAnswer{h.auth_nonce(), o.header};
+  hello_answer_of_peer_[peer] = HelloAnswer{h.SerializeAsString(), o.header};
   reply(peer, std::move(o));
 }
 

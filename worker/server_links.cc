@@ -153,9 +153,6 @@ std::string ServerLinks::transports() const {
 
 void ServerLinks::moveToIpcIfAllowed(const std::string& unix_sockets) {
   if (!config_.ipc) return;
-  // Injected faults could drop the one HELLO that moves a connection (it has no resend); they exist
-  // to test resends over the ordinary path anyway.
-  if (!config_.test_faults.empty()) return;
   FanOut fan("moving to the servers' ipc sockets");
   std::vector<std::pair<int, PeerId>> moving;
   for (int s = 0; s < config_.num_servers; ++s) {

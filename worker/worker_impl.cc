@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ps/node/job_layout.h"
+#include "ps/transport/faulty_transport.h"
 
 namespace zps {
 
@@ -74,15 +75,13 @@ Status Worker::Impl::start() {
   TransportOptions options;
   options.name = "worker-data";
   applyTransportSecurity(config, auth, &options);
-  if (!config.test_faults.empty()) {
-    ZPS_ASSIGN_OR_RETURN(options.faults, parseFaultInjection(config.test_faults));
-    options.faults.seed += static_cast<uint64_t>(rank) * 7919;
-    if (config.resend_timeout.count() == 0)
-      LOG(WARNING) << "ZPS_TEST_FAULTS without ZPS_RESEND_TIMEOUT: dropped messages will not be resent";
-  }
+  ZPS_ASSIGN_OR_RETURN(FaultInjection faults, parseFaultInjection(config.test_faults));
+  faults.seed += static_cast<uint64_t>(rank) * 7919;  // each worker draws its own faults
+  if (faults.any() && config.resend_timeout.count() == 0)
+    LOG(WARNING) << "ZPS_TEST_FAULTS without ZPS_RESEND_TIMEOUT: dropped messages will not be resent";
   options.max_frame_bytes = config.max_message_bytes;
   options.linger = config.shutdown_linger;
-  transport = makeZmqTransport(options);
+  transport = makeTransport(options, faults);
   limits.max_payload_bytes = config.max_message_bytes;
   recovery->start(book.generation());
   if (local) local->setGeneration(book.generation());

@@ -100,7 +100,7 @@ struct Config {
   // A worker resends a request with no reply after this long (0 = never). ZPS_RESEND_TIMEOUT seconds,
   // or ps-lite's PS_RESEND=1 with PS_RESEND_TIMEOUT milliseconds.
   std::chrono::milliseconds resend_timeout = secondsDefault(settings::kResendTimeout);
-  std::string test_faults;  // ZPS_TEST_FAULTS, validated by parseFaultInjection (transport.h)
+  std::string test_faults;  // ZPS_TEST_FAULTS, validated by parseFaultInjection (faulty_transport.h)
 
   // ZPS_SERVER_ENGINE: "auto" (CUDA when a usable GPU is present, else CPU), "cpu" or "cuda".
   std::string server_engine{settings::kServerEngine.default_text};

@@ -1,9 +1,9 @@
-// parseFaultInjection: reads ZPS_TEST_FAULTS (see FaultInjection in transport.h). Kept apart from the
-// transports that apply the faults: it is plain text parsing.
+// parseFaultInjection: reads ZPS_TEST_FAULTS (see FaultInjection in faulty_transport.h). Kept apart from
+// the transport that applies the faults: it is plain text parsing.
 #include <cmath>
 #include <sstream>
 
-#include "ps/transport/transport.h"
+#include "ps/transport/faulty_transport.h"
 
 namespace zps {
 

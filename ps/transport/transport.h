@@ -29,21 +29,7 @@ struct TransportMessage {
   std::vector<Blob> frames;
 };
 
-// Test-only fault injection on sent data messages (ZPS_TEST_FAULTS="drop=0.05,dup=0.05,delay=0.05"):
-// each send is dropped, sent twice, or held back for delay_ms with the given probabilities. It exists to
-// prove that resends and exactly-once summing work; never set it in production.
-struct FaultInjection {
-  double drop = 0;
-  double duplicate = 0;
-  double delay = 0;
-  int delay_ms = 20;
-  uint64_t seed = 1;
-  bool any() const { return drop > 0 || duplicate > 0 || delay > 0; }
-};
-StatusOr<FaultInjection> parseFaultInjection(const std::string& spec);
-
 struct TransportOptions {
-  FaultInjection faults;
   // CurveZMQ (all 32-byte binary keys; empty = plain TCP). listen() uses the server secret key;
   // connect() uses the server's public key and the client key pair.
   std::string curve_server_secret;

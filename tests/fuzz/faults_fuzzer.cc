@@ -1,4 +1,4 @@
-// Fuzz target: parseFaultInjection (ps/transport/transport.h), the parser of ZPS_TEST_FAULTS.
+// Fuzz target: parseFaultInjection (ps/transport/faulty_transport.h), the parser of ZPS_TEST_FAULTS.
 // Test-only, but it reads the environment, and a transport built from a nonsense FaultInjection
 // (a NaN probability, a negative delay) would misbehave far from the cause.
 //
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ps/transport/transport.h"
+#include "ps/transport/faulty_transport.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

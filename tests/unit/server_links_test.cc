@@ -365,8 +365,7 @@ TEST_CASE("server links: a refused move keeps the TCP links", "[server_links]") 
   CHECK(o.peerUsedFor(1) == 2);
 }
 
-TEST_CASE("server links: no move without a listed socket, a connection, or while faults are injected",
-          "[server_links]") {
+TEST_CASE("server links: no move without a listed socket or a connection", "[server_links]") {
   SECTION("ZPS_IPC=0") {
     IpcOffer o;
     o.l.config.ipc = false;
@@ -388,13 +387,15 @@ TEST_CASE("server links: no move without a listed socket, a connection, or while
     CHECK(o.upgrade_token_seen.empty());
     CHECK(o.peerUsedFor(0) == 1);
   }
-  SECTION("faults injected (the move's HELLO has no resend)") {
-    IpcOffer o;
-    o.l.config.test_faults = "drop=0.1";
-    o.l.links->moveToIpc("@zps-a\n@zps-b\n");
-    CHECK(o.upgrade_token_seen.empty());
-    CHECK(o.l.transport.connects.size() == 2);
-  }
+}
+
+TEST_CASE("server links: with test faults the links move to ipc as without them", "[server_links]") {
+  // Faults wrap the transport (ps/transport/faulty_transport.h); nothing here looks at them.
+  IpcOffer o;
+  o.l.config.test_faults = "drop=0.1";
+  o.l.links->moveToIpc("@zps-a\n@zps-b\n");
+  CHECK(o.upgrade_token_seen.size() == 2);
+  CHECK(o.l.transport.connects.size() == 4);
 }
 
 // Two servers that give each HELLO on a first connection a lane token (100 + its server rank, plus 10

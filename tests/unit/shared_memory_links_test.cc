@@ -134,7 +134,7 @@ TEST_CASE("shared memory: released slots are reused, held ones fill the arena an
 
 TEST_CASE("shared memory: a refused offer leaves every frame in the message") {
   SharedMemoryLinks connector{"connector", true};
-  SharedMemoryLinks off{"listener", false};  // e.g. a process with test faults on
+  SharedMemoryLinks off{"listener", false};  // a side that shares no memory: it answers REFUSE
   connector.offerTo(kListenerSeen);
   auto got =
       off.incoming(kConnectorSeen, connector.outgoing(kListenerSeen, {Blob::fromString("a"), bytes(1 << 20, 4)}));

@@ -111,7 +111,7 @@ inline constexpr Setting kTestFaults{
     .flag = false,
     .env = {"ZPS_TEST_FAULTS"},
     .type = SettingType::kText,
-    .help = "inject transport faults (tests only; see parseFaultInjection in ps/transport/transport.h)",
+    .help = "inject transport faults (tests only; see ps/transport/faulty_transport.h)",
     .group = kGroupTesting,
 };
 inline constexpr Setting kTestLocalCrash{

@@ -70,26 +70,6 @@ void ZmqTransport::doConnect(const ConnectCmd& cmd) {
   dealers_[cmd.id] = std::move(dealer);
 }
 
-void ZmqTransport::doSend(SendCmd& cmd) {
-  if (options_.faults.any()) {
-    double roll = std::uniform_real_distribution<double>(0, 1)(fault_rng_);
-    const FaultInjection& f = options_.faults;
-    if (roll < f.drop) {
-      ++faults_injected_;
-      return;
-    }
-    if (roll < f.drop + f.duplicate) {
-      ++faults_injected_;
-      sendNow(cmd);
-    } else if (roll < f.drop + f.duplicate + f.delay) {
-      ++faults_injected_;
-      delayed_.emplace_back(std::chrono::steady_clock::now() + std::chrono::milliseconds(f.delay_ms), std::move(cmd));
-      return;
-    }
-  }
-  sendNow(cmd);
-}
-
 void ZmqTransport::sendNow(const SendCmd& cmd) {
   bool ok = true;
   if (auto it = dealers_.find(cmd.peer); it != dealers_.end()) {
@@ -201,9 +181,9 @@ void ZmqTransport::ioLoop() {
     }
     // A full receive queue: only commands and the guard, and look again soon. A wait cut short for a
     // parked connection only looks at every socket as often as an idle wait would.
-    const bool park_timer = room && !look_now && delayed_.empty() && away;
+    const bool park_timer = room && !look_now && away;
     int timeout_ms = static_cast<int>(kIdleWait.count());
-    if (!room || !delayed_.empty()) timeout_ms = 2;
+    if (!room) timeout_ms = 2;
     if (park_timer) timeout_ms = static_cast<int>(Dealer::kParkedIdle.count());
     if (room && look_now) timeout_ms = 0;
     io_waits_long_ = timeout_ms == kIdleWait.count();
@@ -213,10 +193,6 @@ void ZmqTransport::ioLoop() {
     const bool sweep = got.timed_out && (!park_timer || now - last_sweep >= kIdleWait);
     if (sweep) last_sweep = now;
     if (got.guard || sweep) guard_->handleReady();
-    while (!delayed_.empty() && delayed_.front().first <= now) {
-      sendNow(delayed_.front().second);
-      delayed_.pop_front();
-    }
 
     std::deque<Command> batch;
     {
@@ -225,7 +201,7 @@ void ZmqTransport::ioLoop() {
     }
     for (auto& cmd : batch) {
       if (auto* c = std::get_if<SendCmd>(&cmd)) {
-        doSend(*c);
+        sendNow(*c);
         queued_sends_.fetch_sub(1);
       } else if (auto* l = std::get_if<ListenCmd>(&cmd))
         doListen(*l);
@@ -258,8 +234,6 @@ void ZmqTransport::ioLoop() {
     io_wait_.found(unsignalled);
   }
   io_wait_.logLateFinds(options_.name);
-  for (auto& d : delayed_) sendNow(d.second);
-  if (faults_injected_ > 0) LOG(INFO) << options_.name << ": injected " << faults_injected_ << " test faults";
   guard_->closeSockets();
   if (router_ != nullptr) zmq_close(router_);
   std::lock_guard<std::mutex> lock(dealers_mu_);

@@ -8,10 +8,7 @@ namespace zps {
 namespace zmq_transport {
 
 ZmqTransport::ZmqTransport(const TransportOptions& options)
-    : options_(options),
-      recv_queue_(options.recv_queue_capacity),
-      links_(options.name, !options.faults.any()),
-      fault_rng_(options.faults.seed) {
+    : options_(options), recv_queue_(options.recv_queue_capacity), links_(options.name, /*enabled=*/true) {
   keepFreedMessageMemory();
   ctx_ = zmq_ctx_new();
   CHECK(ctx_ != nullptr) << "zmq_ctx_new: " << zmqError();
@@ -157,7 +154,7 @@ void ZmqTransport::enqueue(Command cmd) {
 }
 
 bool ZmqTransport::sendWithoutHandOff(PeerId peer, const std::vector<Blob>& frames) {
-  if (options_.faults.any() || queued_sends_.load() != 0) return false;
+  if (queued_sends_.load() != 0) return false;
   if (std::this_thread::get_id() == io_thread_.get_id()) {
     sendNow(SendCmd{peer, frames});
     return true;

@@ -118,7 +118,7 @@ class ZmqTransport final : public Transport {
 
   void wake() { io_wait_.wake(); }
 
-  // Sends at once, on this thread, when that overtakes no queued send and no fault is to be injected:
+  // Sends at once, on this thread, when that overtakes no queued send:
   // on the I/O thread itself (a server's reply from its handler), or to an outgoing connection (a
   // worker's request). Each saves a wake-up of the I/O thread; on loopback that is a good part of a
   // small message's round trip. False: the message must go through the queue.
@@ -136,8 +136,6 @@ class ZmqTransport final : public Transport {
   void doListen(ListenCmd& cmd);
 
   void doConnect(const ConnectCmd& cmd);
-
-  void doSend(SendCmd& cmd);
 
   void sendNow(const SendCmd& cmd);
 
@@ -199,13 +197,10 @@ class ZmqTransport final : public Transport {
   std::map<PeerId, std::shared_ptr<Dealer>> dealers_;
   std::atomic<int64_t> queued_sends_{0};  // SendCmds queued and not yet sent: no send may overtake them
   IncomingPeers incoming_;
-  std::mt19937_64 fault_rng_;
   std::random_device routing_id_rng_;
   std::atomic<uint64_t> reconnects_{0};
   std::atomic<uint64_t> dropped_replies_{0};  // to incoming peers whose queue was full
   std::function<void(PeerId)> reconnect_handler_;
-  uint64_t faults_injected_ = 0;
-  std::deque<std::pair<std::chrono::steady_clock::time_point, SendCmd>> delayed_;
   std::function<void(TransportMessage)> handler_;  // set: incoming messages go here, not to recv_queue_
   std::atomic<bool> handler_ready_{false};         // handler_ is set, for receiveOn's threads
   std::atomic<int> io_thread_waiters_{0};          // threads between begin- and endWaitOnIoThread
