@@ -1,9 +1,13 @@
 """The Python package states no setting, dtype code or status code of its own: what it uses agrees with
 what the C library (libzps_c.so) says, and a value it still holds as a constant fails here when the
 library's table changes. Checks the zps package's C API helpers, the errors' codes, and zps.torch's dtype
-table and bucket setting. No job: nothing here joins one.   Usage: capi_copies_test.py"""
+table and bucket setting, and that no module of the package spells a setting's variable. No job:
+nothing here joins one.   Usage: capi_copies_test.py"""
+import ast
 import os
+import re
 import sys
+import tokenize
 
 import zps
 from zps import _capi
@@ -51,7 +55,32 @@ for call in (lambda: _capi.setting_default("no_such_setting"), lambda: _capi.set
     except ZpsError as e:
         print("refused as it should be: %s (%s)" % (e, e.status))
 
-# zps.torch's copies, until it asks the library itself.
+# No setting's environment variable appears in the package as a string of its own (a copy of the
+# setting's name, which goes stale when the table changes): code asks setting_variable or reads the
+# setting through the library. The variables are docs/configuration.md's, which a ctest keeps equal to
+# the library's table of settings.
+def literal(text):
+    try:
+        return ast.literal_eval(text)
+    except ValueError:  # an f-string
+        return None
+
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+with open(os.path.join(root, "docs", "configuration.md")) as f:
+    variables = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", "".join(l for l in f if l.startswith("| `"))))
+expect("variables found in docs/configuration.md", "ZPS_TORCH_BUCKET_BYTES" in variables, True)
+for folder, _, files in os.walk(os.path.join(root, "python", "zps")):
+    for name in sorted(f for f in files if f.endswith(".py")):
+        path = os.path.join(folder, name)
+        with open(path, "rb") as f:
+            for token in tokenize.tokenize(f.readline):
+                if token.type == tokenize.STRING and literal(token.string) in variables:
+                    failures.append("%s:%d restates the variable %s; ask _capi.setting_variable or read the "
+                                    "setting through the library" % (os.path.relpath(path, root), token.start[0],
+                                                                      token.string))
+
+# zps.torch's dtype codes, status codes and bucket setting, which it asks of the library.
 try:
     import torch
 except ImportError as e:
@@ -66,6 +95,20 @@ expect("zps.torch ZpsNotInitialized code", _runtime.ZpsNotInitialized("x").code,
 expect("zps.torch bucket variable", optimizer.BUCKET_ENV, _capi.setting_variable("torch_bucket_bytes"))
 expect("zps.torch default bucket", str(optimizer.DEFAULT_BUCKET_BYTES), _capi.setting_default("torch_bucket_bytes"))
 expect("zps.torch bucket range", (0, optimizer.BUCKET_BYTES_LIMIT), _capi.setting_range("torch_bucket_bytes"))
+
+# torch's RANK and WORLD_SIZE from the DMLC environment, whose settings zps.torch reads through the library:
+# the second variable of a setting counts, and a missing worker rank leaves both unset.
+from zps.torch import distributed  # noqa: E402
+
+job = {"DMLC_ROLE": "worker", "VC_TASK_INDEX": "1", "DMLC_NUM_WORKER": "2", "BYTEPS_LOCAL_SIZE": "2",
+       "ZPS_LOCAL_RANK": "1"}
+for without in (None, "VC_TASK_INDEX"):
+    for name in list(job) + ["RANK", "WORLD_SIZE"]:
+        os.environ.pop(name, None)
+    os.environ.update({k: v for k, v in job.items() if k != without})
+    distributed._torch_env_from_dmlc()
+    want = (None, None) if without else ("3", "4")
+    expect("RANK, WORLD_SIZE without %s" % without, (os.environ.get("RANK"), os.environ.get("WORLD_SIZE")), want)
 
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))

@@ -13,26 +13,18 @@ import traceback
 
 import torch
 
-from zps._capi import Worker
+from zps._capi import Worker, dtype_codes
 from zps.errors import ZpsError
 
-# torch dtype -> C API dtype (the servers sum every one of these natively).
-DTYPES = {
-    torch.float32: 0,
-    torch.float16: 1,
-    torch.bfloat16: 2,
-    torch.float64: 3,
-    torch.int32: 4,
-    torch.int64: 5,
-    torch.uint8: 6,
-}
+# torch dtype -> C API dtype code, as the library numbers them (the servers sum every one natively).
+DTYPES = {getattr(torch, name): code for name, code in dtype_codes().items()}
 
 
 class ZpsNotInitialized(ZpsError):
     """A zps.torch call before init() or after shutdown()."""
 
     def __init__(self, message):
-        super().__init__(message, 7, "FAILED_PRECONDITION")
+        super().__init__(message, status="FAILED_PRECONDITION")
 
 
 class Declared:

@@ -94,6 +94,9 @@ def _descriptor(tensor):
     return [shape[0], dtype_code, tensor.dim()] + shape[1:] + [-1] * (_MAX_DIMS - len(shape))
 
 
+# The shape descriptor's own numbering of torch dtypes (its index here), read only by other zps.torch
+# processes: it covers dtypes the C API does not sum (bool, int8, complex...), so it is not a copy of
+# the C API's dtype codes (those are _runtime.DTYPES, asked of the library).
 _ALL_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
                torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128]
 

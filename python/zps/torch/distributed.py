@@ -24,6 +24,8 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
 
+from zps import _capi
+from zps.errors import ZpsError
 from zps.torch import _runtime
 from zps.torch import collectives
 from zps.torch._runtime import DTYPES
@@ -298,26 +300,19 @@ def _gather_rows(t):
     return collectives.allgather(t.reshape(1, -1), name="pg")
 
 
-def _first_env(*names):
-    for name in names:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
-
-
 def _torch_env_from_dmlc():
     """RANK and WORLD_SIZE for torch's env:// rendezvous from the DMLC environment where they are unset:
     zps's rank is (worker rank) x local size + local rank. MASTER_ADDR and MASTER_PORT (torch's own
-    store) come from `zps launch`, or from the user as for any torch.distributed job."""
-    if os.environ.get("DMLC_ROLE") != "worker":
+    store) come from `zps launch`, or from the user as for any torch.distributed job. The settings are
+    read through the C library, as zps reads them (their variables, defaults and ranges)."""
+    if os.environ.get(_capi.setting_variable("role")) != "worker":
         return
     try:
-        worker = int(_first_env("DMLC_WORKER_ID", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"))
-        workers = int(os.environ["DMLC_NUM_WORKER"])
-        local_size = int(_first_env("ZPS_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE") or 1)
-        local_rank = int(_first_env("ZPS_LOCAL_RANK", "BYTEPS_LOCAL_RANK") or 0)
-    except (TypeError, ValueError, KeyError):
+        worker = _capi.setting_integer("worker_rank")
+        workers = _capi.setting_integer("num_workers")
+        local_size = _capi.setting_integer("local_size")
+        local_rank = _capi.setting_integer("local_rank")
+    except ZpsError:
         return  # torch names what is missing; the backend compares the ranks once zps is joined
     os.environ.setdefault("RANK", str(worker * local_size + local_rank))
     os.environ.setdefault("WORLD_SIZE", str(workers * local_size))

@@ -14,16 +14,18 @@ import warnings
 
 import torch
 
+from zps import _capi
 from zps.torch import coordinator
 from zps.torch._runtime import runtime
 from zps.torch.compression import Compression
 from zps.torch.ops import Adasum, Average, Sum, start_push_pull, synchronize
 from zps.torch.process_sets import group_of
 
-# Gradients smaller than this share buckets of at most this many bytes (ZPS_TORCH_BUCKET_BYTES).
-DEFAULT_BUCKET_BYTES = 1 << 20
-BUCKET_BYTES_LIMIT = 1 << 30
-BUCKET_ENV = "ZPS_TORCH_BUCKET_BYTES"
+# Gradients smaller than this share buckets of at most this many bytes (ZPS_TORCH_BUCKET_BYTES); the
+# default, the limit and the variable are the C library's setting torch_bucket_bytes.
+DEFAULT_BUCKET_BYTES = int(_capi.setting_default("torch_bucket_bytes"))
+BUCKET_BYTES_LIMIT = _capi.setting_range("torch_bucket_bytes")[1]
+BUCKET_ENV = _capi.setting_variable("torch_bucket_bytes")
 
 
 def bucket_bytes_setting(value):
