@@ -38,7 +38,7 @@ Status ServerLinks::link(const pb::RegisterReply& book) {
     }
     ZPS_ASSIGN_OR_RETURN(std::string ip, resolveWithRetry(n.host(), config_.connect_timeout,
                                                           "server " + std::to_string(rank) + " host"));
-    ZPS_ASSIGN_OR_RETURN(PeerId peer, transport_->connectWithPassword(ip, static_cast<int>(n.port()), password));
+    ZPS_ASSIGN_OR_RETURN(PeerId peer, transport_->connect(Endpoint::tcp(ip, static_cast<int>(n.port()), password)));
     // A new server process at the old address: the old connections' password no longer opens it.
     if (old.address == address) {
       for (PeerId stale : {old.peer, old.tcp, old.lane})
@@ -107,7 +107,7 @@ OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::op
       LOG_FIRST_N(WARNING, 8) << "worker " << rank_ << ": " << from
                               << " does not take fused messages (an older zps): requests to it go one per message";
     }
-    if (!reply.ipc_name().empty() && reply.upgrade_token() != 0) {  // connectIpc checks the name
+    if (!reply.ipc_name().empty() && reply.upgrade_token() != 0) {  // connect checks the name
       std::lock_guard<std::mutex> lock(mu_);
       links_[server].ipc_name = reply.ipc_name();
       links_[server].upgrade_token = reply.upgrade_token();
@@ -164,7 +164,7 @@ void ServerLinks::moveToIpcIfAllowed(const std::string& unix_sockets) {
     if (link.on_ipc || link.ipc_name.empty() || link.upgrade_token == 0 ||
         unix_sockets.find("@" + link.ipc_name) == std::string::npos)
       continue;
-    auto peer = transport_->connectIpcWithPassword(link.ipc_name, link.password);
+    auto peer = transport_->connect(Endpoint::ipc(link.ipc_name, link.password));
     if (!peer.ok()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -234,8 +234,8 @@ void ServerLinks::openLanes() {
 
 StatusOr<PeerId> ServerLinks::lanePeer(int server, const Link& link) {
   if (link.lane != 0) return link.lane;  // bound again after a recovery
-  StatusOr<PeerId> lane = link.on_ipc ? transport_->connectIpcWithPassword(link.ipc_name, link.password)
-                                      : transport_->connectWithPassword(link.ip, link.port, link.password);
+  StatusOr<PeerId> lane = transport_->connect(link.on_ipc ? Endpoint::ipc(link.ipc_name, link.password)
+                                                          : Endpoint::tcp(link.ip, link.port, link.password));
   if (!lane.ok()) return lane;
   std::lock_guard<std::mutex> lock(mu_);
   if (links_[server].peer != link.peer) return Unavailable("the server was replaced meanwhile");

@@ -98,7 +98,7 @@ StatusOr<pb::RegisterReply> SchedulerClient::start() {
   ZPS_ASSIGN_OR_RETURN(
       scheduler_ip_, resolveWithRetry(config_.root_uri, config_.connect_timeout, "scheduler host (DMLC_PS_ROOT_URI)"));
   scheduler_address_ = config_.root_uri + ":" + std::to_string(config_.root_port);
-  ZPS_ASSIGN_OR_RETURN(PeerId scheduler, transport_->connect(scheduler_ip_, config_.root_port));
+  ZPS_ASSIGN_OR_RETURN(PeerId scheduler, transport_->connect(Endpoint::tcp(scheduler_ip_, config_.root_port)));
   scheduler_ = scheduler;
 
   ZPS_RETURN_IF_ERROR(sendControl(registration(false)));
@@ -194,7 +194,7 @@ bool SchedulerClient::seekScheduler(Clock::time_point now, Clock::time_point las
   // One quick attempt: the name of a restarting pod may not resolve for a while.
   auto ip = resolveWithRetry(config_.root_uri, std::chrono::milliseconds(1), "scheduler host (DMLC_PS_ROOT_URI)");
   if (ip.ok() && *ip != scheduler_ip_) {
-    auto peer = transport_->connect(*ip, config_.root_port);
+    auto peer = transport_->connect(Endpoint::tcp(*ip, config_.root_port));
     if (peer.ok()) {
       LOG(WARNING) << roleName(config_.role) << ": scheduler " << config_.root_uri << " moved from " << scheduler_ip_
                    << " to " << *ip;

@@ -52,14 +52,7 @@ class FaultyTransport final : public Transport {
   Counts injected() const;
 
   StatusOr<int> listen(const std::string& host, int port) override { return inner_->listen(host, port); }
-  StatusOr<PeerId> connect(const std::string& host, int port) override { return inner_->connect(host, port); }
-  StatusOr<PeerId> connectIpc(const std::string& name) override { return inner_->connectIpc(name); }
-  StatusOr<PeerId> connectWithPassword(const std::string& host, int port, const std::string& password) override {
-    return inner_->connectWithPassword(host, port, password);
-  }
-  StatusOr<PeerId> connectIpcWithPassword(const std::string& name, const std::string& password) override {
-    return inner_->connectIpcWithPassword(name, password);
-  }
+  StatusOr<PeerId> connect(const Endpoint& to) override { return inner_->connect(to); }
   StatusOr<TransportMessage> recv(std::chrono::steady_clock::time_point deadline) override {
     return inner_->recv(deadline);
   }

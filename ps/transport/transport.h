@@ -51,8 +51,28 @@ struct TransportOptions {
   std::chrono::milliseconds linger{1000};    // how long close() keeps flushing queued sends
   std::string name = "transport";            // for log lines
   // Non-empty: listen() also binds ipc://@<ipc_name>, an abstract unix socket, which peers in this
-  // network namespace reach with connectIpc() faster than over TCP loopback.
+  // network namespace reach with connect(Endpoint::ipc(ipc_name)) faster than over TCP loopback.
   std::string ipc_name;
+};
+
+// Where connect() goes: host:port over TCP (host an IP address), or, with ipc_name set, the abstract
+// unix socket ipc://@ipc_name (see TransportOptions::ipc_name).
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  std::string ipc_name;
+  // Non-empty: proven at the PLAIN handshake instead of TransportOptions::handshake_password (each
+  // server listens with a password of its own; see dataHandshakePassword in ps/node/auth.h).
+  // Transports without a PLAIN handshake ignore it.
+  std::string handshake_password;
+
+  static Endpoint tcp(std::string host, int port, std::string password = {}) {
+    return Endpoint{std::move(host), port, {}, std::move(password)};
+  }
+  static Endpoint ipc(std::string name, std::string password = {}) {
+    return Endpoint{{}, 0, std::move(name), std::move(password)};
+  }
+  bool isIpc() const { return !ipc_name.empty(); }
 };
 
 class Transport {
@@ -61,21 +81,9 @@ class Transport {
 
   // Listens on host:port (port 0 = a free port) and returns the bound port.
   virtual StatusOr<int> listen(const std::string& host, int port) = 0;
-  // Starts connecting to host:port (an IP address) and returns the peer's id at once; messages sent before
-  // the connection is up are queued.
-  virtual StatusOr<PeerId> connect(const std::string& host, int port) = 0;
-  // Starts connecting to the abstract unix socket ipc://@name (see TransportOptions::ipc_name).
-  virtual StatusOr<PeerId> connectIpc(const std::string& name) = 0;
-  // As connect() and connectIpc(), proving `handshake_password` at the PLAIN handshake instead of
-  // TransportOptions::handshake_password (each server listens with a password of its own; see
-  // dataHandshakePassword in ps/node/auth.h). Transports without a PLAIN handshake ignore it.
-  virtual StatusOr<PeerId> connectWithPassword(const std::string& host, int port,
-                                               const std::string& /*handshake_password*/) {
-    return connect(host, port);
-  }
-  virtual StatusOr<PeerId> connectIpcWithPassword(const std::string& name, const std::string& /*handshake_password*/) {
-    return connectIpc(name);
-  }
+  // Starts connecting to the endpoint and returns the peer's id at once; messages sent before the
+  // connection is up are queued.
+  virtual StatusOr<PeerId> connect(const Endpoint& to) = 0;
   // Queues frames for the peer. The Blobs are sent without copying; they stay referenced until sent.
   virtual Status send(PeerId peer, std::vector<Blob> frames) = 0;
   // The next incoming message, or kDeadlineExceeded when none came before the deadline.

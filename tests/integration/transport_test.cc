@@ -27,7 +27,7 @@ TEST_CASE("transport: onMessage gets the queued messages first, in order, then e
   auto client = makeZmqTransport(options);
   auto port = server->listen("127.0.0.1", 0);
   REQUIRE(port.ok());
-  auto peer = client->connect("127.0.0.1", *port);
+  auto peer = client->connect(Endpoint::tcp("127.0.0.1", *port));
   REQUIRE(peer.ok());
   for (int i = 0; i < 3; ++i) REQUIRE(client->send(*peer, {Blob::fromString("m" + std::to_string(i))}).ok());
   // The first message comes through recv(); the next two wait in its queue for the handler.
@@ -61,8 +61,8 @@ TEST_CASE("transport: a listener with an ipc name is also reachable over ipc://@
   auto server = makeZmqTransport(listening);
   auto client = makeZmqTransport(TransportOptions{});
   REQUIRE(server->listen("127.0.0.1", 0).ok());
-  CHECK(client->connectIpc("Bad/Name").status().code() == StatusCode::kInvalidArgument);
-  auto peer = client->connectIpc(listening.ipc_name);
+  CHECK(client->connect(Endpoint::ipc("Bad/Name")).status().code() == StatusCode::kInvalidArgument);
+  auto peer = client->connect(Endpoint::ipc(listening.ipc_name));
   REQUIRE(peer.ok());
   REQUIRE(client->send(*peer, {Blob::fromString("over ipc")}).ok());
   auto got = server->recv(std::chrono::steady_clock::now() + 10s);
@@ -78,7 +78,7 @@ TEST_CASE("transport: large frames over ipc arrive intact both ways, through sha
   auto server = makeZmqTransport(listening);
   auto client = makeZmqTransport(TransportOptions{});
   REQUIRE(server->listen("127.0.0.1", 0).ok());
-  auto peer = client->connectIpc(listening.ipc_name);
+  auto peer = client->connect(Endpoint::ipc(listening.ipc_name));
   REQUIRE(peer.ok());
   auto payload = [](int round, size_t n) {
     std::string s(n, '\0');
@@ -165,7 +165,7 @@ struct EchoPair {
     auto port = server.listen("127.0.0.1", 0);
     REQUIRE(port.ok());
     echoWithHold(server);
-    auto peer = client.connect("127.0.0.1", *port);
+    auto peer = client.connect(Endpoint::tcp("127.0.0.1", *port));
     REQUIRE(peer.ok());
     return peer;
   }

@@ -39,8 +39,7 @@ class FakeTransport final : public Transport {
   }
 
   StatusOr<int> listen(const std::string&, int port) override { return port; }
-  StatusOr<PeerId> connect(const std::string&, int) override { return PeerId{7}; }
-  StatusOr<PeerId> connectIpc(const std::string&) override { return PeerId{8}; }
+  StatusOr<PeerId> connect(const Endpoint& to) override { return to.isIpc() ? PeerId{8} : PeerId{7}; }
   StatusOr<TransportMessage> recv(Clock::time_point) override { return TransportMessage{3, {}}; }
   void onMessage(std::function<void(TransportMessage)>) override { ++handlers; }
   void close() override { ++closes; }
@@ -150,8 +149,8 @@ TEST_CASE("faulty transport: receiving and the other verbs reach the transport u
   CHECK(inner->received_on == 4);
   faulty.onMessage([](TransportMessage) {});
   CHECK(inner->handlers == 1);
-  CHECK(faulty.connect("127.0.0.1", 1).value() == 7);
-  CHECK(faulty.connectIpcWithPassword("x", "pw").value() == 8);
+  CHECK(faulty.connect(Endpoint::tcp("127.0.0.1", 1)).value() == 7);
+  CHECK(faulty.connect(Endpoint::ipc("x", "pw")).value() == 8);
   CHECK(faulty.recv(Clock::now())->peer == 3);
   CHECK(faulty.describe(9) == "fake #9");
   CHECK(faulty.refusedHandshakes() == 5);

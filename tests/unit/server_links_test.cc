@@ -30,23 +30,20 @@ class FakeTransport final : public Transport {
   std::function<std::optional<int>(PeerId)> server_of;  // the worker's peer-to-server map
   RequestTable* table = nullptr;
   std::vector<std::string> connects;   // "host:port" or "ipc:name", in order
-  std::vector<std::string> passwords;  // of each connectWithPassword, in order
+  std::vector<std::string> passwords;  // of each TCP connect, in order
   std::vector<PeerId> disconnected;
   std::vector<Sent> sent;
   bool fail_ipc = false;
 
   StatusOr<int> listen(const std::string&, int) override { return FailedPrecondition("a worker's links never listen"); }
-  StatusOr<PeerId> connect(const std::string& host, int port) override {
-    connects.push_back(host + ":" + std::to_string(port));
-    return next_peer_++;
-  }
-  StatusOr<PeerId> connectWithPassword(const std::string& host, int port, const std::string& password) override {
-    passwords.push_back(password);
-    return connect(host, port);
-  }
-  StatusOr<PeerId> connectIpc(const std::string& name) override {
-    if (fail_ipc) return Unavailable("no such socket");
-    connects.push_back("ipc:" + name);
+  StatusOr<PeerId> connect(const Endpoint& to) override {
+    if (to.isIpc()) {
+      if (fail_ipc) return Unavailable("no such socket");
+      connects.push_back("ipc:" + to.ipc_name);
+    } else {
+      passwords.push_back(to.handshake_password);
+      connects.push_back(to.host + ":" + std::to_string(to.port));
+    }
     return next_peer_++;
   }
   Status send(PeerId peer, std::vector<Blob> frames) override {

@@ -34,7 +34,17 @@ StatusOr<int> ZmqTransport::listen(const std::string& host, int port) {
   return future.get();
 }
 
-StatusOr<PeerId> ZmqTransport::connectWithPassword(const std::string& host, int port, const std::string& password) {
+StatusOr<PeerId> ZmqTransport::connect(const Endpoint& to) {
+  if (to.isIpc()) {
+    const std::string& name = to.ipc_name;
+    if (name.size() > 64 || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+      return InvalidArgument("'" + name + "' is not an ipc socket name");
+    StatusOr<PeerId> peer = connectEndpoint("ipc://@" + name, to.handshake_password);
+    if (peer.ok()) links_.offerTo(*peer);  // the peer is on this host
+    return peer;
+  }
+  const std::string& host = to.host;
+  const int port = to.port;
   in6_addr buf6;
   in_addr buf4;
   if (inet_pton(AF_INET, host.c_str(), &buf4) != 1 && inet_pton(AF_INET6, host.c_str(), &buf6) != 1)
@@ -42,16 +52,7 @@ StatusOr<PeerId> ZmqTransport::connectWithPassword(const std::string& host, int 
   if (port <= 0 || port > 65535) return InvalidArgument("port " + std::to_string(port) + " is out of range");
   std::string endpoint = host.find(':') != std::string::npos ? "tcp://[" + host + "]:" + std::to_string(port)
                                                              : "tcp://" + host + ":" + std::to_string(port);
-  return connectEndpoint(endpoint, password);
-}
-
-StatusOr<PeerId> ZmqTransport::connectIpcWithPassword(const std::string& name, const std::string& password) {
-  if (name.empty() || name.size() > 64 ||
-      name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
-    return InvalidArgument("'" + name + "' is not an ipc socket name");
-  StatusOr<PeerId> peer = connectEndpoint("ipc://@" + name, password);
-  if (peer.ok()) links_.offerTo(*peer);  // the peer is on this host
-  return peer;
+  return connectEndpoint(endpoint, to.handshake_password);
 }
 
 StatusOr<PeerId> ZmqTransport::connectEndpoint(const std::string& endpoint, const std::string& password) {

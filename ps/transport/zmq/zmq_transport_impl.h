@@ -65,13 +65,7 @@ class ZmqTransport final : public Transport {
 
   StatusOr<int> listen(const std::string& host, int port) override;
 
-  StatusOr<PeerId> connect(const std::string& host, int port) override { return connectWithPassword(host, port, ""); }
-
-  StatusOr<PeerId> connectWithPassword(const std::string& host, int port, const std::string& password) override;
-
-  StatusOr<PeerId> connectIpc(const std::string& name) override { return connectIpcWithPassword(name, ""); }
-
-  StatusOr<PeerId> connectIpcWithPassword(const std::string& name, const std::string& password) override;
+  StatusOr<PeerId> connect(const Endpoint& to) override;
 
   StatusOr<PeerId> connectEndpoint(const std::string& endpoint, const std::string& password);
 
