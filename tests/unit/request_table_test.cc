@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/unit/function_route.h"
+
 namespace zps {
 namespace {
 
@@ -22,22 +24,20 @@ struct FakeServers {
   std::function<bool(int server, const std::function<bool()>& done)> receive;
   std::vector<bool> receive_pushes;  // the `pushes` of each call of the receive hook
   int receivers_woken = 0;
-  RequestTable table{
-      RequestTable::Hooks{
-          [this](const RequestSpec& to, std::vector<Blob>) {
-            sent_to.push_back(to.server);
-            return fail_sends ? Unavailable("link down") : Status::OK();
-          },
-          [](int server) {
-            return "server " + std::to_string(server) + " (fake:" + std::to_string(9000 + server) + ")";
-          },
-          nullptr, nullptr,
-          [this](int server, bool pushes, RequestTable::Clock::time_point, const std::function<bool()>& done) {
-            receive_pushes.push_back(pushes);
-            return receive != nullptr && receive(server, done);
-          },
-          [this] { ++receivers_woken; }},
-      100ms};
+  testing::FunctionRoute route{
+      [this](const RequestSpec& to, std::vector<Blob>) {
+        sent_to.push_back(to.server);
+        return fail_sends ? Unavailable("link down") : Status::OK();
+      },
+      [](int server) { return "server " + std::to_string(server) + " (fake:" + std::to_string(9000 + server) + ")"; }};
+  testing::FunctionReceiver receiver{[this](int server, bool pushes, const std::function<bool()>& done) {
+                                       receive_pushes.push_back(pushes);
+                                       return receive != nullptr && receive(server, done);
+                                     },
+                                     [this] { ++receivers_woken; }};
+  RequestTable table{&route, 100ms};
+
+  FakeServers() { table.receiveRepliesWith(&receiver); }
 
   // A pull of `parts` partitions of 4 floats each into `out`, partition i from server i.
   FanOut pull(float* out, int parts, std::vector<uint64_t>* ids) {
