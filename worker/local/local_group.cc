@@ -397,7 +397,7 @@ Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::mil
       return FailedPrecondition("local rank 0 runs " + std::string(root_what) + " as the node's local operation " +
                                 std::to_string(next_turn_) + ", but no thread of local rank " + std::to_string(rank_) +
                                 " issued it within " + secondsText(timeout) + " s (this one waits to run " + what +
-                                "): every local rank must issue the same push/pull/pushPull/barrier calls");
+                                "): every local rank must issue the same push/pull/pushPull calls");
     }
     shared(control_->turns_taken[rank_]).store(next_turn_, std::memory_order_release);
   }
