@@ -6,7 +6,6 @@ is no such operation, so an async allreduce started before barrier() on one rank
 local reduction waiting out its deadline. A refused call (a duplicate name in flight, on one rank only; a
 shape that disagrees) fails at once and the next operation works. Prints one line per passed check and exits
 1 on the first mismatch, naming it."""
-import sys
 import time
 
 import torch
@@ -20,10 +19,7 @@ hvd.init()
 rank, size = hvd.rank(), hvd.size()
 job_checks.rank = rank
 
-if size != 4 or hvd.local_size() != 2:
-    print("FAILED: this job expects 2 nodes of 2 local ranks, got size %d, local size %d" %
-          (size, hvd.local_size()), flush=True)
-    sys.exit(1)
+job_checks.require_two_nodes_of_two(hvd)
 
 # Each step must take seconds: a local reduction out of step would wait ZPS_REQUEST_TIMEOUT (20 s in ctest)
 # and then end the node's local group.
