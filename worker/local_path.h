@@ -48,7 +48,6 @@ class LocalPath {
   StatusOr<LocalReducer*> reducerFor(const void* in, const void* out);
   StatusOr<Handle> reduceLocally(TensorId id, pb::DataCommand command, const DenseTensors::Shape& shape, const void* in,
                                  void* out);
-  Status barrierInTurn();
   // A failed local operation ends the node's group, unless it failed because the job is recovering:
   // then every local rank goes on to recover() instead.
   void abortUnlessRecovering(const Status& s);
