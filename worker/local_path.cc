@@ -11,13 +11,14 @@ namespace zps {
 using Clock = std::chrono::steady_clock;
 
 LocalPath::LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client, DenseTensors* tensors,
-                     RequestTable* requests, RecoveryState* recovery)
+                     RequestTable* requests, RequestWaiter* waits, RecoveryState* recovery)
     : config_(config),
       rank_(rank),
       group_(group),
       client_(client),
       tensors_(tensors),
       requests_(requests),
+      waits_(waits),
       recovery_(recovery) {}
 
 std::optional<Status> LocalPath::recoveryPending() {
@@ -144,7 +145,7 @@ StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command, 
   Status waited;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    waited = requests_->waitFor(op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
+    waited = waits_->waitFor(op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
     if (waited.code() != StatusCode::kDeadlineExceeded || Clock::now() >= deadline || !group_) break;
     Status health = group_->health();
     if (!health.ok()) {

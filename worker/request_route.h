@@ -4,7 +4,8 @@
 //   caller -> RequestTable -> RequestRoute (Worker::Impl) -> PushScheduler (priority, credit, fusion)
 //          -> ServerLinks -> Transport
 //   Transport -> Worker::Impl::handleReply (the I/O thread) -> RequestTable::deliver
-//   Transport -> ServerLinks as ReplyReceiver (a waiting caller's thread) -> handleReply -> deliver
+//   a caller in RequestWaiter -> ServerLinks as ReplyReceiver -> Transport::receiveOn -> handleReply
+//          -> deliver
 #pragma once
 
 #include <chrono>
@@ -106,11 +107,14 @@ class RequestRoute {
   // cancelled). Called with the table's lock held: they must not call into the table.
   virtual void issued(uint64_t /*id*/, const OutgoingRequest& /*request*/) {}
   virtual void completed(uint64_t /*id*/, bool /*ok*/) {}
+  // The table was aborted or refused: waits in progress must look at it again (RequestWaiter's
+  // receivers are woken). Called without the table's lock.
+  virtual void wakeWaiters() {}
 };
 
 // Lets a caller that waits for the replies of one server receive them on its own thread
 // (Transport::receiveOn), so that a reply wakes one thread instead of two. Implemented by
-// ServerLinks. Called without the table's lock.
+// ServerLinks; used by RequestWaiter.
 class ReplyReceiver {
  public:
   virtual ~ReplyReceiver() = default;

@@ -31,8 +31,6 @@ Status RequestRoute::sendAll(std::vector<ReadyRequest> requests) {
 RequestTable::RequestTable(RequestRoute* route, std::chrono::milliseconds resend_timeout)
     : route_(route), resend_timeout_(resend_timeout) {}
 
-void RequestTable::receiveRepliesWith(ReplyReceiver* receiver) { receiver_.store(receiver); }
-
 pb::Data RequestTable::newRequest() {
   pb::Data d;
   d.set_protocol_version(wire::kProtocolVersion);
@@ -125,24 +123,13 @@ StatusOr<bool> RequestTable::poll(Handle handle) const {
 }
 
 Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
-  receiveReplies(op, deadline);
+  return waitUntil(op, Clock::now() + timeout, timeout);
+}
+
+Status RequestTable::waitUntil(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline,
+                               std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto ended = [&] { return op->remaining == 0 || aborted_.has_value(); };
-  // The replies still missing come through the I/O thread: the transport must not keep connections
-  // with threads that received there before (Transport::beginWaitOnIoThread).
-  ReplyReceiver* const receiver = ended() ? nullptr : receiver_.load();
-  if (receiver != nullptr) {
-    lock.unlock();
-    receiver->waitOnIoThread(true);
-    lock.lock();
-  }
-  cv_.wait_until(lock, deadline, ended);
-  if (receiver != nullptr) {
-    lock.unlock();
-    receiver->waitOnIoThread(false);
-    lock.lock();
-  }
+  cv_.wait_until(lock, deadline, [&] { return op->remaining == 0 || aborted_.has_value(); });
   // A reply being copied finishes first: the caller may reuse or free the buffer once we return.
   // After abort() a program that stops at its first failed wait may free every buffer of the
   // operations it never waits for: so an aborted wait returns only when no copy of any operation is
@@ -154,28 +141,24 @@ Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::
                           secondsText(timeout) + " s: " + missing(*op));
 }
 
-void RequestTable::receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline) {
-  ReplyReceiver* const receiver = receiver_.load();
-  if (receiver == nullptr) return;
-  std::optional<int> server;
-  bool pushes = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (op->remaining == 0 || aborted_) return;
-    for (uint64_t id : op->requests) {
-      auto it = pending_.find(id);
-      if (it == pending_.end()) continue;
-      const RequestSpec& r = it->second.request;
-      if (r.via || (server && *server != r.server)) return;  // a HELLO moving to ipc, or several servers
-      server = r.server;
-      pushes = pushes || r.scheduledPush();
-    }
+bool RequestTable::ended(const std::shared_ptr<PendingOp>& op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return op->remaining == 0 || aborted_.has_value();
+}
+
+std::optional<RequestTable::SoleServer> RequestTable::soleServer(const std::shared_ptr<PendingOp>& op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (op->remaining == 0 || aborted_) return std::nullopt;
+  std::optional<SoleServer> sole;
+  for (uint64_t id : op->requests) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    const RequestSpec& r = it->second.request;
+    if (r.via || (sole && sole->server != r.server)) return std::nullopt;  // a HELLO moving to ipc, or several
+    if (!sole) sole = SoleServer{r.server, false};
+    sole->pushes = sole->pushes || r.scheduledPush();
   }
-  if (!server) return;
-  receiver->receiveFrom(*server, pushes, deadline, [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return op->remaining == 0 || aborted_.has_value();
-  });
+  return sole;
 }
 
 std::string RequestTable::missing(const PendingOp& op) const {
@@ -343,7 +326,7 @@ void RequestTable::abort(const Status& why) {
     if (!aborted_) aborted_ = why;
     cv_.notify_all();
   }
-  if (ReplyReceiver* receiver = receiver_.load()) receiver->wakeReceivers();
+  route_->wakeWaiters();
 }
 
 std::optional<Status> RequestTable::aborted() const {
@@ -363,7 +346,7 @@ void RequestTable::refuse(std::optional<Status> why) {
     for (uint64_t id : ids) complete(id, *why);
     cv_.notify_all();
   }
-  if (ReplyReceiver* receiver = receiver_.load()) receiver->wakeReceivers();
+  route_->wakeWaiters();
 }
 
 uint64_t RequestTable::resent() const {

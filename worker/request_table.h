@@ -13,16 +13,16 @@
 // cancelled: its remaining requests are forgotten, and a late reply for one is dropped (counted,
 // logged at PS_VERBOSE), so nothing is written into its buffers after wait() returned.
 //
-// Requests leave through a RequestRoute and, while a caller waits for the replies of one server, that
-// caller's thread may receive them itself through a ReplyReceiver (request_route.h).
+// Requests leave through a RequestRoute (request_route.h). The table's own waits only wait on its
+// condition variable, never calling into the transport; a RequestWaiter (request_waiter.h) is the
+// wait that lets the caller's thread receive the replies itself.
 //
 // Owned by the Worker for its whole life. Thread-safe: callers' threads send and wait, the
-// transport's I/O thread delivers replies (and so does a waiting caller's thread, through the
-// ReplyReceiver), the resend thread resends. The route's issued() and completed() are called with the
-// table's lock held, so they must not call back into the table; nothing else is.
+// transport's I/O thread delivers replies (and so does a caller inside a RequestWaiter), the resend
+// thread resends. The route's issued() and completed() are called with the table's lock held, so they
+// must not call back into the table; nothing else is.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -78,10 +78,6 @@ class RequestTable {
   // resend_timeout 0: no resends on a timer (resendTo still resends after a reset). `route` outlives
   // the table.
   RequestTable(RequestRoute* route, std::chrono::milliseconds resend_timeout);
-  // From now on a caller waiting for the replies of one server receives them through `receiver`
-  // (null: never, the I/O thread delivers every reply). The receiver outlives its use: detach it
-  // (null) before destroying it.
-  void receiveRepliesWith(ReplyReceiver* receiver);
 
   // A data message with a fresh request id, the current generation and the protocol version; the
   // caller sets its body (a Declare, a Tensor, ...).
@@ -109,6 +105,21 @@ class RequestTable {
   // naming the missing replies ("2 replies missing after 1.5 s: key 7 from server 1 (host:port)").
   // Never returns while a reply is being copied into the operation's buffers.
   Status waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds timeout);
+  // waitFor with its deadline given; `timeout` is the wait's whole length, for the message.
+  Status waitUntil(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline, std::chrono::milliseconds timeout);
+  // After a failed wait: cancels the operation and lets it describe the outcome (`failed` when it
+  // had ended meanwhile or was OK).
+  Status cancelAfter(const std::shared_ptr<PendingOp>& op, const Status& failed);
+  // True once the operation has ended, or the table was aborted.
+  bool ended(const std::shared_ptr<PendingOp>& op) const;
+  // The server every unanswered request of `op` went to, and whether one of them is a scheduled push
+  // (its answer comes on the server's push lane where one is open); nullopt when none is left, they
+  // went to several servers, or one moves a connection (a HELLO to ipc).
+  struct SoleServer {
+    int server = 0;
+    bool pushes = false;
+  };
+  std::optional<SoleServer> soleServer(const std::shared_ptr<PendingOp>& op) const;
   // Forgets the operation's requests: their replies are dropped from now on. Returns once no reply
   // is being copied into its buffers any more. False (and nothing done) for an operation that had
   // already ended.
@@ -148,11 +159,6 @@ class RequestTable {
     bool delivering = false;
   };
 
-  // While every unanswered request of the operation went to one server, this thread receives that
-  // server's replies itself (ReplyReceiver::receiveFrom) until the operation ends or the deadline.
-  void receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline);
-  // After a failed wait: cancels the operation and lets it describe the outcome.
-  Status cancelAfter(const std::shared_ptr<PendingOp>& op, const Status& failed);
   // All called with mu_ held.
   void complete(uint64_t id, const Status& status);
   void forget(const std::shared_ptr<PendingOp>& op);
@@ -160,7 +166,6 @@ class RequestTable {
   void rememberCancelled(uint64_t id);
 
   RequestRoute* const route_;
-  std::atomic<ReplyReceiver*> receiver_{nullptr};
   const std::chrono::milliseconds resend_timeout_;
 
   mutable std::mutex mu_;

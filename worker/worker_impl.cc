@@ -19,7 +19,7 @@ Worker::Impl::~Impl() {
   // The scheduler client's thread goes first: its Shutdown and recovery callbacks reach the request
   // table's receiver, the links, destroyed before the client otherwise.
   client.reset();
-  if (requests) requests->receiveRepliesWith(nullptr);
+  if (waits) waits->receiveWith(nullptr);
   if (transport) transport->close();
 }
 
@@ -42,6 +42,10 @@ void Worker::Impl::completed(uint64_t id, bool ok) {
   scheduler->completed(id);
 }
 
+void Worker::Impl::wakeWaiters() {
+  if (waits) waits->wakeReceivers();
+}
+
 std::string Worker::Impl::me() const {
   return "worker " + std::to_string(rank) + (local ? " local rank " + std::to_string(config.local_rank) : "");
 }
@@ -55,6 +59,7 @@ Status Worker::Impl::start() {
       [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); },
       FusionPolicy{config.fusion_bytes, [this](int server) { return links->acceptsFused(server); }});
   requests = std::make_unique<RequestTable>(this, config.resend_timeout);
+  waits = std::make_unique<RequestWaiter>(requests.get());
   recovery = std::make_unique<RecoveryState>(requests.get());
   ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, registerNode());
   rank = book.rank();
@@ -81,12 +86,12 @@ Status Worker::Impl::start() {
   recovery->start(book.generation());
   if (local) local->setGeneration(book.generation());
   links = std::make_unique<ServerLinks>(config, auth, rank, transport.get(), requests.get());
-  requests->receiveRepliesWith(links.get());
+  waits->receiveWith(links.get());
   ZPS_RETURN_IF_ERROR(links->link(book));
   tensors = std::make_unique<DenseTensors>(config, rank, requests.get());
   tables = std::make_unique<Tables>(config, requests.get(), obs.get());
   local_path = std::make_unique<LocalPath>(config, rank, local.get(), client.get(), tensors.get(), requests.get(),
-                                           recovery.get());
+                                           waits.get(), recovery.get());
   transport->onMessage([this](TransportMessage msg) { handleReply(msg); });
   // A reset connection to a server came back: the requests and replies on the wire at the reset are
   // lost, so every unanswered request to that server goes again (with or without ZPS_RESEND_TIMEOUT).
@@ -157,7 +162,7 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
 }
 
 // Called for every reply by the transport's I/O thread, or by a caller's thread that waits for a reply
-// from that server (ServerLinks as the request table's ReplyReceiver): one or two thread hand-offs less than a receiver
+// from that server (RequestWaiter, through ServerLinks): one or two thread hand-offs less than a receiver
 // thread, which matters for small messages (a wake-up on another core costs tens of microseconds).
 void Worker::Impl::handleReply(const TransportMessage& msg) {
   const std::optional<int> server = links->serverOf(msg.peer);

@@ -11,7 +11,7 @@
 //  - the caller's threads issue push/pull/pushPull and wait;
 //  - the data transport's I/O thread moves bytes, and also decodes replies, copies pulled bytes
 //    into the caller's buffers and completes operations (handleReply); a caller waiting for the
-//    replies of one server does that itself (ServerLinks as the table's ReplyReceiver);
+//    replies of one server does that itself (RequestWaiter, through the ServerLinks);
 //  - with ZPS_RESEND_TIMEOUT, a thread that resends overdue requests;
 //  - with ZPS_RECOVERY and several local ranks, a thread that watches the node's control segment
 //  for
@@ -35,6 +35,7 @@
 #include "worker/local_path.h"
 #include "worker/recovery_state.h"
 #include "worker/request_table.h"
+#include "worker/request_waiter.h"
 #include "worker/scheduling/push_scheduler.h"
 #include "worker/server_links.h"
 #include "worker/tables.h"
@@ -54,12 +55,14 @@ struct Worker::Impl final : RequestRoute {
   // Priority scheduling's queues, in front of the links (where the request table's route sends).
   std::unique_ptr<PushScheduler> scheduler;
   std::unique_ptr<RequestTable> requests;
+  // The data path's waits (Worker::wait, the local path), which receive through the links.
+  std::unique_ptr<RequestWaiter> waits;
   std::unique_ptr<RecoveryState> recovery;
   // Local reduction (ZPS_LOCAL_SIZE > 1); null otherwise. Non-root local ranks have no client.
   std::unique_ptr<LocalGroup> local;
   std::unique_ptr<SchedulerClient> client;
   std::unique_ptr<Transport> transport;
-  // Also the request table's ReplyReceiver while it exists.
+  // Also the waits' ReplyReceiver while it exists.
   std::unique_ptr<ServerLinks> links;
   std::unique_ptr<DenseTensors> tensors;
   std::unique_ptr<Tables> tables;
@@ -78,6 +81,7 @@ struct Worker::Impl final : RequestRoute {
   std::string describeServer(int server) const override;
   void issued(uint64_t id, const OutgoingRequest& request) override;
   void completed(uint64_t id, bool ok) override;
+  void wakeWaiters() override;
   // Registers with the scheduler, connects to every server and starts the threads.
   Status start();
   Status recover();

@@ -17,6 +17,7 @@ struct FunctionRoute final : RequestRoute {
   Send on_send;
   Describe on_describe = [](int server) { return "server " + std::to_string(server); };
   std::function<void(uint64_t id, bool ok)> on_completed;  // optional
+  std::function<void()> on_wake_waiters;                   // optional
 
   FunctionRoute() = default;
   explicit FunctionRoute(Send send) : on_send(std::move(send)) {}
@@ -26,6 +27,9 @@ struct FunctionRoute final : RequestRoute {
   std::string describeServer(int server) const override { return on_describe(server); }
   void completed(uint64_t id, bool ok) override {
     if (on_completed) on_completed(id, ok);
+  }
+  void wakeWaiters() override {
+    if (on_wake_waiters) on_wake_waiters();
   }
 };
 

@@ -12,6 +12,7 @@
 #include "ps/wire/codec.h"
 #include "tests/unit/function_route.h"
 #include "worker/request_table.h"
+#include "worker/request_waiter.h"
 
 namespace zps::testing {
 
@@ -22,6 +23,7 @@ struct InstantServers {
   std::vector<pb::DataHeader> seen;  // every request's header, in send order
   FunctionRoute route{[this](const RequestSpec& to, std::vector<Blob> frames) { return answer(to, frames); }};
   RequestTable table{&route, std::chrono::milliseconds(0)};
+  RequestWaiter waiter{&table};  // with no receiver: its waits are the table's
 
   Status answer(const RequestSpec& to, const std::vector<Blob>& frames) {
     auto decoded = wire::decode(frames, wire::Limits());
