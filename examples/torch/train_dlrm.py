@@ -22,8 +22,13 @@ of the same rows) and the samples per second of the job (after --warmup steps).
 the embedding bytes per training sample: from the workers' own row counts, and, when ZPS_METRICS_PORT
 is set, from the servers' byte counters (their pushed and pulled bytes during training less the MLP
 gradients' exact share).
+
+--prefetch 1 starts the pull of the next step's rows right after each step's forward
+(EmbeddingBags.prefetch): the servers answer it once every worker's gradients of the step are applied,
+so it travels during the MLPs' backward and the dense gradients' sums; the rows are the same bits.
 """
 import argparse
+import hashlib
 import json
 
 import numpy as np
@@ -34,6 +39,9 @@ from dlrm_data import CATEGORICAL, NUMERIC, load
 from dlrm_model import DLRM, batches, scores, train
 from server_counters import server_bytes
 from train_ctr import roc_auc
+
+
+PREFETCH_DEFAULT = 0
 
 
 def parse_args(argv=None):
@@ -54,6 +62,9 @@ def parse_args(argv=None):
     p.add_argument("--row-cache-steps", type=int, default=0,
                    help="serve a pulled row from the worker's cache for up to this many steps (0: no cache)")
     p.add_argument("--row-cache-rows", type=int, default=100000, help="rows the worker's cache holds at most")
+    p.add_argument("--prefetch", type=int, choices=(0, 1), default=PREFETCH_DEFAULT,
+                   help="1: pull the next step's rows while this step computes (EmbeddingBags.prefetch; the "
+                        "same rows in sync mode)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = p.parse_args(argv)
@@ -103,7 +114,8 @@ def main():
     bps.barrier()
     servers_before = server_bytes(rank) if rank == 0 else None
     bps.barrier()
-    seconds = train(model, [optimizer], batches(train_set, rank, size, args.batch_size), args.steps, args.warmup)
+    seconds = train(model, [optimizer], batches(train_set, rank, size, args.batch_size), args.steps, args.warmup,
+                    prefetch=tables.prefetch if args.prefetch else None)
     samples_per_s = (args.steps - args.warmup) * size * args.batch_size / seconds
     bps.barrier()
     servers_after = server_bytes(rank) if rank == 0 else None
@@ -116,7 +128,8 @@ def main():
     dense, ids, labels = test_set
     share = np.array_split(np.arange(len(labels)), size)[rank]
     mine = scores(model, dense[share], ids[share])
-    auc = roc_auc(np.concatenate(bps.allgather_object(mine)), labels)
+    every_score = np.concatenate(bps.allgather_object(mine))
+    auc = roc_auc(every_score, labels)
     bayes = f", Bayes AUC: {bayes_auc:.4f}" if bayes_auc is not None else ""
     print(f"Test AUC: {auc:.4f} ({len(labels)} rows){bayes}, Worker: {rank}", flush=True)
     print(f"Samples/s: {samples_per_s:.0f} ({size} workers x {args.batch_size} rows, {args.steps} steps), "
@@ -127,6 +140,9 @@ def main():
         print(json.dumps({"system": "zps", "samples_per_s": samples_per_s, "auc": auc, "bayes_auc": bayes_auc,
                           "steps": args.steps, "workers": size, "batch_size": args.batch_size, "scale": args.scale,
                           "row_cache_steps": args.row_cache_steps, "row_cache_rows": args.row_cache_rows,
+                          "prefetch": args.prefetch,
+                          # The held-out scores' bits: two runs that trained the same weights agree.
+                          "scores_sha256": hashlib.sha256(every_score.astype(np.float32).tobytes()).hexdigest(),
                           "embedding_bytes_per_sample": traffic}), flush=True)
     bps.shutdown()
 
