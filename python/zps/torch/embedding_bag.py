@@ -44,6 +44,7 @@ class EmbeddingBags(torch.nn.Module):
                                average=average, async_=async_, row_cache_steps=row_cache_steps,
                                row_cache_rows=row_cache_rows, **optimizer_options)
         self.table_base = torch.arange(self.num_tables, dtype=torch.int64) << ID_BITS
+        self._prefetched = None  # (keys, their distinct keys, inverse) of the last prefetch
 
     @property
     def row_cache(self):
@@ -69,7 +70,7 @@ class EmbeddingBags(torch.nn.Module):
         1-D tensors (table t's ids, and where each of its bags starts; every table has the same number
         of bags): out[b, t] pools table t's rows of bag b."""
         keys, starts = self._keys(ids, offsets)
-        unique, inverse = torch.unique(keys, return_inverse=True)
+        unique, inverse = self._distinct(keys)
         rows = self.table.rows(unique)
         if offsets is None:
             out = rows.index_select(0, inverse).reshape(ids.shape[0], self.num_tables, self.embedding_dim)
@@ -89,7 +90,16 @@ class EmbeddingBags(torch.nn.Module):
         of this step are applied); with async tables they may lack this worker's gradients of this step
         (at most one step stale). With a row cache, only the rows it will not serve are pulled."""
         keys, _ = self._keys(ids, offsets)
-        self.table.prefetch_rows(torch.unique(keys))
+        unique, inverse = torch.unique(keys, return_inverse=True)
+        self.table.prefetch_rows(unique)
+        self._prefetched = (keys, unique, inverse)
+
+    def _distinct(self, keys):
+        """torch.unique(keys, return_inverse=True), taken from the prefetch when it had these keys."""
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and torch.equal(prefetched[0], keys):
+            return prefetched[1], prefetched[2]
+        return torch.unique(keys, return_inverse=True)
 
     def _keys(self, ids, offsets):
         """The server keys of every id, table-major for lists (and, with offsets, where each bag starts
