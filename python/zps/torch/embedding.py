@@ -154,6 +154,11 @@ class Embedding(torch.nn.Module):
             self.row_cache.advance()
 
 
+# Prefetches not waited for yet: the worker writes a reply into its buffer whenever it comes, so the
+# buffer must outlive a module dropped with a prefetch in flight.
+_in_flight = set()
+
+
 class _Prefetch:
     """A pull started early: `ahead` (0 or 1) of this worker's pushes before the lookup it serves."""
 
@@ -165,11 +170,13 @@ class _Prefetch:
         self.handle = rt.worker.pull_rows_ahead(module._table, pull_keys.data_ptr(), pull_keys.numel(),
                                                 self.out.data_ptr(), ahead)
         module.pulled_rows += pull_keys.numel()
+        _in_flight.add(self)
 
     def wait(self):
         """The rows, once the servers answered (ZPS_REQUEST_TIMEOUT's deadline: a round that never
         comes, as when the backward of the step before is never run, fails here)."""
+        _in_flight.discard(self)  # waited: the handle is released (a failed wait cancels the request)
         runtime("Embedding.forward").worker.wait(
             self.handle, -1, "zps.torch.Embedding '%s': prefetched %d rows, held by the servers until every worker's "
-            "push %d of the table is applied" % (self.module.name, self.pull_keys.numel(), self.for_pushes))
+            "gradients of the step before are applied" % (self.module.name, self.pull_keys.numel()))
         return self.out
