@@ -23,9 +23,10 @@ the embedding bytes per training sample: from the workers' own row counts, and, 
 is set, from the servers' byte counters (their pushed and pulled bytes during training less the MLP
 gradients' exact share).
 
---prefetch 1 starts the pull of the next step's rows right after each step's forward
-(EmbeddingBags.prefetch): the servers answer it once every worker's gradients of the step are applied,
-so it travels during the MLPs' backward and the dense gradients' sums; the rows are the same bits.
+Each step starts the pull of the next step's rows right after its forward (EmbeddingBags.prefetch;
+--prefetch 0 pulls them in each forward instead): the servers answer it once every worker's gradients
+of the step are applied, so it travels during the MLPs' backward and the dense gradients' sums; the
+rows are the same bits (with async tables, at most one step older).
 """
 import argparse
 import hashlib
@@ -39,9 +40,6 @@ from dlrm_data import CATEGORICAL, NUMERIC, load
 from dlrm_model import DLRM, batches, scores, train
 from server_counters import server_bytes
 from train_ctr import roc_auc
-
-
-PREFETCH_DEFAULT = 0
 
 
 def parse_args(argv=None):
@@ -62,9 +60,9 @@ def parse_args(argv=None):
     p.add_argument("--row-cache-steps", type=int, default=0,
                    help="serve a pulled row from the worker's cache for up to this many steps (0: no cache)")
     p.add_argument("--row-cache-rows", type=int, default=100000, help="rows the worker's cache holds at most")
-    p.add_argument("--prefetch", type=int, choices=(0, 1), default=PREFETCH_DEFAULT,
-                   help="1: pull the next step's rows while this step computes (EmbeddingBags.prefetch; the "
-                        "same rows in sync mode)")
+    p.add_argument("--prefetch", type=int, choices=(0, 1), default=1,
+                   help="1 (the default): pull the next step's rows while this step computes "
+                        "(EmbeddingBags.prefetch; the same rows in sync mode); 0: pull them in each forward")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = p.parse_args(argv)
