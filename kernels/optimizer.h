@@ -70,7 +70,7 @@ void applyOptimizerRows(const OptimizerConfig& config, uint32_t dim, size_t rows
 void adamCorrections(const OptimizerConfig& config, uint64_t step, float* inv_bc1, float* inv_bc2);
 
 // The deterministic initialiser of embedding rows, shared by the servers (which create a row on its
-// first touch) and single-process training (worker/train/embedding.h), so both start from the same
+// first touch) and single-process training (train/embedding.h), so both start from the same
 // table: row[j] is uniform in [-scale, scale), a pure function of (key, seed, j).
 void initEmbeddingRow(uint64_t key, uint64_t seed, float scale, float* row, size_t dim);
 

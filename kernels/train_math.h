@@ -1,5 +1,5 @@
 // The per-element and per-row formulas of the dense models, shared by the CPU ops
-// (worker/train/cpu_train_ops.cc, worker/train/model.cc) and the CUDA kernels
+// (train/cpu_train_ops.cc, train/model.cc) and the CUDA kernels
 // (kernels/cuda/train_ops.cu), so both backends compute the same thing from one source. Heads work in
 // double, as they always have on the CPU. Plain C++ for the host; nvcc also compiles them for the
 // device.

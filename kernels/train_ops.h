@@ -1,5 +1,5 @@
-// The operations the dense models of zps train need (worker/train/model.cc), on memory of one
-// backend: the CPU (host memory, OpenBLAS: worker/train/cpu_train_ops.cc) or one GPU (device memory,
+// The operations the dense models of zps train need (train/model.cc), on memory of one
+// backend: the CPU (host memory, OpenBLAS: train/cpu_train_ops.cc) or one GPU (device memory,
 // cuBLAS and the kernels of kernels/cuda/train_ops.cu). A model written against TrainOps keeps its
 // parameters, activations and gradients in the backend's memory for the whole run; only the batch
 // input goes in (through staging memory, pinned for the GPU) and the loss scalar comes out.
@@ -51,7 +51,7 @@ class TrainOps {
   // Waits for every op so far, e.g. before the worker API reads a gradient from backend memory.
   virtual void synchronize() = 0;
 
-  // Row-major C = alpha * op(A) * op(B) + beta * C (worker/train/blas.h's gemm) on backend memory.
+  // Row-major C = alpha * op(A) * op(B) + beta * C (train/blas.h's gemm) on backend memory.
   virtual void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda,
                     const float* b, size_t ldb, float beta, float* c, size_t ldc) = 0;
   // Each of the `rows` rows of out (row stride `width`) becomes a copy of `row`: a layer's biases

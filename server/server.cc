@@ -227,8 +227,8 @@ void Server::dispatch(TransportMessage msg) {
     hello(msg.peer, h);
     return;
   }
-  auto it = worker_of_peer_.find(msg.peer);
-  if (it == worker_of_peer_.end()) {
+  const Session* session = sessions_.find(msg.peer);
+  if (session == nullptr) {
     ++malformed_;
     reply(msg.peer, errorReply(msg.peer, h, "send HELLO before any other message"));
     return;
@@ -240,11 +240,11 @@ void Server::dispatch(TransportMessage msg) {
       reply(msg.peer, statsReply(msg.peer, h, counts));
       return;
     }
-    case pb::Data::kFused: dispatchFused(msg.peer, it->second, *data); return;
+    case pb::Data::kFused: dispatchFused(msg.peer, session->worker, *data); return;
     case pb::Data::kDeclare:
     case pb::Data::kTensor:
     case pb::Data::kRows:
-    case pb::Data::kCheckpoint: toEngine(msg.peer, it->second, std::move(*data)); return;
+    case pb::Data::kCheckpoint: toEngine(msg.peer, session->worker, std::move(*data)); return;
     case pb::Data::kHello:  // handled above
     case pb::Data::kHelloReply:
     case pb::Data::kStatsReply:
@@ -261,9 +261,9 @@ void Server::refused(PeerId peer, pb::DataHeader& rejected, const Status& why) {
                            << why.message() << " (" << malformed_ << " so far)";
   if (rejected.protocol_version() == 1 && rejected.command() == pb::CMD_HELLO) {
     (void)transport_->send(peer, wire::encodeVersion1Error(rejected.request_id(), why.message()));
-  } else if (rejected.command() == pb::CMD_FUSED && worker_of_peer_.count(peer) > 0) {
+  } else if (rejected.command() == pb::CMD_FUSED && sessions_.contains(peer)) {
     for (Outgoing& o : refuseEntries(peer, rejected, why.message())) reply(peer, std::move(o));
-  } else if (rejected.request_id() != 0 && worker_of_peer_.count(peer) > 0) {
+  } else if (rejected.request_id() != 0 && sessions_.contains(peer)) {
     rejected.set_dtype(0);  // the reply must decode even when the request's dtype did not
     reply(peer, errorReply(peer, rejected, why.message()));
   }
@@ -291,7 +291,7 @@ void Server::toEngine(PeerId peer, int worker, wire::DataMessage data) {
   VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
           << h.round() << " from worker " << worker << " (" << data.payload.size() << " B)";
   if (h.holds_credit()) pace(peer, worker, data);
-  const uint32_t local_rank = local_rank_of_peer_[peer];
+  const uint32_t local_rank = sessions_.localRankOf(peer);
   if (runsInline(data)) {
     inline_engine_->process(EngineTask{peer, worker, std::move(data), false, local_rank});
     return;
@@ -307,7 +307,7 @@ void Server::dispatchFused(PeerId peer, int worker, wire::DataMessage& fused) {
   ++fused_messages_;
   fused_entries_ += fused.entries.size();
   std::vector<Outgoing> out;
-  const uint32_t local_rank = local_rank_of_peer_[peer];
+  const uint32_t local_rank = sessions_.localRankOf(peer);
   for (wire::DataMessage& e : fused.entries) {
     VLOG(2) << "server " << rank_ << ": fused " << pb::DataCommand_Name(e.header.command()) << " key " << e.header.key()
             << " round " << e.header.round() << " from worker " << worker << " (" << e.payload.size() << " B)";
@@ -329,12 +329,7 @@ void Server::startGeneration(uint64_t generation) {
   LOG(WARNING) << "server " << rank_ << ": generation " << generation << ": dropping every key, table and worker "
                << "connection of generation " << generation_ << "; the workers start over from the latest checkpoint";
   generation_ = generation;
-  worker_of_peer_.clear();
-  local_rank_of_peer_.clear();
-  upgrade_token_of_peer_.clear();
-  lane_token_of_peer_.clear();
-  has_lane_.clear();
-  hello_answer_of_peer_.clear();
+  sessions_.clear();
   pacer_->clear();
   for (auto& e : engines_) e->submit(EngineTask{0, -1, {}, true});
   inline_engine_->process(EngineTask{0, -1, {}, true});

@@ -36,6 +36,7 @@
 #include "server/scheduling/push_pacer.h"
 #include "server/sequence_window.h"
 #include "server/server_observer.h"
+#include "server/sessions.h"
 #include "server/sum_store.h"
 
 namespace zps::server_role {
@@ -113,10 +114,6 @@ class Server {
 
   void hello(PeerId peer, const pb::DataHeader& h);
 
-  // A HELLO that presents a lane token: the second connection of the worker connection given that
-  // token (same worker rank and local rank), once per connection. Refuses it otherwise and returns false.
-  bool acceptLane(PeerId peer, const pb::DataHeader& h, int rank, bool moving);
-
   static uint64_t newToken();
 
   const Config config_;
@@ -139,16 +136,7 @@ class Server {
   std::unique_ptr<PushPacer> pacer_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::unique_ptr<Engine> inline_engine_;  // small summation keys, run by the dispatcher
-  std::unordered_map<PeerId, int> worker_of_peer_;
-  std::unordered_map<PeerId, uint32_t> local_rank_of_peer_;
-  std::unordered_map<PeerId, uint64_t> upgrade_token_of_peer_;  // for the move to ipc_name_
-  std::unordered_map<PeerId, uint64_t> lane_token_of_peer_;     // for opening a push lane
-  std::unordered_set<PeerId> has_lane_;                         // connections that opened theirs
-  struct HelloAnswer {
-    std::string nonce;
-    pb::DataHeader reply;
-  };
-  std::unordered_map<PeerId, HelloAnswer> hello_answer_of_peer_;  // with a token: for a resent HELLO
+  Sessions sessions_;                      // the connections a HELLO bound to a worker
   std::string ipc_name_;
   wire::Limits limits_;
   std::atomic<bool> stop_{false};

@@ -13,7 +13,7 @@ void Server::refuseHello(PeerId peer, const pb::DataHeader& h, const std::string
 }
 
 void Server::forgetStranger(PeerId peer) {
-  if (worker_of_peer_.count(peer) == 0) transport_->forget(peer);
+  if (!sessions_.contains(peer)) transport_->forget(peer);
 }
 
 void Server::hello(PeerId peer, const pb::DataHeader& h) {
@@ -29,12 +29,11 @@ void Server::hello(PeerId peer, const pb::DataHeader& h) {
   }
   // A resend of the HELLO this connection was answered for (its reply was lost) gets that answer
   // again; the same nonce from any other connection stays a replay (checkPeerProof).
-  if (auto answered = hello_answer_of_peer_.find(peer);
-      answered != hello_answer_of_peer_.end() && auth_.enabled() && !h.auth_nonce().empty() &&
-      answered->second.nonce == h.auth_nonce() && h.request_id() == answered->second.reply.request_id() &&
-      auth_.verify(kHelloContext, helloMacInput(h), h.auth_mac())) {
+  if (const Session* s = sessions_.find(peer);
+      s != nullptr && auth_.enabled() && !h.auth_nonce().empty() && s->hello_nonce == h.auth_nonce() &&
+      h.request_id() == s->hello_reply.request_id() && auth_.verify(kHelloContext, helloMacInput(h), h.auth_mac())) {
     Outgoing again;
-    again.header = answered->second.reply;
+    again.header = s->hello_reply;
     reply(peer, std::move(again));
     return;
   }
@@ -49,87 +48,37 @@ void Server::hello(PeerId peer, const pb::DataHeader& h) {
       return;
     }
   }
-  int rank = h.worker_rank();
-  if (rank < 0 || rank >= config_.num_workers) {
+  const HelloRequest asked{h.worker_rank(), h.local_rank(), h.upgrade_token(), h.lane_token()};
+  const HelloDecision decision = sessions_.decideHello(peer, asked, config_.num_workers);
+  if (!decision.accepted()) {
     ++malformed_;
-    refuseHello(peer, h, "worker rank " + std::to_string(rank) + " is out of range");
+    LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused a HELLO from " << transport_->describe(peer) << ": "
+                             << decision.why;
+    refuseHello(peer, h, decision.why);
     return;
   }
-  // A worker moving to the ipc socket presents the token its TCP connection was given: that
-  // connection's rank may connect twice.
-  bool moving = false;
-  if (h.upgrade_token() != 0) {
-    for (auto it = upgrade_token_of_peer_.begin(); it != upgrade_token_of_peer_.end(); ++it) {
-      if (it->second != h.upgrade_token() || worker_of_peer_[it->first] != rank ||
-          local_rank_of_peer_[it->first] != h.local_rank())
-        continue;
-      upgrade_token_of_peer_.erase(it);
-      moving = true;
-      break;
-    }
-    if (!moving) {
-      ++malformed_;
-      refuseHello(peer, h, "unknown connection token");
-      return;
-    }
-  }
-  const bool lane = h.lane_token() != 0;
-  if (lane && !acceptLane(peer, h, rank, moving)) return;
-  // The local ranks of one worker node share its rank (each pushes its own keys); a repeat of
-  // both is a misconfigured or hostile peer.
-  for (auto& [p, r] : worker_of_peer_) {
-    if (!moving && !lane && r == rank && p != peer && local_rank_of_peer_[p] == h.local_rank()) {
-      refuseHello(peer, h,
-                  "worker rank " + std::to_string(rank) + " local rank " + std::to_string(h.local_rank()) +
-                      " is already connected");
-      return;
-    }
-  }
-  worker_of_peer_[peer] = rank;
-  local_rank_of_peer_[peer] = h.local_rank();
-  VLOG(1) << "server " << rank_ << ": worker " << rank << " connected from " << transport_->describe(peer);
+  Session& session = sessions_.bind(peer, asked, decision);
+  VLOG(1) << "server " << rank_ << ": worker " << asked.worker << " connected from " << transport_->describe(peer);
   Outgoing o;
   o.header.set_command(pb::CMD_REPLY);
   o.header.set_request_id(h.request_id());
   if (auth_.enabled()) o.header.set_auth_mac(auth_.mac(kHelloReplyContext, h.auth_nonce()));
   o.header.set_accepts_fused(true);  // server/fused_messages.h
-  if (!moving && !lane && !ipc_name_.empty()) {
-    const uint64_t token = newToken();
-    upgrade_token_of_peer_[peer] = token;
+  if (!decision.moved_from && !decision.lane_of && !ipc_name_.empty()) {
+    session.upgrade_token = newToken();
     o.header.set_ipc_name(ipc_name_);
-    o.header.set_upgrade_token(token);
+    o.header.set_upgrade_token(session.upgrade_token);
   }
   // Every worker connection may open one push lane; a lane opens none.
-  if (!lane && has_lane_.count(peer) == 0) {
-    const uint64_t token = newToken();
-    lane_token_of_peer_[peer] = token;
-    o.header.set_lane_token(token);
+  if (!session.lane_opened) {
+    session.lane_token = newToken();
+    o.header.set_lane_token(session.lane_token);
   }
-  if (auth_.enabled()) hello_answer_of_peer_[peer] = HelloAnswer{h.auth_nonce(), o.header};
+  if (auth_.enabled()) {
+    session.hello_nonce = h.auth_nonce();
+    session.hello_reply = o.header;
+  }
   reply(peer, std::move(o));
-}
-
-bool Server::acceptLane(PeerId peer, const pb::DataHeader& h, int rank, bool moving) {
-  std::string why;
-  if (moving) {
-    why = "a HELLO may move a connection to ipc or open a lane, not both";
-  } else {
-    for (auto it = lane_token_of_peer_.begin(); it != lane_token_of_peer_.end(); ++it) {
-      if (it->second != h.lane_token() || it->first == peer || worker_of_peer_[it->first] != rank ||
-          local_rank_of_peer_[it->first] != h.local_rank())
-        continue;
-      has_lane_.insert(it->first);
-      lane_token_of_peer_.erase(it);
-      return true;
-    }
-    why = "unknown lane token: no connection of worker " + std::to_string(rank) + " local rank " +
-          std::to_string(h.local_rank()) + " was given it, or it has opened its lane already";
-  }
-  ++malformed_;
-  LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": refused a lane HELLO from " << transport_->describe(peer) << ": "
-                           << why;
-  refuseHello(peer, h, why);
-  return false;
 }
 
 uint64_t Server::newToken() {

@@ -23,10 +23,10 @@ ps/transport       include/zps ps/common
 ps/node            include/zps ps/common proto ps/wire ps/transport
 server             include/zps ps/common proto ps/wire ps/transport ps/node kernels
 scheduler          include/zps ps/common proto ps/wire ps/transport ps/node
-worker/train       include/zps ps/common kernels
+train              include/zps ps/common kernels
 worker             include/zps ps/common proto ps/wire ps/transport ps/node kernels
-tools              include/zps ps proto kernels server scheduler worker
-tests              include/zps ps proto kernels server scheduler worker tools
+tools              include/zps ps proto kernels server scheduler worker train
+tests              include/zps ps proto kernels server scheduler worker train tools
 '
 
 rooms() { printf '%s\n' "$ROOMS" | sed '/^$/d'; }

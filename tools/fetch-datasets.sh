@@ -2,7 +2,7 @@
 # Fetches the small public datasets that Debian ships inside python3-sklearn (digits,
 # breast_cancer, diabetes) into a data folder, without installing Python: `apt-get download` fetches
 # the .deb and `dpkg -x` unpacks it into a temporary folder. The training loaders
-# (worker/train/dataset.h) read the files it leaves:
+# (train/dataset.h) read the files it leaves:
 #   digits.csv             1797 rows: 64 pixel values, then the digit (comma separated, no header)
 #   breast_cancer.csv      "569,30,malignant,benign", then 569 rows: 30 features, then the class
 #   diabetes_data_raw.csv  442 rows of 10 raw features (space separated)

@@ -1,5 +1,5 @@
 // `zps train`: the built-in training program. Its flags become a train::TrainingSetup (model, data,
-// settings), checked before the worker joins the job; worker/train/distributed_trainer.h runs it.
+// settings), checked before the worker joins the job; train/distributed_trainer.h runs it.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -13,12 +13,12 @@
 #include "tools/command_line.h"
 #include "tools/programs.h"
 #include "tools/worker_program.h"
-#include "worker/train/dataset.h"
-#include "worker/train/defaults.h"
-#include "worker/train/device.h"
-#include "worker/train/distributed_trainer.h"
-#include "worker/train/model.h"
-#include "worker/train/split.h"
+#include "train/dataset.h"
+#include "train/defaults.h"
+#include "train/device.h"
+#include "train/distributed_trainer.h"
+#include "train/model.h"
+#include "train/split.h"
 
 ZPS_FLAG(train, std::string, model, "mlp", "linear (regression), logreg (multinomial logistic regression), mlp or ctr");
 ZPS_FLAG(train, std::string, data, "digits",

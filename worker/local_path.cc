@@ -11,13 +11,14 @@ namespace zps {
 using Clock = std::chrono::steady_clock;
 
 LocalPath::LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client, DenseTensors* tensors,
-                     RequestTable* requests, RecoveryState* recovery)
+                     RequestTable* requests, RequestWaiter* waits, RecoveryState* recovery)
     : config_(config),
       rank_(rank),
       group_(group),
       client_(client),
       tensors_(tensors),
       requests_(requests),
+      waits_(waits),
       recovery_(recovery) {}
 
 std::optional<Status> LocalPath::recoveryPending() {
@@ -144,7 +145,7 @@ StatusOr<Handle> LocalPath::reduceLocally(TensorId id, pb::DataCommand command, 
   Status waited;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    waited = requests_->waitFor(op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
+    waited = waits_->waitFor(op, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(200)));
     if (waited.code() != StatusCode::kDeadlineExceeded || Clock::now() >= deadline || !group_) break;
     Status health = group_->health();
     if (!health.ok()) {
@@ -168,25 +169,20 @@ Status LocalPath::barrier() {
     if (auto pending = recovery_->pending()) return *pending;
     return client_->barrier(pb::GROUP_WORKERS, config_.rendezvous_timeout);
   }
-  // A local operation like a push-pull: in its turn, so that its barriers line up with the same
-  // barrier's on the other local ranks, not with a collective another thread runs meanwhile.
-  constexpr uint64_t kBarrierOp = ~uint64_t{0};
+  // Not a turn (worker/local/local_group.h, Ordering): a push-pull that another thread of this
+  // process is in, or waits to run, may need the other nodes' pushes, which they send after this
+  // barrier.
   if (auto pending = recoveryPending()) return *pending;
-  Status turn = group_->inTurn(kBarrierOp, "barrier", config_.rendezvous_timeout, [&] { return barrierInTurn(); });
-  if (!turn.ok()) abortUnlessRecovering(turn);
-  return turn;
-}
-
-Status LocalPath::barrierInTurn() {
-  ZPS_RETURN_IF_ERROR(group_->barrier("worker barrier", config_.rendezvous_timeout));
-  if (group_->isRoot()) {
-    Status s = client_->barrier(pb::GROUP_WORKERS, config_.rendezvous_timeout);
+  Status s = group_->workerBarrier(config_.rendezvous_timeout, [&] {
+    if (!group_->isRoot()) return Status::OK();
+    Status across = client_->barrier(pb::GROUP_WORKERS, config_.rendezvous_timeout);
     // Unavailable: the scheduler announced a recovery, which the other local ranks hear of through
     // the control segment (the client may still be about to tell this process).
-    if (!s.ok() && s.code() != StatusCode::kUnavailable) abortUnlessRecovering(s);
-    if (!s.ok()) return s;
-  }
-  return group_->barrier("worker barrier release", config_.rendezvous_timeout);
+    if (!across.ok() && across.code() != StatusCode::kUnavailable) abortUnlessRecovering(across);
+    return across;
+  });
+  if (!s.ok()) abortUnlessRecovering(s);
+  return s;
 }
 
 int LocalPath::finish(const Status& result) {

@@ -20,13 +20,14 @@
 #include "worker/local/local_reducer.h"
 #include "worker/recovery_state.h"
 #include "worker/request_table.h"
+#include "worker/request_waiter.h"
 
 namespace zps {
 
 class LocalPath {
  public:
   LocalPath(const Config& config, int rank, LocalGroup* group, SchedulerClient* client, DenseTensors* tensors,
-            RequestTable* requests, RecoveryState* recovery);
+            RequestTable* requests, RequestWaiter* waits, RecoveryState* recovery);
 
   // A push, pull or push-pull of a tensor: straight to the servers (one local rank and host memory,
   // or a process set's tensor in host memory) or through the local reduction.
@@ -48,7 +49,6 @@ class LocalPath {
   StatusOr<LocalReducer*> reducerFor(const void* in, const void* out);
   StatusOr<Handle> reduceLocally(TensorId id, pb::DataCommand command, const DenseTensors::Shape& shape, const void* in,
                                  void* out);
-  Status barrierInTurn();
   // A failed local operation ends the node's group, unless it failed because the job is recovering:
   // then every local rank goes on to recover() instead.
   void abortUnlessRecovering(const Status& s);
@@ -59,6 +59,7 @@ class LocalPath {
   SchedulerClient* const client_;
   DenseTensors* const tensors_;
   RequestTable* const requests_;
+  RequestWaiter* const waits_;  // the local reduction's push-pulls wait through it
   RecoveryState* const recovery_;
 
   // The on-node halves of local reduction: shared memory (host tensors, local size > 1) and NCCL

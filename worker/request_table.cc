@@ -23,8 +23,13 @@ Status errorReplyStatus(const pb::DataHeader& h, const std::string& from) {
 
 }  // namespace
 
-RequestTable::RequestTable(Hooks hooks, std::chrono::milliseconds resend_timeout)
-    : hooks_(std::move(hooks)), resend_timeout_(resend_timeout) {}
+Status RequestRoute::sendAll(std::vector<ReadyRequest> requests) {
+  for (ReadyRequest& r : requests) ZPS_RETURN_IF_ERROR(send(r.to, std::move(r.frames)));
+  return Status::OK();
+}
+
+RequestTable::RequestTable(RequestRoute* route, std::chrono::milliseconds resend_timeout)
+    : route_(route), resend_timeout_(resend_timeout) {}
 
 pb::Data RequestTable::newRequest() {
   pb::Data d;
@@ -54,26 +59,16 @@ StatusOr<std::shared_ptr<PendingOp>> RequestTable::send(FanOut fan) {
       e.op = op;
       e.sent = now;
       e.frames = o.frames;  // references, not copies: for resends (a timeout, a reconnection)
-      if (hooks_.issued) hooks_.issued(o.id, o);
+      route_->issued(o.id, o);
       sends.push_back(ReadyRequest{e.request, std::move(o.frames)});
       pending_[o.id] = std::move(e);
       op->requests.push_back(o.id);
       ++op->remaining;
     }
   }
-  if (hooks_.send_all) {
-    if (Status sent = hooks_.send_all(std::move(sends)); !sent.ok()) {
-      cancel(op);
-      return sent.withContext(op->what);
-    }
-    return op;
-  }
-  for (ReadyRequest& r : sends) {
-    Status sent = hooks_.send(r.to, std::move(r.frames));
-    if (!sent.ok()) {
-      cancel(op);
-      return sent.withContext(op->what);
-    }
+  if (Status sent = route_->sendAll(std::move(sends)); !sent.ok()) {
+    cancel(op);
+    return sent.withContext(op->what);
   }
   return op;
 }
@@ -128,24 +123,13 @@ StatusOr<bool> RequestTable::poll(Handle handle) const {
 }
 
 Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
-  receiveReplies(op, deadline);
+  return waitUntil(op, Clock::now() + timeout, timeout);
+}
+
+Status RequestTable::waitUntil(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline,
+                               std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto ended = [&] { return op->remaining == 0 || aborted_.has_value(); };
-  // The replies still missing come through the I/O thread: the transport must not keep connections
-  // with threads that received there before (Transport::beginWaitOnIoThread).
-  const bool tell = !ended() && hooks_.wait_on_io_thread;
-  if (tell) {
-    lock.unlock();
-    hooks_.wait_on_io_thread(true);
-    lock.lock();
-  }
-  cv_.wait_until(lock, deadline, ended);
-  if (tell) {
-    lock.unlock();
-    hooks_.wait_on_io_thread(false);
-    lock.lock();
-  }
+  cv_.wait_until(lock, deadline, [&] { return op->remaining == 0 || aborted_.has_value(); });
   // A reply being copied finishes first: the caller may reuse or free the buffer once we return.
   // After abort() a program that stops at its first failed wait may free every buffer of the
   // operations it never waits for: so an aborted wait returns only when no copy of any operation is
@@ -157,27 +141,24 @@ Status RequestTable::waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::
                           secondsText(timeout) + " s: " + missing(*op));
 }
 
-void RequestTable::receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline) {
-  if (!hooks_.receive) return;
-  std::optional<int> server;
-  bool pushes = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (op->remaining == 0 || aborted_) return;
-    for (uint64_t id : op->requests) {
-      auto it = pending_.find(id);
-      if (it == pending_.end()) continue;
-      const RequestSpec& r = it->second.request;
-      if (r.via || (server && *server != r.server)) return;  // a HELLO moving to ipc, or several servers
-      server = r.server;
-      pushes = pushes || r.scheduledPush();
-    }
+bool RequestTable::ended(const std::shared_ptr<PendingOp>& op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return op->remaining == 0 || aborted_.has_value();
+}
+
+std::optional<RequestTable::SoleServer> RequestTable::soleServer(const std::shared_ptr<PendingOp>& op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (op->remaining == 0 || aborted_) return std::nullopt;
+  std::optional<SoleServer> sole;
+  for (uint64_t id : op->requests) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    const RequestSpec& r = it->second.request;
+    if (r.via || (sole && sole->server != r.server)) return std::nullopt;  // a HELLO moving to ipc, or several
+    if (!sole) sole = SoleServer{r.server, false};
+    sole->pushes = sole->pushes || r.scheduledPush();
   }
-  if (!server) return;
-  hooks_.receive(*server, pushes, deadline, [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return op->remaining == 0 || aborted_.has_value();
-  });
+  return sole;
 }
 
 std::string RequestTable::missing(const PendingOp& op) const {
@@ -192,7 +173,7 @@ std::string RequestTable::missing(const PendingOp& op) const {
     }
     if (!text.empty()) text += ", ";
     text +=
-        "key " + std::to_string(it->second.request.key) + " from " + hooks_.describe_server(it->second.request.server);
+        "key " + std::to_string(it->second.request.key) + " from " + route_->describeServer(it->second.request.server);
   }
   return text;
 }
@@ -214,7 +195,7 @@ void RequestTable::forget(const std::shared_ptr<PendingOp>& op) {
     if (it == pending_.end() || it->second.delivering) continue;
     pending_.erase(it);
     rememberCancelled(id);
-    if (hooks_.completed) hooks_.completed(id, false);
+    route_->completed(id, false);
   }
 }
 
@@ -230,7 +211,7 @@ void RequestTable::rememberCancelled(uint64_t id) {
 void RequestTable::complete(uint64_t id, const Status& status) {
   auto it = pending_.find(id);
   if (it == pending_.end()) return;
-  if (hooks_.completed) hooks_.completed(id, status.ok());
+  route_->completed(id, status.ok());
   std::shared_ptr<PendingOp> op = it->second.op;
   if (!status.ok() && op->status.ok()) op->status = status.withContext(op->what);
   pending_.erase(it);
@@ -313,13 +294,13 @@ int RequestTable::resendOverdue(Clock::time_point now) {
       e.sent = now;
       ++resent_;
       VLOG(1) << "resending request " << id << " (key " << e.request.key << ") to "
-              << hooks_.describe_server(e.request.server);
+              << route_->describeServer(e.request.server);
       due.emplace_back(e.request, e.frames);
     }
   }
   // The servers count each worker once per key and round: a resent push is acknowledged again but
   // never summed twice. A failed send is retried at the next period.
-  for (auto& [to, frames] : due) (void)hooks_.send(to, std::move(frames));
+  for (auto& [to, frames] : due) (void)route_->send(to, std::move(frames));
   return static_cast<int>(due.size());
 }
 
@@ -335,7 +316,7 @@ int RequestTable::resendTo(int server) {
       due.emplace_back(e.request, e.frames);
     }
   }
-  for (auto& [to, frames] : due) (void)hooks_.send(to, std::move(frames));
+  for (auto& [to, frames] : due) (void)route_->send(to, std::move(frames));
   return static_cast<int>(due.size());
 }
 
@@ -345,7 +326,7 @@ void RequestTable::abort(const Status& why) {
     if (!aborted_) aborted_ = why;
     cv_.notify_all();
   }
-  if (hooks_.wake_receivers) hooks_.wake_receivers();
+  route_->wakeWaiters();
 }
 
 std::optional<Status> RequestTable::aborted() const {
@@ -365,7 +346,7 @@ void RequestTable::refuse(std::optional<Status> why) {
     for (uint64_t id : ids) complete(id, *why);
     cv_.notify_all();
   }
-  if (hooks_.wake_receivers) hooks_.wake_receivers();
+  route_->wakeWaiters();
 }
 
 uint64_t RequestTable::resent() const {

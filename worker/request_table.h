@@ -13,10 +13,14 @@
 // cancelled: its remaining requests are forgotten, and a late reply for one is dropped (counted,
 // logged at PS_VERBOSE), so nothing is written into its buffers after wait() returned.
 //
+// Requests leave through a RequestRoute (request_route.h). The table's own waits only wait on its
+// condition variable, never calling into the transport; a RequestWaiter (request_waiter.h) is the
+// wait that lets the caller's thread receive the replies itself.
+//
 // Owned by the Worker for its whole life. Thread-safe: callers' threads send and wait, the
-// transport's I/O thread delivers replies (and so does a waiting caller's thread, see
-// Hooks::receive), the resend thread resends. The hooks are called with the
-// table's lock held (except send), so they must not call back into the table.
+// transport's I/O thread delivers replies (and so does a caller inside a RequestWaiter), the resend
+// thread resends. The route's issued() and completed() are called with the table's lock held, so they
+// must not call back into the table; nothing else is.
 #pragma once
 
 #include <chrono>
@@ -34,7 +38,7 @@
 
 #include "proto/zps.pb.h"
 #include "ps/common/blob.h"
-#include "ps/transport/transport.h"
+#include "worker/request_route.h"
 #include "zps/worker.h"
 
 namespace zps {
@@ -56,74 +60,6 @@ struct PendingOp {
   std::vector<uint64_t> requests;
 };
 
-// What one request expects back.
-struct RequestSpec {
-  int server = 0;
-  std::optional<PeerId> via;  // a connection other than the server's current one (moving to ipc)
-  uint64_t key = 0;
-  uint64_t round = 0;  // a sum key's PUSH, PULL or PUSH_PULL: its round (push hints name rounds)
-  DType dtype = DType::kUInt8;
-  // A pull's destination (null: the reply carries no payload for us).
-  uint8_t* out = nullptr;
-  size_t bytes = 0;
-  // pullRows: the reply's i-th row goes to row positions[i] of `out` (rows of row_dim floats).
-  std::shared_ptr<const std::vector<uint32_t>> positions;
-  uint32_t row_dim = 0;
-  // Checks or records the reply header (HELLO's MAC, the ipc offer, STATS) before its payload is
-  // copied; a failed status fails the request. Called outside the table's lock.
-  std::function<Status(const pb::DataHeader&)> on_reply;
-  // Priority scheduling (worker/scheduling/push_scheduler.h): with a priority the request waits in its
-  // server's queue (lower first) and holds `credit` bytes of the server's push credit until
-  // completed (a pull holds none); without one it is sent at once. `id` is the request's id
-  // (RequestTable::newRequest).
-  std::optional<int64_t> priority;
-  size_t credit = 0;
-  uint64_t id = 0;
-  // > 0: a dense PUSH, PULL or PUSH_PULL that may travel fused with others ready for the same server
-  // (worker/scheduling/fusion.h); the bytes it counts toward a fused message (its partition's).
-  size_t fuse_bytes = 0;
-
-  // A push that holds push credit (priority scheduling): it travels on its server's push lane where
-  // one is open (worker/server_links.h), and so does its answer.
-  bool scheduledPush() const { return priority && credit > 0; }
-
-  // A request to `server` about `key`; callers that receive data also set out/bytes (or positions).
-  static RequestSpec to(int server, uint64_t key = 0, DType dtype = DType::kUInt8) {
-    RequestSpec r;
-    r.server = server;
-    r.key = key;
-    r.dtype = dtype;
-    return r;
-  }
-};
-
-// For the observer's per-server metrics: what a request moves (absent for HELLO, DECLARE, ...).
-struct RequestTrace {
-  int command = 0;
-  uint64_t round = 0;
-  size_t bytes = 0;
-  std::string tensor;
-  size_t rows = 0;
-};
-
-// One request of a fan-out: its id (from RequestTable::newRequest), what it expects and its frames.
-struct OutgoingRequest {
-  OutgoingRequest() = default;
-  OutgoingRequest(const pb::Data& d, RequestSpec r, std::vector<Blob> f, std::optional<RequestTrace> t = std::nullopt)
-      : id(d.request_id()), request(std::move(r)), frames(std::move(f)), trace(std::move(t)) {}
-
-  uint64_t id = 0;
-  RequestSpec request;
-  std::vector<Blob> frames;
-  std::optional<RequestTrace> trace;
-};
-
-// A request on its way to the transport: where it goes and its frames (header, then the payload if any).
-struct ReadyRequest {
-  RequestSpec to;
-  std::vector<Blob> frames;
-};
-
 // An operation's requests, built by one thread and handed to RequestTable::send or run.
 struct FanOut {
   std::shared_ptr<PendingOp> op = std::make_shared<PendingOp>();
@@ -138,30 +74,10 @@ enum class Delivery { kDelivered, kCancelled, kUnknown };
 class RequestTable {
  public:
   using Clock = std::chrono::steady_clock;
-  struct Hooks {
-    // Sends a request's frames; called without the table's lock.
-    std::function<Status(const RequestSpec& to, std::vector<Blob> frames)> send;
-    std::function<std::string(int server)> describe_server;           // "server 1 (host:port)"
-    std::function<void(uint64_t id, const OutgoingRequest&)> issued;  // optional
-    std::function<void(uint64_t id, bool ok)> completed;              // optional
-    // Optional: the waiting thread receives the replies from `server` itself until done() or the
-    // deadline (Transport::receiveOn), so a reply wakes one thread instead of two; false when it
-    // could not (the wait goes on as before). `pushes` says whether an unanswered request of the wait
-    // is a scheduled push (it holds push credit: its answer comes on the server's push lane where one
-    // is open). Called without the table's lock.
-    std::function<bool(int server, bool pushes, Clock::time_point deadline, const std::function<bool()>& done)> receive;
-    // Optional: threads inside `receive` check done() again (after abort and refuse).
-    std::function<void()> wake_receivers;
-    // Optional: called with true before a wait that the transport's I/O thread ends (not `receive`),
-    // and with false after it (Transport::beginWaitOnIoThread). Without the lock.
-    std::function<void(bool begin)> wait_on_io_thread;
-    // Optional: sends a new fan-out's requests together (so that they can travel fused,
-    // worker/scheduling/fusion.h), instead of `send` for each; resends still use `send`. Without the lock.
-    std::function<Status(std::vector<ReadyRequest> requests)> send_all;
-  };
 
-  // resend_timeout 0: no resends on a timer (resendTo still resends after a reset).
-  RequestTable(Hooks hooks, std::chrono::milliseconds resend_timeout);
+  // resend_timeout 0: no resends on a timer (resendTo still resends after a reset). `route` outlives
+  // the table.
+  RequestTable(RequestRoute* route, std::chrono::milliseconds resend_timeout);
 
   // A data message with a fresh request id, the current generation and the protocol version; the
   // caller sets its body (a Declare, a Tensor, ...).
@@ -189,6 +105,21 @@ class RequestTable {
   // naming the missing replies ("2 replies missing after 1.5 s: key 7 from server 1 (host:port)").
   // Never returns while a reply is being copied into the operation's buffers.
   Status waitFor(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds timeout);
+  // waitFor with its deadline given; `timeout` is the wait's whole length, for the message.
+  Status waitUntil(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline, std::chrono::milliseconds timeout);
+  // After a failed wait: cancels the operation and lets it describe the outcome (`failed` when it
+  // had ended meanwhile or was OK).
+  Status cancelAfter(const std::shared_ptr<PendingOp>& op, const Status& failed);
+  // True once the operation has ended, or the table was aborted.
+  bool ended(const std::shared_ptr<PendingOp>& op) const;
+  // The server every unanswered request of `op` went to, and whether one of them is a scheduled push
+  // (its answer comes on the server's push lane where one is open); nullopt when none is left, they
+  // went to several servers, or one moves a connection (a HELLO to ipc).
+  struct SoleServer {
+    int server = 0;
+    bool pushes = false;
+  };
+  std::optional<SoleServer> soleServer(const std::shared_ptr<PendingOp>& op) const;
   // Forgets the operation's requests: their replies are dropped from now on. Returns once no reply
   // is being copied into its buffers any more. False (and nothing done) for an operation that had
   // already ended.
@@ -228,18 +159,13 @@ class RequestTable {
     bool delivering = false;
   };
 
-  // While every unanswered request of the operation went to one server, this thread receives that
-  // server's replies itself (Hooks::receive) until the operation ends or the deadline.
-  void receiveReplies(const std::shared_ptr<PendingOp>& op, Clock::time_point deadline);
-  // After a failed wait: cancels the operation and lets it describe the outcome.
-  Status cancelAfter(const std::shared_ptr<PendingOp>& op, const Status& failed);
   // All called with mu_ held.
   void complete(uint64_t id, const Status& status);
   void forget(const std::shared_ptr<PendingOp>& op);
   std::string missing(const PendingOp& op) const;
   void rememberCancelled(uint64_t id);
 
-  const Hooks hooks_;
+  RequestRoute* const route_;
   const std::chrono::milliseconds resend_timeout_;
 
   mutable std::mutex mu_;

@@ -30,7 +30,7 @@
 
 namespace zps {
 
-class ServerLinks {
+class ServerLinks final : public ReplyReceiver {
  public:
   ServerLinks(const Config& config, const Authenticator& auth, int rank, Transport* transport, RequestTable* requests);
 
@@ -69,11 +69,13 @@ class ServerLinks {
   // the server's push lane is open: their answers come on the lane, which the I/O thread reads, and a
   // caller inside receiveOn would not hear of them. Everything else is answered on the first connection.
   bool receiveFrom(int server, bool pushes, std::chrono::steady_clock::time_point deadline,
-                   const std::function<bool()>& done);
+                   const std::function<bool()>& done) override;
   // Threads inside receiveFrom check their done() again.
-  void wakeReceivers() { transport_->wakeReceivers(); }
+  void wakeReceivers() override { transport_->wakeReceivers(); }
   // See Transport::beginWaitOnIoThread.
-  void waitOnIoThread(bool begin) { begin ? transport_->beginWaitOnIoThread() : transport_->endWaitOnIoThread(); }
+  void waitOnIoThread(bool begin) override {
+    begin ? transport_->beginWaitOnIoThread() : transport_->endWaitOnIoThread();
+  }
   // The server rank of a transport peer; nullopt for a peer that is no (longer a) server link.
   std::optional<int> serverOf(PeerId peer) const;
   // "server 1 (127.0.0.1:9001)"

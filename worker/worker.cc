@@ -62,7 +62,7 @@ StatusOr<Handle> Worker::pushPull(TensorId t, const void* data, void* out) {
   return impl_->local_path->route(t, pb::CMD_PUSH_PULL, data, out);
 }
 
-Status Worker::wait(Handle handle, std::chrono::milliseconds timeout) { return impl_->requests->wait(handle, timeout); }
+Status Worker::wait(Handle handle, std::chrono::milliseconds timeout) { return impl_->waits->wait(handle, timeout); }
 
 Status Worker::wait(Handle handle) { return wait(handle, impl_->config.request_timeout); }
 

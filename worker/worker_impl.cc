@@ -17,10 +17,33 @@ Worker::Impl::~Impl() {
   if (resender.joinable()) resender.join();
   if (recovery_watch.joinable()) recovery_watch.join();
   // The scheduler client's thread goes first: its Shutdown and recovery callbacks reach the request
-  // table's hooks, which use the links and the transport destroyed before the client otherwise.
+  // table's receiver, the links, destroyed before the client otherwise.
   client.reset();
-  live_links = nullptr;
+  if (waits) waits->receiveWith(nullptr);
   if (transport) transport->close();
+}
+
+Status Worker::Impl::send(const RequestSpec& to, std::vector<Blob> frames) {
+  return scheduler->send(to, std::move(frames));
+}
+
+Status Worker::Impl::sendAll(std::vector<ReadyRequest> ready) { return scheduler->sendAll(std::move(ready)); }
+
+std::string Worker::Impl::describeServer(int server) const { return links->describe(server); }
+
+void Worker::Impl::issued(uint64_t id, const OutgoingRequest& o) {
+  if (o.trace)
+    obs->issued(id, o.trace->command, o.request.server, o.request.key, o.trace->round, o.trace->bytes, o.trace->tensor,
+                o.trace->rows);
+}
+
+void Worker::Impl::completed(uint64_t id, bool ok) {
+  obs->completed(id, ok);
+  scheduler->completed(id);
+}
+
+void Worker::Impl::wakeWaiters() {
+  if (waits) waits->wakeReceivers();
 }
 
 std::string Worker::Impl::me() const {
@@ -31,36 +54,12 @@ Status Worker::Impl::start() {
   // Once per process: the scheduler link and the data connections share it (a token file is read
   // once).
   ZPS_ASSIGN_OR_RETURN(auth, Authenticator::fromConfig(config));
-  RequestTable::Hooks hooks;
   scheduler = std::make_unique<PushScheduler>(
       config.credit_bytes,
       [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); },
       FusionPolicy{config.fusion_bytes, [this](int server) { return links->acceptsFused(server); }});
-  hooks.send = [this](const RequestSpec& to, std::vector<Blob> frames) {
-    return scheduler->send(to, std::move(frames));
-  };
-  hooks.send_all = [this](std::vector<ReadyRequest> ready) { return scheduler->sendAll(std::move(ready)); };
-  hooks.describe_server = [this](int server) { return links->describe(server); };
-  hooks.receive = [this](int server, bool pushes, Clock::time_point deadline, const std::function<bool()>& done) {
-    ServerLinks* l = live_links.load();
-    return l != nullptr && l->receiveFrom(server, pushes, deadline, done);
-  };
-  hooks.wake_receivers = [this] {
-    if (ServerLinks* l = live_links.load()) l->wakeReceivers();
-  };
-  hooks.wait_on_io_thread = [this](bool begin) {
-    if (ServerLinks* l = live_links.load()) l->waitOnIoThread(begin);
-  };
-  hooks.issued = [this](uint64_t id, const OutgoingRequest& o) {
-    if (o.trace)
-      obs->issued(id, o.trace->command, o.request.server, o.request.key, o.trace->round, o.trace->bytes,
-                  o.trace->tensor, o.trace->rows);
-  };
-  hooks.completed = [this](uint64_t id, bool ok) {
-    obs->completed(id, ok);
-    scheduler->completed(id);
-  };
-  requests = std::make_unique<RequestTable>(std::move(hooks), config.resend_timeout);
+  requests = std::make_unique<RequestTable>(this, config.resend_timeout);
+  waits = std::make_unique<RequestWaiter>(requests.get());
   recovery = std::make_unique<RecoveryState>(requests.get());
   ZPS_ASSIGN_OR_RETURN(pb::RegisterReply book, registerNode());
   rank = book.rank();
@@ -87,12 +86,12 @@ Status Worker::Impl::start() {
   recovery->start(book.generation());
   if (local) local->setGeneration(book.generation());
   links = std::make_unique<ServerLinks>(config, auth, rank, transport.get(), requests.get());
-  live_links = links.get();
+  waits->receiveWith(links.get());
   ZPS_RETURN_IF_ERROR(links->link(book));
   tensors = std::make_unique<DenseTensors>(config, rank, requests.get());
   tables = std::make_unique<Tables>(config, requests.get(), obs.get());
   local_path = std::make_unique<LocalPath>(config, rank, local.get(), client.get(), tensors.get(), requests.get(),
-                                           recovery.get());
+                                           waits.get(), recovery.get());
   transport->onMessage([this](TransportMessage msg) { handleReply(msg); });
   // A reset connection to a server came back: the requests and replies on the wire at the reset are
   // lost, so every unanswered request to that server goes again (with or without ZPS_RESEND_TIMEOUT).
@@ -163,7 +162,7 @@ StatusOr<pb::RegisterReply> Worker::Impl::registerNode() {
 }
 
 // Called for every reply by the transport's I/O thread, or by a caller's thread that waits for a reply
-// from that server (RequestTable::Hooks::receive): one or two thread hand-offs less than a receiver
+// from that server (RequestWaiter, through ServerLinks): one or two thread hand-offs less than a receiver
 // thread, which matters for small messages (a wake-up on another core costs tens of microseconds).
 void Worker::Impl::handleReply(const TransportMessage& msg) {
   const std::optional<int> server = links->serverOf(msg.peer);

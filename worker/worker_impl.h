@@ -11,7 +11,7 @@
 //  - the caller's threads issue push/pull/pushPull and wait;
 //  - the data transport's I/O thread moves bytes, and also decodes replies, copies pulled bytes
 //    into the caller's buffers and completes operations (handleReply); a caller waiting for the
-//    replies of one server does that itself (RequestTable::Hooks::receive);
+//    replies of one server does that itself (RequestWaiter, through the ServerLinks);
 //  - with ZPS_RESEND_TIMEOUT, a thread that resends overdue requests;
 //  - with ZPS_RECOVERY and several local ranks, a thread that watches the node's control segment
 //  for
@@ -35,6 +35,7 @@
 #include "worker/local_path.h"
 #include "worker/recovery_state.h"
 #include "worker/request_table.h"
+#include "worker/request_waiter.h"
 #include "worker/scheduling/push_scheduler.h"
 #include "worker/server_links.h"
 #include "worker/tables.h"
@@ -43,24 +44,26 @@
 
 namespace zps {
 
-struct Worker::Impl {
+// The request table's route (request_route.h): its requests go to the PushScheduler, and the
+// observer hears of each.
+struct Worker::Impl final : RequestRoute {
   // Declared in the order they are needed: the scheduler client's thread uses the request table,
   // the recovery state and the local group until the client is destroyed.
   Config config;
   Authenticator auth = Authenticator::withToken("");
   std::unique_ptr<WorkerObserver> obs;  // the client's thread fills heartbeats from it
-  // Priority scheduling's queues, in front of the links (the request table's send hook).
+  // Priority scheduling's queues, in front of the links (where the request table's route sends).
   std::unique_ptr<PushScheduler> scheduler;
   std::unique_ptr<RequestTable> requests;
+  // The data path's waits (Worker::wait, the local path), which receive through the links.
+  std::unique_ptr<RequestWaiter> waits;
   std::unique_ptr<RecoveryState> recovery;
   // Local reduction (ZPS_LOCAL_SIZE > 1); null otherwise. Non-root local ranks have no client.
   std::unique_ptr<LocalGroup> local;
   std::unique_ptr<SchedulerClient> client;
   std::unique_ptr<Transport> transport;
+  // Also the waits' ReplyReceiver while it exists.
   std::unique_ptr<ServerLinks> links;
-  // links once it exists, for the request table's hooks on other threads (the scheduler client's
-  // thread may abort before start() has created it).
-  std::atomic<ServerLinks*> live_links{nullptr};
   std::unique_ptr<DenseTensors> tensors;
   std::unique_ptr<Tables> tables;
   std::unique_ptr<LocalPath> local_path;
@@ -71,7 +74,14 @@ struct Worker::Impl {
   std::thread resender;        // only with ZPS_RESEND_TIMEOUT
   std::thread recovery_watch;  // only with ZPS_RECOVERY and several local ranks
 
-  ~Impl();
+  ~Impl() override;
+  // RequestRoute
+  Status send(const RequestSpec& to, std::vector<Blob> frames) override;
+  Status sendAll(std::vector<ReadyRequest> requests) override;
+  std::string describeServer(int server) const override;
+  void issued(uint64_t id, const OutgoingRequest& request) override;
+  void completed(uint64_t id, bool ok) override;
+  void wakeWaiters() override;
   // Registers with the scheduler, connects to every server and starts the threads.
   Status start();
   Status recover();

@@ -10,7 +10,15 @@ model can reach (the Bayes AUC: the teacher's own probabilities ranked against t
 teacher's logit is a bias, a linear function of the dense fields, an effect per id and a dot product
 of small vectors for a few pairs of fields (what DLRM's interaction layer can express). Only each
 field's most frequent ids carry signal, as in click logs, whose long tail of rare values says little; so
-a model that sees enough rows can come close to the Bayes AUC. Everything is a function of the seed:
+a model that sees enough rows can come close to the Bayes AUC.
+
+With drift_rows = D > 0 the ids are a stream, as hashed features of new ads and users are: the id of
+each (field, rank) is replaced by a fresh 40-bit hashed id every D rows, at a phase of its own, so new
+ids keep arriving and an id stops being seen about D rows after it appeared; the teacher's effects stay
+with the rank, so the model must learn each new id again. The held-out rows are drawn as of the end of
+training (their ids are the ones the last training rows use). D = 0 gives the rows above.
+
+Everything is a function of the seed:
 the same seed gives the same rows in every process (numpy's exp and power, which may differ in their
 last bit between CPUs, could move a rare row).
 """
@@ -28,6 +36,7 @@ HEAD = 16
 SMALLEST = 1000
 PAIR_DIM = 2
 CHUNK = 1 << 16  # rows generated per seeded chunk, so that a row's values do not depend on the count asked for
+HASHED_ID_BITS = 40  # zps.torch.EmbeddingBags takes ids in [0, 2^40)
 
 
 def cardinalities(scale=1.0):
@@ -86,6 +95,34 @@ class Teacher:
         return out
 
 
+def _splitmix64(x):
+    """SplitMix64's finaliser on uint64 values (wrapping around, as the C original does)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _hash(*parts):
+    """A uint64 hash of integer arrays (broadcast together) and ints."""
+    h = np.zeros(np.broadcast(*[np.asarray(p) for p in parts]).shape, dtype=np.uint64)
+    for p in parts:
+        h = _splitmix64(h ^ np.asarray(p).astype(np.uint64))
+    return h
+
+
+def drifting_ids(seed, ranks, times, drift_rows):
+    """The ids of `ranks` [n, fields] for rows at `times` [n] (row positions in the stream): (field, rank)
+    has generation (time + phase) // drift_rows, with a phase in [0, drift_rows) of its own, and one hashed
+    id per generation."""
+    fields = np.arange(ranks.shape[1], dtype=np.int64)[None, :]
+    phase = (_hash(seed, 0x5EED, fields, ranks) % np.uint64(drift_rows)).astype(np.int64)
+    generation = (np.asarray(times, dtype=np.int64)[:, None] + phase) // drift_rows
+    ids = _hash(seed, 0x1D5, fields, ranks, generation) >> np.uint64(64 - HASHED_ID_BITS)
+    return ids.astype(np.int64)
+
+
 def zipf_ranks(rng, n, cardinality, exponent):
     """n ranks in [0, cardinality) with P(rank k) about proportional to (k + 1)^-exponent: the inverse CDF
     of the continuous power law on [1, cardinality + 1), rounded down."""
@@ -102,10 +139,13 @@ def zipf_ranks(rng, n, cardinality, exponent):
 class Synthetic:
     """Rows of the synthetic data set `seed`: row i is the same whatever range it is generated in."""
 
-    def __init__(self, seed=1, scale=1.0, exponent=1.1):
+    def __init__(self, seed=1, scale=1.0, exponent=1.1, drift_rows=0, held_out_at=0):
         if not exponent > 0:
             raise ValueError("the Zipf exponent must be > 0")
+        if drift_rows < 0 or held_out_at < 0:
+            raise ValueError("drift_rows and held_out_at must be >= 0")
         self.seed, self.exponent = int(seed), float(exponent)
+        self.drift_rows, self.held_out_at = int(drift_rows), int(held_out_at)
         self.cards = cardinalities(scale)
         self.teacher = Teacher(self.cards, self.seed)
 
@@ -117,7 +157,13 @@ class Synthetic:
         ranks = np.stack([zipf_ranks(rng, CHUNK, c, self.exponent) for c in self.cards], axis=1)
         logits = t.logits(dense, ranks)
         labels = (rng.rand(CHUNK) < 1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
-        return dense.astype(np.float32), t.ids(ranks), labels, logits
+        if self.drift_rows == 0:
+            ids = t.ids(ranks)
+        else:
+            # Training rows drift with their position; held-out rows are all drawn at held_out_at.
+            times = index * CHUNK + np.arange(CHUNK) if stream == 0 else np.full(CHUNK, self.held_out_at)
+            ids = drifting_ids(self.seed, ranks, times, self.drift_rows)
+        return dense.astype(np.float32), ids, labels, logits
 
     def rows(self, first, count, stream=0):
         """(dense, ids, labels, teacher logits) of rows [first, first + count) of stream 0 (training) or
@@ -140,12 +186,15 @@ def read_criteo(path, cards):
     return dense, ids, labels
 
 
-def load(data, seed, scale, exponent, train_rows, test_rows):
+def load(data, seed, scale, exponent, train_rows, test_rows, drift_rows=0):
     """(train, test, bayes_auc_or_None): train and test are (dense, ids, labels) numpy arrays. data is
-    'synthetic' or 'criteo:PATH' (split as `zps train --split random --seed S` splits it)."""
+    'synthetic' or 'criteo:PATH' (split as `zps train --split random --seed S` splits it). drift_rows > 0
+    (synthetic only): ids drift, the held-out rows as of the end of training."""
     from train_ctr import roc_auc, zps_split
+    if drift_rows and data != "synthetic":
+        sys.exit("drifting ids are a property of the synthetic data only")
     if data == "synthetic":
-        gen = Synthetic(seed, scale, exponent)
+        gen = Synthetic(seed, scale, exponent, drift_rows, held_out_at=max(train_rows - 1, 0))
         train = gen.rows(0, train_rows, stream=0)[:3]
         dense, ids, labels, logits = gen.rows(0, test_rows, stream=1)
         return train, (dense, ids, labels), roc_auc(logits, labels)

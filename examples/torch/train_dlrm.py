@@ -48,6 +48,9 @@ def parse_args(argv=None):
     p.add_argument("--scale", type=float, default=1.0,
                    help="tables times this many rows (no table below 1000 rows); 1: Criteo Kaggle's")
     p.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of the synthetic ids")
+    p.add_argument("--drift-rows", type=int, default=0,
+                   help="synthetic ids as a stream: each id is replaced by a new hashed id every this many rows "
+                        "(0: fixed ids); the held-out rows are drawn as of the end of training")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=10, help="steps left out of the samples/s")
     p.add_argument("--batch-size", type=int, default=512, help="rows per worker per step")
@@ -70,6 +73,8 @@ def parse_args(argv=None):
         p.error("need --steps > --warmup >= 0, --batch-size > 0 and --test-rows > 0")
     if not 0 < args.scale <= 1:
         p.error("--scale must be in (0, 1]")
+    if args.drift_rows < 0 or (args.drift_rows and args.data != "synthetic"):
+        p.error("--drift-rows must be >= 0, and is for --data synthetic only")
     if args.row_cache_steps < 0 or args.row_cache_rows < 1:
         p.error("need --row-cache-steps >= 0 and --row-cache-rows >= 1")
     return args
@@ -97,7 +102,7 @@ def main():
     torch.set_num_threads(1)  # the workers and servers of one machine share its cores
     rank, size = bps.rank(), bps.size()
     train_set, test_set, bayes_auc = load(args.data, args.seed, args.scale, args.zipf,
-                                          args.steps * size * args.batch_size, args.test_rows)
+                                          args.steps * size * args.batch_size, args.test_rows, args.drift_rows)
 
     tables = bps.EmbeddingBags(CATEGORICAL, args.embedding_dim, name="dlrm", optimizer="adagrad", lr=args.table_lr,
                                initial_accumulator=args.table_accumulator, eps=1e-8,
@@ -138,7 +143,7 @@ def main():
         print(json.dumps({"system": "zps", "samples_per_s": samples_per_s, "auc": auc, "bayes_auc": bayes_auc,
                           "steps": args.steps, "workers": size, "batch_size": args.batch_size, "scale": args.scale,
                           "row_cache_steps": args.row_cache_steps, "row_cache_rows": args.row_cache_rows,
-                          "prefetch": args.prefetch,
+                          "prefetch": args.prefetch, "drift_rows": args.drift_rows,
                           # The held-out scores' bits: two runs that trained the same weights agree.
                           "scores_sha256": hashlib.sha256(every_score.astype(np.float32).tobytes()).hexdigest(),
                           "embedding_bytes_per_sample": traffic}), flush=True)

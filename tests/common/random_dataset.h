@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <random>
 
-#include "worker/train/dataset.h"
+#include "train/dataset.h"
 
 namespace zps::testing {
 

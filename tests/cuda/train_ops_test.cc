@@ -13,8 +13,8 @@
 #include "kernels/train_ops.h"
 #include "tests/common/random_dataset.h"
 #include "tests/common/train_ops_scenario.h"
-#include "worker/train/cpu_train_ops.h"
-#include "worker/train/model.h"
+#include "train/cpu_train_ops.h"
+#include "train/model.h"
 
 namespace zps::testing {
 namespace {

@@ -1,4 +1,4 @@
-// Fuzz target: the data readers behind loadDataset (worker/train/dataset.h): csv:PATH, libsvm:PATH
+// Fuzz target: the data readers behind loadDataset (train/dataset.h): csv:PATH, libsvm:PATH
 // and criteo:PATH. Training files come from outside (a download, a user's export), so a bad line
 // must give "PATH:LINE: what is wrong", never a crash or an inconsistent Dataset.
 //
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "tests/fuzz/fuzz_util.h"
-#include "worker/train/dataset.h"
+#include "train/dataset.h"
 
 namespace zps::fuzz {
 namespace {

@@ -16,8 +16,8 @@
 
 #include "tests/integration/cluster.h"
 #include "tests/integration/train_jobs.h"
-#include "worker/train/dataset.h"
-#include "worker/train/metrics.h"
+#include "train/dataset.h"
+#include "train/metrics.h"
 
 using zps::testing::Cluster;
 using zps::testing::contains;

@@ -1,6 +1,6 @@
 // `zps train` results a user can trust: divergence stops the job on every worker with one message,
 // values float32 cannot hold are refused with file:line, reruns agree bit for bit, and one worker
-// takes the very steps of the single-process loop (worker/train/local_trainer.h).
+// takes the very steps of the single-process loop (train/local_trainer.h).
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "tests/integration/cluster.h"
-#include "worker/train/dataset.h"
-#include "worker/train/local_trainer.h"
+#include "train/dataset.h"
+#include "train/local_trainer.h"
 
 using zps::testing::Cluster;
 using zps::testing::contains;

@@ -36,3 +36,11 @@ def raises(what, fn, words, kind=ValueError):
         return
     print("FAILED on worker %d: %s did not raise" % (rank, what), flush=True)
     sys.exit(1)
+
+
+def require_two_nodes_of_two(hvd):
+    """The job is 2 worker nodes of 2 local ranks each (4 processes); exits 1 saying what it got otherwise."""
+    if hvd.size() != 4 or hvd.local_size() != 2:
+        print("FAILED: this job expects 2 nodes of 2 local ranks, got size %d, local size %d" %
+              (hvd.size(), hvd.local_size()), flush=True)
+        sys.exit(1)

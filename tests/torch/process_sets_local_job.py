@@ -5,7 +5,6 @@
 reducescatter, alltoall, barrier, a DistributedOptimizer), sets running at once on one node, and the global
 set's local reduction between them. Prints one line per passed check and exits 1 on the first mismatch,
 naming it."""
-import sys
 import time
 
 import torch
@@ -18,10 +17,7 @@ hvd.init()
 rank, size = hvd.rank(), hvd.size()
 job_checks.rank = rank
 
-if size != 4 or hvd.local_size() != 2:
-    print("FAILED: this job expects 2 nodes of 2 local ranks, got size %d, local size %d" %
-          (size, hvd.local_size()), flush=True)
-    sys.exit(1)
+job_checks.require_two_nodes_of_two(hvd)
 check("local_rank", hvd.local_rank(), rank % 2)
 
 node0 = hvd.add_process_set([0, 1])

@@ -1,4 +1,4 @@
-// Reading dataset files (worker/train/data_files.cc) through loadDataset: CSV, LibSVM and Criteo
+// Reading dataset files (train/data_files.cc) through loadDataset: CSV, LibSVM and Criteo
 // parsing, and the errors for malformed lines and missing files.
 #include <catch2/catch.hpp>
 #include <cmath>

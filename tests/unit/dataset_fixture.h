@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "worker/train/dataset.h"
+#include "train/dataset.h"
 
 namespace zps::train {
 

@@ -1,11 +1,11 @@
-// Tests for the progress lines of long dataset work (worker/train/dataset_progress.h): quiet for
+// Tests for the progress lines of long dataset work (train/dataset_progress.h): quiet for
 // short work, plain lines for a log, one line redrawn in place on a terminal.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "worker/train/dataset_progress.h"
+#include "train/dataset_progress.h"
 
 namespace zps::train {
 namespace {

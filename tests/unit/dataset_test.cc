@@ -1,4 +1,4 @@
-// Tests for the named datasets, generators and split (worker/train/dataset.h); the file readers'
+// Tests for the named datasets, generators and split (train/dataset.h); the file readers'
 // tests are in data_files_test.cc. The named real datasets come from tools/fetch-datasets.sh; a
 // missing data folder fails the test with that hint rather than skipping it.
 #include <unistd.h>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "tests/unit/dataset_fixture.h"
-#include "worker/train/dataset.h"
-#include "worker/train/split.h"
+#include "train/dataset.h"
+#include "train/split.h"
 
 namespace zps::train {
 namespace {

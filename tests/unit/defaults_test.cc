@@ -1,4 +1,4 @@
-// The training defaults (worker/train/defaults.h) against the targets they were chosen for, seed by
+// The training defaults (train/defaults.h) against the targets they were chosen for, seed by
 // seed over seeds 1-5, in the single-process loop that `zps train` keeps step for step (one worker
 // gives the same weights bit for bit). Each case prints its seed table; docs/training.md quotes it.
 #include <algorithm>
@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "worker/train/dataset.h"
-#include "worker/train/defaults.h"
-#include "worker/train/local_trainer.h"
-#include "worker/train/metrics.h"
+#include "train/dataset.h"
+#include "train/defaults.h"
+#include "train/local_trainer.h"
+#include "train/metrics.h"
 
 namespace zps::train {
 namespace {

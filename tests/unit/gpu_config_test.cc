@@ -1,6 +1,6 @@
 // The GPU path's settings and selection logic, without a GPU: ZPS_SERVER_ENGINE and the local
 // rank variables in ps/common/config.cc, the server's engine choice (kernels/reducer_factory.h)
-// and zps train's device choice (worker/train/device.h). On a machine with a usable GPU the "no
+// and zps train's device choice (train/device.h). On a machine with a usable GPU the "no
 // GPU" branches cannot run; those checks then say so instead of passing silently.
 #include <catch2/catch.hpp>
 #include <map>
@@ -11,7 +11,7 @@
 #include "kernels/reducer_factory.h"
 #include "ps/common/config.h"
 #include "tests/unit/env_lookup.h"
-#include "worker/train/device.h"
+#include "train/device.h"
 
 namespace zps {
 namespace {

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "ps/wire/codec.h"
+#include "tests/unit/function_route.h"
 #include "worker/request_table.h"
+#include "worker/request_waiter.h"
 
 namespace zps::testing {
 
@@ -19,10 +21,9 @@ struct InstantServers {
   std::function<std::vector<float>(int server, const wire::DataMessage&)> payload;
   bool silent = false;               // true: requests get no reply
   std::vector<pb::DataHeader> seen;  // every request's header, in send order
-  RequestTable table{
-      RequestTable::Hooks{[this](const RequestSpec& to, std::vector<Blob> frames) { return answer(to, frames); },
-                          [](int server) { return "server " + std::to_string(server); }, nullptr, nullptr},
-      std::chrono::milliseconds(0)};
+  FunctionRoute route{[this](const RequestSpec& to, std::vector<Blob> frames) { return answer(to, frames); }};
+  RequestTable table{&route, std::chrono::milliseconds(0)};
+  RequestWaiter waiter{&table};  // with no receiver: its waits are the table's
 
   Status answer(const RequestSpec& to, const std::vector<Blob>& frames) {
     auto decoded = wire::decode(frames, wire::Limits());

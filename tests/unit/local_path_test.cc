@@ -80,7 +80,8 @@ struct Process {
     if (!declared.ok()) return declared.status();
     id = *declared;
     servers.pushed_floats.clear();
-    path = std::make_unique<LocalPath>(config, 0, group.get(), nullptr, &tensors, &servers.table, &recovery);
+    path = std::make_unique<LocalPath>(config, 0, group.get(), nullptr, &tensors, &servers.table, &servers.waiter,
+                                       &recovery);
     return Status::OK();
   }
 

@@ -1,6 +1,6 @@
-// Tests for the metrics (worker/train/metrics.h): known values, AUC ties against a brute-force pair
+// Tests for the metrics (train/metrics.h): known values, AUC ties against a brute-force pair
 // count, and the closed-form least-squares reference.
-#include "worker/train/metrics.h"
+#include "train/metrics.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Tests for the models (worker/train/model.h), the embedding helpers (embedding.h) and
+// Tests for the models (train/model.h), the embedding helpers (embedding.h) and
 // single-process training (local_trainer.h): gradients against finite differences, bit-for-bit
 // determinism, sum (not mean) semantics, and the single-process baselines on the real and synthetic
 // datasets, which are the numbers distributed training is compared against. The baselines print
@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "tests/common/random_dataset.h"
-#include "worker/train/embedding.h"
-#include "worker/train/local_trainer.h"
-#include "worker/train/metrics.h"
-#include "worker/train/model.h"
+#include "train/embedding.h"
+#include "train/local_trainer.h"
+#include "train/metrics.h"
+#include "train/model.h"
 
 namespace zps::train {
 namespace {

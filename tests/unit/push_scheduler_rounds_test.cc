@@ -13,6 +13,7 @@
 #include "kernels/reducer.h"
 #include "ps/wire/codec.h"
 #include "server/sum_store.h"
+#include "tests/unit/function_route.h"
 #include "worker/dense_tensors.h"
 #include "worker/scheduling/push_scheduler.h"
 
@@ -28,6 +29,7 @@ class SumServers {
  public:
   struct WorkerStack {
     std::unique_ptr<PushScheduler> scheduler;
+    testing::FunctionRoute route;
     std::unique_ptr<RequestTable> table;
     std::unique_ptr<DenseTensors> tensors;
   };
@@ -44,11 +46,11 @@ class SumServers {
             cv_.notify_all();
             return Status::OK();
           });
-      RequestTable::Hooks hooks;
-      hooks.send = [me](const RequestSpec& to, std::vector<Blob> f) { return me->scheduler->send(to, std::move(f)); };
-      hooks.describe_server = [](int server) { return "server " + std::to_string(server); };
-      hooks.completed = [me](uint64_t id, bool) { me->scheduler->completed(id); };
-      stack->table = std::make_unique<RequestTable>(std::move(hooks), 0ms);
+      stack->route.on_send = [me](const RequestSpec& to, std::vector<Blob> f) {
+        return me->scheduler->send(to, std::move(f));
+      };
+      stack->route.on_completed = [me](uint64_t id, bool) { me->scheduler->completed(id); };
+      stack->table = std::make_unique<RequestTable>(&stack->route, 0ms);
       stack->tensors = std::make_unique<DenseTensors>(config, w, stack->table.get());
       workers_.push_back(std::move(stack));
     }

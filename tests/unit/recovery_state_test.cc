@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/unit/function_route.h"
+
 namespace zps {
 namespace {
 
@@ -11,13 +13,11 @@ using namespace std::chrono_literals;
 
 struct Fixture {
   int sends = 0;
-  RequestTable table{
-      RequestTable::Hooks{[this](const RequestSpec&, std::vector<Blob>) {
-                            ++sends;
-                            return Status::OK();
-                          },
-                          [](int server) { return "server " + std::to_string(server); }, nullptr, nullptr},
-      0ms};
+  testing::FunctionRoute route{[this](const RequestSpec&, std::vector<Blob>) {
+    ++sends;
+    return Status::OK();
+  }};
+  RequestTable table{&route, 0ms};
   RecoveryState recovery{&table};
 
   StatusOr<Handle> hello() {

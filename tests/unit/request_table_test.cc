@@ -9,63 +9,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/unit/fake_request_servers.h"
+
 namespace zps {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A table whose sends are recorded instead of going anywhere.
-struct FakeServers {
-  std::vector<int> sent_to;
-  bool fail_sends = false;
-  // Stands for Transport::receiveOn (the waiting thread receives a server's replies); null: it cannot.
-  std::function<bool(int server, const std::function<bool()>& done)> receive;
-  std::vector<bool> receive_pushes;  // the `pushes` of each call of the receive hook
-  int receivers_woken = 0;
-  RequestTable table{
-      RequestTable::Hooks{
-          [this](const RequestSpec& to, std::vector<Blob>) {
-            sent_to.push_back(to.server);
-            return fail_sends ? Unavailable("link down") : Status::OK();
-          },
-          [](int server) {
-            return "server " + std::to_string(server) + " (fake:" + std::to_string(9000 + server) + ")";
-          },
-          nullptr, nullptr,
-          [this](int server, bool pushes, RequestTable::Clock::time_point, const std::function<bool()>& done) {
-            receive_pushes.push_back(pushes);
-            return receive != nullptr && receive(server, done);
-          },
-          [this] { ++receivers_woken; }},
-      100ms};
-
-  // A pull of `parts` partitions of 4 floats each into `out`, partition i from server i.
-  FanOut pull(float* out, int parts, std::vector<uint64_t>* ids) {
-    FanOut fan("pull of 'w' round 1");
-    for (int i = 0; i < parts; ++i) {
-      OutgoingRequest o;
-      o.id = table.newRequest().request_id();
-      o.request.server = i;
-      o.request.key = 100 + i;
-      o.request.dtype = DType::kFloat32;
-      o.request.out = reinterpret_cast<uint8_t*>(out + 4 * i);
-      o.request.bytes = 4 * sizeof(float);
-      o.frames.push_back(Blob::copyOf(&i, sizeof(i)));  // kept for resends
-      ids->push_back(o.id);
-      fan.requests.push_back(std::move(o));
-    }
-    return fan;
-  }
-
-  Delivery reply(uint64_t id, int server, float value) {
-    pb::DataHeader h;
-    h.set_command(pb::CMD_REPLY);
-    h.set_request_id(id);
-    std::vector<float> data(4, value);
-    return table.deliver(server, h, DType::kFloat32, Blob::copyOf(data.data(), data.size() * sizeof(float)),
-                         "server " + std::to_string(server));
-  }
-};
+using testing::FakeServers;
 
 TEST_CASE(
     "request table: a fan-out ends when every partition's reply is in "
@@ -321,83 +271,6 @@ TEST_CASE("request table: run() is send and wait, and completed() handles carry 
   Handle h = f.table.completed(InvalidArgument("bad buffer"));
   CHECK(f.table.poll(h).value() == true);
   CHECK(f.table.wait(h, 1s).message() == "bad buffer");
-}
-
-TEST_CASE("request table: a wait whose unanswered requests all went to one server receives them itself",
-          "[request_table]") {
-  FakeServers f;
-  std::vector<float> out(8, 0.0f);
-  std::vector<uint64_t> ids;
-  std::vector<int> received_from;
-  f.receive = [&](int server, const std::function<bool()>& done) {
-    received_from.push_back(server);
-    CHECK_FALSE(done());
-    CHECK(f.reply(ids[server], server, 2.5f) == Delivery::kDelivered);  // handed to this thread
-    CHECK(done());
-    return true;
-  };
-  auto handle = f.table.issue(f.pull(out.data(), 2, &ids));
-  REQUIRE(handle.ok());
-  CHECK(f.reply(ids[0], 0, 1.5f) == Delivery::kDelivered);
-  CHECK(f.table.wait(*handle, 1s).ok());
-  CHECK(received_from == std::vector<int>{1});  // only server 1's reply was missing
-  CHECK(out == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f, 2.5f, 2.5f, 2.5f, 2.5f});
-  CHECK(f.receive_pushes == std::vector<bool>{false});  // a pull holds no push credit
-
-  // Replies missing from two servers: the wait does not receive (it waits for the I/O thread).
-  ids.clear();
-  auto both = f.table.issue(f.pull(out.data(), 2, &ids));
-  REQUIRE(both.ok());
-  CHECK(f.table.wait(*both, 20ms).code() == StatusCode::kDeadlineExceeded);
-  CHECK(received_from == std::vector<int>{1});
-
-  // An abort or a refusal ends a wait without a message: the receiving threads must look again.
-  CHECK(f.receivers_woken == 0);
-  f.table.refuse(Unavailable("recovering"));
-  f.table.abort(Aborted("job ended"));
-  CHECK(f.receivers_woken == 2);
-}
-
-// A scheduled push of key 100 to server 0: it holds push credit, so its answer comes on the push lane
-// where one is open.
-OutgoingRequest scheduledPush(RequestTable& table) {
-  OutgoingRequest push;
-  push.id = table.newRequest().request_id();
-  push.request.server = 0;
-  push.request.key = 100;
-  push.request.priority = 0;
-  push.request.credit = 16;
-  push.frames.push_back(Blob::copyOf(&push.id, sizeof(push.id)));
-  return push;
-}
-
-TEST_CASE("request table: a wait tells the receive hook whether an unanswered request is a scheduled push",
-          "[request_table]") {
-  FakeServers f;
-  f.receive = [](int, const std::function<bool()>&) { return false; };
-  std::vector<float> out(4, 0.0f);
-  std::vector<uint64_t> ids;
-  FanOut fan = f.pull(out.data(), 1, &ids);
-  fan.requests.push_back(scheduledPush(f.table));
-  auto handle = f.table.issue(std::move(fan));
-  REQUIRE(handle.ok());
-  CHECK(f.table.wait(*handle, 10ms).code() == StatusCode::kDeadlineExceeded);
-  CHECK(f.receive_pushes == std::vector<bool>{true});
-
-  // Once the push is answered only the pull is left: the hook hears `pushes` false.
-  ids.clear();
-  FanOut again = f.pull(out.data(), 1, &ids);
-  OutgoingRequest push2 = scheduledPush(f.table);
-  const uint64_t push2_id = push2.id;
-  again.requests.push_back(std::move(push2));
-  auto second = f.table.issue(std::move(again));
-  REQUIRE(second.ok());
-  pb::DataHeader ack;
-  ack.set_command(pb::CMD_REPLY);
-  ack.set_request_id(push2_id);
-  CHECK(f.table.deliver(0, ack, DType::kFloat32, Blob(), "server 0") == Delivery::kDelivered);
-  CHECK(f.table.wait(*second, 10ms).code() == StatusCode::kDeadlineExceeded);
-  CHECK(f.receive_pushes == std::vector<bool>{true, false});
 }
 
 }  // namespace

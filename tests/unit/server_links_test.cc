@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ps/wire/codec.h"
+#include "tests/unit/function_route.h"
 
 namespace zps {
 namespace {
@@ -104,6 +105,7 @@ struct Links {
   Config config;
   Authenticator auth;
   FakeTransport transport;
+  testing::FunctionRoute route;
   std::unique_ptr<RequestTable> table;
   std::unique_ptr<ServerLinks> links;
 
@@ -112,11 +114,11 @@ struct Links {
     config.num_servers = servers;
     config.connect_timeout = 2s;
     config.test_faults = std::move(test_faults);
-    table = std::make_unique<RequestTable>(
-        RequestTable::Hooks{
-            [this](const RequestSpec& to, std::vector<Blob> frames) { return links->send(to, std::move(frames)); },
-            [this](int server) { return links->describe(server); }, nullptr, nullptr},
-        0ms);
+    route.on_send = [this](const RequestSpec& to, std::vector<Blob> frames) {
+      return links->send(to, std::move(frames));
+    };
+    route.on_describe = [this](int server) { return links->describe(server); };
+    table = std::make_unique<RequestTable>(&route, 0ms);
     links = std::make_unique<ServerLinks>(config, auth, 3, &transport, table.get());
     transport.table = table.get();
     transport.server_of = [this](PeerId peer) { return links->serverOf(peer); };

@@ -10,7 +10,7 @@
 
 #include "kernels/optimizer.h"
 #include "tests/common/train_ops_scenario.h"
-#include "worker/train/cpu_train_ops.h"
+#include "train/cpu_train_ops.h"
 
 namespace zps::testing {
 namespace {

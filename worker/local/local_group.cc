@@ -236,6 +236,7 @@ uint64_t LocalGroup::announcedGeneration(std::string* why) {
 StatusOr<std::string> LocalGroup::restart(const std::string& root_book, std::chrono::milliseconds timeout) {
   // Held throughout: no thread of this process starts a local operation of the old epoch meanwhile.
   std::lock_guard<std::mutex> lock(turn_mu_);
+  std::lock_guard<std::mutex> barrier_lock(worker_barrier_mu_);
   const uint32_t next = epoch_ + 1;
   std::string book = root_book;
   const Mailbox box{&control_->book_ready, &control_->book_bytes, control_->book, kBookBytes};
@@ -255,6 +256,7 @@ StatusOr<std::string> LocalGroup::restart(const std::string& root_book, std::chr
     if (!arrived.ok()) return arrived.withContext("local ranks still missing: " + missing());
     // Nobody is inside a local operation now: the old epoch's turns, barrier arrivals and arenas go.
     shared(control_->barrier_arrivals).store(0);
+    shared(control_->worker_barrier_arrivals).store(0);
     shared(control_->turn).store(0);
     shared(control_->turn_op).store(0);
     for (int r = 0; r < size_; ++r) shared(control_->turns_taken[r]).store(0);
@@ -273,6 +275,7 @@ StatusOr<std::string> LocalGroup::restart(const std::string& root_book, std::chr
   }
   next_turn_ = 1;
   barrier_generation_ = 0;
+  worker_barrier_generation_ = 0;
   arenas_.clear();  // the mappings stay until the end; new arenas start after every old one
   data_mapped_ = static_cast<size_t>(control_->data_offset);
   return book;
@@ -316,13 +319,28 @@ void LocalGroup::maybeCrashForTest() {
   }
 }
 
+Status LocalGroup::arriveAndWait(uint64_t& arrivals, uint64_t generation, const std::string& what,
+                                 std::chrono::milliseconds timeout) {
+  shared(arrivals).fetch_add(1, std::memory_order_acq_rel);
+  const uint64_t target = generation * static_cast<uint64_t>(size_);
+  return waitFor([&] { return shared(arrivals).load(std::memory_order_acquire) >= target; },
+                 "local barrier (" + what + ")", timeout, Wait::kLocalOp);
+}
+
 Status LocalGroup::barrier(const std::string& what, std::chrono::milliseconds timeout) {
   maybeCrashForTest();
-  const uint64_t generation = ++barrier_generation_;
-  shared(control_->barrier_arrivals).fetch_add(1, std::memory_order_acq_rel);
-  const uint64_t target = generation * static_cast<uint64_t>(size_);
-  return waitFor([&] { return shared(control_->barrier_arrivals).load(std::memory_order_acquire) >= target; },
-                 "local barrier (" + what + ")", timeout, Wait::kLocalOp);
+  return arriveAndWait(control_->barrier_arrivals, ++barrier_generation_, what, timeout);
+}
+
+Status LocalGroup::workerBarrier(std::chrono::milliseconds timeout, const std::function<Status()>& between) {
+  std::lock_guard<std::mutex> lock(worker_barrier_mu_);
+  // Two arrivals per barrier, with `between` in the middle: nobody leaves before the root's part
+  // is done, and nobody arrives at the next barrier before everyone left this one.
+  ZPS_RETURN_IF_ERROR(
+      arriveAndWait(control_->worker_barrier_arrivals, ++worker_barrier_generation_, "worker barrier", timeout));
+  ZPS_RETURN_IF_ERROR(between());
+  return arriveAndWait(control_->worker_barrier_arrivals, ++worker_barrier_generation_, "worker barrier release",
+                       timeout);
 }
 
 Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::milliseconds timeout,
@@ -379,7 +397,7 @@ Status LocalGroup::inTurn(uint64_t op, const std::string& what, std::chrono::mil
       return FailedPrecondition("local rank 0 runs " + std::string(root_what) + " as the node's local operation " +
                                 std::to_string(next_turn_) + ", but no thread of local rank " + std::to_string(rank_) +
                                 " issued it within " + secondsText(timeout) + " s (this one waits to run " + what +
-                                "): every local rank must issue the same push/pull/pushPull/barrier calls");
+                                "): every local rank must issue the same push/pull/pushPull calls");
     }
     shared(control_->turns_taken[rank_]).store(next_turn_, std::memory_order_release);
   }

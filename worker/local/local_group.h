@@ -22,11 +22,16 @@
 // grows the (nameless) data file through the descriptors the ranks keep. A peer that notices a
 // death during the short attach window removes the folder itself.
 //
-// Ordering: the worker runs every local operation (a push/pull/pushPull through the local reducer,
-// a barrier) inside inTurn(), which gives all local ranks one order whatever threads issue them:
-// local rank 0 runs its operations in the order its threads arrive and announces each one in the
-// control segment; the peers run theirs in that announced order. barrier() and arena() are called
-// only inside a turn; abort() and health() from any thread.
+// Ordering: the worker runs every local operation (a push/pull/pushPull through the local reducer)
+// inside inTurn(), which gives all local ranks one order whatever threads issue them: local rank 0
+// runs its operations in the order its threads arrive and announces each one in the control
+// segment; the peers run theirs in that announced order. barrier() and arena() are called only
+// inside a turn; abort() and health() from any thread. The job's worker barrier (workerBarrier) is
+// no turn: a turn runs its push-pull to the end, so a barrier in the turn order would wait for a
+// push-pull that another node issues only after the barrier (a script that starts an async
+// allreduce and then calls barrier() on one worker, and the other way round on another), and
+// that push-pull for the barrier: both would wait out their deadlines. As without local ranks,
+// the barrier and the push-pulls of other threads do not wait for each other.
 //
 // Recovery (ZPS_RECOVERY): a lost node moves the job to a new generation. Whichever local rank hears
 // of it first (local rank 0 from the scheduler, the others from a server's "recovering" reply)
@@ -81,6 +86,11 @@ class LocalGroup {
   // Waits until every local rank reached this barrier. Fails when a local rank dies, the group is
   // aborted, or `timeout` passes; the message names who is missing.
   Status barrier(const std::string& what, std::chrono::milliseconds timeout);
+  // The same for the job's worker barrier (Worker::barrier), on arrivals of its own: it runs outside
+  // the turns, beside a collective another thread of the process is in, whose barriers it must not
+  // take. `between` runs once every local rank arrived and before any leaves (the root's barrier
+  // with the other nodes). One worker barrier of this process at a time.
+  Status workerBarrier(std::chrono::milliseconds timeout, const std::function<Status()>& between);
 
   // The root hands the scheduler's address book (serialized) to its peers; they wait for it.
   // Both mailboxes (book, NCCL id) are posted once per epoch: at the start and after each restart().
@@ -147,6 +157,9 @@ class LocalGroup {
   std::string deadPeer();
   Status waitFor(const std::function<bool()>& done, const std::string& what, std::chrono::milliseconds timeout,
                  Wait kind);
+  // One barrier over `arrivals`: the `generation`-th time every local rank arrived.
+  Status arriveAndWait(uint64_t& arrivals, uint64_t generation, const std::string& what,
+                       std::chrono::milliseconds timeout);
   void removeFolder();
   // This rank's end (its status and traffic) in its report slot, for gatherResults and waitExit.
   void report(const Status& mine, const LocalTraffic& traffic);
@@ -160,6 +173,9 @@ class LocalGroup {
   Control* control_ = nullptr;
   size_t control_bytes_ = 0;
   uint64_t barrier_generation_ = 0;
+  // Held during workerBarrier (and restart); guards worker_barrier_generation_.
+  std::mutex worker_barrier_mu_;
+  uint64_t worker_barrier_generation_ = 0;
   uint32_t epoch_ = 1;  // restarts so far + 1: tags the mailboxes' posts and the restart arrivals
   std::atomic<uint64_t> generation_{0};
   std::mutex turn_mu_;      // held while a thread of this process runs its local operation

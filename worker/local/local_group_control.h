@@ -43,6 +43,8 @@ struct LocalGroup::Control {
   uint32_t attached;
   int32_t pids[kMaxLocalSize];
   uint64_t barrier_arrivals;
+  // Worker::barrier's own arrivals (workerBarrier), two per barrier.
+  uint64_t worker_barrier_arrivals;
   uint32_t aborted;  // 0 healthy, 1 being written, 2 reason ready
   char abort_reason[local_control::kTextBytes];
   struct Report {

@@ -1,12 +1,12 @@
-// The synthetic datasets of worker/train/dataset.h: deterministic generators of regression rows
+// The synthetic datasets of train/dataset.h: deterministic generators of regression rows
 // and Criteo-like CTR rows whose click probability is known (true_probability).
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "worker/train/dataset.h"
-#include "worker/train/dataset_progress.h"
-#include "worker/train/random.h"
+#include "train/dataset.h"
+#include "train/dataset_progress.h"
+#include "train/random.h"
 
 namespace zps::train {
 

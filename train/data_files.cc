@@ -1,4 +1,4 @@
-#include "worker/train/data_files.h"
+#include "train/data_files.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "ps/common/regular_file.h"
-#include "worker/train/dataset_progress.h"
-#include "worker/train/random.h"
+#include "train/dataset_progress.h"
+#include "train/random.h"
 
 namespace zps::train {
 namespace {

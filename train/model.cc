@@ -1,4 +1,4 @@
-#include "worker/train/model.h"
+#include "train/model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "kernels/train_math.h"
-#include "worker/train/cpu_train_ops.h"
-#include "worker/train/random.h"
+#include "train/cpu_train_ops.h"
+#include "train/random.h"
 
 namespace zps::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/train/blas.h"
+#include "train/blas.h"
 
 #include <cblas.h>
 

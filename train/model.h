@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "kernels/train_ops.h"
-#include "worker/train/dataset.h"
+#include "train/dataset.h"
 #include "zps/status.h"
 
 namespace zps::train {

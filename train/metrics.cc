@@ -1,4 +1,4 @@
-#include "worker/train/metrics.h"
+#include "train/metrics.h"
 
 #include <algorithm>
 #include <cmath>

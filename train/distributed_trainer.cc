@@ -1,4 +1,4 @@
-#include "worker/train/distributed_trainer.h"
+#include "train/distributed_trainer.h"
 
 #include <glog/logging.h>
 
@@ -11,9 +11,9 @@
 #include <optional>
 
 #include "ps/common/checkpoint_dir.h"
-#include "worker/train/dense_checkpoint.h"
-#include "worker/train/embedding.h"
-#include "worker/train/metrics.h"
+#include "train/dense_checkpoint.h"
+#include "train/embedding.h"
+#include "train/metrics.h"
 
 namespace zps::train {
 namespace {

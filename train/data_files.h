@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/train/dataset.h"
+#include "train/dataset.h"
 #include "zps/status.h"
 
 namespace zps::train {

@@ -1,7 +1,7 @@
-#include "worker/train/device.h"
+#include "train/device.h"
 
 #include "kernels/cuda_reducer.h"
-#include "worker/train/cpu_train_ops.h"
+#include "train/cpu_train_ops.h"
 
 namespace zps::train {
 

@@ -1,11 +1,11 @@
-#include "worker/train/cpu_train_ops.h"
+#include "train/cpu_train_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/train_math.h"
-#include "worker/train/blas.h"
+#include "train/blas.h"
 
 namespace zps::train {
 namespace {

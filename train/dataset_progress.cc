@@ -1,4 +1,4 @@
-#include "worker/train/dataset_progress.h"
+#include "train/dataset_progress.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "worker/train/defaults.h"
+#include "train/defaults.h"
 
 namespace zps::train {
 

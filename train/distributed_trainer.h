@@ -1,5 +1,5 @@
 // The distributed trainer: what `zps train` runs on each worker process (and the Python binding can
-// run), through the public worker API only, with the models, data and steps of worker/train/.
+// run), through the public worker API only, with the models, data and steps of train/.
 //
 // Synchronous (default): every step, each worker computes gradients on its slice of the global batch
 // (worker r takes rows [r*b, (r+1)*b) of each global batch of W*b rows, in an epoch order every worker
@@ -33,9 +33,9 @@
 #include "kernels/optimizer.h"
 #include "kernels/train_ops.h"
 #include "ps/common/config.h"
-#include "worker/train/dataset.h"
-#include "worker/train/defaults.h"
-#include "worker/train/model.h"
+#include "train/dataset.h"
+#include "train/defaults.h"
+#include "train/model.h"
 #include "zps/worker.h"
 
 namespace zps::train {

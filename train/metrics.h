@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <string>
 
-#include "worker/train/dataset.h"
+#include "train/dataset.h"
 
 namespace zps::train {
 

@@ -1,4 +1,4 @@
-#include "worker/train/embedding.h"
+#include "train/embedding.h"
 
 #include <algorithm>
 #include <cstring>

@@ -45,7 +45,7 @@ struct Split {
 // otherwise. LibSVM labels -1/+1 always mean binary classification (-1 becomes class 0).
 enum class Task { kAuto, kRegression, kClassification };
 
-// How the rows are divided into train and test (worker/train/split.h): kAuto is stratified by class
+// How the rows are divided into train and test (train/split.h): kAuto is stratified by class
 // for classification and random for regression.
 enum class SplitKind { kAuto, kStratified, kRandom };
 
@@ -95,7 +95,7 @@ inline constexpr size_t kCtrCategoricalFields = 26;  // like Criteo's C1..C26
 // Blank lines and lines starting with '#' are skipped in every file format.
 //
 // Generating synthetic rows and reading a file show their progress on stderr when they take more
-// than 2 s (worker/train/dataset_progress.h).
+// than 2 s (train/dataset_progress.h).
 //
 // Errors: an unknown spec or a bad option gives InvalidArgument; a missing file NotFound (naming
 // the path, and tools/fetch-datasets.sh for the named datasets); a malformed line InvalidArgument

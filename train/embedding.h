@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/optimizer.h"
-#include "worker/train/dataset.h"
+#include "train/dataset.h"
 
 namespace zps::train {
 

@@ -1,12 +1,12 @@
-#include "worker/train/local_trainer.h"
+#include "train/local_trainer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
 
-#include "worker/train/embedding.h"
-#include "worker/train/model.h"
+#include "train/embedding.h"
+#include "train/model.h"
 
 namespace zps::train {
 namespace {

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "kernels/optimizer.h"
-#include "worker/train/dataset.h"
-#include "worker/train/metrics.h"
+#include "train/dataset.h"
+#include "train/metrics.h"
 
 namespace zps::train {
 

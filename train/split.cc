@@ -1,10 +1,10 @@
-#include "worker/train/split.h"
+#include "train/split.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "worker/train/random.h"
+#include "train/random.h"
 
 namespace zps::train {
 

@@ -1,12 +1,12 @@
-#include "worker/train/dataset.h"
+#include "train/dataset.h"
 
 #include <algorithm>
 #include <string_view>
 #include <utility>
 
-#include "worker/train/data_files.h"
-#include "worker/train/random.h"
-#include "worker/train/split.h"
+#include "train/data_files.h"
+#include "train/random.h"
+#include "train/split.h"
 
 namespace zps::train {
 namespace {

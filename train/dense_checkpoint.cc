@@ -1,4 +1,4 @@
-#include "worker/train/dense_checkpoint.h"
+#include "train/dense_checkpoint.h"
 
 #include <algorithm>
 
