@@ -71,13 +71,13 @@ void ParamStore::handle(PeerId peer, int worker, uint32_t local_rank, const wire
       counters_.bytes_in += keys.size() * sizeof(uint64_t);
       if (t.async || h.round() <= t.completed + 1) {
         pullNow(t, peer, h, keys, out);
-      } else if (h.round() > t.completed + 1 + kMaxRoundsAhead) {
+      } else if (h.round() > t.completed + kMaxPullRoundsAhead) {
         out->push_back(errorReply(peer, h, where + ": pull is too far ahead of round " + std::to_string(t.completed)));
       } else if (std::any_of(t.parked.begin(), t.parked.end(), [&](const Table::Parked& q) {
                    return q.peer == peer && q.header.request_id() == h.request_id();
                  })) {
         // a resend of a pull that is already waiting
-      } else if (t.parked.size() >= static_cast<size_t>(pushers(t)) * (kMaxRoundsAhead + 2) * 2) {
+      } else if (t.parked.size() >= static_cast<size_t>(pushers(t)) * (kMaxPullRoundsAhead + 1) * 2) {
         out->push_back(errorReply(peer, h, where + ": too many requests waiting"));
       } else {
         t.parked.push_back(Table::Parked{peer, h, std::move(keys)});

@@ -5,8 +5,10 @@
 //
 // Synchronous tables (the default) count rounds, one per training step: round r's pushes from every
 // worker are summed per row, then applied once; a pull for round r waits until round r-1 is applied, so
-// every worker reads the same rows. Asynchronous tables apply each push at once and serve pulls at once,
-// each push once: a number (push_seq) its pusher's SequenceWindow has seen is acknowledged, not applied.
+// every worker reads the same rows (a prefetch asks for round r + 1 before its worker's push of round
+// r, and is held until round r is applied). Asynchronous tables apply each push at once and serve
+// pulls at once, each push once: a number (push_seq) its pusher's SequenceWindow has seen is
+// acknowledged, not applied.
 // Workers push to every server every round (an empty push when none of their rows live there), so each
 // server can count its rounds. With several processes per worker node (ZPS_LOCAL_SIZE, carried by the
 // DECLARE) every local rank is a table client of its own: sparse rows gain nothing from an on-node
@@ -59,6 +61,11 @@ struct TableCounts {
 class ParamStore {
  public:
   static constexpr uint64_t kMaxRoundsAhead = 2;
+  // A pull of round r waits for round r - 1. A worker whose push of round p was accepted (p <=
+  // completed + kMaxRoundsAhead) may prefetch the rows of its next step, a pull of round p + 2
+  // (Worker::pullRowsAhead): so pulls may wait for one round more than a push may open. Past that a
+  // pull is refused (no worker can be that far ahead: its pushes would have been refused first).
+  static constexpr uint64_t kMaxPullRoundsAhead = kMaxRoundsAhead + 2;
 
   // `place` says where checkpoints go (an empty dir: none) and which server of how many this is.
   // `budget` (may be null) is charged for every table and row; a row is created only when it fits.

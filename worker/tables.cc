@@ -64,14 +64,18 @@ StatusOr<TableId> Tables::declare(const std::string& name, const TableOptions& o
   return id;
 }
 
-StatusOr<Handle> Tables::pullRows(TableId table, const uint64_t* keys, size_t n, float* out) {
+StatusOr<Handle> Tables::pullRows(TableId table, const uint64_t* keys, size_t n, float* out, uint32_t ahead) {
   Table t;
   uint64_t round;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (table < 0 || table >= static_cast<int>(tables_.size())) return InvalidArgument("unknown table id");
-    // Sync tables: wait until every worker's pushes up to this worker's latest round are applied.
-    round = tables_[table].push_round + 1;
+    if (ahead > Worker::kMaxPullAhead)
+      return InvalidArgument("table '" + tables_[table].name + "': a pull may wait for at most " +
+                             std::to_string(Worker::kMaxPullAhead) + " push ahead, not " + std::to_string(ahead));
+    // Sync tables: wait until every worker's pushes up to this worker's latest round (plus `ahead`,
+    // the pushes this worker will make before it reads the rows) are applied.
+    round = tables_[table].push_round + 1 + ahead;
     t = tables_[table];
   }
   const int servers = config_.num_servers;

@@ -32,7 +32,9 @@ class Tables {
   // Tables and tensors share the key space: a table takes the key of a tensor id nobody else uses,
   // past the `tensors` declared so far.
   StatusOr<TableId> declare(const std::string& name, const TableOptions& options, int tensors);
-  StatusOr<Handle> pullRows(TableId table, const uint64_t* keys, size_t n, float* out);
+  // ahead (0 or Worker::kMaxPullAhead): how many of this worker's pushes the rows must include beyond
+  // those already made (a prefetch issued before the step's push: 1).
+  StatusOr<Handle> pullRows(TableId table, const uint64_t* keys, size_t n, float* out, uint32_t ahead = 0);
   StatusOr<Handle> pushRows(TableId table, const uint64_t* keys, size_t n, const float* grads);
   Status checkpoint(uint64_t step);
   // The server that holds a row.

@@ -103,6 +103,10 @@ StatusOr<Handle> Worker::pullRows(TableId table, const uint64_t* keys, size_t n,
   return impl_->tables->pullRows(table, keys, n, out);
 }
 
+StatusOr<Handle> Worker::pullRowsAhead(TableId table, const uint64_t* keys, size_t n, float* out, uint32_t ahead) {
+  return impl_->tables->pullRows(table, keys, n, out, ahead);
+}
+
 StatusOr<Handle> Worker::pushRows(TableId table, const uint64_t* keys, size_t n, const float* grads) {
   return impl_->tables->pushRows(table, keys, n, grads);
 }

@@ -62,18 +62,25 @@ class TorchTables(nn.Module):
         return torch.stack([bag(ids[:, t:t + 1]) for t, bag in enumerate(self.bags)], dim=1)
 
 
-def train(model, optimizers, batch, steps, warmup):
+def train(model, optimizers, batch, steps, warmup, prefetch=None):
     """Runs `steps` steps of batch(step) -> (dense, ids, labels); returns the seconds the steps after the
-    first `warmup` took (the first steps create rows and fill caches)."""
+    first `warmup` took (the first steps create rows and fill caches). prefetch(ids), when given, is
+    called with the next step's ids after each step's forward (EmbeddingBags.prefetch)."""
     loss_fn = nn.BCEWithLogitsLoss()
     start = None
+    upcoming = batch(0)
     for step in range(steps):
         if step == warmup:
             start = time.perf_counter()
-        dense, ids, labels = batch(step)
+        dense, ids, labels = upcoming
         for opt in optimizers:
             opt.zero_grad()
-        loss_fn(model(dense, ids), labels).backward()
+        loss = loss_fn(model(dense, ids), labels)
+        if step + 1 < steps:
+            upcoming = batch(step + 1)
+            if prefetch is not None:
+                prefetch(upcoming[1])
+        loss.backward()
         for opt in optimizers:
             opt.step()
     return time.perf_counter() - start if start is not None else float("nan")

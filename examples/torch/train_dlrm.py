@@ -22,8 +22,14 @@ of the same rows) and the samples per second of the job (after --warmup steps).
 the embedding bytes per training sample: from the workers' own row counts, and, when ZPS_METRICS_PORT
 is set, from the servers' byte counters (their pushed and pulled bytes during training less the MLP
 gradients' exact share).
+
+Each step starts the pull of the next step's rows right after its forward (EmbeddingBags.prefetch;
+--prefetch 0 pulls them in each forward instead): the servers answer it once every worker's gradients
+of the step are applied, so it travels during the MLPs' backward and the dense gradients' sums; the
+rows are the same bits (with async tables, at most one step older).
 """
 import argparse
+import hashlib
 import json
 
 import numpy as np
@@ -57,6 +63,9 @@ def parse_args(argv=None):
     p.add_argument("--row-cache-steps", type=int, default=0,
                    help="serve a pulled row from the worker's cache for up to this many steps (0: no cache)")
     p.add_argument("--row-cache-rows", type=int, default=100000, help="rows the worker's cache holds at most")
+    p.add_argument("--prefetch", type=int, choices=(0, 1), default=1,
+                   help="1 (the default): pull the next step's rows while this step computes "
+                        "(EmbeddingBags.prefetch; the same rows in sync mode); 0: pull them in each forward")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = p.parse_args(argv)
@@ -108,7 +117,8 @@ def main():
     bps.barrier()
     servers_before = server_bytes(rank) if rank == 0 else None
     bps.barrier()
-    seconds = train(model, [optimizer], batches(train_set, rank, size, args.batch_size), args.steps, args.warmup)
+    seconds = train(model, [optimizer], batches(train_set, rank, size, args.batch_size), args.steps, args.warmup,
+                    prefetch=tables.prefetch if args.prefetch else None)
     samples_per_s = (args.steps - args.warmup) * size * args.batch_size / seconds
     bps.barrier()
     servers_after = server_bytes(rank) if rank == 0 else None
@@ -121,7 +131,8 @@ def main():
     dense, ids, labels = test_set
     share = np.array_split(np.arange(len(labels)), size)[rank]
     mine = scores(model, dense[share], ids[share])
-    auc = roc_auc(np.concatenate(bps.allgather_object(mine)), labels)
+    every_score = np.concatenate(bps.allgather_object(mine))
+    auc = roc_auc(every_score, labels)
     bayes = f", Bayes AUC: {bayes_auc:.4f}" if bayes_auc is not None else ""
     print(f"Test AUC: {auc:.4f} ({len(labels)} rows){bayes}, Worker: {rank}", flush=True)
     print(f"Samples/s: {samples_per_s:.0f} ({size} workers x {args.batch_size} rows, {args.steps} steps), "
@@ -132,7 +143,9 @@ def main():
         print(json.dumps({"system": "zps", "samples_per_s": samples_per_s, "auc": auc, "bayes_auc": bayes_auc,
                           "steps": args.steps, "workers": size, "batch_size": args.batch_size, "scale": args.scale,
                           "row_cache_steps": args.row_cache_steps, "row_cache_rows": args.row_cache_rows,
-                          "drift_rows": args.drift_rows,
+                          "prefetch": args.prefetch, "drift_rows": args.drift_rows,
+                          # The held-out scores' bits: two runs that trained the same weights agree.
+                          "scores_sha256": hashlib.sha256(every_score.astype(np.float32).tobytes()).hexdigest(),
                           "embedding_bytes_per_sample": traffic}), flush=True)
     bps.shutdown()
 

@@ -143,6 +143,11 @@ int zps_pull(zps_worker* w, int tensor_id, void* out, zps_handle* handle);
 int zps_push_pull(zps_worker* w, int tensor_id, const void* data, void* out, zps_handle* handle);
 /* n keys; out receives n x dim floats, grads holds n x dim floats. */
 int zps_pull_rows(zps_worker* w, int table_id, const uint64_t* keys, uint64_t n, float* out, zps_handle* handle);
+/* A prefetch: with ahead = 1, the rows as a zps_pull_rows issued after this worker's next zps_push_rows
+ * would see them (sync tables: held by the servers until that round is applied; async: served at once,
+ * lacking at most that push). ahead = 0 is zps_pull_rows; more is ZPS_E_INVALID_ARGUMENT. */
+int zps_pull_rows_ahead(zps_worker* w, int table_id, const uint64_t* keys, uint64_t n, float* out, uint32_t ahead,
+                        zps_handle* handle);
 int zps_push_rows(zps_worker* w, int table_id, const uint64_t* keys, uint64_t n, const float* grads,
                   zps_handle* handle);
 

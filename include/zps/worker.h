@@ -155,6 +155,14 @@ class Worker {
   // (empty when it has no rows); the round is applied when all of them have.
   StatusOr<TableId> declareTable(const std::string& name, const TableOptions& options);
   StatusOr<Handle> pullRows(TableId table, const uint64_t* keys, size_t n, float* out);
+  // A prefetch: the rows as a pullRows issued after this worker's next pushRows would see them, issued
+  // now. In sync mode the servers hold it until every worker's round n + 1 is applied (n: this
+  // worker's pushRows so far), so its rows are bit for bit those of that later pull; with async tables
+  // it is served at once and may lack the pushes that come after it (at most this worker's next one).
+  // `ahead` is 0 (a plain pullRows) or 1 (kMaxPullAhead); more is refused. The wait on its handle has
+  // ZPS_REQUEST_TIMEOUT's deadline like any other.
+  static constexpr uint32_t kMaxPullAhead = 1;
+  StatusOr<Handle> pullRowsAhead(TableId table, const uint64_t* keys, size_t n, float* out, uint32_t ahead);
   StatusOr<Handle> pushRows(TableId table, const uint64_t* keys, size_t n, const float* grads);
   // Asks every server to write its shard of every table as of `step` (after that round is applied) into
   // ZPS_CHECKPOINT_DIR, and waits for all of them. Called by one process (worker 0, local rank 0).

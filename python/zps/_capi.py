@@ -58,6 +58,7 @@ def _declare_signatures(lib):
         "zps_pull": ([c_void_p, c_int, c_void_p, p_u64], c_int),
         "zps_push_pull": ([c_void_p, c_int, c_void_p, c_void_p, p_u64], c_int),
         "zps_pull_rows": ([c_void_p, c_int, c_void_p, c_u64, c_void_p, p_u64], c_int),
+        "zps_pull_rows_ahead": ([c_void_p, c_int, c_void_p, c_u64, c_void_p, ctypes.c_uint32, p_u64], c_int),
         "zps_push_rows": ([c_void_p, c_int, c_void_p, c_u64, c_void_p, p_u64], c_int),
         "zps_wait": ([c_void_p, c_u64, c_i64], c_int),
         "zps_poll": ([c_void_p, c_u64, p_int], c_int),
@@ -278,6 +279,10 @@ class Worker:
 
     def pull_rows(self, table_id, keys_ptr, n, out_ptr):
         return self._start(self._lib.zps_pull_rows, table_id, keys_ptr, n, out_ptr)
+
+    def pull_rows_ahead(self, table_id, keys_ptr, n, out_ptr, ahead):
+        """pull_rows for the rows as they will be after this worker's next `ahead` (0 or 1) push_rows."""
+        return self._start(self._lib.zps_pull_rows_ahead, table_id, keys_ptr, n, out_ptr, ahead)
 
     def push_rows(self, table_id, keys_ptr, n, grads_ptr):
         return self._start(self._lib.zps_push_rows, table_id, keys_ptr, n, grads_ptr)

@@ -155,11 +155,23 @@ static void tableRound(zps_worker* w, int workers) {
   zps_handle h = 0;
   CHECK_OK(zps_pull_rows(w, table, keys, 3, before, &h));
   CHECK_OK(zps_wait(w, h, 60000));
+  /* A prefetch before the push: held by the servers until every worker's round 1 is applied. */
+  float prefetched[12];
+  zps_handle prefetch = 0;
+  CHECK_OK(zps_pull_rows_ahead(w, table, keys, 3, prefetched, 1, &prefetch));
   for (int i = 0; i < 12; ++i) grads[i] = (float)(i + 1);
   CHECK_OK(zps_push_rows(w, table, keys, 3, grads, &h));
   CHECK_OK(zps_wait(w, h, 60000));
   CHECK_OK(zps_pull_rows(w, table, keys, 3, after, &h));
   CHECK_OK(zps_wait(w, h, 60000));
+  CHECK_OK(zps_wait(w, prefetch, 60000));
+  if (memcmp(prefetched, after, sizeof(after)) != 0) {
+    fprintf(stderr, "capi: worker %d: FAILED the prefetch issued before the push differs from the pull after it\n",
+            g_rank);
+    exit(1);
+  }
+  expectError("pull_rows_ahead 2 pushes ahead", zps_pull_rows_ahead(w, table, keys, 3, after, 2, &h),
+              ZPS_E_INVALID_ARGUMENT, "at most 1 push ahead, not 2");
   for (int i = 0; i < 12; ++i) {
     float expect = before[i] - 0.5f * (float)(workers * (i + 1));
     if (after[i] != expect) {

@@ -9,7 +9,12 @@
 #          the worker-side row cache (row_cache_job.py, 2 workers + 2 servers): k = 0 is bit for bit no
 #          cache; k = 3 pulls exactly the rows its rule says and serves no row older than 3 steps; a
 #          stream of new ids keeps it at its row bound
-# Usage: dlrm_test.sh <build dir> <source dir> data|bags|train|row_cache_{exact,stale,bound}. Skipped (77)
+#   prefetch_exact, prefetch_async, prefetch_deadline
+#          EmbeddingBags.prefetch (prefetch_job.py, 2 workers + 2 servers): sync rows bit for bit those
+#          without prefetch, async rows at most one step stale, a held prefetch fails at
+#          ZPS_REQUEST_TIMEOUT; and prefetch_exact also trains DLRM 40 steps with --prefetch 0 and 1:
+#          the held-out scores are the same bits
+# Usage: dlrm_test.sh <build dir> <source dir> data|bags|train|row_cache_*|prefetch_*. Skipped (77)
 # when /usr/bin/python3 cannot import torch.
 set -uo pipefail
 BUILD=$1 SRC=$2 WHAT=$3
@@ -82,8 +87,29 @@ assert len(whole[0]) == 70000 and whole[1].shape == (70000, 26), 'wrong shapes'
       fail "row_cache_job.py $part: not both workers printed 'row cache ok'"
     ok "row cache, $part: $(grep -c "^\[worker 0\] ok:" "$OUT") checks passed on worker 0 (and on worker 1)"
     ;;
+  prefetch_*)
+    part=${WHAT#prefetch_}
+    wait_s=${ZPS_REQUEST_TIMEOUT:-300}
+    [ "$part" = deadline ] && wait_s=2  # the held prefetch must fail after this many seconds
+    ZPS_REQUEST_TIMEOUT=$wait_s timeout 300 "$ZPS" launch --servers 2 --workers 2 \
+      --progress 0 -- python3 "$SRC/tests/torch/prefetch_job.py" "$part" >"$OUT" 2>&1 ||
+      fail "prefetch_job.py $part exited $?"
+    [ "$(grep -c "^\[worker [01]\] prefetch ok$" "$OUT")" = 2 ] ||
+      fail "prefetch_job.py $part: not both workers printed 'prefetch ok'"
+    ok "prefetch, $part: $(grep -c "^\[worker 0\] ok:" "$OUT") checks passed on worker 0"
+    [ "$part" = exact ] || exit 0
+    for p in 0 1; do
+      timeout 300 "$ZPS" launch --servers 2 --workers 2 --progress 0 -- python3 "$SRC/examples/torch/train_dlrm.py" \
+        --scale 0.01 --steps 40 --warmup 2 --test-rows 4000 --prefetch $p --json >"$OUT" 2>&1 ||
+        fail "zps launch ... train_dlrm.py --prefetch $p exited $?"
+      sums[$p]=$(sed -n 's/^\[worker 0\] {.*"scores_sha256": "\([0-9a-f]*\)".*/\1/p' "$OUT")
+      [ -n "${sums[$p]}" ] || fail "train_dlrm.py --prefetch $p printed no scores_sha256"
+    done
+    [ "${sums[0]}" = "${sums[1]}" ] || fail "DLRM's held-out scores differ: ${sums[0]} without prefetch, ${sums[1]} with"
+    ok "DLRM after 40 steps: the held-out scores are the same bits with and without prefetch (${sums[0]:0:16})"
+    ;;
   *)
-    echo "usage: $0 <build dir> <source dir> data|bags|train|row_cache_{exact,stale,bound}"
+    echo "usage: $0 <build dir> <source dir> data|bags|train|row_cache_*|prefetch_*"
     exit 2
     ;;
 esac

@@ -155,6 +155,57 @@ TEST_CASE("param store: with local size 2 a sync round waits for every (worker, 
   CHECK(row == std::vector<float>(kDim, -1.0f));
 }
 
+// A prefetch (Worker::pullRowsAhead): worker 0 asks for round 3's rows before its push of round 2. The
+// server holds the pull until round 2 is applied by both workers, then answers with exactly the rows a
+// pull of round 3 sent afterwards gets. A pull past kMaxPullRoundsAhead is refused, naming the round.
+TEST_CASE("param store: a prefetch is held until its round is applied and gets the rows of a later pull") {
+  ParamStore store(kWorkers, ShardPlace{});
+  std::vector<Outgoing> out;
+  auto declare = message(pb::CMD_DECLARE, 0, {});
+  declare.header.set_mode(pb::MODE_PARAM);
+  declare.header.set_name("emb");
+  declare.header.mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
+  declare.header.mutable_optimizer()->set_lr(1.0f);  // init_scale 0: rows start at 0, end at -(sum of grads)
+  for (int w = 0; w < kWorkers; ++w) store.handle(w + 1, w, 0, declare, &out);
+  auto pushOf = [&](int worker, uint64_t round, float grad) {
+    auto push = message(pb::CMD_PUSH_ROWS, round, {20});
+    std::vector<float> grads(kDim, grad);
+    push.payload = Blob::copyOf(grads.data(), grads.size() * sizeof(float));
+    store.handle(worker + 1, worker, 0, push, &out);
+    REQUIRE(out.back().header.command() == pb::CMD_REPLY);
+  };
+  auto rowOf = [](const Outgoing& o) {
+    REQUIRE(o.header.command() == pb::CMD_REPLY);
+    REQUIRE(o.payload.size() == kDim * sizeof(float));
+    std::vector<float> row(kDim);
+    std::memcpy(row.data(), o.payload.data(), o.payload.size());
+    return row;
+  };
+  pushOf(0, 1, 1);
+  pushOf(1, 1, 2);  // round 1 applied: -3
+  out.clear();
+  store.handle(1, 0, 0, message(pb::CMD_PULL_ROWS, 3, {20}), &out);
+  CHECK(out.empty());  // held: round 2 is not applied
+  pushOf(0, 2, 4);
+  REQUIRE(out.size() == 1);  // the push's ack only: worker 1's round 2 is missing
+  pushOf(1, 2, 8);
+  REQUIRE(out.size() == 3);  // worker 1's ack, then the prefetch
+  const std::vector<float> prefetched = rowOf(out[2]);
+  CHECK(prefetched == std::vector<float>(kDim, -15.0f));
+  out.clear();
+  store.handle(1, 0, 0, message(pb::CMD_PULL_ROWS, 3, {20}), &out);
+  REQUIRE(out.size() == 1);
+  CHECK(rowOf(out[0]) == prefetched);
+  // completed is 2: a pull may wait for round 2 + kMaxPullRoundsAhead - 1, not one more.
+  out.clear();
+  store.handle(2, 1, 0, message(pb::CMD_PULL_ROWS, 2 + ParamStore::kMaxPullRoundsAhead, {20}), &out);
+  CHECK(out.empty());
+  store.handle(2, 1, 0, message(pb::CMD_PULL_ROWS, 3 + ParamStore::kMaxPullRoundsAhead, {20}), &out);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].header.command() == pb::CMD_ERROR);
+  CHECK_THAT(out[0].header.error(), Catch::Contains("table 'emb' round 7: pull is too far ahead of round 2"));
+}
+
 }  // namespace
 // A table name declared at another key (the workers declared their tables at different points) is
 // refused, naming the table and both keys; the first key stays usable.

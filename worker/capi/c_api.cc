@@ -370,6 +370,14 @@ int zps_pull_rows(zps_worker* w, int table_id, const uint64_t* keys, uint64_t n,
                  [&](zps::Worker& x) { return x.pullRows(table_id, keys, static_cast<size_t>(n), out); });
 }
 
+int zps_pull_rows_ahead(zps_worker* w, int table_id, const uint64_t* keys, uint64_t n, float* out, uint32_t ahead,
+                        zps_handle* handle) {
+  if (n > 0 && keys == nullptr) return nullArgument("zps_pull_rows_ahead", "keys");
+  if (n > 0 && out == nullptr) return nullArgument("zps_pull_rows_ahead", "out");
+  return startOp(w, "zps_pull_rows_ahead", handle,
+                 [&](zps::Worker& x) { return x.pullRowsAhead(table_id, keys, static_cast<size_t>(n), out, ahead); });
+}
+
 int zps_push_rows(zps_worker* w, int table_id, const uint64_t* keys, uint64_t n, const float* grads,
                   zps_handle* handle) {
   if (n > 0 && keys == nullptr) return nullArgument("zps_push_rows", "keys");

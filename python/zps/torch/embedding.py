@@ -15,6 +15,14 @@ row_cache_steps=k > 0 serves each pulled row from this worker's copy for up to k
 pulled again (at most row_cache_rows rows, least recently used evicted; see row_cache.py): a row
 used at step t then lacks at most the updates of the k rounds before t. k = 0 (the default) pulls
 every row every step. Gradients are pushed every step either way.
+
+prefetch_rows(keys) starts the pull of the next lookup's rows now, so that it travels while this step
+computes (see EmbeddingBags.prefetch). Called after a forward whose backward is still to come, it asks
+for the rows as they will be after that backward's push: in sync mode the servers hold it until every
+worker's round of that push is applied, so the rows are bit for bit those of a pull issued after it;
+in async mode it is served at once and lacks at most this worker's next push (and whatever other
+workers push meanwhile, as any async pull): at most one step stale. With a row cache only the rows the
+next lookup would not serve from the cache are prefetched.
 """
 import torch
 
@@ -27,7 +35,9 @@ class _PullRows(torch.autograd.Function):
     def forward(ctx, module, keys, anchor):
         ctx.module = module
         ctx.keys = keys
-        return module._lookup(keys)
+        rows = module._lookup(keys)
+        module._push_pending = True  # backward pushes: a prefetch now is for the rows after that push
+        return rows
 
     @staticmethod
     def backward(ctx, grad_rows):
@@ -58,6 +68,9 @@ class Embedding(torch.nn.Module):
         self.row_cache = RowCache(self.embedding_dim, row_cache_steps, row_cache_rows) if row_cache_steps else None
         # Rows this module moved: pulled from the servers (the cache's hits are not), and pushed.
         self.pulled_rows = self.pushed_rows = 0
+        self.pushes = 0  # backward passes so far (the table's rounds pushed by this worker)
+        self._push_pending = False  # a forward with grad whose backward has not pushed yet
+        self._prefetch = None  # the pull prefetch_rows started, for the next lookup
 
     def extra_repr(self):
         return "embedding_dim=%d, name='%s' (rows on the servers)" % (self.embedding_dim, self.name)
@@ -76,8 +89,46 @@ class Embedding(torch.nn.Module):
             return _PullRows.apply(self, keys, self._anchor)
         return self._lookup(keys)
 
+    def prefetch_rows(self, keys):
+        """Starts pulling the rows of `keys` (distinct int64 keys on the CPU) for the next lookup, which
+        must ask for the same keys; rows as the next lookup would pull them (see the module's doc)."""
+        if self._prefetch is not None:
+            raise RuntimeError("zps.torch.Embedding '%s': prefetch_rows called twice before a lookup took the "
+                               "first prefetch" % self.name)
+        keys = keys.to(torch.int64).contiguous()
+        ahead = 1 if self._push_pending else 0
+        pull_keys = keys
+        if self.row_cache is not None:
+            pull_keys = keys[self.row_cache.would_pull(keys, steps_ahead=ahead)].contiguous()
+        self._prefetch = _Prefetch(self, keys, pull_keys, ahead)
+
     def _lookup(self, keys):
-        return self.row_cache.lookup(keys, self._pull) if self.row_cache is not None else self._pull(keys)
+        pull = self._pull
+        if self._prefetch is not None:
+            pull = self._take_prefetch(keys)
+        return self.row_cache.lookup(keys, pull) if self.row_cache is not None else pull(keys)
+
+    def _take_prefetch(self, keys):
+        """The pull function that serves this lookup from the prefetch (after checking that it is
+        this lookup's)."""
+        p = self._prefetch
+        if self.pushes != p.for_pushes:
+            raise RuntimeError("zps.torch.Embedding '%s': rows were prefetched for the lookup after %d pushes, but "
+                               "this lookup comes after %d (call prefetch after a step's forward and let its "
+                               "backward run before the next forward)" % (self.name, p.for_pushes, self.pushes))
+        self._prefetch = None
+        rows = p.wait()
+        if not torch.equal(keys, p.keys):
+            raise ValueError("zps.torch.Embedding '%s': this lookup's %d keys are not the %d keys prefetched (the "
+                             "forward after prefetch must look up the ids given to prefetch)"
+                             % (self.name, keys.numel(), p.keys.numel()))
+
+        def prefetched(missing_keys):
+            if not torch.equal(missing_keys, p.pull_keys):
+                raise RuntimeError("zps.torch.Embedding '%s': the row cache misses other rows than it did at "
+                                   "prefetch time" % self.name)
+            return rows
+        return prefetched
 
     def _pull(self, keys):
         rt = runtime("Embedding.forward")
@@ -97,5 +148,35 @@ class Embedding(torch.nn.Module):
         h = rt.worker.push_rows(self._table, keys.data_ptr(), keys.numel(), grads.data_ptr())
         rt.worker.wait(h, -1, "zps.torch.Embedding '%s': pushing %d rows" % (self.name, keys.numel()))
         self.pushed_rows += keys.numel()
+        self.pushes += 1
+        self._push_pending = False
         if self.row_cache is not None:
             self.row_cache.advance()
+
+
+# Prefetches not waited for yet: the worker writes a reply into its buffer whenever it comes, so the
+# buffer must outlive a module dropped with a prefetch in flight.
+_in_flight = set()
+
+
+class _Prefetch:
+    """A pull started early: `ahead` (0 or 1) of this worker's pushes before the lookup it serves."""
+
+    def __init__(self, module, keys, pull_keys, ahead):
+        self.module, self.keys, self.pull_keys = module, keys, pull_keys
+        self.for_pushes = module.pushes + ahead
+        rt = runtime("Embedding.prefetch_rows")
+        self.out = torch.empty(pull_keys.numel(), module.embedding_dim, dtype=torch.float32)
+        self.handle = rt.worker.pull_rows_ahead(module._table, pull_keys.data_ptr(), pull_keys.numel(),
+                                                self.out.data_ptr(), ahead)
+        module.pulled_rows += pull_keys.numel()
+        _in_flight.add(self)
+
+    def wait(self):
+        """The rows, once the servers answered (ZPS_REQUEST_TIMEOUT's deadline: a round that never
+        comes, as when the backward of the step before is never run, fails here)."""
+        _in_flight.discard(self)  # waited: the handle is released (a failed wait cancels the request)
+        runtime("Embedding.forward").worker.wait(
+            self.handle, -1, "zps.torch.Embedding '%s': prefetched %d rows, held by the servers until every worker's "
+            "gradients of the step before are applied" % (self.module.name, self.pull_keys.numel()))
+        return self.out

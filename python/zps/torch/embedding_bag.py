@@ -12,6 +12,10 @@ output is [bags, num_tables, embedding_dim]. Synchronous like zps.torch.Embeddin
 forward and backward once per step, and a forward sees every worker's gradients of the steps before it,
 unless row_cache_steps=k > 0: then a row may be served from this worker's cache of recently pulled rows
 (at most row_cache_rows of them), and lack at most the gradients of the k steps before (row_cache.py).
+
+prefetch(next_ids) after a step's forward starts the pull of the next step's rows, which then travels
+while this step's backward, gradient sums and optimizer run; the next forward takes its rows from it.
+Sync tables: exactly the rows a pull after this step would get. Async: at most one step stale.
 """
 import torch
 import torch.nn.functional as F
@@ -40,6 +44,7 @@ class EmbeddingBags(torch.nn.Module):
                                average=average, async_=async_, row_cache_steps=row_cache_steps,
                                row_cache_rows=row_cache_rows, **optimizer_options)
         self.table_base = torch.arange(self.num_tables, dtype=torch.int64) << ID_BITS
+        self._prefetched = None  # (keys, their distinct keys, inverse) of the last prefetch
 
     @property
     def row_cache(self):
@@ -64,18 +69,46 @@ class EmbeddingBags(torch.nn.Module):
         row ids[b, t]. Or, as torch.nn.EmbeddingBag per table, ids and offsets are lists of num_tables
         1-D tensors (table t's ids, and where each of its bags starts; every table has the same number
         of bags): out[b, t] pools table t's rows of bag b."""
+        keys, starts = self._keys(ids, offsets)
+        unique, inverse = self._distinct(keys)
+        rows = self.table.rows(unique)
+        if offsets is None:
+            out = rows.index_select(0, inverse).reshape(ids.shape[0], self.num_tables, self.embedding_dim)
+            device = ids.device
+        else:
+            # Table-major bags: bag t x bags + b pools table t's bag b.
+            pooled = F.embedding_bag(inverse, rows, starts, mode=self.mode)
+            out = pooled.reshape(self.num_tables, offsets[0].numel(), self.embedding_dim).transpose(0, 1)
+            device = ids[0].device
+        return out.to(device) if device.type != "cpu" else out
+
+    def prefetch(self, ids, offsets=None):
+        """Starts pulling the rows the next forward(ids, offsets) needs, so that they travel while this
+        step computes. Call it after this step's forward (before its backward) with the next step's
+        batch; the next forward must be given the same ids. In sync mode the rows are bit for bit those
+        the next forward would pull without it (the servers hold the pull until every worker's gradients
+        of this step are applied); with async tables they may lack this worker's gradients of this step
+        (at most one step stale). With a row cache, only the rows it will not serve are pulled."""
+        keys, _ = self._keys(ids, offsets)
+        unique, inverse = torch.unique(keys, return_inverse=True)
+        self.table.prefetch_rows(unique)
+        self._prefetched = (keys, unique, inverse)
+
+    def _distinct(self, keys):
+        """torch.unique(keys, return_inverse=True), taken from the prefetch when it had these keys."""
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and torch.equal(prefetched[0], keys):
+            return prefetched[1], prefetched[2]
+        return torch.unique(keys, return_inverse=True)
+
+    def _keys(self, ids, offsets):
+        """The server keys of every id, table-major for lists (and, with offsets, where each bag starts
+        among them; None without)."""
         if offsets is None:
             if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] != self.num_tables:
                 raise ValueError("zps.torch.EmbeddingBags: ids must be [bags, %d] without offsets" % self.num_tables)
             self._check_ids(ids)
-            keys = (ids.to(torch.int64).cpu() | self.table_base).reshape(-1)
-            unique, inverse = torch.unique(keys, return_inverse=True)
-            rows = self.table.rows(unique)
-            out = rows.index_select(0, inverse).reshape(ids.shape[0], self.num_tables, self.embedding_dim)
-            return out.to(ids.device) if ids.device.type != "cpu" else out
-        return self._pooled(ids, offsets)
-
-    def _pooled(self, ids, offsets):
+            return (ids.to(torch.int64).cpu() | self.table_base).reshape(-1), None
         if len(ids) != self.num_tables or len(offsets) != self.num_tables:
             raise ValueError("zps.torch.EmbeddingBags: ids and offsets must be lists of %d tensors" % self.num_tables)
         bags = offsets[0].numel()
@@ -88,13 +121,7 @@ class EmbeddingBags(torch.nn.Module):
             keys.append(table_ids.to(torch.int64).cpu() | (t << ID_BITS))
             starts.append(table_offsets.to(torch.int64).cpu() + base)
             base += table_ids.numel()
-        unique, inverse = torch.unique(torch.cat(keys), return_inverse=True)
-        rows = self.table.rows(unique)
-        # Table-major bags: bag t x bags + b pools table t's bag b.
-        pooled = F.embedding_bag(inverse, rows, torch.cat(starts), mode=self.mode)
-        out = pooled.reshape(self.num_tables, bags, self.embedding_dim).transpose(0, 1)
-        device = ids[0].device
-        return out.to(device) if device.type != "cpu" else out
+        return torch.cat(keys), torch.cat(starts)
 
     def _check_ids(self, ids):
         if ids.dtype not in (torch.int64, torch.int32):

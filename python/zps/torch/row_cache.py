@@ -54,13 +54,23 @@ class RowCache:
         self.keys.fill_(-1)
         self.used_at.fill_(-1)
 
-    def lookup(self, keys, pull):
-        """The rows of `keys` (distinct int64 keys on the CPU), [len(keys), dim]: the cached ones that are
-        at most max_age steps old, the rest from pull(missing_keys), which are then cached."""
+    def _fresh(self, keys, step):
+        """(slots of `keys`, -1 where not cached; which of them a lookup at clock `step` serves)."""
         slots = torch.tensor([self.slot_of.get(k, -1) for k in keys.tolist()], dtype=torch.int64)
         cached = slots >= 0
         fresh = cached.clone()
-        fresh[cached] = self.step - self.pulled_at[slots[cached]] <= self.max_age
+        fresh[cached] = step - self.pulled_at[slots[cached]] <= self.max_age
+        return slots, fresh
+
+    def would_pull(self, keys, steps_ahead=0):
+        """Which of `keys` a lookup would pull if it came `steps_ahead` steps from now with no lookup in
+        between (a bool mask): what a prefetch for that lookup pulls."""
+        return ~self._fresh(keys, self.step + int(steps_ahead))[1]
+
+    def lookup(self, keys, pull):
+        """The rows of `keys` (distinct int64 keys on the CPU), [len(keys), dim]: the cached ones that are
+        at most max_age steps old, the rest from pull(missing_keys), which are then cached."""
+        slots, fresh = self._fresh(keys, self.step)
         out = torch.empty(keys.numel(), self.dim, dtype=torch.float32)
         hit_slots = slots[fresh]
         out[fresh] = self.rows[hit_slots]
