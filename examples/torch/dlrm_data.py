@@ -95,7 +95,7 @@ class Teacher:
         return out
 
 
-def _splitmix64(x):
+def splitmix64(x):
     """SplitMix64's finaliser on uint64 values (wrapping around, as the C original does)."""
     with np.errstate(over="ignore"):
         x = x + np.uint64(0x9E3779B97F4A7C15)
@@ -108,7 +108,7 @@ def _hash(*parts):
     """A uint64 hash of integer arrays (broadcast together) and ints."""
     h = np.zeros(np.broadcast(*[np.asarray(p) for p in parts]).shape, dtype=np.uint64)
     for p in parts:
-        h = _splitmix64(h ^ np.asarray(p).astype(np.uint64))
+        h = splitmix64(h ^ np.asarray(p).astype(np.uint64))
     return h
 
 

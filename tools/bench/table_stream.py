@@ -11,6 +11,7 @@ tools/bench/table_stream.sh runs it and checks the servers' counts against the b
 """
 import argparse
 import ctypes
+import os
 import sys
 import time
 
@@ -18,14 +19,13 @@ import numpy as np
 
 import zps
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch"))
+from dlrm_data import splitmix64  # noqa: E402
+
 
 def hashed_ids(start, n):
     """splitmix64 of start .. start + n - 1: distinct 64-bit ids spread over the whole range."""
-    with np.errstate(over="ignore"):
-        z = np.arange(start, start + n, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+    return splitmix64(np.arange(start, start + n, dtype=np.uint64))
 
 
 def main():
