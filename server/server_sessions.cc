@@ -31,8 +31,9 @@ void Server::hello(PeerId peer, const pb::DataHeader& h) {
   // request arrived twice: the same bytes, nonce and MAC included) gets that answer again, with the
   // same tokens, so a worker moves to ipc whichever copy it heard; the same nonce from any other
   // connection stays a replay (checkPeerProof).
+  const std::string hello_bytes = h.SerializeAsString();
   if (const Session* s = sessions_.find(peer);
-      s != nullptr && !s->hello_request.empty() && s->hello_request == h.SerializeAsString()) {
+      s != nullptr && !s->hello_request.empty() && s->hello_request == hello_bytes) {
     Outgoing again;
     again.header = s->hello_reply;
     reply(peer, std::move(again));
@@ -75,7 +76,7 @@ void Server::hello(PeerId peer, const pb::DataHeader& h) {
     session.lane_token = newToken();
     o.header.set_lane_token(session.lane_token);
   }
-  session.hello_request = h.SerializeAsString();
+  session.hello_request = hello_bytes;
   session.hello_reply = o.header;
   reply(peer, std::move(o));
 }
