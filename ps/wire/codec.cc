@@ -95,7 +95,11 @@ const char* roleName(pb::Role role) {
   }
 }
 
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected) {
+namespace {
+
+// A data message's Data, validated, or its refusal; *rejected (if given) receives what was read.
+StatusOr<Message> decodeEnvelope(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected,
+                                 pb::DataHeader* rejected_header) {
   if (frames.empty()) return ProtocolError("empty message (no frames)");
   if (frames.size() > limits.max_frames)
     return ProtocolError("message has " + std::to_string(frames.size()) + " frames, at most " +
@@ -116,23 +120,48 @@ StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, 
   }
   if (env.body_case() == pb::Envelope::kVersion1Data) {
     // Version 1 put every command in one flat header; enough of it is read to answer its HELLO.
+    const auto& v1 = env.version1_data();
     if (rejected != nullptr) {
-      const auto& v1 = env.version1_data();
-      rejected->set_command(pb::DataCommand_IsValid(v1.command()) ? v1.command() : pb::CMD_UNSPECIFIED);
       rejected->set_request_id(v1.request_id());
       rejected->set_protocol_version(1);
+      if (v1.command() == pb::CMD_HELLO) rejected->mutable_hello();
+    }
+    if (rejected_header != nullptr) {
+      rejected_header->set_command(pb::DataCommand_IsValid(v1.command()) ? v1.command() : pb::CMD_UNSPECIFIED);
+      rejected_header->set_request_id(v1.request_id());
+      rejected_header->set_protocol_version(1);
     }
     return ProtocolError(version1Refusal());
   }
   if (env.body_case() != pb::Envelope::kData) return ProtocolError("envelope has no (known) body");
 
   DataMessage msg;
-  Status s = detail::decodeData(env.data(), frames, limits, msg);
+  Status s = detail::decodeData(std::move(*env.mutable_data()), frames, limits, msg);
   if (!s.ok()) {
-    if (rejected != nullptr) *rejected = std::move(msg.header);
+    if (rejected != nullptr) {
+      *rejected = std::move(msg.data);
+      // Its entries are answered one by one, so only a count the server would accept is kept.
+      if (rejected->has_fused() && static_cast<size_t>(rejected->fused().entries_size()) > limits.max_fused_entries)
+        rejected->mutable_fused()->clear_entries();
+    }
+    if (rejected_header != nullptr) *rejected_header = std::move(msg.header);
     return s;
   }
   return Message(std::move(msg));
+}
+
+}  // namespace
+
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) {
+  return decodeEnvelope(frames, limits, nullptr, nullptr);
+}
+
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected) {
+  return decodeEnvelope(frames, limits, nullptr, rejected);
+}
+
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected) {
+  return decodeEnvelope(frames, limits, rejected, nullptr);
 }
 
 std::string version1Refusal() {
@@ -173,6 +202,66 @@ std::vector<Blob> encodeBody(pb::Data data, Blob payload) {
   frames.push_back(Blob::fromString(env.SerializeAsString()));
   if (payload.data() != nullptr) frames.push_back(std::move(payload));
   return frames;
+}
+
+std::vector<Blob> encodeData(const pb::Data& data, Blob payload) {
+  pb::Data copy = data;
+  if (copy.protocol_version() == 0) copy.set_protocol_version(kProtocolVersion);
+  return encodeBody(std::move(copy), std::move(payload));
+}
+
+std::vector<Blob> encodeRows(const pb::Data& data, Blob keys, Blob rows) {
+  std::vector<Blob> frames = encodeData(data);
+  frames.push_back(std::move(keys));
+  if (rows.data() != nullptr) frames.push_back(std::move(rows));
+  return frames;
+}
+
+pb::DataCommand commandOf(const pb::Data& d) {
+  switch (d.body_case()) {
+    case pb::Data::kHello: return pb::CMD_HELLO;
+    case pb::Data::kDeclare: return pb::CMD_DECLARE;
+    case pb::Data::kTensor:
+      switch (d.tensor().op()) {
+        case pb::OP_PUSH: return pb::CMD_PUSH;
+        case pb::OP_PULL: return pb::CMD_PULL;
+        case pb::OP_PUSH_PULL: return pb::CMD_PUSH_PULL;
+        default: return pb::CMD_UNSPECIFIED;
+      }
+    case pb::Data::kRows: return d.rows().push() ? pb::CMD_PUSH_ROWS : pb::CMD_PULL_ROWS;
+    case pb::Data::kCheckpoint: return pb::CMD_CHECKPOINT;
+    case pb::Data::kStats: return pb::CMD_STATS;
+    case pb::Data::kHelloReply:
+    case pb::Data::kStatsReply:
+    case pb::Data::kReply: return pb::CMD_REPLY;
+    case pb::Data::kError: return pb::CMD_ERROR;
+    case pb::Data::kFused: return pb::CMD_FUSED;
+    case pb::Data::BODY_NOT_SET: break;
+  }
+  return pb::CMD_UNSPECIFIED;
+}
+
+uint64_t keyOf(const pb::Data& d) {
+  switch (d.body_case()) {
+    case pb::Data::kDeclare: return d.declare().key();
+    case pb::Data::kTensor: return d.tensor().key();
+    case pb::Data::kRows: return d.rows().key();
+    case pb::Data::kCheckpoint: return d.checkpoint().key();
+    case pb::Data::kReply: return d.reply().key();
+    case pb::Data::kError: return d.error().key();
+    default: return 0;
+  }
+}
+
+uint64_t roundOf(const pb::Data& d) {
+  switch (d.body_case()) {
+    case pb::Data::kTensor: return d.tensor().round();
+    case pb::Data::kRows: return d.rows().round();
+    case pb::Data::kCheckpoint: return d.checkpoint().step();
+    case pb::Data::kReply: return d.reply().round();
+    case pb::Data::kError: return d.error().round();
+    default: return 0;
+  }
 }
 
 std::vector<Blob> encodeRows(const pb::DataHeader& header, Blob keys, Blob rows) {

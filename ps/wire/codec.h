@@ -51,6 +51,7 @@ struct Limits {
 // or reply (REPLY, ERROR), each with its slice of the payload frame (which the entries fill exactly);
 // the outer message itself has no payload, and header.entries is emptied (moved into `entries`).
 struct DataMessage {
+  pb::Data data;                                     // the validated envelope and body (Fused: entries moved out)
   pb::DataHeader header;                             // the body, read into the in-memory form
   pb::Data::BodyCase body = pb::Data::BODY_NOT_SET;  // which body it came in
   DType dtype = DType::kFloat32;
@@ -67,7 +68,12 @@ using Message = std::variant<pb::Control, DataMessage>;
 // header, so that a server can address an error reply to a known peer. A data message of protocol
 // version 1 is refused with version1Refusal(), and *rejected then has protocol_version 1, its command
 // and request id (the server answers its HELLO with encodeVersion1Error).
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected = nullptr);
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits);
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected);
+// The same; *rejected receives the refused message's Data (a Fused one with at most
+// Limits::max_fused_entries entries; a version-1 message as protocol_version 1, its request id and, for
+// its HELLO, an empty Hello body).
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected);
 
 // Encoders build frames for a (validated, our own) message. The payload Blob is sent without copying.
 // A CMD_FUSED message is encodeData(header with its entries, the entries' payloads back to back).
@@ -77,6 +83,18 @@ std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload = Blob()
 std::vector<Blob> encodeRows(const pb::DataHeader& header, Blob keys, Blob rows = Blob());
 // A body built directly (a worker fusing requests it has encoded already).
 std::vector<Blob> encodeBody(pb::Data data, Blob payload = Blob());
+// A data message: its body and, for a push or an answer with data, the payload. protocol_version 0 is
+// sent as kProtocolVersion (a test may set another).
+std::vector<Blob> encodeData(const pb::Data& data, Blob payload = Blob());
+// Rows: the body, the keys frame and (a push) the rows frame.
+std::vector<Blob> encodeRows(const pb::Data& data, Blob keys, Blob rows = Blob());
+
+// What a body is, by the command names of log lines and refusals (CMD_PUSH_PULL, CMD_REPLY for every
+// answer but an Error, CMD_UNSPECIFIED without a body).
+pb::DataCommand commandOf(const pb::Data& data);
+// The key and round a body names (a Checkpoint's step as its round); 0 for bodies without one.
+uint64_t keyOf(const pb::Data& data);
+uint64_t roundOf(const pb::Data& data);
 
 // What a node says to a peer of protocol version 1, naming both versions.
 std::string version1Refusal();

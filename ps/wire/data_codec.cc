@@ -234,6 +234,7 @@ Status checkFused(const pb::Fused& f, const std::vector<Blob>& frames, const Lim
   for (size_t i = 0; i < count; ++i) {
     DataMessage& entry = msg.entries[i];
     toHeader(f.entries(static_cast<int>(i)), &entry.header);
+    entry.data = f.entries(static_cast<int>(i));
     Status s = takeEntry(f.entries(static_cast<int>(i)), frame, &offset, replies, limits, entry);
     if (!s.ok()) return s.withContext("fused entry " + std::to_string(i));
     if (!replies) keys.push_back(entry.header.key());
@@ -246,6 +247,7 @@ Status checkFused(const pb::Fused& f, const std::vector<Blob>& frames, const Lim
     return ProtocolError("key " + std::to_string(*twice) +
                          " appears twice in one fused message; each key may be fused once per message");
   msg.header.clear_entries();
+  msg.data.mutable_fused()->clear_entries();
   return Status::OK();
 }
 
@@ -286,7 +288,9 @@ Status checkBody(const pb::Data& d, const std::vector<Blob>& frames, const Limit
 
 }  // namespace
 
-Status decodeData(const pb::Data& data, const std::vector<Blob>& frames, const Limits& limits, DataMessage& msg) {
+Status decodeData(pb::Data received, const std::vector<Blob>& frames, const Limits& limits, DataMessage& msg) {
+  msg.data = std::move(received);
+  const pb::Data& data = msg.data;
   toHeader(data, &msg.header);
   msg.body = data.body_case();
   // A HELLO's version is the server's to refuse, in an answer the peer prints (server/server.cc).

@@ -12,9 +12,10 @@
 namespace zps::wire::detail {
 
 // Validates a data message's body against its frames (frames[0] is the envelope) and fills `msg`:
-// header, body, dtype, keys, payload, and for Fused its entries. On failure msg.header still holds as
-// much of the message as could be read, for an error reply.
-Status decodeData(const pb::Data& data, const std::vector<Blob>& frames, const Limits& limits, DataMessage& msg);
+// data, header, body, dtype, keys, payload, and for Fused its entries (moved out of msg.data's body).
+// On failure msg.data holds the message as received (and msg.header as much as could be read), for an
+// error reply.
+Status decodeData(pb::Data data, const std::vector<Blob>& frames, const Limits& limits, DataMessage& msg);
 
 // A peer's text must fit limits.max_string_bytes; `field` names it in the refusal.
 Status checkString(const std::string& field, const std::string& value, const Limits& limits);
