@@ -112,11 +112,13 @@ int zps_declare_prioritized(zps_worker* w, const char* name, uint64_t bytes, int
 /* *scheduled = 1 and *priority = the tensor's priority when its push-pulls are scheduled by priority
  * (zps_declare_prioritized, or ZPS_PRIORITY=1), else *scheduled = 0. */
 int zps_tensor_priority(const zps_worker* w, int tensor_id, int* scheduled, int64_t* priority);
+/* The most process sets a job can have: key spaces of zps_declare_in_set are 1..zps_max_process_sets(). */
+int zps_max_process_sets(void);
 /* A process set's tensor (zps.torch's process sets): only the set's `contributors` members declare it,
- * in the same order, and each round sums their pushes. key_space (1..1023, the same on every member, one
- * per set for the job) keeps its keys apart from every other tensor's. Not compressed, not scheduled.
- * Members are processes: with ZPS_LOCAL_SIZE > 1 each member pushes the whole tensor itself (no local
- * reduction; host memory only), and contributors may be up to workers x local size. */
+ * in the same order, and each round sums their pushes. key_space (1..zps_max_process_sets(), the same on every member,
+ * one per set for the job) keeps its keys apart from every other tensor's. Not compressed, not scheduled. Members are
+ * processes: with ZPS_LOCAL_SIZE > 1 each member pushes the whole tensor itself (no local reduction; host memory only),
+ * and contributors may be up to workers x local size. */
 int zps_declare_in_set(zps_worker* w, const char* name, uint64_t bytes, int dtype, uint32_t key_space, int contributors,
                        int* tensor_id);
 /* An async tensor: no rounds; the servers keep a running sum of every push; a pull returns it as it is. */

@@ -35,6 +35,7 @@ def _declare_signatures(lib):
         "zps_status_name": ([c_int], c_char_p),
         "zps_version": ([], c_char_p),
         "zps_dtype_name": ([c_int], c_char_p),
+        "zps_max_process_sets": ([], c_int),
         "zps_setting_default": ([c_char_p, ctypes.POINTER(c_char_p)], c_int),
         "zps_setting_variable": ([c_char_p, ctypes.POINTER(c_char_p)], c_int),
         "zps_setting_range": ([c_char_p, ctypes.POINTER(c_i64), ctypes.POINTER(c_i64)], c_int),
@@ -131,6 +132,11 @@ def status_codes():
             return codes
         codes[name] = code
         code += 1
+
+
+def max_process_sets():
+    """The most process sets a job can have (their key spaces are 1..this), as the library says."""
+    return library().zps_max_process_sets()
 
 
 def dtype_codes():
@@ -231,7 +237,7 @@ class Worker:
 
     def declare_in_set(self, name, nbytes, dtype, key_space, contributors):
         """A process set's tensor: declared and pushed by its `contributors` members only, its keys in the
-        set's `key_space` (1..1023)."""
+        set's `key_space` (1..max_process_sets())."""
         out = ctypes.c_int()
         check(self._lib.zps_declare_in_set(self._w, name.encode(), nbytes, dtype, key_space, contributors,
                                            ctypes.byref(out)))

@@ -30,6 +30,8 @@ dtypes = _capi.dtype_codes()
 expect("c_api.h's dtype codes", {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int32": 4, "int64": 5,
                                  "uint8": 6}, dtypes)
 expect("ZpsError's default code", ZpsError("x").code, statuses["INTERNAL"])
+# Process sets' key spaces (worker/placement.h): the package asks, and a set past the last is refused.
+expect("max_process_sets", _capi.max_process_sets(), 1023)
 
 # Settings by name: default, variable, range, and a read with the library's validation and message.
 expect("torch_bucket_bytes default", _capi.setting_default("torch_bucket_bytes"), "1048576")

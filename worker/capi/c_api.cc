@@ -16,6 +16,7 @@
 #include <glog/logging.h>
 
 #include "ps/common/setting.h"
+#include "worker/placement.h"
 #include "zps/worker.h"
 
 // The opaque handle: owns the Worker; created by zps_worker_create, freed by zps_worker_destroy.
@@ -151,6 +152,8 @@ const char* zps_status_name(int code) {
 }
 
 const char* zps_version(void) { return ZPS_VERSION; }
+
+int zps_max_process_sets(void) { return static_cast<int>(zps::kMaxKeySpaces) - 1; }
 
 const char* zps_dtype_name(int dtype) {
   auto type = dtypeOf(dtype);

@@ -17,17 +17,17 @@ set, in the order they issue them, while other sets and the global set run their
 those of the same operation on a job of the set's size, with one process per node.
 
 Adding and removing a set are operations of every worker (as in Horovod): they agree on the ranks, so
-that each set gets the same number (its key space, 1..1023, never reused in a job) everywhere. Adding the
-ranks of a set that exists gives that set. A removed set's tensors stay declared on the servers until
+that each set gets the same number (its key space, from 1 to the library's _capi.max_process_sets(),
+never reused in a job) everywhere. Adding the ranks of a set that exists gives that set. A removed set's tensors stay declared on the servers until
 the job ends.
 """
 import threading
 
+from zps import _capi
 from zps.errors import ZpsInvalidArgument
 from zps.torch import coordinator
 from zps.torch._runtime import Group, runtime
 
-MAX_SETS = 1023  # key spaces 1..1023 (worker/placement.h kMaxKeySpaces)
 
 
 class ProcessSet:
@@ -132,8 +132,9 @@ def add_process_set(process_set):
         if existing:
             ps.process_set_id = existing[0]
             return ps
-        if registry.next_id > MAX_SETS:
-            raise ZpsInvalidArgument("zps.torch.add_process_set: a job can add at most %d process sets" % MAX_SETS)
+        if registry.next_id > _capi.max_process_sets():
+            raise ZpsInvalidArgument("zps.torch.add_process_set: a job can add at most %d process sets"
+                                     % _capi.max_process_sets())
         ps.process_set_id = registry.next_id
         registry.next_id += 1
         members = ps.ranks
