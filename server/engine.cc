@@ -40,16 +40,16 @@ void Engine::process(const EngineTask& task) {
   out_.clear();
   handle(task, &out_);
   if (pacer_ != nullptr) pacer_->offerAll(&out_);
-  for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.header, std::move(o.payload)));
+  for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.data, std::move(o.payload)));
 }
 
 void Engine::handle(const EngineTask& task, std::vector<Outgoing>* out) {
   const size_t first = out->size();
   const int64_t obs_start = unixMicros();
   ServerObserver* obs = ServerObserver::current();
-  const auto& h = task.msg.header;
-  bool param = h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS ||
-               h.command() == pb::CMD_CHECKPOINT || (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
+  const pb::Data& request = task.msg.data;
+  bool param = request.has_rows() || request.has_checkpoint() ||
+               (request.has_declare() && request.declare().mode() == pb::MODE_PARAM);
   if (param) {
     params_->handle(task.peer, task.worker, task.local_rank, task.msg, out);
   } else {
@@ -58,14 +58,15 @@ void Engine::handle(const EngineTask& task, std::vector<Outgoing>* out) {
   size_t reply_bytes = 0, replies = 0;
   for (size_t i = first; i < out->size(); ++i) {
     const Outgoing& o = (*out)[i];
-    if (o.header.command() == pb::CMD_ERROR) {
-      LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task.worker << ": " << o.header.error();
+    if (o.data.has_error()) {
+      LOG_EVERY_N(WARNING, 20) << "server: error reply to worker " << task.worker << ": " << o.data.error().text();
     }
     if (o.payload.size() == 0) continue;
     reply_bytes += o.payload.size();
     ++replies;
   }
-  if (obs != nullptr) obs->handled(index_, task.worker, h, task.msg.payload.size(), obs_start, reply_bytes, replies);
+  if (obs != nullptr)
+    obs->handled(index_, task.worker, request, task.msg.payload.size(), obs_start, reply_bytes, replies);
 }
 
 void Engine::submit(EngineTask task) {

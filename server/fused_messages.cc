@@ -12,19 +12,19 @@ wire::DataMessage entryAsRequest(wire::DataMessage entry) {
 
 namespace {
 
-// One CMD_FUSED reply: the answers' headers as entries and their payloads copied back to back.
+// One Fused reply: the answers as entries and their payloads copied back to back.
 std::vector<Blob> fuse(std::vector<Outgoing>& answers, size_t payload_bytes) {
-  pb::DataHeader h;
-  h.set_command(pb::CMD_FUSED);
+  pb::Data fused;
+  pb::Fused* entries = fused.mutable_fused();
   auto buffer = std::make_shared<AlignedBuffer>(payload_bytes);
   size_t offset = 0;
   for (Outgoing& o : answers) {
-    *h.add_entries() = std::move(o.header);
+    *entries->add_entries() = std::move(o.data);
     if (o.payload.empty()) continue;
     std::memcpy(buffer->data() + offset, o.payload.data(), o.payload.size());
     offset += o.payload.size();
   }
-  return wire::encodeData(h, payload_bytes > 0 ? Blob::fromBuffer(std::move(buffer)) : Blob());
+  return wire::encodeData(fused, payload_bytes > 0 ? Blob::fromBuffer(std::move(buffer)) : Blob());
 }
 
 }  // namespace
@@ -35,7 +35,7 @@ std::vector<std::pair<PeerId, std::vector<Blob>>> packReplies(PeerId sender, std
   size_t batch_bytes = 0;
   auto flush = [&] {
     if (batch.size() == 1) {
-      messages.emplace_back(sender, wire::encodeData(batch[0].header, std::move(batch[0].payload)));
+      messages.emplace_back(sender, wire::encodeData(batch[0].data, std::move(batch[0].payload)));
     } else if (batch.size() > 1) {
       messages.emplace_back(sender, fuse(batch, batch_bytes));
     }
@@ -44,7 +44,7 @@ std::vector<std::pair<PeerId, std::vector<Blob>>> packReplies(PeerId sender, std
   };
   for (Outgoing& o : out) {
     if (o.peer != sender) {
-      messages.emplace_back(o.peer, wire::encodeData(o.header, std::move(o.payload)));
+      messages.emplace_back(o.peer, wire::encodeData(o.data, std::move(o.payload)));
       continue;
     }
     if (!batch.empty() &&
@@ -57,16 +57,12 @@ std::vector<std::pair<PeerId, std::vector<Blob>>> packReplies(PeerId sender, std
   return messages;
 }
 
-std::vector<Outgoing> refuseEntries(PeerId peer, const pb::DataHeader& rejected, const std::string& why) {
+std::vector<Outgoing> refuseEntries(PeerId peer, const pb::Data& rejected, const std::string& why) {
   std::vector<Outgoing> out;
-  if (rejected.entries_size() > static_cast<int>(wire::kMaxFusedEntries)) return out;
-  for (const pb::DataHeader& e : rejected.entries()) {
+  if (rejected.fused().entries_size() > static_cast<int>(wire::kMaxFusedEntries)) return out;
+  for (const pb::Data& e : rejected.fused().entries()) {
     if (e.request_id() == 0) continue;
-    pb::DataHeader h;
-    h.set_request_id(e.request_id());
-    h.set_key(e.key());
-    h.set_round(e.round());
-    out.push_back(errorReply(peer, h, "refused fused message: " + why));
+    out.push_back(errorReply(peer, e, "refused fused message: " + why));
   }
   return out;
 }

@@ -29,6 +29,6 @@ std::vector<std::pair<PeerId, std::vector<Blob>>> packReplies(PeerId sender, std
 
 // A fused message the codec refused: an error answer to each of its entries (none when it has more
 // than kMaxFusedEntries), so the worker learns why instead of timing out.
-std::vector<Outgoing> refuseEntries(PeerId peer, const pb::DataHeader& rejected, const std::string& why);
+std::vector<Outgoing> refuseEntries(PeerId peer, const pb::Data& rejected, const std::string& why);
 
 }  // namespace zps

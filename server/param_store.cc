@@ -10,10 +10,10 @@
 namespace zps {
 namespace {
 
-Outgoing ack(PeerId peer, const pb::DataHeader& h) { return replyTo(peer, h, pb::CMD_REPLY); }
+Outgoing ack(PeerId peer, const pb::Data& request) { return replyTo(peer, request); }
 
 std::vector<uint64_t> keysOf(const wire::DataMessage& msg) {
-  std::vector<uint64_t> keys(msg.header.num_elements());
+  std::vector<uint64_t> keys(msg.data.rows().count());
   if (!keys.empty()) std::memcpy(keys.data(), msg.keys.data(), keys.size() * sizeof(uint64_t));
   return keys;
 }
@@ -34,76 +34,82 @@ ParamStore::~ParamStore() {
 
 void ParamStore::handle(PeerId peer, int worker, uint32_t local_rank, const wire::DataMessage& msg,
                         std::vector<Outgoing>* out) {
-  const auto& h = msg.header;
-  if (h.command() == pb::CMD_DECLARE) {
+  const pb::Data& request = msg.data;
+  if (request.has_declare()) {
     bool checkpoint_refused = false;
-    Status s = declare(h.key(), local_rank, msg, &checkpoint_refused);
-    out->push_back(s.ok() ? ack(peer, h) : errorReply(peer, h, s.message()));
+    Status s = declare(request.declare().key(), local_rank, msg, &checkpoint_refused);
+    if (s.ok()) {
+      out->push_back(ack(peer, request));
+      return;
+    }
+    out->push_back(errorReply(peer, request, s.message()));
     // A refused checkpoint file is the user's to fix, not a failure of the job: the worker exits 2.
-    out->back().header.set_user_error(checkpoint_refused);
+    out->back().data.mutable_error()->set_user_error(checkpoint_refused);
     return;
   }
-  auto it = tables_.find(h.key());
+  const uint64_t key = wire::keyOf(request);
+  auto it = tables_.find(key);
   if (it == tables_.end()) {
-    out->push_back(errorReply(peer, h, "table key " + std::to_string(h.key()) + " was never declared"));
+    out->push_back(errorReply(peer, request, "table key " + std::to_string(key) + " was never declared"));
     return;
   }
   Table& t = it->second;
-  std::string where = "table '" + t.name + "' round " + std::to_string(h.round());
-  switch (h.command()) {
-    case pb::CMD_PUSH_ROWS: {
-      Status s = push(t, worker, local_rank, msg);
-      if (!s.ok()) {
-        out->push_back(errorReply(peer, h, s.withContext(where).message()));
-        return;
-      }
-      out->push_back(ack(peer, h));
-      if (!t.async) applyRounds(h.key(), t, out);
+  std::string where = "table '" + t.name + "' round " + std::to_string(wire::roundOf(request));
+  if (request.has_rows() && request.rows().push()) {
+    Status s = push(t, worker, local_rank, msg);
+    if (!s.ok()) {
+      out->push_back(errorReply(peer, request, s.withContext(where).message()));
       return;
     }
-    case pb::CMD_PULL_ROWS: {
-      if (h.row_dim() != t.dim) {
-        out->push_back(
-            errorReply(peer, h, where + ": row_dim " + std::to_string(h.row_dim()) + " != " + std::to_string(t.dim)));
-        return;
-      }
-      auto keys = keysOf(msg);
-      counters_.bytes_in += keys.size() * sizeof(uint64_t);
-      if (t.async || h.round() <= t.completed + 1) {
-        pullNow(t, peer, h, keys, out);
-      } else if (h.round() > t.completed + kMaxPullRoundsAhead) {
-        out->push_back(errorReply(peer, h, where + ": pull is too far ahead of round " + std::to_string(t.completed)));
-      } else if (std::any_of(t.parked.begin(), t.parked.end(), [&](const Table::Parked& q) {
-                   return q.peer == peer && q.header.request_id() == h.request_id();
-                 })) {
-        // a resend of a pull that is already waiting
-      } else if (t.parked.size() >= static_cast<size_t>(pushers(t)) * (kMaxPullRoundsAhead + 1) * 2) {
-        out->push_back(errorReply(peer, h, where + ": too many requests waiting"));
-      } else {
-        t.parked.push_back(Table::Parked{peer, h, std::move(keys)});
-      }
-      return;
-    }
-    case pb::CMD_CHECKPOINT: {
-      if (place_.dir.empty()) {
-        out->push_back(errorReply(peer, h, "this server has no ZPS_CHECKPOINT_DIR"));
-        return;
-      }
-      if (t.async || h.round() <= t.completed) {
-        Status s = checkpointRequested(t, h.round());
-        out->push_back(s.ok() ? ack(peer, h) : errorReply(peer, h, s.message()));
-      } else {
-        t.parked.push_back(Table::Parked{peer, h, {}});
-      }
-      return;
-    }
-    default:
-      out->push_back(errorReply(peer, h, "command " + pb::DataCommand_Name(h.command()) + " is not valid for a table"));
+    out->push_back(ack(peer, request));
+    if (!t.async) applyRounds(key, t, out);
+    return;
   }
+  if (request.has_rows()) {
+    const pb::Rows& h = request.rows();
+    if (h.row_dim() != t.dim) {
+      out->push_back(errorReply(peer, request,
+                                where + ": row_dim " + std::to_string(h.row_dim()) + " != " + std::to_string(t.dim)));
+      return;
+    }
+    auto keys = keysOf(msg);
+    counters_.bytes_in += keys.size() * sizeof(uint64_t);
+    if (t.async || h.round() <= t.completed + 1) {
+      pullNow(t, peer, request, keys, out);
+    } else if (h.round() > t.completed + kMaxPullRoundsAhead) {
+      out->push_back(
+          errorReply(peer, request, where + ": pull is too far ahead of round " + std::to_string(t.completed)));
+    } else if (std::any_of(t.parked.begin(), t.parked.end(), [&](const Table::Parked& q) {
+                 return q.peer == peer && q.request.request_id() == request.request_id();
+               })) {
+      // a resend of a pull that is already waiting
+    } else if (t.parked.size() >= static_cast<size_t>(pushers(t)) * (kMaxPullRoundsAhead + 1) * 2) {
+      out->push_back(errorReply(peer, request, where + ": too many requests waiting"));
+    } else {
+      t.parked.push_back(Table::Parked{peer, request, std::move(keys)});
+    }
+    return;
+  }
+  if (request.has_checkpoint()) {
+    if (place_.dir.empty()) {
+      out->push_back(errorReply(peer, request, "this server has no ZPS_CHECKPOINT_DIR"));
+      return;
+    }
+    const uint64_t step = request.checkpoint().step();
+    if (t.async || step <= t.completed) {
+      Status s = checkpointRequested(t, step);
+      out->push_back(s.ok() ? ack(peer, request) : errorReply(peer, request, s.message()));
+    } else {
+      t.parked.push_back(Table::Parked{peer, request, {}});
+    }
+    return;
+  }
+  out->push_back(errorReply(peer, request,
+                            "command " + pb::DataCommand_Name(wire::commandOf(request)) + " is not valid for a table"));
 }
 
 Status ParamStore::declare(uint64_t key, uint32_t local_rank, const wire::DataMessage& msg, bool* checkpoint_refused) {
-  const auto& h = msg.header;
+  const pb::Declare& h = msg.data.declare();
   const auto& o = h.optimizer();
   if (msg.dtype != DType::kFloat32) return InvalidArgument("tables hold float32 rows");
   if (h.row_dim() == 0 || h.row_dim() > 65536) return InvalidArgument("row_dim must be in [1, 65536]");
@@ -281,7 +287,7 @@ void ParamStore::applyRow(Table& t, uint64_t key, const float* grad) {
 }
 
 Status ParamStore::push(Table& t, int worker, uint32_t local_rank, const wire::DataMessage& msg) {
-  const auto& h = msg.header;
+  const pb::Rows& h = msg.data.rows();
   if (h.row_dim() != t.dim)
     return InvalidArgument("row_dim " + std::to_string(h.row_dim()) + " != the table's " + std::to_string(t.dim));
   if (local_rank >= t.local_size)
@@ -291,7 +297,7 @@ Status ParamStore::push(Table& t, int worker, uint32_t local_rank, const wire::D
   // local rank pushes its own rows.
   const size_t pusher = static_cast<size_t>(worker) * t.local_size + local_rank;
   if (t.async) return pushAsync(t, pusher, msg);
-  size_t n = h.num_elements();
+  size_t n = h.count();
   // Rows are created when pushed, not when the round is applied, so that a push the server cannot hold
   // is refused before it is acknowledged. Initial values depend only on (seed, key): creating a row
   // early changes nothing.
@@ -325,13 +331,13 @@ Status ParamStore::pushAsync(Table& t, size_t pusher, const wire::DataMessage& m
   }
   SequenceWindow& seen = t.applied[pusher];
   std::string why;
-  switch (seen.check(msg.header.push_seq(), &why)) {
+  switch (seen.check(msg.data.rows().push_seq(), &why)) {
     case SequenceWindow::Verdict::kRefused: return FailedPrecondition(why);
     case SequenceWindow::Verdict::kDuplicate: countDuplicateAsyncPush(); return Status::OK();
     case SequenceWindow::Verdict::kApply: break;
   }
   ZPS_RETURN_IF_ERROR(ensureRows(t, keysOf(msg)));
-  const size_t n = msg.header.num_elements();
+  const size_t n = msg.data.rows().count();
   counters_.bytes_in += n * sizeof(uint64_t) + msg.payload.size();
   counters_.rows_pushed += n;
   // The payload may be unaligned; copy each row out before use.
@@ -340,7 +346,7 @@ Status ParamStore::pushAsync(Table& t, size_t pusher, const wire::DataMessage& m
     std::memcpy(row.data(), msg.payload.data() + i * t.dim * sizeof(float), t.dim * sizeof(float));
     applyRow(t, msg.keyAt(i), row.data());
   }
-  seen.applied(msg.header.push_seq());
+  seen.applied(msg.data.rows().push_seq());
   return Status::OK();
 }
 
@@ -440,11 +446,12 @@ void ParamStore::applyBatch(Table& t, const std::vector<uint32_t>& slots, const 
 void ParamStore::serveParked(uint64_t /*key*/, Table& t, std::vector<Outgoing>* out) {
   std::vector<Table::Parked> still;
   for (auto& p : t.parked) {
-    if (p.header.command() == pb::CMD_PULL_ROWS && p.header.round() <= t.completed + 1) {
-      pullNow(t, p.peer, p.header, p.keys, out);
-    } else if (p.header.command() == pb::CMD_CHECKPOINT && p.header.round() <= t.completed) {
-      Status s = checkpointRequested(t, p.header.round());
-      out->push_back(s.ok() ? ack(p.peer, p.header) : errorReply(p.peer, p.header, s.message()));
+    const uint64_t round = wire::roundOf(p.request);
+    if (p.request.has_rows() && round <= t.completed + 1) {
+      pullNow(t, p.peer, p.request, p.keys, out);
+    } else if (p.request.has_checkpoint() && round <= t.completed) {
+      Status s = checkpointRequested(t, round);
+      out->push_back(s.ok() ? ack(p.peer, p.request) : errorReply(p.peer, p.request, s.message()));
     } else {
       still.push_back(std::move(p));
     }
@@ -452,10 +459,10 @@ void ParamStore::serveParked(uint64_t /*key*/, Table& t, std::vector<Outgoing>* 
   t.parked.swap(still);
 }
 
-void ParamStore::pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const std::vector<uint64_t>& keys,
+void ParamStore::pullNow(Table& t, PeerId peer, const pb::Data& request, const std::vector<uint64_t>& keys,
                          std::vector<Outgoing>* out) {
   if (Status s = ensureRows(t, keys); !s.ok()) {
-    out->push_back(errorReply(peer, h, s.message()));
+    out->push_back(errorReply(peer, request, s.message()));
     return;
   }
   auto buf = std::make_shared<AlignedBuffer>(keys.size() * t.dim * sizeof(float));
@@ -465,9 +472,9 @@ void ParamStore::pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const s
   }
   counters_.rows_pulled += keys.size();
   counters_.bytes_out += buf->size();
-  Outgoing o = ack(peer, h);
-  o.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-  o.header.set_num_elements(keys.size() * t.dim);
+  Outgoing o = ack(peer, request);
+  o.data.mutable_reply()->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  o.data.mutable_reply()->set_num_elements(keys.size() * t.dim);
   o.payload = Blob::fromBuffer(std::move(buf));
   out->push_back(std::move(o));
 }

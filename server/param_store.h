@@ -129,7 +129,7 @@ class ParamStore {
     std::map<uint64_t, Round> open;
     struct Parked {
       PeerId peer;
-      pb::DataHeader header;
+      pb::Data request;  // a row pull or a checkpoint
       std::vector<uint64_t> keys;
     };
     std::vector<Parked> parked;
@@ -145,7 +145,7 @@ class ParamStore {
   // An async table's push: its rows are applied at once, once per push_seq of the pusher.
   Status pushAsync(Table& t, size_t pusher, const wire::DataMessage& msg);
   int pushers(const Table& t) const { return num_workers_ * static_cast<int>(t.local_size); }
-  void pullNow(Table& t, PeerId peer, const pb::DataHeader& h, const std::vector<uint64_t>& keys,
+  void pullNow(Table& t, PeerId peer, const pb::Data& request, const std::vector<uint64_t>& keys,
                std::vector<Outgoing>* out);
   void applyRounds(uint64_t key, Table& t, std::vector<Outgoing>* out);
   // Applies one round's summed gradients to distinct rows (steps: each row's count after this update)

@@ -200,7 +200,7 @@ int Server::run() {
 }
 
 void Server::dispatch(TransportMessage msg) {
-  pb::DataHeader rejected;
+  pb::Data rejected;
   auto decoded = wire::decode(msg.frames, limits_, &rejected);
   if (!decoded.ok()) {
     refused(msg.peer, rejected, decoded.status());
@@ -212,28 +212,27 @@ void Server::dispatch(TransportMessage msg) {
     LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": control message on the data port ignored";
     return;
   }
-  const auto& h = data->header;
-  const bool answer = data->body == pb::Data::kReply || data->body == pb::Data::kHelloReply ||
-                      data->body == pb::Data::kStatsReply || data->body == pb::Data::kError;
-  if (h.generation() != generation_ && !answer) {
+  const pb::Data& d = data->data;
+  const bool answer = d.has_reply() || d.has_hello_reply() || d.has_stats_reply() || d.has_error();
+  if (d.generation() != generation_ && !answer) {
     refuseGeneration(msg.peer, *data);
     return;
   }
-  if (data->body == pb::Data::kHello) {
-    hello(msg.peer, h);
+  if (d.has_hello()) {
+    hello(msg.peer, d);
     return;
   }
   const Session* session = sessions_.find(msg.peer);
   if (session == nullptr) {
     ++malformed_;
-    reply(msg.peer, errorReply(msg.peer, h, "send HELLO before any other message"));
+    reply(msg.peer, errorReply(msg.peer, d, "send HELLO before any other message"));
     return;
   }
-  switch (data->body) {
+  switch (d.body_case()) {
     case pb::Data::kStats: {
       std::vector<SumCounts*> counts{inline_engine_->sumCounts()};
       for (auto& e : engines_) counts.push_back(e->sumCounts());
-      reply(msg.peer, statsReply(msg.peer, h, counts));
+      reply(msg.peer, statsReply(msg.peer, d, counts));
       return;
     }
     case pb::Data::kFused: dispatchFused(msg.peer, session->worker, *data); return;
@@ -251,16 +250,15 @@ void Server::dispatch(TransportMessage msg) {
   ++malformed_;  // an answer sent to the server
 }
 
-void Server::refused(PeerId peer, pb::DataHeader& rejected, const Status& why) {
+void Server::refused(PeerId peer, const pb::Data& rejected, const Status& why) {
   ++malformed_;
   LOG_EVERY_N(WARNING, 20) << "server " << rank_ << ": malformed message from " << transport_->describe(peer) << ": "
                            << why.message() << " (" << malformed_ << " so far)";
-  if (rejected.protocol_version() == 1 && rejected.command() == pb::CMD_HELLO) {
+  if (rejected.protocol_version() == 1 && rejected.has_hello()) {
     (void)transport_->send(peer, wire::encodeVersion1Error(rejected.request_id(), why.message()));
-  } else if (rejected.command() == pb::CMD_FUSED && sessions_.contains(peer)) {
+  } else if (rejected.has_fused() && sessions_.contains(peer)) {
     for (Outgoing& o : refuseEntries(peer, rejected, why.message())) reply(peer, std::move(o));
   } else if (rejected.request_id() != 0 && sessions_.contains(peer)) {
-    rejected.set_dtype(0);  // the reply must decode even when the request's dtype did not
     reply(peer, errorReply(peer, rejected, why.message()));
   }
   forgetStranger(peer);
@@ -268,25 +266,25 @@ void Server::refused(PeerId peer, pb::DataHeader& rejected, const Status& why) {
 
 void Server::refuseGeneration(PeerId peer, const wire::DataMessage& data) {
   const std::string why = "recovering: this server is at generation " + std::to_string(generation_) +
-                          ", the request is of generation " + std::to_string(data.header.generation());
+                          ", the request is of generation " + std::to_string(data.data.generation());
   std::vector<const wire::DataMessage*> requests{&data};
-  if (data.body == pb::Data::kFused) {
+  if (data.data.has_fused()) {
     requests.clear();
     for (const auto& e : data.entries) requests.push_back(&e);
   }
   for (const wire::DataMessage* r : requests) {
-    Outgoing o = errorReply(peer, r->header, why);
-    o.header.set_recovering(true);
-    o.header.set_generation(generation_);
+    Outgoing o = errorReply(peer, r->data, why);
+    o.data.mutable_error()->set_recovering(true);
+    o.data.set_generation(generation_);
     reply(peer, std::move(o));
   }
 }
 
 void Server::toEngine(PeerId peer, int worker, wire::DataMessage data) {
-  const auto& h = data.header;
-  VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(h.command()) << " key " << h.key() << " round "
-          << h.round() << " from worker " << worker << " (" << data.payload.size() << " B)";
-  if (h.holds_credit()) pace(peer, worker, data);
+  const uint64_t key = wire::keyOf(data.data);
+  VLOG(2) << "server " << rank_ << ": " << pb::DataCommand_Name(wire::commandOf(data.data)) << " key " << key
+          << " round " << wire::roundOf(data.data) << " from worker " << worker << " (" << data.payload.size() << " B)";
+  if (holdsCredit(data)) pace(peer, worker, data);
   const uint32_t local_rank = sessions_.localRankOf(peer);
   if (runsInline(data)) {
     inline_engine_->process(EngineTask{peer, worker, std::move(data), false, local_rank});
@@ -294,7 +292,7 @@ void Server::toEngine(PeerId peer, int worker, wire::DataMessage data) {
   }
   // Keys of one tensor differ only in their low bits and single-partition tensors only in the high
   // bits, so mix them before picking an engine.
-  uint64_t mixed = (h.key() ^ (h.key() >> 24)) * 0x9E3779B97F4A7C15ull;
+  uint64_t mixed = (key ^ (key >> 24)) * 0x9E3779B97F4A7C15ull;
   size_t engine = (mixed >> 32) % engines_.size();
   engines_[engine]->submit(EngineTask{peer, worker, std::move(data), false, local_rank});
 }
@@ -305,15 +303,16 @@ void Server::dispatchFused(PeerId peer, int worker, wire::DataMessage& fused) {
   std::vector<Outgoing> out;
   const uint32_t local_rank = sessions_.localRankOf(peer);
   for (wire::DataMessage& e : fused.entries) {
-    VLOG(2) << "server " << rank_ << ": fused " << pb::DataCommand_Name(e.header.command()) << " key " << e.header.key()
-            << " round " << e.header.round() << " from worker " << worker << " (" << e.payload.size() << " B)";
+    VLOG(2) << "server " << rank_ << ": fused " << pb::DataCommand_Name(wire::commandOf(e.data)) << " key "
+            << wire::keyOf(e.data) << " round " << wire::roundOf(e.data) << " from worker " << worker << " ("
+            << e.payload.size() << " B)";
     if (!runsInline(e)) {
-      out.push_back(errorReply(peer, e.header,
+      out.push_back(errorReply(peer, e.data,
                                "a fused entry may hold at most " + std::to_string(kInlineBytes) +
                                    " bytes; send this key's requests alone (ZPS_FUSION_BYTES)"));
       continue;
     }
-    if (e.header.holds_credit()) pace(peer, worker, e);
+    if (holdsCredit(e)) pace(peer, worker, e);
     inline_engine_->handle(EngineTask{peer, worker, entryAsRequest(std::move(e)), false, local_rank}, &out);
   }
   // Acknowledgements of credit-holding pushes go through the pacer.
@@ -332,23 +331,26 @@ void Server::startGeneration(uint64_t generation) {
 }
 
 bool Server::runsInline(const wire::DataMessage& m) {
-  const auto cmd = m.header.command();
+  const pb::Data& d = m.data;
+  const auto cmd = wire::commandOf(d);
   const bool sum_command = cmd == pb::CMD_PUSH || cmd == pb::CMD_PULL || cmd == pb::CMD_PUSH_PULL ||
-                           (cmd == pb::CMD_DECLARE && m.header.mode() == pb::MODE_SUM);
+                           (cmd == pb::CMD_DECLARE && d.declare().mode() == pb::MODE_SUM);
+  const uint64_t elements = d.has_tensor() ? d.tensor().num_elements() : d.declare().num_elements();
   uint64_t bytes = 0;
-  return sum_command && wire::checkedBytes(m.header.num_elements(), dtypeSize(m.dtype), &bytes) &&
-         bytes <= kInlineBytes;
+  return sum_command && wire::checkedBytes(elements, dtypeSize(m.dtype), &bytes) && bytes <= kInlineBytes;
 }
+
+bool Server::holdsCredit(const wire::DataMessage& m) { return m.data.has_tensor() && m.data.tensor().holds_credit(); }
 
 void Server::pace(PeerId peer, int worker, const wire::DataMessage& push) {
   if (!pacer_->enabled()) return;
   std::vector<Outgoing> released;
-  pacer_->arrived(peer, push.header, worker, push.payload.size(), &released);
+  pacer_->arrived(peer, push.data, worker, push.payload.size(), &released);
   sendAll(std::move(released));
 }
 
 void Server::reply(PeerId peer, Outgoing o) {
-  (void)transport_->send(peer, wire::encodeData(o.header, std::move(o.payload)));
+  (void)transport_->send(peer, wire::encodeData(o.data, std::move(o.payload)));
 }
 
 void Server::sendAll(std::vector<Outgoing> out) {

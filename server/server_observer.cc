@@ -60,10 +60,11 @@ void ServerObserver::queueDepth(int engine, size_t depth) {
     queue_depth_[engine]->set(static_cast<double>(depth));
 }
 
-void ServerObserver::handled(int engine, int worker, const pb::DataHeader& h, size_t payload_bytes, int64_t start_us,
+void ServerObserver::handled(int engine, int worker, const pb::Data& data, size_t payload_bytes, int64_t start_us,
                              size_t reply_bytes, size_t replies) {
   int64_t now = unixMicros();
-  int command = h.command();
+  int command = wire::commandOf(data);
+  const uint64_t key = wire::keyOf(data), round = wire::roundOf(data);
   if (command == pb::CMD_CHECKPOINT) {
     if (last_checkpoint_us_.exchange(now) == 0)
       metrics::metrics().callback("zps_checkpoint_age_seconds", "Seconds since the last checkpoint", false, {},
@@ -79,16 +80,16 @@ void ServerObserver::handled(int engine, int worker, const pb::DataHeader& h, si
       workers_[worker].pushed_bytes->inc(static_cast<double>(payload_bytes));
       workers_[worker].push_messages->inc();
     }
-    if (h.round() > 0 && valid_worker) {
+    if (round > 0 && valid_worker) {
       std::lock_guard<std::mutex> lock(mu_);
-      auto& seen = round_seen_[{h.key(), h.round()}];
+      auto& seen = round_seen_[{key, round}];
       seen.resize(workers_.size());
       if (!seen[worker]) {
         seen[worker] = true;
         if (std::count(seen.begin(), seen.end(), true) == static_cast<long>(seen.size())) {
-          round_seen_.erase({h.key(), h.round()});
+          round_seen_.erase({key, round});
           rounds_completed_->inc();
-          if (h.round() > max_round_) max_round_ = h.round();
+          if (round > max_round_) max_round_ = round;
         }
       }
     }
@@ -100,10 +101,10 @@ void ServerObserver::handled(int engine, int worker, const pb::DataHeader& h, si
     bytes_out_ += reply_bytes;
     pulled_bytes_->inc(static_cast<double>(reply_bytes));
   }
-  if (Tracer::get().enabled(h.round())) {
+  if (Tracer::get().enabled(round)) {
     const char* name = isPush(command) ? "sum" : "pull";
     Tracer::get().complete(name, "server", start_us, now - start_us, static_cast<uint64_t>(engine),
-                           "\"key\":" + std::to_string(h.key()) + ",\"round\":" + std::to_string(h.round()) +
+                           "\"key\":" + std::to_string(key) + ",\"round\":" + std::to_string(round) +
                                ",\"worker\":" + std::to_string(worker) + ",\"bytes\":" + std::to_string(payload_bytes) +
                                ",\"server\":" + std::to_string(rank_) + ",\"op\":\"" + opName(command) + "\"");
   }
@@ -111,7 +112,7 @@ void ServerObserver::handled(int engine, int worker, const pb::DataHeader& h, si
 
 std::atomic<ServerObserver*> ServerObserver::current_{nullptr};
 
-void ServerObserver::handled(int engine, int worker, const pb::DataHeader& h, size_t payload_bytes, int64_t start_us,
+void ServerObserver::handled(int engine, int worker, const pb::Data& data, size_t payload_bytes, int64_t start_us,
                              const std::vector<Outgoing>& out) {
   size_t reply_bytes = 0, replies = 0;
   for (const auto& o : out) {
@@ -119,7 +120,7 @@ void ServerObserver::handled(int engine, int worker, const pb::DataHeader& h, si
     reply_bytes += o.payload.size();
     ++replies;
   }
-  handled(engine, worker, h, payload_bytes, start_us, reply_bytes, replies);
+  handled(engine, worker, data, payload_bytes, start_us, reply_bytes, replies);
 }
 
 void ServerObserver::fillHeartbeat(pb::Heartbeat* hb) {

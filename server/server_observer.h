@@ -29,9 +29,9 @@ class ServerObserver {
   Status start(int rank);
   // Called by an engine thread around one task: `start_us` when it began, replies = bytes of pull
   // replies it produced.
-  void handled(int engine, int worker, const pb::DataHeader& h, size_t payload_bytes, int64_t start_us,
-               size_t reply_bytes, size_t replies);
-  void handled(int engine, int worker, const pb::DataHeader& h, size_t payload_bytes, int64_t start_us,
+  void handled(int engine, int worker, const pb::Data& data, size_t payload_bytes, int64_t start_us, size_t reply_bytes,
+               size_t replies);
+  void handled(int engine, int worker, const pb::Data& data, size_t payload_bytes, int64_t start_us,
                const std::vector<Outgoing>& out);
   void queueDepth(int engine, size_t depth);
   void fillHeartbeat(pb::Heartbeat* hb);

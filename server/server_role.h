@@ -73,7 +73,7 @@ class Server {
   // A message the codec refused. A worker that sent a bad request (a bad compressed payload, say)
   // learns why instead of timing out; strangers get nothing (answering them would make the server an
   // amplifier), except that a HELLO of protocol version 1 hears, in its own framing, why it is refused.
-  void refused(PeerId peer, pb::DataHeader& rejected, const Status& why);
+  void refused(PeerId peer, const pb::Data& rejected, const Status& why);
 
   // Work of another generation (ZPS_RECOVERY): the worker rolls back when it hears this. A fused
   // message's entries are answered each.
@@ -98,6 +98,8 @@ class Server {
   // refuses other sizes), so every message of a key goes the same way and one thread owns each key.
   static constexpr uint64_t kInlineBytes = 256 << 10;
   static bool runsInline(const wire::DataMessage& m);
+  // A scheduled push whose acknowledgement returns push credit (server/scheduling/push_pacer.h).
+  static bool holdsCredit(const wire::DataMessage& m);
 
   // A credit-holding push arrived: the pacer counts it, and sends the acknowledgements it then releases.
   void pace(PeerId peer, int worker, const wire::DataMessage& push);
@@ -108,11 +110,11 @@ class Server {
   std::vector<Outgoing> expireHeldAcknowledgements();
 
   // A refused HELLO: the reply says why, and the transport then forgets a connection that is no worker's.
-  void refuseHello(PeerId peer, const pb::DataHeader& h, const std::string& why);
+  void refuseHello(PeerId peer, const pb::Data& hello, const std::string& why);
 
   void forgetStranger(PeerId peer);
 
-  void hello(PeerId peer, const pb::DataHeader& h);
+  void hello(PeerId peer, const pb::Data& request);
 
   static uint64_t newToken();
 

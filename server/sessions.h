@@ -27,10 +27,10 @@ struct Session {
   // The HELLO that bound the connection (serialized, as received) and its answer, so that a resend or
   // a duplicate of it is answered again with the same tokens.
   std::string hello_request;
-  pb::DataHeader hello_reply;
+  pb::Data hello_reply;
 };
 
-// What a HELLO asks, read from its header.
+// What a HELLO asks, read from its body.
 struct HelloRequest {
   int worker = -1;
   uint32_t local_rank = 0;

@@ -6,43 +6,8 @@
 
 #include "kernels/compressor.h"
 #include "ps/common/config.h"
-#include "ps/common/process_stats.h"
 
 namespace zps {
-
-Outgoing statsReply(PeerId peer, const pb::DataHeader& request, const std::vector<SumCounts*>& counts) {
-  uint64_t pushed = 0, summed = 0, sum_ns = 0;
-  for (SumCounts* c : counts) {
-    c->timed.store(true, std::memory_order_relaxed);
-    pushed += c->pushed_bytes.load(std::memory_order_relaxed);
-    summed += c->summed_bytes.load(std::memory_order_relaxed);
-    sum_ns += c->sum_ns.load(std::memory_order_relaxed);
-  }
-  Outgoing o = replyTo(peer, request, pb::CMD_REPLY);
-  o.header.set_stats_cpu_ns(processCpuNanos());
-  o.header.set_stats_peak_rss_bytes(peakRssBytes());
-  o.header.set_stats_pushed_bytes(pushed);
-  o.header.set_stats_summed_bytes(summed);
-  o.header.set_stats_sum_ns(sum_ns);
-  return o;
-}
-
-Outgoing replyTo(PeerId peer, const pb::DataHeader& request, pb::DataCommand command) {
-  Outgoing o;
-  o.peer = peer;
-  o.header.set_command(command);
-  o.header.set_request_id(request.request_id());
-  o.header.set_key(request.key());
-  o.header.set_round(request.round());
-  o.header.set_dtype(request.dtype());
-  return o;
-}
-
-Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error) {
-  Outgoing o = replyTo(peer, request, pb::CMD_ERROR);
-  o.header.set_error(error.substr(0, 4000));
-  return o;
-}
 
 SumStore::~SumStore() {
   for (auto& [key, k] : keys_) {
@@ -62,16 +27,22 @@ StatusOr<int> SumStore::pusherOf(const KeyState& k, int worker, uint32_t local_r
 
 void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std::vector<Outgoing>* out,
                       uint32_t local_rank) {
-  const auto& h = msg.header;
-  std::string where = "key " + std::to_string(h.key()) + " round " + std::to_string(h.round());
-  if (h.command() == pb::CMD_DECLARE) {
+  const pb::Data& request = msg.data;
+  if (request.has_declare()) {
     Status s = declare(msg);
-    out->push_back(s.ok() ? replyTo(peer, h, pb::CMD_REPLY) : errorReply(peer, h, s.message()));
+    out->push_back(s.ok() ? replyTo(peer, request) : errorReply(peer, request, s.message()));
     return;
   }
-  auto it = keys_.find(h.key());
+  if (!request.has_tensor()) {
+    out->push_back(
+        errorReply(peer, request, "command " + pb::DataCommand_Name(wire::commandOf(request)) + " is not served here"));
+    return;
+  }
+  const pb::Tensor& t = request.tensor();
+  std::string where = "key " + std::to_string(t.key()) + " round " + std::to_string(t.round());
+  auto it = keys_.find(t.key());
   if (it == keys_.end()) {
-    out->push_back(errorReply(peer, h, "key " + std::to_string(h.key()) + " was never declared"));
+    out->push_back(errorReply(peer, request, "key " + std::to_string(t.key()) + " was never declared"));
     return;
   }
   KeyState& k = it->second;
@@ -81,42 +52,42 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
   }
   StatusOr<int> pusher = pusherOf(k, worker, local_rank);
   if (!pusher.ok()) {
-    out->push_back(errorReply(peer, h, pusher.status().withContext(where + " of '" + k.name + "'").message()));
+    out->push_back(errorReply(peer, request, pusher.status().withContext(where + " of '" + k.name + "'").message()));
     return;
   }
-  noteReceived(k, *pusher, h.received_through());
-  if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
+  noteReceived(k, *pusher, t.received_through());
+  if (t.op() == pb::OP_PUSH || t.op() == pb::OP_PUSH_PULL) {
     Status s = push(k, *pusher, msg);
     if (!s.ok()) {
-      out->push_back(errorReply(peer, h, s.withContext(where + " of '" + k.name + "'").message()));
+      out->push_back(errorReply(peer, request, s.withContext(where + " of '" + k.name + "'").message()));
       return;
     }
     // With two workers "every other worker" is one peer, whose order is no better than this one's:
     // following it measured slower (docs/performance.md), so hints need at least three.
-    const bool asks_hints = h.wants_awaited() && num_workers_ >= 3;
+    const bool asks_hints = t.wants_awaited() && num_workers_ >= 3;
     // Only push hints read the set: a job whose pushes never ask for them (no priority scheduling,
     // ZPS_PUSH_HINTS=0, fewer than three workers) pays nothing for it. A key pushed before the first
     // push that asks is missed until its next round: hints are advice, never needed for a sum.
     hints_asked_ = hints_asked_ || asks_hints;
-    if (hints_asked_) pushed_keys_.insert(h.key());
-    if (h.command() == pb::CMD_PUSH) {
-      out->push_back(replyTo(peer, h, pb::CMD_REPLY));
-      if (asks_hints) nameAwaited(worker, local_rank, &out->back().header);
+    if (hints_asked_) pushed_keys_.insert(t.key());
+    if (t.op() == pb::OP_PUSH) {
+      out->push_back(replyTo(peer, request));
+      if (asks_hints) nameAwaited(worker, local_rank, out->back().data.mutable_reply());
     }
-    completeReadyRounds(h.key(), k, out);
-    if (h.command() == pb::CMD_PUSH) return;
+    completeReadyRounds(k, out);
+    if (t.op() == pb::OP_PUSH) return;
   }
-  if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_PUSH_PULL) {
-    Status s = pull(k, peer, h, out);
-    if (!s.ok()) out->push_back(errorReply(peer, h, s.withContext(where + " of '" + k.name + "'").message()));
+  if (t.op() == pb::OP_PULL || t.op() == pb::OP_PUSH_PULL) {
+    Status s = pull(k, peer, request, out);
+    if (!s.ok()) out->push_back(errorReply(peer, request, s.withContext(where + " of '" + k.name + "'").message()));
     return;
   }
-  if (h.command() != pb::CMD_PUSH)
-    out->push_back(errorReply(peer, h, "command " + pb::DataCommand_Name(h.command()) + " is not served here"));
+  out->push_back(
+      errorReply(peer, request, "command " + pb::DataCommand_Name(wire::commandOf(request)) + " is not served here"));
 }
 
 Status SumStore::declare(const wire::DataMessage& msg) {
-  const auto& h = msg.header;
+  const pb::Declare& h = msg.data.declare();
   if (h.mode() != pb::MODE_SUM)
     return InvalidArgument("key mode " + pb::KeyMode_Name(h.mode()) + " is not supported yet");
   if (h.num_elements() == 0) return InvalidArgument("key " + std::to_string(h.key()) + " declared with 0 elements");
@@ -178,8 +149,9 @@ Status SumStore::declare(const wire::DataMessage& msg) {
 
 void SumStore::handleAsync(KeyState& k, PeerId peer, int worker, const wire::DataMessage& msg,
                            std::vector<Outgoing>* out) {
-  const auto& h = msg.header;
-  if (h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL) {
+  const pb::Data& request = msg.data;
+  const pb::Tensor& h = request.tensor();
+  if (h.op() == pb::OP_PUSH || h.op() == pb::OP_PUSH_PULL) {
     SequenceWindow& seen = k.applied[worker];
     std::string why;
     const SequenceWindow::Verdict verdict = seen.check(h.push_seq(), &why);
@@ -187,21 +159,21 @@ void SumStore::handleAsync(KeyState& k, PeerId peer, int worker, const wire::Dat
                : verdict == SequenceWindow::Verdict::kApply ? pushAsync(k, msg)
                                                             : Status::OK();
     if (!s.ok()) {
-      out->push_back(
-          errorReply(peer, h, s.withContext("key " + std::to_string(h.key()) + " of '" + k.name + "'").message()));
+      out->push_back(errorReply(peer, request,
+                                s.withContext("key " + std::to_string(h.key()) + " of '" + k.name + "'").message()));
       return;
     }
     if (verdict == SequenceWindow::Verdict::kApply)
       seen.applied(h.push_seq());
     else
       countDuplicateAsyncPush();
-    if (h.command() == pb::CMD_PUSH) out->push_back(replyTo(peer, h, pb::CMD_REPLY));
+    if (h.op() == pb::OP_PUSH) out->push_back(replyTo(peer, request));
   }
-  if (h.command() == pb::CMD_PULL || h.command() == pb::CMD_PUSH_PULL) out->push_back(snapshot(k, peer, h));
+  if (h.op() == pb::OP_PULL || h.op() == pb::OP_PUSH_PULL) out->push_back(snapshot(k, peer, request));
 }
 
 Status SumStore::pushAsync(KeyState& k, const wire::DataMessage& msg) {
-  const auto& h = msg.header;
+  const pb::Tensor& h = msg.data.tensor();
   if (msg.dtype != k.dtype || h.num_elements() != k.num_elements)
     return InvalidArgument("push of " + std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
                            " does not match the declared " + std::to_string(k.num_elements) + " x " +
@@ -227,10 +199,10 @@ Status SumStore::reduce(uint8_t* dst, const uint8_t* src, const KeyState& k) {
 
 Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire::DataMessage& msg) {
   auto* dst = reinterpret_cast<float*>(sum);  // compressed payloads exist for float32 keys only (codec)
-  switch (msg.header.encoding()) {
+  switch (msg.data.tensor().encoding()) {
     case pb::ENCODING_FP16: kernels::addFp16(dst, msg.payload.data(), k.num_elements, first); return Status::OK();
     case pb::ENCODING_SPARSE:
-      kernels::addSparse(dst, k.num_elements, msg.payload.data(), msg.header.sparse_count(), first);
+      kernels::addSparse(dst, k.num_elements, msg.payload.data(), msg.data.tensor().sparse_count(), first);
       return Status::OK();
     default:
       if (!first) return reduce(sum, msg.payload.data(), k);
@@ -245,7 +217,7 @@ Status SumStore::addRoundPush(const KeyState& k, OpenRound& r, const wire::DataM
   // Dense pushes go through the engine's start/add. Compressed ones are decoded on the CPU into the
   // host buffer, so a sum the engine holds is brought home first (workers normally all compress a
   // key alike, so this is rare).
-  if (msg.header.encoding() == pb::ENCODING_DENSE && (first || r.on_engine)) {
+  if (msg.data.tensor().encoding() == pb::ENCODING_DENSE && (first || r.on_engine)) {
     r.on_engine = true;
     if (first) return reducer_->start(sum, msg.payload.data(), k.num_elements, k.dtype);
     return reducer_->add(sum, msg.payload.data(), k.num_elements, k.dtype);
@@ -257,22 +229,22 @@ Status SumStore::addRoundPush(const KeyState& k, OpenRound& r, const wire::DataM
   return addPush(k, sum, first, msg);
 }
 
-Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h) {
+Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::Data& request) {
   // A copy: the running sum keeps changing while ZeroMQ sends the reply without copying.
   auto copy = std::make_shared<AlignedBuffer>(k.bytes);
   if (k.running)
     std::memcpy(copy->data(), k.running->data(), k.bytes);
   else
     std::memset(copy->data(), 0, k.bytes);
-  Outgoing o = replyTo(peer, h, pb::CMD_REPLY);
-  o.header.set_num_elements(k.num_elements);
-  o.header.set_dtype(static_cast<uint32_t>(k.dtype));
+  Outgoing o = replyTo(peer, request);
+  o.data.mutable_reply()->set_num_elements(k.num_elements);
+  o.data.mutable_reply()->set_dtype(static_cast<uint32_t>(k.dtype));
   o.payload = Blob::fromBuffer(std::move(copy));
   return o;
 }
 
 Status SumStore::push(KeyState& k, int pusher, const wire::DataMessage& msg) {
-  const auto& h = msg.header;
+  const pb::Tensor& h = msg.data.tensor();
   if (msg.dtype != k.dtype || h.num_elements() != k.num_elements)
     return InvalidArgument("push of " + std::to_string(h.num_elements()) + " x " + std::string(dtypeName(msg.dtype)) +
                            " does not match the declared " + std::to_string(k.num_elements) + " x " +
@@ -335,7 +307,7 @@ Status SumStore::addNextRank(const KeyState& k, OpenRound& r, const wire::DataMe
     // The engine keeps the sum (on its device) until collect() writes it into this buffer.
     if (first) r.sum = Blob::fromBuffer(k.sums->take());
     ZPS_RETURN_IF_ERROR(addRoundPush(k, r, msg));
-  } else if (first && msg.header.encoding() == pb::ENCODING_DENSE) {
+  } else if (first && msg.data.tensor().encoding() == pb::ENCODING_DENSE) {
     // Adopted: the sum starts as worker 0's receive buffer. In shared memory that is worker 0's arena
     // slot, held while the result is kept (its next pushes may then find the arena full and go through
     // the socket); copying it instead put a second copy of every kept result in the server's memory.
@@ -348,7 +320,7 @@ Status SumStore::addNextRank(const KeyState& k, OpenRound& r, const wire::DataMe
   return Status::OK();
 }
 
-void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out) {
+void SumStore::completeReadyRounds(KeyState& k, std::vector<Outgoing>* out) {
   for (;;) {
     auto it = k.open.find(k.completed + 1);
     if (it == k.open.end() || it->second.count < k.contributors) return;
@@ -362,16 +334,11 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
                               std::to_string(it->first) + ": " + collected.message();
       std::vector<ParkedPull> still;
       for (auto& p : k.parked) {
-        if (p.round != it->first) {
-          still.push_back(p);
+        if (p.round() != it->first) {
+          still.push_back(std::move(p));
           continue;
         }
-        pb::DataHeader h;
-        h.set_request_id(p.request_id);
-        h.set_key(key);
-        h.set_round(p.round);
-        h.set_dtype(static_cast<uint32_t>(k.dtype));
-        out->push_back(errorReply(p.peer, h, why));
+        out->push_back(errorReply(p.peer, p.request, why));
       }
       k.parked.swap(still);
       k.open.erase(it);
@@ -383,18 +350,13 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
     const auto& done = k.results.back();
     std::vector<ParkedPull> still;
     for (auto& p : k.parked) {
-      if (p.round != done.first) {
+      if (p.round() != done.first) {
         still.push_back(p);
         continue;
       }
-      Outgoing o;
-      o.peer = p.peer;
-      o.header.set_command(pb::CMD_REPLY);
-      o.header.set_request_id(p.request_id);
-      o.header.set_key(key);
-      o.header.set_round(p.round);
-      o.header.set_dtype(static_cast<uint32_t>(k.dtype));
-      o.header.set_num_elements(k.num_elements);
+      Outgoing o = replyTo(p.peer, p.request);
+      o.data.mutable_reply()->set_dtype(static_cast<uint32_t>(k.dtype));
+      o.data.mutable_reply()->set_num_elements(k.num_elements);
       o.payload = done.second;
       out->push_back(std::move(o));
     }
@@ -402,7 +364,7 @@ void SumStore::completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoi
   }
 }
 
-void SumStore::nameAwaited(int worker, uint32_t local_rank, pb::DataHeader* reply) {
+void SumStore::nameAwaited(int worker, uint32_t local_rank, pb::Reply* reply) {
   for (auto it = pushed_keys_.begin(); it != pushed_keys_.end() && reply->awaited_size() < wire::kMaxAwaitedRounds;) {
     auto key = keys_.find(*it);
     if (key == keys_.end() || key->second.open.empty()) {
@@ -437,16 +399,17 @@ void SumStore::forgetResults(KeyState& k) {
     k.results.pop_front();
 }
 
-Status SumStore::pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out) {
+Status SumStore::pull(KeyState& k, PeerId peer, const pb::Data& request, std::vector<Outgoing>* out) {
+  const pb::Tensor& h = request.tensor();
   if (h.round() == 0) return InvalidArgument("rounds start at 1");
   if (h.round() > k.completed + kMaxRoundsAhead)
     return FailedPrecondition("pull is too far ahead: last completed round is " + std::to_string(k.completed));
   if (h.round() <= k.completed) {
     for (const auto& [round, buf] : k.results) {
       if (round != h.round()) continue;
-      Outgoing o = replyTo(peer, h, pb::CMD_REPLY);
-      o.header.set_num_elements(k.num_elements);
-      o.header.set_dtype(static_cast<uint32_t>(k.dtype));
+      Outgoing o = replyTo(peer, request);
+      o.data.mutable_reply()->set_num_elements(k.num_elements);
+      o.data.mutable_reply()->set_dtype(static_cast<uint32_t>(k.dtype));
       o.payload = buf;
       out->push_back(std::move(o));
       return Status::OK();
@@ -456,11 +419,11 @@ Status SumStore::pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::ve
   }
   // A resent pull that is already parked gets one answer, not two.
   for (const auto& p : k.parked)
-    if (p.peer == peer && p.request_id == h.request_id()) return Status::OK();
+    if (p.peer == peer && p.request.request_id() == request.request_id()) return Status::OK();
   // Honest workers park at most one pull per round each; a bound keeps a misbehaving one from growing it.
   if (k.parked.size() >= static_cast<size_t>(pushers(k)) * (kMaxRoundsAhead + 1) * 2)
     return FailedPrecondition("too many pulls waiting on this key");
-  k.parked.push_back(ParkedPull{peer, h.request_id(), h.round(), h.command()});
+  k.parked.push_back(ParkedPull{peer, request});
   return Status::OK();
 }
 

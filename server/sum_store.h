@@ -47,26 +47,11 @@
 #include "ps/transport/transport.h"
 #include "ps/wire/codec.h"
 #include "server/memory_budget.h"
+#include "server/replies.h"
 #include "server/sequence_window.h"
 #include "server/sum_buffers.h"
 
 namespace zps {
-
-struct Outgoing {
-  PeerId peer = 0;
-  pb::DataHeader header;
-  Blob payload;  // empty when the reply carries none
-};
-
-// What one engine's stores took in and added, for CMD_STATS (zps bench's server CPU per byte and
-// summation speed). Written by the engine's thread, read by the dispatcher. Additions are timed only
-// once a worker has asked for these numbers (`timed`), so a job that never asks reads no clock per sum.
-struct SumCounts {
-  std::atomic<uint64_t> pushed_bytes{0};
-  std::atomic<uint64_t> summed_bytes{0};  // timed additions only
-  std::atomic<uint64_t> sum_ns{0};
-  std::atomic<bool> timed{false};
-};
 
 class SumStore {
  public:
@@ -110,9 +95,8 @@ class SumStore {
   };
   struct ParkedPull {
     PeerId peer;
-    uint64_t request_id;
-    uint64_t round;
-    pb::DataCommand command;
+    pb::Data request;  // a pull or push-pull of a sum key (a Tensor)
+    uint64_t round() const { return request.tensor().round(); }
   };
   struct KeyState {
     std::string name;
@@ -137,8 +121,8 @@ class SumStore {
   };
 
   // How many workers push each round of the key a DECLARE declares (0 on the wire: all of them).
-  int contributorsOf(const pb::DataHeader& h) const {
-    return h.contributors() == 0 ? num_workers_ : static_cast<int>(h.contributors());
+  int contributorsOf(const pb::Declare& d) const {
+    return d.contributors() == 0 ? num_workers_ : static_cast<int>(d.contributors());
   }
   int pushers(const KeyState& k) const { return num_workers_ * k.local_size; }
   // The index of a push's sender among the key's pushers; an error for a local rank outside its local size.
@@ -157,15 +141,15 @@ class SumStore {
   Status reduce(uint8_t* dst, const uint8_t* src, const KeyState& k);
   // A round's push with an engine that holds rounds (Reducer::holdsRounds).
   Status addRoundPush(const KeyState& k, OpenRound& r, const wire::DataMessage& msg);
-  Outgoing snapshot(KeyState& k, PeerId peer, const pb::DataHeader& h);
+  Outgoing snapshot(KeyState& k, PeerId peer, const pb::Data& request);
   // Answers a pull now if its round is done, parks it otherwise.
-  Status pull(KeyState& k, PeerId peer, const pb::DataHeader& h, std::vector<Outgoing>* out);
-  void completeReadyRounds(uint64_t key, KeyState& k, std::vector<Outgoing>* out);
+  Status pull(KeyState& k, PeerId peer, const pb::Data& request, std::vector<Outgoing>* out);
+  void completeReadyRounds(KeyState& k, std::vector<Outgoing>* out);
   // Records a pusher's received_through and frees the results no request can ask for any more.
   void noteReceived(KeyState& k, int pusher, uint64_t received_through);
   void forgetResults(KeyState& k);
   // Names in a push's reply the open rounds that wait for `worker` alone (push hints).
-  void nameAwaited(int worker, uint32_t local_rank, pb::DataHeader* reply);
+  void nameAwaited(int worker, uint32_t local_rank, pb::Reply* reply);
 
   const int num_workers_;
   kernels::Reducer* reducer_;
@@ -177,13 +161,5 @@ class SumStore {
   MemoryCharge memory_;
   SumCounts* const counts_;
 };
-
-// The reply to CMD_STATS: this process's CPU time and peak RSS, and the sum of every engine's counts
-// (one SumCounts per engine). From now on those engines time their additions.
-Outgoing statsReply(PeerId peer, const pb::DataHeader& request, const std::vector<SumCounts*>& counts);
-
-Outgoing errorReply(PeerId peer, const pb::DataHeader& request, const std::string& error);
-// A reply to `request` with the given command (CMD_REPLY or CMD_ERROR), echoing its id, key, round, dtype.
-Outgoing replyTo(PeerId peer, const pb::DataHeader& request, pb::DataCommand command);
 
 }  // namespace zps

@@ -8,8 +8,8 @@ namespace zps {
 PushPacer::PushPacer(int num_workers, uint64_t lead, Clock::duration active, Clock::duration deadline)
     : lead_(lead), active_(active), deadline_(deadline), workers_(std::max(0, num_workers)) {}
 
-void PushPacer::arrived(PeerId peer, const pb::DataHeader& push, int worker, uint64_t bytes,
-                        std::vector<Outgoing>* send, Clock::time_point now) {
+void PushPacer::arrived(PeerId peer, const pb::Data& push, int worker, uint64_t bytes, std::vector<Outgoing>* send,
+                        Clock::time_point now) {
   if (lead_ == 0 || worker < 0 || worker >= static_cast<int>(workers_.size())) return;
   std::lock_guard<std::mutex> lock(mu_);
   used_.store(true, std::memory_order_relaxed);
@@ -34,7 +34,7 @@ void PushPacer::offer(Outgoing o, std::vector<Outgoing>* send, Clock::time_point
     send->push_back(std::move(o));
     return;
   }
-  auto a = p->second.find(o.header.request_id());
+  auto a = p->second.find(o.data.request_id());
   if (a == p->second.end()) {
     send->push_back(std::move(o));
     return;
@@ -44,7 +44,7 @@ void PushPacer::offer(Outgoing o, std::vector<Outgoing>* send, Clock::time_point
   if (p->second.empty()) announced_.erase(p);
   // An error returns the credit too, but says something is wrong: it never waits. Nor does an
   // acknowledgement queue behind none while its worker is within the lead.
-  if (o.header.command() != pb::CMD_REPLY || (w.held.empty() && mayLeave(w, now))) {
+  if (wire::commandOf(o.data) != pb::CMD_REPLY || (w.held.empty() && mayLeave(w, now))) {
     send->push_back(std::move(o));
     return;
   }

@@ -56,9 +56,9 @@ class PushPacer {
             Clock::duration deadline = std::chrono::milliseconds(100));
 
   bool enabled() const { return lead_ > 0; }
-  // A credit-holding PUSH (its header) of `bytes` from `worker` arrived on `peer`; appends to *send the held
+  // A credit-holding PUSH (its Data) of `bytes` from `worker` arrived on `peer`; appends to *send the held
   // acknowledgements that may now leave.
-  void arrived(PeerId peer, const pb::DataHeader& push, int worker, uint64_t bytes, std::vector<Outgoing>* send,
+  void arrived(PeerId peer, const pb::Data& push, int worker, uint64_t bytes, std::vector<Outgoing>* send,
                Clock::time_point now = Clock::now());
   // An answer an engine made: appended to *send now, or held.
   void offer(Outgoing o, std::vector<Outgoing>* send, Clock::time_point now = Clock::now());

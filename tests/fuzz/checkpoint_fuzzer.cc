@@ -86,15 +86,24 @@ Shape peekShape(const std::string& payload) {
   return s;
 }
 
-wire::DataMessage tableMessage(pb::DataCommand command, uint64_t round, uint32_t dim) {
+// A DECLARE (MODE_PARAM) of the table, or a PUSH_ROWS or PULL_ROWS of `count` rows in `round`.
+wire::DataMessage tableMessage(pb::DataCommand command, uint64_t round, uint32_t dim, uint64_t count = 0) {
   wire::DataMessage m;
   m.dtype = DType::kFloat32;
-  m.header.set_command(command);
-  m.header.set_key(kTableKey);
-  m.header.set_mode(pb::MODE_PARAM);
-  m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-  m.header.set_round(round);
-  m.header.set_row_dim(dim);
+  if (command == pb::CMD_DECLARE) {
+    pb::Declare* d = m.data.mutable_declare();
+    d->set_key(kTableKey);
+    d->set_mode(pb::MODE_PARAM);
+    d->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    d->set_row_dim(dim);
+    return m;
+  }
+  pb::Rows* r = m.data.mutable_rows();
+  r->set_push(command == pb::CMD_PUSH_ROWS);
+  r->set_key(kTableKey);
+  r->set_round(round);
+  r->set_row_dim(dim);
+  r->set_count(count);
   return m;
 }
 
@@ -134,9 +143,9 @@ bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
   ParamStore store(/*num_workers=*/1, ShardPlace{dir, /*server_rank=*/0, /*num_servers=*/1, /*job_id=*/0});
   std::vector<Outgoing> out;
   wire::DataMessage declare = tableMessage(pb::CMD_DECLARE, 0, shape.dim);
-  declare.header.set_name(shape.name);
-  declare.header.set_restore_step(step);
-  auto* opt = declare.header.mutable_optimizer();
+  declare.data.mutable_declare()->set_name(shape.name);
+  declare.data.mutable_declare()->set_restore_step(step);
+  auto* opt = declare.data.mutable_declare()->mutable_optimizer();
   opt->set_kind(shape.kind);
   opt->set_lr(0.1f);
   opt->set_momentum(0.9f);
@@ -147,8 +156,8 @@ bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
   opt->set_init_scale(0.01f);
   store.handle(/*peer=*/1, /*worker=*/0, /*local_rank=*/0, declare, &out);
   ZPS_FUZZ_CHECK(out.size() == 1);
-  if (out[0].header.command() != pb::CMD_REPLY) {
-    ZPS_FUZZ_CHECK(out[0].header.command() == pb::CMD_ERROR);
+  if (!out[0].data.has_reply()) {
+    ZPS_FUZZ_CHECK(out[0].data.has_error());
     return false;
   }
 
@@ -157,22 +166,20 @@ bool restoreTable(uint8_t mode, const uint8_t* data, size_t size) {
   std::vector<uint64_t> keys = {0, 1};
   if (shape.has_row) keys.push_back(shape.first_row_key);
   const size_t n = keys.size();
-  wire::DataMessage pull = tableMessage(pb::CMD_PULL_ROWS, step + 1, shape.dim);
-  pull.header.set_num_elements(n);
+  wire::DataMessage pull = tableMessage(pb::CMD_PULL_ROWS, step + 1, shape.dim, n);
   pull.keys = copyBlob(keys.data(), n * sizeof(uint64_t));
   out.clear();
   store.handle(1, 0, 0, pull, &out);
-  ZPS_FUZZ_CHECK(out.size() == 1 && out[0].header.command() == pb::CMD_REPLY);
+  ZPS_FUZZ_CHECK(out.size() == 1 && out[0].data.has_reply());
   ZPS_FUZZ_CHECK(out[0].payload.size() == n * shape.dim * sizeof(float));
 
   std::vector<float> grads(n * shape.dim, 0.5f);
-  wire::DataMessage push = tableMessage(pb::CMD_PUSH_ROWS, step + 1, shape.dim);
-  push.header.set_num_elements(n);
+  wire::DataMessage push = tableMessage(pb::CMD_PUSH_ROWS, step + 1, shape.dim, n);
   push.keys = pull.keys;
   push.payload = copyBlob(grads.data(), grads.size() * sizeof(float));
   out.clear();
   store.handle(1, 0, 0, push, &out);
-  ZPS_FUZZ_CHECK(!out.empty() && out[0].header.command() == pb::CMD_REPLY);
+  ZPS_FUZZ_CHECK(!out.empty() && out[0].data.has_reply());
   ZPS_FUZZ_CHECK(store.counters().table_rows >= 1);
   return true;
 }

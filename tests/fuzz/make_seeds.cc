@@ -125,33 +125,35 @@ void checkpointSeeds() {
     std::vector<Outgoing> out;
     wire::DataMessage m;
     m.dtype = DType::kFloat32;
-    m.header.set_command(pb::CMD_DECLARE);
-    m.header.set_key(kKey);
-    m.header.set_mode(pb::MODE_PARAM);
-    m.header.set_row_dim(2);
-    m.header.set_name("emb");
-    m.header.set_async(true);
-    m.header.mutable_optimizer()->set_kind(kind);
-    m.header.mutable_optimizer()->set_lr(0.1f);
-    m.header.mutable_optimizer()->set_init_scale(0.1f);
+    pb::Declare* d = m.data.mutable_declare();
+    d->set_key(kKey);
+    d->set_mode(pb::MODE_PARAM);
+    d->set_row_dim(2);
+    d->set_name("emb");
+    d->set_async(true);
+    d->mutable_optimizer()->set_kind(kind);
+    d->mutable_optimizer()->set_lr(0.1f);
+    d->mutable_optimizer()->set_init_scale(0.1f);
     store.handle(1, 0, 0, m, &out);
     const uint64_t keys[] = {11, 3, 11000000000ull};
     const float grads[] = {1, 2, 3, 4, 5, 6};
-    m.header.set_command(pb::CMD_PUSH_ROWS);
-    m.header.set_num_elements(3);
-    m.header.set_push_seq(1);  // an async table applies each numbered push once
+    pb::Rows* rows = m.data.mutable_rows();
+    rows->set_push(true);
+    rows->set_key(kKey);
+    rows->set_row_dim(2);
+    rows->set_count(3);
+    rows->set_push_seq(1);  // an async table applies each numbered push once
     m.keys = Blob::copyOf(keys, sizeof(keys));
     m.payload = Blob::copyOf(grads, sizeof(grads));
     store.handle(1, 0, 0, m, &out);
-    m.header.set_command(pb::CMD_CHECKPOINT);
-    m.header.set_round(kStep);
-    m.header.set_num_elements(0);
+    m.data.mutable_checkpoint()->set_key(kKey);
+    m.data.mutable_checkpoint()->set_step(kStep);
     m.keys = Blob();
     m.payload = Blob();
     store.handle(1, 0, 0, m, &out);
     for (const auto& o : out) {
-      if (o.header.command() != pb::CMD_REPLY) {
-        std::fprintf(stderr, "param store refused a seed step: %s\n", o.header.error().c_str());
+      if (!o.data.has_reply()) {
+        std::fprintf(stderr, "param store refused a seed step: %s\n", o.data.error().text().c_str());
         std::exit(1);
       }
     }
@@ -202,99 +204,131 @@ std::string record(int worker, const std::vector<Blob>& frames) {
   return s + msg;
 }
 
+// The requests of the server seeds, each with request id round x 10 + its command number.
+pb::Data requestOf(pb::DataCommand cmd, uint64_t round) {
+  pb::Data d;
+  d.set_request_id(round * 10 + cmd);
+  return d;
+}
+
+pb::Data tensorOf(pb::DataCommand cmd, uint64_t key, uint64_t round, uint64_t n, DType dtype = DType::kFloat32) {
+  pb::Data d = requestOf(cmd, round);
+  pb::Tensor* t = d.mutable_tensor();
+  t->set_op(wire::tensorOp(cmd));
+  t->set_key(key);
+  t->set_round(round);
+  t->set_dtype(static_cast<uint32_t>(dtype));
+  t->set_num_elements(n);
+  return d;
+}
+
+pb::Data sumDeclareOf(uint64_t key, uint64_t n, DType dtype = DType::kFloat32) {
+  pb::Data d = requestOf(pb::CMD_DECLARE, 0);
+  pb::Declare* b = d.mutable_declare();
+  b->set_key(key);
+  b->set_dtype(static_cast<uint32_t>(dtype));
+  b->set_num_elements(n);
+  return d;
+}
+
+pb::Data rowsOf(bool push, uint64_t key, uint64_t round, uint64_t count) {
+  pb::Data d = requestOf(push ? pb::CMD_PUSH_ROWS : pb::CMD_PULL_ROWS, round);
+  pb::Rows* r = d.mutable_rows();
+  r->set_push(push);
+  r->set_key(key);
+  r->set_round(round);
+  r->set_count(count);
+  r->set_row_dim(2);
+  return d;
+}
+
+pb::Data checkpointOf(uint64_t key, uint64_t step) {
+  pb::Data d = requestOf(pb::CMD_CHECKPOINT, step);
+  d.mutable_checkpoint()->set_key(key);
+  d.mutable_checkpoint()->set_step(step);
+  return d;
+}
+
 void serverSeeds() {
-  auto header = [](pb::DataCommand cmd, uint64_t key, uint64_t round, uint64_t n) {
-    pb::DataHeader h;
-    h.set_command(cmd);
-    h.set_request_id(round * 10 + cmd);
-    h.set_key(key);
-    h.set_round(round);
-    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-    h.set_num_elements(n);
-    return h;
-  };
   // Sum mode: both workers declare, push and pull two rounds; one pull arrives before the round
   // completes (parked), one push is a duplicate.
   std::string sum;
   for (int w = 0; w < 2; ++w) {
-    pb::DataHeader h = header(pb::CMD_DECLARE, 5, 0, 4);
-    h.set_name("w");
-    sum += record(w, wire::encodeData(h));
+    pb::Data d = sumDeclareOf(5, 4);
+    d.mutable_declare()->set_name("w");
+    sum += record(w, wire::encodeData(d));
   }
   for (uint64_t round = 1; round <= 2; ++round) {
-    sum += record(0, wire::encodeData(header(pb::CMD_PUSH, 5, round, 4), bytesOf(16)));
-    sum += record(0, wire::encodeData(header(pb::CMD_PULL, 5, round, 0)));
-    sum += record(0, wire::encodeData(header(pb::CMD_PUSH, 5, round, 4), bytesOf(16)));
-    sum += record(1, wire::encodeData(header(pb::CMD_PUSH_PULL, 5, round, 4), bytesOf(16, 9)));
+    sum += record(0, wire::encodeData(tensorOf(pb::CMD_PUSH, 5, round, 4), bytesOf(16)));
+    sum += record(0, wire::encodeData(tensorOf(pb::CMD_PULL, 5, round, 0)));
+    sum += record(0, wire::encodeData(tensorOf(pb::CMD_PUSH, 5, round, 4), bytesOf(16)));
+    sum += record(1, wire::encodeData(tensorOf(pb::CMD_PUSH_PULL, 5, round, 4), bytesOf(16, 9)));
   }
   put("server", "sum-rounds", sum);
 
   // Compressed pushes of one round: worker 0 sparse, worker 1 fp16.
   std::string compressed;
   for (int w = 0; w < 2; ++w) {
-    pb::DataHeader d = header(pb::CMD_DECLARE, 5, 0, 4);
-    d.set_name("w");
+    pb::Data d = sumDeclareOf(5, 4);
+    d.mutable_declare()->set_name("w");
     compressed += record(w, wire::encodeData(d));
   }
-  pb::DataHeader c = header(pb::CMD_PUSH, 5, 1, 4);
-  c.set_encoding(pb::ENCODING_SPARSE);
-  c.set_sparse_count(2);
+  pb::Data c = tensorOf(pb::CMD_PUSH, 5, 1, 4);
+  c.mutable_tensor()->set_encoding(pb::ENCODING_SPARSE);
+  c.mutable_tensor()->set_sparse_count(2);
   compressed += record(0, wire::encodeData(c, sparseBytes({1, 3})));
-  c = header(pb::CMD_PUSH_PULL, 5, 1, 4);
-  c.set_encoding(pb::ENCODING_FP16);
+  c = tensorOf(pb::CMD_PUSH_PULL, 5, 1, 4);
+  c.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
   compressed += record(1, wire::encodeData(c, bytesOf(8)));
   put("server", "sum-compressed", compressed);
 
   // An async sum key: pushes are added at once, pulls get a snapshot.
   std::string async;
-  pb::DataHeader h = header(pb::CMD_DECLARE, 6, 0, 2);
-  h.set_dtype(static_cast<uint32_t>(DType::kInt64));
-  h.set_async(true);
+  pb::Data h = sumDeclareOf(6, 2, DType::kInt64);
+  h.mutable_declare()->set_async(true);
   async += record(0, wire::encodeData(h));
-  h = header(pb::CMD_PUSH, 6, 0, 2);
-  h.set_dtype(static_cast<uint32_t>(DType::kInt64));
+  h = tensorOf(pb::CMD_PUSH, 6, 0, 2, DType::kInt64);
   async += record(0, wire::encodeData(h, bytesOf(16)));
   async += record(1, wire::encodeData(h, bytesOf(16, 50)));
-  h.set_command(pb::CMD_PULL);
+  h.mutable_tensor()->set_op(pb::OP_PULL);
   async += record(1, wire::encodeData(h));
   put("server", "sum-async", async);
 
   // Param mode: declare a table, push and pull rows for two rounds, checkpoint, declare again.
   std::string param;
   auto declare = [&](uint64_t key, uint64_t restore_step, bool async_table) {
-    pb::DataHeader d = header(pb::CMD_DECLARE, key, 0, 0);
-    d.set_mode(pb::MODE_PARAM);
-    d.set_name("emb");
-    d.set_row_dim(2);
-    d.set_async(async_table);
-    d.set_restore_step(restore_step);
-    d.mutable_optimizer()->set_kind(2);
-    d.mutable_optimizer()->set_lr(0.1f);
-    d.mutable_optimizer()->set_init_scale(0.1f);
+    pb::Data d = sumDeclareOf(key, 0);
+    pb::Declare* b = d.mutable_declare();
+    b->set_mode(pb::MODE_PARAM);
+    b->set_name("emb");
+    b->set_row_dim(2);
+    b->set_async(async_table);
+    b->set_restore_step(restore_step);
+    b->mutable_optimizer()->set_kind(2);
+    b->mutable_optimizer()->set_lr(0.1f);
+    b->mutable_optimizer()->set_init_scale(0.1f);
     return wire::encodeData(d);
   };
   for (int w = 0; w < 2; ++w) param += record(w, declare(8, 0, false));
   for (uint64_t round = 1; round <= 2; ++round) {
     for (int w = 0; w < 2; ++w) {
-      pb::DataHeader p = header(pb::CMD_PULL_ROWS, 8, round, 2);
-      p.set_row_dim(2);
+      pb::Data p = rowsOf(/*push=*/false, 8, round, 2);
       param += record(w, wire::encodeRows(p, bytesOf(16, 3 * w)));
-      p.set_command(pb::CMD_PUSH_ROWS);
+      p.mutable_rows()->set_push(true);
       param += record(w, wire::encodeRows(p, bytesOf(16, 3 * w), bytesOf(16, 64)));
     }
   }
-  param += record(0, wire::encodeData(header(pb::CMD_CHECKPOINT, 8, 2, 0)));
+  param += record(0, wire::encodeData(checkpointOf(8, 2)));
   param += record(0, declare(8, 0, false));
   put("server", "param-rounds-checkpoint", param);
 
   // An async table: rows are applied at once, and a checkpoint is written at once.
   std::string async_param;
   async_param += record(0, declare(9, 0, true));
-  pb::DataHeader p = header(pb::CMD_PUSH_ROWS, 9, 0, 2);
-  p.set_row_dim(2);
+  pb::Data p = rowsOf(/*push=*/true, 9, 0, 2);
   async_param += record(1, wire::encodeRows(p, bytesOf(16), bytesOf(16, 7)));
-  async_param += record(0, wire::encodeData(header(pb::CMD_CHECKPOINT, 9, 4, 0)));
-  p.set_command(pb::CMD_PULL_ROWS);
+  async_param += record(0, wire::encodeData(checkpointOf(9, 4)));
+  p.mutable_rows()->set_push(false);
   async_param += record(1, wire::encodeRows(p, bytesOf(16)));
   put("server", "param-async-checkpoint", async_param);
 }

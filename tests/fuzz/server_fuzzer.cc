@@ -41,14 +41,13 @@ wire::Limits serverLimits() {
   return l;
 }
 
-bool toParamStore(const pb::DataHeader& h) {
-  return h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS || h.command() == pb::CMD_CHECKPOINT ||
-         (h.command() == pb::CMD_DECLARE && h.mode() == pb::MODE_PARAM);
+bool toParamStore(const pb::Data& d) {
+  return d.has_rows() || d.has_checkpoint() || (d.has_declare() && d.declare().mode() == pb::MODE_PARAM);
 }
 
 void checkReply(const Outgoing& o) {
-  ZPS_FUZZ_CHECK(o.header.command() == pb::CMD_REPLY || o.header.command() == pb::CMD_ERROR);
-  auto decoded = wire::decode(wire::encodeData(o.header, o.payload), wire::Limits());
+  ZPS_FUZZ_CHECK(wire::commandOf(o.data) == pb::CMD_REPLY || wire::commandOf(o.data) == pb::CMD_ERROR);
+  auto decoded = wire::decode(wire::encodeData(o.data, o.payload), wire::Limits());
   if (!decoded.ok()) {
     std::fprintf(stderr, "server reply does not decode: %s\n", decoded.status().message().c_str());
   }
@@ -84,11 +83,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!decoded.ok()) continue;
     auto* m = std::get_if<wire::DataMessage>(&*decoded);
     if (m == nullptr) continue;
-    const auto cmd = m->header.command();
+    const auto cmd = wire::commandOf(m->data);
     if (cmd == pb::CMD_HELLO || cmd == pb::CMD_REPLY || cmd == pb::CMD_ERROR) continue;
     out.clear();
     const PeerId peer = 100 + worker;
-    if (fuzz::toParamStore(m->header)) {
+    if (fuzz::toParamStore(m->data)) {
       params.handle(peer, worker, 0, *m, &out);
     } else {
       sums.handle(peer, worker, *m, &out);

@@ -195,16 +195,25 @@ TEST_CASE("compressor: error feedback makes the sum over rounds converge to the 
 
 std::vector<Blob> compressedPush(pb::PayloadEncoding encoding, uint64_t n, uint64_t count, const std::string& payload,
                                  DType dtype = DType::kFloat32, pb::DataCommand command = pb::CMD_PUSH) {
-  pb::DataHeader h;
-  h.set_command(command);
-  h.set_request_id(5);
-  h.set_key(1);
-  h.set_round(1);
-  h.set_dtype(static_cast<uint32_t>(dtype));
-  h.set_num_elements(n);
-  h.set_encoding(encoding);
-  h.set_sparse_count(count);
-  return wire::encodeData(h, Blob::fromString(payload));
+  pb::Data d;
+  d.set_request_id(5);
+  if (command == pb::CMD_REPLY) {  // a Reply names no encoding: its payload is dense
+    pb::Reply* r = d.mutable_reply();
+    r->set_key(1);
+    r->set_round(1);
+    r->set_dtype(static_cast<uint32_t>(dtype));
+    r->set_num_elements(n);
+    return wire::encodeData(d, Blob::fromString(payload));
+  }
+  pb::Tensor* t = d.mutable_tensor();
+  t->set_op(wire::tensorOp(command));
+  t->set_key(1);
+  t->set_round(1);
+  t->set_dtype(static_cast<uint32_t>(dtype));
+  t->set_num_elements(n);
+  t->set_encoding(encoding);
+  t->set_sparse_count(count);
+  return wire::encodeData(d, Blob::fromString(payload));
 }
 
 std::string sparsePayload(const std::vector<uint32_t>& indices, const std::vector<float>& values) {
@@ -215,7 +224,7 @@ std::string sparsePayload(const std::vector<uint32_t>& indices, const std::vecto
 }
 
 void expectRejected(const std::vector<Blob>& frames, const std::string& needle) {
-  pb::DataHeader rejected;
+  pb::Data rejected;
   auto m = wire::decode(frames, wire::Limits(), &rejected);
   REQUIRE_FALSE(m.ok());
   CHECK(m.status().code() == StatusCode::kProtocol);
@@ -249,11 +258,11 @@ TEST_CASE("codec: hostile compressed pushes are kProtocol errors", "[compressor]
   expectRejected(compressedPush(pb::ENCODING_DENSE, 2, 1, std::string(8, '\0')), "sparse_count is set on a dense");
   // Only pushes are compressed: a pull claiming an encoding is refused, and a reply has no encoding
   // (proto/zps.proto's Reply), so a compressed payload in one is read as dense and refused by its size.
-  pb::DataHeader pull;
-  pull.set_command(pb::CMD_PULL);
+  pb::Data pull;
   pull.set_request_id(5);
-  pull.set_num_elements(4);
-  pull.set_encoding(pb::ENCODING_FP16);
+  pull.mutable_tensor()->set_op(pb::OP_PULL);
+  pull.mutable_tensor()->set_num_elements(4);
+  pull.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
   expectRejected(wire::encodeData(pull), "cannot carry a compressed payload");
   auto reply = compressedPush(pb::ENCODING_FP16, 4, 0, std::string(8, '\0'), DType::kFloat32, pb::CMD_REPLY);
   expectRejected(reply, "payload is 8 bytes but 4 x float32 needs 16");
@@ -272,12 +281,11 @@ TEST_CASE("sum store: compressed and dense pushes of one round sum in float32", 
   SumStore store(3, reducer.get());
   std::vector<Outgoing> out;
   wire::DataMessage declare;
-  declare.header.set_command(pb::CMD_DECLARE);
-  declare.header.set_key(1);
-  declare.header.set_num_elements(4);
-  declare.header.set_name("grad");
+  declare.data.mutable_declare()->set_key(1);
+  declare.data.mutable_declare()->set_num_elements(4);
+  declare.data.mutable_declare()->set_name("grad");
   store.handle(1, 0, declare, &out);
-  REQUIRE(out.back().header.command() == pb::CMD_REPLY);
+  REQUIRE(wire::commandOf(out.back().data) == pb::CMD_REPLY);
 
   // Worker 0: fp16 of {1, 2, 3, 4}; worker 1: sparse {index 1: 10, index 3: 20}; worker 2: dense.
   std::string half(8, '\0');
@@ -295,7 +303,7 @@ TEST_CASE("sum store: compressed and dense pushes of one round sum in float32", 
                decodedPush(compressedPush(pb::ENCODING_DENSE, 4, 0, dense_bytes, DType::kFloat32, pb::CMD_PUSH_PULL)),
                &out);
   const Outgoing& sum = out.back();
-  REQUIRE(sum.header.command() == pb::CMD_REPLY);
+  REQUIRE(wire::commandOf(sum.data) == pb::CMD_REPLY);
   REQUIRE(sum.payload.size() == 16);
   float got[4];
   std::memcpy(got, sum.payload.data(), 16);
@@ -310,17 +318,16 @@ TEST_CASE("sum store: a compressed push to a non-float32 key is an error reply",
   SumStore store(1, reducer.get());
   std::vector<Outgoing> out;
   wire::DataMessage declare;
-  declare.header.set_command(pb::CMD_DECLARE);
-  declare.header.set_key(1);
-  declare.header.set_num_elements(4);
-  declare.header.set_dtype(static_cast<uint32_t>(DType::kInt32));
+  declare.data.mutable_declare()->set_key(1);
+  declare.data.mutable_declare()->set_num_elements(4);
+  declare.data.mutable_declare()->set_dtype(static_cast<uint32_t>(DType::kInt32));
   declare.dtype = DType::kInt32;
   store.handle(1, 0, declare, &out);
   out.clear();
   store.handle(1, 0, decodedPush(compressedPush(pb::ENCODING_FP16, 4, 0, std::string(8, '\0'))), &out);
   REQUIRE(out.size() == 1);
-  CHECK(out[0].header.command() == pb::CMD_ERROR);
-  CHECK_THAT(out[0].header.error(), Catch::Contains("does not match the declared"));
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_ERROR);
+  CHECK_THAT(out[0].data.error().text(), Catch::Contains("does not match the declared"));
 }
 
 // ---- settings ----

@@ -20,9 +20,9 @@ constexpr uint64_t kOtherKey = 8;
 
 ReadyRequest ready(const wire::DataMessage& m) {
   ReadyRequest r;
-  r.to = RequestSpec::to(0, m.header.key(), m.dtype);
+  r.to = RequestSpec::to(0, wire::keyOf(m.data), m.dtype);
   r.to.fuse_bytes = m.payload.empty() ? 16 : m.payload.size();
-  r.frames = wire::encodeData(m.header, m.payload);
+  r.frames = wire::encodeData(m.data, m.payload);
   return r;
 }
 
@@ -41,7 +41,7 @@ std::vector<Outgoing> applyFused(StoreFixture& f, int worker, const std::vector<
   auto decoded = wire::decode(frames, wire::Limits());
   REQUIRE(decoded.ok());
   auto& fused = std::get<wire::DataMessage>(*decoded);
-  REQUIRE(fused.header.command() == pb::CMD_FUSED);
+  REQUIRE(wire::commandOf(fused.data) == pb::CMD_FUSED);
   std::vector<Outgoing> out;
   for (auto& e : fused.entries) f.store().handle(peerOf(worker), worker, entryAsRequest(std::move(e)), &out);
   return out;
@@ -75,16 +75,16 @@ TEST_CASE("fusion: fused push-pulls sum exactly and the sender's answers come ba
     REQUIRE(decoded.ok());
     const auto& m = std::get<wire::DataMessage>(*decoded);
     if (peer != peerOf(kWorkers - 1)) {
-      CHECK(m.header.command() == pb::CMD_REPLY);
-      CHECK(floatsOf(m.payload) == (m.header.key() == kKey ? expectedSum(1) : twice(expectedSum(1))));
+      CHECK(wire::commandOf(m.data) == pb::CMD_REPLY);
+      CHECK(floatsOf(m.payload) == (wire::keyOf(m.data) == kKey ? expectedSum(1) : twice(expectedSum(1))));
       continue;
     }
     ++fused_replies;
-    REQUIRE(m.header.command() == pb::CMD_FUSED);
+    REQUIRE(wire::commandOf(m.data) == pb::CMD_FUSED);
     REQUIRE(m.entries.size() == 2);
-    CHECK(m.entries[0].header.key() == kKey);
+    CHECK(wire::keyOf(m.entries[0].data) == kKey);
     CHECK(floatsOf(m.entries[0].payload) == expectedSum(1));
-    CHECK(m.entries[1].header.key() == kOtherKey);
+    CHECK(wire::keyOf(m.entries[1].data) == kOtherKey);
     CHECK(floatsOf(m.entries[1].payload) == twice(expectedSum(1)));
   }
   CHECK(fused_replies == 1);
@@ -103,8 +103,8 @@ TEST_CASE("fusion: a resent fused message is acknowledged again and summed once"
     auto acks = applyFused(f, 0, frames);
     REQUIRE(acks.size() == 2);
     checkAck(acks[0], 0, 1);
-    CHECK(acks[1].header.key() == kOtherKey);
-    CHECK(acks[1].header.command() == pb::CMD_REPLY);
+    CHECK(wire::keyOf(acks[1].data) == kOtherKey);
+    CHECK(wire::commandOf(acks[1].data) == pb::CMD_REPLY);
   }
   for (int w = 1; w < kWorkers; ++w) {
     f.push(w, 1, pushValues(w, 1));
@@ -129,12 +129,12 @@ TEST_CASE("fusion: every fused entry gets its own answer, errors included", "[fu
   auto out = applyFused(f, 0, fusedOf({good, undeclared, wrong_size}));
   REQUIRE(out.size() == 3);
   checkAck(out[0], 0, 1);
-  CHECK(out[1].header.command() == pb::CMD_ERROR);
-  CHECK(out[1].header.request_id() == undeclared.header.request_id());
-  CHECK_THAT(out[1].header.error(), Catch::Contains("key 99 was never declared"));
-  CHECK(out[2].header.command() == pb::CMD_ERROR);
-  CHECK(out[2].header.request_id() == wrong_size.header.request_id());
-  CHECK_THAT(out[2].header.error(), Catch::Contains("does not match the declared"));
+  CHECK(wire::commandOf(out[1].data) == pb::CMD_ERROR);
+  CHECK(out[1].data.request_id() == undeclared.data.request_id());
+  CHECK_THAT(out[1].data.error().text(), Catch::Contains("key 99 was never declared"));
+  CHECK(wire::commandOf(out[2].data) == pb::CMD_ERROR);
+  CHECK(out[2].data.request_id() == wrong_size.data.request_id());
+  CHECK_THAT(out[2].data.error().text(), Catch::Contains("does not match the declared"));
   // Packed for the sender: one fused reply whose entries decode to the same answers.
   auto messages = packReplies(peerOf(0), std::move(out));
   REQUIRE(messages.size() == 1);
@@ -142,19 +142,19 @@ TEST_CASE("fusion: every fused entry gets its own answer, errors included", "[fu
   REQUIRE(decoded.ok());
   const auto& m = std::get<wire::DataMessage>(*decoded);
   REQUIRE(m.entries.size() == 3);
-  CHECK(m.entries[2].header.command() == pb::CMD_ERROR);
+  CHECK(wire::commandOf(m.entries[2].data) == pb::CMD_ERROR);
 }
 
 TEST_CASE("fusion: a refused fused message answers each entry", "[fusion]") {
   auto a = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kFloat32, pushValues(0, 1));
   auto b = StoreFixture::header(pb::CMD_PULL, kKey, 1, DType::kFloat32, 0);
-  pb::DataHeader rejected;
+  pb::Data rejected;
   REQUIRE_FALSE(wire::decode(fusedOf({a, b}), wire::Limits(), &rejected).ok());  // key 7 twice
   auto out = refuseEntries(peerOf(0), rejected, "key 7 appears twice");
   REQUIRE(out.size() == 2);
-  CHECK(out[0].header.request_id() == a.header.request_id());
-  CHECK(out[1].header.request_id() == b.header.request_id());
-  CHECK_THAT(out[1].header.error(), Catch::Contains("refused fused message: key 7 appears twice"));
+  CHECK(out[0].data.request_id() == a.data.request_id());
+  CHECK(out[1].data.request_id() == b.data.request_id());
+  CHECK_THAT(out[1].data.error().text(), Catch::Contains("refused fused message: key 7 appears twice"));
 }
 
 TEST_CASE("fusion: sendReady fuses small requests per server, each key once per message", "[fusion]") {
@@ -183,8 +183,8 @@ TEST_CASE("fusion: sendReady fuses small requests per server, each key once per 
     REQUIRE(decoded.ok());
     const auto& m = std::get<wire::DataMessage>(*decoded);
     std::vector<uint64_t> keys;
-    if (m.header.command() != pb::CMD_FUSED) return std::vector<uint64_t>{m.header.key()};
-    for (const auto& e : m.entries) keys.push_back(e.header.key());
+    if (wire::commandOf(m.data) != pb::CMD_FUSED) return std::vector<uint64_t>{wire::keyOf(m.data)};
+    for (const auto& e : m.entries) keys.push_back(wire::keyOf(e.data));
     return keys;
   };
   CHECK(entriesOf(sent[0].second) == std::vector<uint64_t>{3});
@@ -207,7 +207,7 @@ TEST_CASE("fusion: requests for a server that does not accept fused messages go 
   auto send = [&](const RequestSpec& to, std::vector<Blob> frames) {
     auto decoded = wire::decode(frames, wire::Limits());
     REQUIRE(decoded.ok());
-    sent.emplace_back(to.server, std::get<wire::DataMessage>(*decoded).header.command());
+    sent.emplace_back(to.server, wire::commandOf(std::get<wire::DataMessage>(*decoded).data));
     return Status::OK();
   };
   std::vector<ReadyRequest> batch;

@@ -30,16 +30,29 @@ class FailingEngine final : public kernels::Reducer {
   std::vector<size_t> batches;
 };
 
+// A table request of `command` (DECLARE, PUSH_ROWS, PULL_ROWS or CHECKPOINT at step `round`) as the
+// codec hands it over.
 wire::DataMessage message(pb::DataCommand command, uint64_t round, const std::vector<uint64_t>& keys) {
   wire::DataMessage m;
   static uint64_t request = 1;
-  m.header.set_command(command);
-  m.header.set_request_id(++request);
-  m.header.set_key(kTable);
-  m.header.set_round(round);
-  m.header.set_row_dim(kDim);
-  m.header.set_num_elements(keys.size());
-  m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  m.data.set_request_id(++request);
+  if (command == pb::CMD_DECLARE) {
+    pb::Declare* d = m.data.mutable_declare();
+    d->set_key(kTable);
+    d->set_row_dim(kDim);
+    d->set_num_elements(keys.size());
+    d->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  } else if (command == pb::CMD_CHECKPOINT) {
+    m.data.mutable_checkpoint()->set_key(kTable);
+    m.data.mutable_checkpoint()->set_step(round);
+  } else {
+    pb::Rows* r = m.data.mutable_rows();
+    r->set_push(command == pb::CMD_PUSH_ROWS);
+    r->set_key(kTable);
+    r->set_round(round);
+    r->set_row_dim(kDim);
+    r->set_count(keys.size());
+  }
   m.dtype = DType::kFloat32;
   m.keys = Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t));
   return m;
@@ -51,9 +64,9 @@ std::vector<float> train(kernels::Reducer* engine) {
   ParamStore store(kWorkers, ShardPlace{}, /*budget=*/nullptr, engine);
   std::vector<Outgoing> out;
   auto declare = message(pb::CMD_DECLARE, 0, {});
-  declare.header.set_mode(pb::MODE_PARAM);
-  declare.header.set_name("emb");
-  auto* o = declare.header.mutable_optimizer();
+  declare.data.mutable_declare()->set_mode(pb::MODE_PARAM);
+  declare.data.mutable_declare()->set_name("emb");
+  auto* o = declare.data.mutable_declare()->mutable_optimizer();
   o->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kAdam));
   o->set_lr(0.1f);
   o->set_beta1(0.9f);
@@ -75,7 +88,7 @@ std::vector<float> train(kernels::Reducer* engine) {
   out.clear();
   store.handle(0, 0, 0, message(pb::CMD_PULL_ROWS, 4, {11, 12, 13, 20, 30, 31}), &out);
   REQUIRE(out.size() == 1);
-  REQUIRE(out[0].header.command() == pb::CMD_REPLY);
+  REQUIRE(wire::commandOf(out[0].data) == pb::CMD_REPLY);
   std::vector<float> rows(out[0].payload.size() / sizeof(float));
   std::memcpy(rows.data(), out[0].payload.data(), out[0].payload.size());
   return rows;
@@ -105,13 +118,14 @@ TEST_CASE("param store: with local size 2 a sync round waits for every (worker, 
   ParamStore store(kWorkers, ShardPlace{});
   std::vector<Outgoing> out;
   auto declare = message(pb::CMD_DECLARE, 0, {});
-  declare.header.set_mode(pb::MODE_PARAM);
-  declare.header.set_name("emb");
-  declare.header.set_local_size(kLocal);
-  declare.header.mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
-  declare.header.mutable_optimizer()->set_lr(1.0f);  // init_scale 0: rows start at 0, end at -(sum of grads)
+  declare.data.mutable_declare()->set_mode(pb::MODE_PARAM);
+  declare.data.mutable_declare()->set_name("emb");
+  declare.data.mutable_declare()->set_local_size(kLocal);
+  declare.data.mutable_declare()->mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
+  declare.data.mutable_declare()->mutable_optimizer()->set_lr(
+      1.0f);  // init_scale 0: rows start at 0, end at -(sum of grads)
   auto peerOf = [](int worker, uint32_t local_rank) { return static_cast<PeerId>(worker * kLocal + local_rank + 1); };
-  auto lastCommand = [&] { return out.back().header.command(); };
+  auto lastCommand = [&] { return wire::commandOf(out.back().data); };
   for (int w = 0; w < kWorkers; ++w) {
     for (uint32_t l = 0; l < kLocal; ++l) {
       store.handle(peerOf(w, l), w, l, declare, &out);
@@ -120,12 +134,12 @@ TEST_CASE("param store: with local size 2 a sync round waits for every (worker, 
   }
   store.handle(9, 1, kLocal, declare, &out);
   CHECK(lastCommand() == pb::CMD_ERROR);
-  CHECK(out.back().header.error().find("outside the DECLARE's local size 2") != std::string::npos);
+  CHECK(out.back().data.error().text().find("outside the DECLARE's local size 2") != std::string::npos);
   auto single = declare;
-  single.header.set_local_size(1);
+  single.data.mutable_declare()->set_local_size(1);
   store.handle(peerOf(0, 0), 0, 0, single, &out);
   CHECK(lastCommand() == pb::CMD_ERROR);
-  CHECK(out.back().header.error().find("the same ZPS_LOCAL_SIZE") != std::string::npos);
+  CHECK(out.back().data.error().text().find("the same ZPS_LOCAL_SIZE") != std::string::npos);
 
   auto pushOf = [&](int worker, uint32_t local_rank, float grad) {
     auto push = message(pb::CMD_PUSH_ROWS, 1, {20});
@@ -142,13 +156,13 @@ TEST_CASE("param store: with local size 2 a sync round waits for every (worker, 
   pushOf(0, 1, 1);  // a resend: acknowledged, not counted again
   pushOf(1, kLocal, 16);
   CHECK(lastCommand() == pb::CMD_ERROR);
-  CHECK(out.back().header.error().find("outside the table's local size 2") != std::string::npos);
+  CHECK(out.back().data.error().text().find("outside the table's local size 2") != std::string::npos);
   out.clear();
   store.handle(peerOf(0, 0), 0, 0, message(pb::CMD_PULL_ROWS, 2, {20}), &out);
   CHECK(out.empty());  // parked: round 1 still lacks worker 1's local rank 1
   pushOf(1, 1, 1);
   REQUIRE(out.size() == 2);  // the push's ack, then the parked pull
-  REQUIRE(out[1].header.command() == pb::CMD_REPLY);
+  REQUIRE(wire::commandOf(out[1].data) == pb::CMD_REPLY);
   std::vector<float> row(kDim);
   REQUIRE(out[1].payload.size() == kDim * sizeof(float));
   std::memcpy(row.data(), out[1].payload.data(), out[1].payload.size());
@@ -162,20 +176,21 @@ TEST_CASE("param store: a prefetch is held until its round is applied and gets t
   ParamStore store(kWorkers, ShardPlace{});
   std::vector<Outgoing> out;
   auto declare = message(pb::CMD_DECLARE, 0, {});
-  declare.header.set_mode(pb::MODE_PARAM);
-  declare.header.set_name("emb");
-  declare.header.mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
-  declare.header.mutable_optimizer()->set_lr(1.0f);  // init_scale 0: rows start at 0, end at -(sum of grads)
+  declare.data.mutable_declare()->set_mode(pb::MODE_PARAM);
+  declare.data.mutable_declare()->set_name("emb");
+  declare.data.mutable_declare()->mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
+  declare.data.mutable_declare()->mutable_optimizer()->set_lr(
+      1.0f);  // init_scale 0: rows start at 0, end at -(sum of grads)
   for (int w = 0; w < kWorkers; ++w) store.handle(w + 1, w, 0, declare, &out);
   auto pushOf = [&](int worker, uint64_t round, float grad) {
     auto push = message(pb::CMD_PUSH_ROWS, round, {20});
     std::vector<float> grads(kDim, grad);
     push.payload = Blob::copyOf(grads.data(), grads.size() * sizeof(float));
     store.handle(worker + 1, worker, 0, push, &out);
-    REQUIRE(out.back().header.command() == pb::CMD_REPLY);
+    REQUIRE(wire::commandOf(out.back().data) == pb::CMD_REPLY);
   };
   auto rowOf = [](const Outgoing& o) {
-    REQUIRE(o.header.command() == pb::CMD_REPLY);
+    REQUIRE(wire::commandOf(o.data) == pb::CMD_REPLY);
     REQUIRE(o.payload.size() == kDim * sizeof(float));
     std::vector<float> row(kDim);
     std::memcpy(row.data(), o.payload.data(), o.payload.size());
@@ -202,8 +217,8 @@ TEST_CASE("param store: a prefetch is held until its round is applied and gets t
   CHECK(out.empty());
   store.handle(2, 1, 0, message(pb::CMD_PULL_ROWS, 3 + ParamStore::kMaxPullRoundsAhead, {20}), &out);
   REQUIRE(out.size() == 1);
-  CHECK(out[0].header.command() == pb::CMD_ERROR);
-  CHECK_THAT(out[0].header.error(), Catch::Contains("table 'emb' round 7: pull is too far ahead of round 2"));
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_ERROR);
+  CHECK_THAT(out[0].data.error().text(), Catch::Contains("table 'emb' round 7: pull is too far ahead of round 2"));
 }
 
 }  // namespace
@@ -213,26 +228,26 @@ TEST_CASE("param store: one table name at two keys is refused") {
   ParamStore store(kWorkers, ShardPlace{}, /*budget=*/nullptr, nullptr);
   std::vector<Outgoing> out;
   auto declare = message(pb::CMD_DECLARE, 0, {});
-  declare.header.set_mode(pb::MODE_PARAM);
-  declare.header.set_name("emb");
-  declare.header.mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
-  declare.header.mutable_optimizer()->set_lr(1.0f);
+  declare.data.mutable_declare()->set_mode(pb::MODE_PARAM);
+  declare.data.mutable_declare()->set_name("emb");
+  declare.data.mutable_declare()->mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
+  declare.data.mutable_declare()->mutable_optimizer()->set_lr(1.0f);
   store.handle(0, 0, 0, declare, &out);
   REQUIRE(out.size() == 1);
-  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_REPLY);
   auto elsewhere = declare;
-  elsewhere.header.set_key(kTable + (1 << 16));
+  elsewhere.data.mutable_declare()->set_key(kTable + (1 << 16));
   out.clear();
   store.handle(1, 1, 0, elsewhere, &out);
   REQUIRE(out.size() == 1);
-  CHECK(out[0].header.command() == pb::CMD_ERROR);
-  CHECK_THAT(out[0].header.error(),
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_ERROR);
+  CHECK_THAT(out[0].data.error().text(),
              Catch::Contains("table 'emb' is declared at key " + std::to_string(kTable + (1 << 16)) +
                              " but another worker declared it at key 77"));
   out.clear();
   store.handle(1, 1, 0, declare, &out);
   REQUIRE(out.size() == 1);
-  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_REPLY);
 }
 
 }  // namespace zps

@@ -18,16 +18,16 @@ constexpr uint64_t kJob = 0x77;
 
 wire::DataMessage declaration(uint64_t restore_step, uint32_t dim) {
   wire::DataMessage m;
-  m.header.set_command(pb::CMD_DECLARE);
-  m.header.set_request_id(1);
-  m.header.set_key(5);
-  m.header.set_mode(pb::MODE_PARAM);
-  m.header.set_name("emb");
-  m.header.set_row_dim(dim);
-  m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-  m.header.set_restore_step(restore_step);
-  m.header.mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
-  m.header.mutable_optimizer()->set_lr(1.0f);
+  m.data.set_request_id(1);
+  pb::Declare* d = m.data.mutable_declare();
+  d->set_key(5);
+  d->set_mode(pb::MODE_PARAM);
+  d->set_name("emb");
+  d->set_row_dim(dim);
+  d->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  d->set_restore_step(restore_step);
+  d->mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
+  d->mutable_optimizer()->set_lr(1.0f);
   m.dtype = DType::kFloat32;
   return m;
 }
@@ -46,34 +46,34 @@ TEST_CASE("param store: a DECLARE whose checkpoint is refused answers an ERROR m
   {
     ParamStore missing(1, place);
     missing.handle(1, 0, 0, declaration(11, 2), &out);  // no shard of step 11
-    REQUIRE(out.back().header.command() == pb::CMD_ERROR);
-    CHECK(out.back().header.user_error());
-    CHECK_THAT(out.back().header.error(), Catch::Contains("-server-0-step-11.ckpt does not exist"));
+    REQUIRE(wire::commandOf(out.back().data) == pb::CMD_ERROR);
+    CHECK(out.back().data.error().user_error());
+    CHECK_THAT(out.back().data.error().text(), Catch::Contains("-server-0-step-11.ckpt does not exist"));
   }
   {
     ParamStore other_dim(1, place);
     other_dim.handle(1, 0, 0, declaration(10, 3), &out);  // the shard holds dim 2
-    REQUIRE(out.back().header.command() == pb::CMD_ERROR);
-    CHECK(out.back().header.user_error());
-    CHECK_THAT(out.back().header.error(), Catch::Contains("does not match table 'emb'"));
+    REQUIRE(wire::commandOf(out.back().data) == pb::CMD_ERROR);
+    CHECK(out.back().data.error().user_error());
+    CHECK_THAT(out.back().data.error().text(), Catch::Contains("does not match table 'emb'"));
   }
   const std::string shard = tableShardPath(dir.path, "emb", 0, 10);
   {
     ParamStore good(1, place);
     good.handle(1, 0, 0, declaration(10, 2), &out);
-    CHECK(out.back().header.command() == pb::CMD_REPLY);
+    CHECK(wire::commandOf(out.back().data) == pb::CMD_REPLY);
     // The same table declared again with another dim: refused, but not a checkpoint's fault.
     good.handle(1, 0, 0, declaration(10, 3), &out);
-    REQUIRE(out.back().header.command() == pb::CMD_ERROR);
-    CHECK_FALSE(out.back().header.user_error());
+    REQUIRE(wire::commandOf(out.back().data) == pb::CMD_ERROR);
+    CHECK_FALSE(out.back().data.error().user_error());
   }
   {
     std::ofstream(shard, std::ios::binary | std::ios::app) << "x";  // one byte more than its header says
     ParamStore damaged(1, place);
     damaged.handle(1, 0, 0, declaration(10, 2), &out);
-    REQUIRE(out.back().header.command() == pb::CMD_ERROR);
-    CHECK(out.back().header.user_error());
-    CHECK_THAT(out.back().header.error(), Catch::Contains(shard + " is corrupt"));
+    REQUIRE(wire::commandOf(out.back().data) == pb::CMD_ERROR);
+    CHECK(out.back().data.error().user_error());
+    CHECK_THAT(out.back().data.error().text(), Catch::Contains(shard + " is corrupt"));
   }
 }
 

@@ -15,28 +15,33 @@ namespace {
 using Clock = PushPacer::Clock;
 using std::chrono::milliseconds;
 
+// An answer to request `request_id`: a Reply, or (CMD_ERROR) an Error.
 Outgoing ack(PeerId peer, uint64_t request_id, pb::DataCommand command = pb::CMD_REPLY) {
   Outgoing o;
   o.peer = peer;
-  o.header.set_command(command);
-  o.header.set_request_id(request_id);
+  o.data.set_request_id(request_id);
+  if (command == pb::CMD_ERROR)
+    o.data.mutable_error();
+  else
+    o.data.mutable_reply();
   return o;
 }
 
 // A credit-holding push of `key`'s round 1, by default request `key`.
-pb::DataHeader push(uint64_t key, uint64_t request_id = 0) {
-  pb::DataHeader h;
-  h.set_command(pb::CMD_PUSH);
-  h.set_request_id(request_id == 0 ? key : request_id);
-  h.set_key(key);
-  h.set_round(1);
-  h.set_holds_credit(true);
-  return h;
+pb::Data push(uint64_t key, uint64_t request_id = 0) {
+  pb::Data d;
+  d.set_request_id(request_id == 0 ? key : request_id);
+  pb::Tensor* t = d.mutable_tensor();
+  t->set_op(pb::OP_PUSH);
+  t->set_key(key);
+  t->set_round(1);
+  t->set_holds_credit(true);
+  return d;
 }
 
 std::vector<uint64_t> idsOf(const std::vector<Outgoing>& sent) {
   std::vector<uint64_t> ids;
-  for (const Outgoing& o : sent) ids.push_back(o.header.request_id());
+  for (const Outgoing& o : sent) ids.push_back(o.data.request_id());
   return ids;
 }
 

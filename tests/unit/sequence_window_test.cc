@@ -69,15 +69,23 @@ constexpr int kWorkers = 4;
 wire::DataMessage sumMessage(pb::DataCommand command, uint64_t seq, float value) {
   static uint64_t request = 5000;
   wire::DataMessage m;
-  m.header.set_command(command);
-  m.header.set_request_id(++request);
-  m.header.set_key(kKey);
-  m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-  m.header.set_num_elements(1);
-  m.header.set_mode(pb::MODE_SUM);
-  m.header.set_async(true);
-  m.header.set_name("counter");
-  m.header.set_push_seq(seq);
+  m.data.set_request_id(++request);
+  if (command == pb::CMD_DECLARE) {
+    pb::Declare* d = m.data.mutable_declare();
+    d->set_key(kKey);
+    d->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    d->set_num_elements(1);
+    d->set_mode(pb::MODE_SUM);
+    d->set_async(true);
+    d->set_name("counter");
+  } else {
+    pb::Tensor* t = m.data.mutable_tensor();
+    t->set_op(wire::tensorOp(command));
+    t->set_key(kKey);
+    t->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    t->set_num_elements(1);
+    t->set_push_seq(seq);
+  }
   m.dtype = DType::kFloat32;
   if (command != pb::CMD_DECLARE && command != pb::CMD_PULL) m.payload = Blob::copyOf(&value, sizeof(value));
   return m;
@@ -87,7 +95,7 @@ float counterOf(SumStore& store) {
   std::vector<Outgoing> out;
   store.handle(1, 0, sumMessage(pb::CMD_PULL, 0, 0), &out);
   REQUIRE(out.size() == 1);
-  REQUIRE(out[0].header.command() == pb::CMD_REPLY);
+  REQUIRE(wire::commandOf(out[0].data) == pb::CMD_REPLY);
   float v = 0;
   REQUIRE(out[0].payload.size() == sizeof(v));
   std::memcpy(&v, out[0].payload.data(), sizeof(v));
@@ -109,7 +117,7 @@ TEST_CASE("async sum key: 4 workers x 25 increments, each sent twice and out of 
         const auto command = copy == 0 ? pb::CMD_PUSH : pb::CMD_PUSH_PULL;
         store.handle(w, w, sumMessage(command, seq, 1.0f), &out);
         REQUIRE(out.size() == 1);
-        CHECK(out[0].header.command() == pb::CMD_REPLY);  // the copy is answered like the first
+        CHECK(wire::commandOf(out[0].data) == pb::CMD_REPLY);  // the copy is answered like the first
       }
     }
   }
@@ -126,8 +134,8 @@ TEST_CASE("async sum key: a push without a number, or far outside the window, is
     out.clear();
     store.handle(0, 0, sumMessage(pb::CMD_PUSH, seq, 5.0f), &out);
     REQUIRE(out.size() == 1);
-    CHECK(out[0].header.command() == pb::CMD_ERROR);
-    CHECK(out[0].header.error().find("key 9 of 'counter'") != std::string::npos);
+    CHECK(wire::commandOf(out[0].data) == pb::CMD_ERROR);
+    CHECK(out[0].data.error().text().find("key 9 of 'counter'") != std::string::npos);
   }
   out.clear();
   store.handle(1, 1, sumMessage(pb::CMD_PUSH, 1, 5.0f), &out);  // another worker's number 1 is its own
@@ -149,13 +157,21 @@ TEST_CASE("async sum key: a new store (a new ZPS_RECOVERY generation) applies a 
 wire::DataMessage rowMessage(pb::DataCommand command, uint64_t seq, const std::vector<uint64_t>& keys, float grad) {
   static uint64_t request = 9000;
   wire::DataMessage m;
-  m.header.set_command(command);
-  m.header.set_request_id(++request);
-  m.header.set_key(kKey);
-  m.header.set_row_dim(1);
-  m.header.set_num_elements(keys.size());
-  m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
-  m.header.set_push_seq(seq);
+  m.data.set_request_id(++request);
+  if (command == pb::CMD_DECLARE) {
+    pb::Declare* d = m.data.mutable_declare();
+    d->set_key(kKey);
+    d->set_row_dim(1);
+    d->set_num_elements(keys.size());
+    d->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  } else {
+    pb::Rows* r = m.data.mutable_rows();
+    r->set_push(command == pb::CMD_PUSH_ROWS);
+    r->set_key(kKey);
+    r->set_row_dim(1);
+    r->set_count(keys.size());
+    r->set_push_seq(seq);
+  }
   m.dtype = DType::kFloat32;
   m.keys = Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t));
   if (command == pb::CMD_PUSH_ROWS) {
@@ -171,14 +187,14 @@ TEST_CASE("async table: every local rank's numbered pushes of a row apply once, 
   ParamStore store(2, ShardPlace{});
   std::vector<Outgoing> out;
   auto declare = rowMessage(pb::CMD_DECLARE, 0, {}, 0);
-  declare.header.set_mode(pb::MODE_PARAM);
-  declare.header.set_name("counter-table");
-  declare.header.set_async(true);
-  declare.header.set_local_size(2);
-  declare.header.mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
-  declare.header.mutable_optimizer()->set_lr(1.0f);
+  declare.data.mutable_declare()->set_mode(pb::MODE_PARAM);
+  declare.data.mutable_declare()->set_name("counter-table");
+  declare.data.mutable_declare()->set_async(true);
+  declare.data.mutable_declare()->set_local_size(2);
+  declare.data.mutable_declare()->mutable_optimizer()->set_kind(static_cast<uint32_t>(kernels::OptimizerKind::kSgd));
+  declare.data.mutable_declare()->mutable_optimizer()->set_lr(1.0f);
   store.handle(0, 0, 0, declare, &out);
-  REQUIRE(out.back().header.command() == pb::CMD_REPLY);
+  REQUIRE(wire::commandOf(out.back().data) == pb::CMD_REPLY);
   for (int worker = 0; worker < 2; ++worker) {
     for (uint32_t local = 0; local < 2; ++local) {
       for (uint64_t seq = 25; seq >= 1; --seq) {  // newest first: every one overtaken
@@ -186,7 +202,7 @@ TEST_CASE("async table: every local rank's numbered pushes of a row apply once, 
           out.clear();
           store.handle(worker, worker, local, rowMessage(pb::CMD_PUSH_ROWS, seq, {42}, -1.0f), &out);
           REQUIRE(out.size() == 1);
-          CHECK(out[0].header.command() == pb::CMD_REPLY);
+          CHECK(wire::commandOf(out[0].data) == pb::CMD_REPLY);
         }
       }
     }
@@ -194,8 +210,8 @@ TEST_CASE("async table: every local rank's numbered pushes of a row apply once, 
   out.clear();
   store.handle(0, 0, 0, rowMessage(pb::CMD_PUSH_ROWS, 0, {42}, -1.0f), &out);
   REQUIRE(out.size() == 1);
-  CHECK(out[0].header.command() == pb::CMD_ERROR);
-  CHECK(out[0].header.error().find("needs a sequence number") != std::string::npos);
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_ERROR);
+  CHECK(out[0].data.error().text().find("needs a sequence number") != std::string::npos);
   out.clear();
   store.handle(0, 0, 0, rowMessage(pb::CMD_PULL_ROWS, 0, {42}, 0), &out);
   REQUIRE(out.size() == 1);

@@ -106,7 +106,7 @@ TEST_CASE("sum store: a compressed push joining a sum the engine holds brings it
   auto fp16 = StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kFloat32, pushValues(1, 1));
   std::vector<uint16_t> halves;
   for (float v : pushValues(1, 1)) halves.push_back(kernels::floatToHalf(v));
-  fp16.header.set_encoding(pb::ENCODING_FP16);
+  fp16.data.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
   fp16.payload = Blob::copyOf(halves.data(), halves.size() * sizeof(uint16_t));
   REQUIRE(f.send(1, fp16).size() == 1);
   CHECK(reducer->inFlight() == 0);
@@ -122,7 +122,7 @@ TEST_CASE("sum store: a store reset mid-round releases what the engine holds for
     SumStore store(kWorkers, &reducer);
     std::vector<Outgoing> out;
     auto declare = StoreFixture::header(pb::CMD_DECLARE, kKey, 0, DType::kFloat32, kElems);
-    declare.header.set_name("grad");
+    declare.data.mutable_declare()->set_name("grad");
     store.handle(peerOf(0), 0, declare, &out);
     store.handle(peerOf(0), 0, StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1, DType::kFloat32, pushValues(0, 1)),
                  &out);
@@ -139,8 +139,8 @@ TEST_CASE("sum store: an engine failure loses that round only, and its pulls are
   auto out = f.push(kWorkers - 1, 1, pushValues(kWorkers - 1, 1));
   REQUIRE(out.size() == 2);
   CHECK(out[1].peer == peerOf(1));
-  CHECK(out[1].header.command() == pb::CMD_ERROR);
-  CHECK_THAT(out[1].header.error(),
+  CHECK(wire::commandOf(out[1].data) == pb::CMD_ERROR);
+  CHECK_THAT(out[1].data.error().text(),
              Catch::Contains("deferred engine failed to produce round 1") && Catch::Contains("device copy failed"));
   checkError(f.pull(0, 1), 0, "no longer kept");
 }

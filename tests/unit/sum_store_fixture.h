@@ -27,16 +27,48 @@ class StoreFixture {
   explicit StoreFixture(int workers = kWorkers, std::unique_ptr<kernels::Reducer> reducer = kernels::makeCpuReducer())
       : reducer_(std::move(reducer)), store_(workers, reducer_.get(), nullptr, &counts_) {}
 
+  // A request of `cmd` as the codec hands it over: a Declare (MODE_SUM), a Tensor (PUSH, PULL,
+  // PUSH_PULL), or the body of another command naming key and round where it has them.
   static wire::DataMessage header(pb::DataCommand cmd, uint64_t key, uint64_t round, DType dtype,
                                   uint64_t num_elements) {
     wire::DataMessage m;
-    m.header.set_command(cmd);
-    m.header.set_request_id(nextRequestId());
-    m.header.set_key(key);
-    m.header.set_round(round);
-    m.header.set_dtype(static_cast<uint32_t>(dtype));
-    m.header.set_num_elements(num_elements);
-    m.header.set_mode(pb::MODE_SUM);
+    m.data.set_request_id(nextRequestId());
+    switch (cmd) {
+      case pb::CMD_DECLARE: {
+        pb::Declare* d = m.data.mutable_declare();
+        d->set_key(key);
+        d->set_mode(pb::MODE_SUM);
+        d->set_dtype(static_cast<uint32_t>(dtype));
+        d->set_num_elements(num_elements);
+        break;
+      }
+      case pb::CMD_PUSH:
+      case pb::CMD_PULL:
+      case pb::CMD_PUSH_PULL: {
+        pb::Tensor* t = m.data.mutable_tensor();
+        t->set_op(wire::tensorOp(cmd));
+        t->set_key(key);
+        t->set_round(round);
+        t->set_dtype(static_cast<uint32_t>(dtype));
+        t->set_num_elements(num_elements);
+        break;
+      }
+      case pb::CMD_HELLO: m.data.mutable_hello(); break;
+      case pb::CMD_STATS: m.data.mutable_stats(); break;
+      case pb::CMD_REPLY: {
+        pb::Reply* r = m.data.mutable_reply();
+        r->set_key(key);
+        r->set_round(round);
+        r->set_dtype(static_cast<uint32_t>(dtype));
+        r->set_num_elements(num_elements);
+        break;
+      }
+      case pb::CMD_ERROR:
+        m.data.mutable_error()->set_key(key);
+        m.data.mutable_error()->set_round(round);
+        break;
+      default: FAIL("no test message for " << pb::DataCommand_Name(cmd));
+    }
     m.dtype = dtype;
     return m;
   }
@@ -50,7 +82,7 @@ class StoreFixture {
   std::vector<Outgoing> declare(int worker, uint64_t key, uint64_t n, DType dtype = DType::kFloat32,
                                 const std::string& name = "grad") {
     auto m = header(pb::CMD_DECLARE, key, 0, dtype, n);
-    m.header.set_name(name);
+    m.data.mutable_declare()->set_name(name);
     return send(worker, m);
   }
 
@@ -108,35 +140,35 @@ inline std::vector<float> expectedSum(uint64_t r, int workers = kWorkers) {
 
 inline void checkAck(const Outgoing& o, int worker, uint64_t round) {
   CHECK(o.peer == peerOf(worker));
-  CHECK(o.header.command() == pb::CMD_REPLY);
-  CHECK(o.header.key() == kKey);
-  CHECK(o.header.round() == round);
+  CHECK(wire::commandOf(o.data) == pb::CMD_REPLY);
+  CHECK(wire::keyOf(o.data) == kKey);
+  CHECK(wire::roundOf(o.data) == round);
   CHECK(o.payload.empty());
 }
 
 inline void checkSumReply(const Outgoing& o, int worker, uint64_t round, const std::vector<float>& sum) {
   CHECK(o.peer == peerOf(worker));
-  CHECK(o.header.command() == pb::CMD_REPLY);
-  CHECK(o.header.key() == kKey);
-  CHECK(o.header.round() == round);
-  CHECK(o.header.num_elements() == kElems);
-  CHECK(o.header.dtype() == static_cast<uint32_t>(DType::kFloat32));
+  CHECK(wire::commandOf(o.data) == pb::CMD_REPLY);
+  CHECK(wire::keyOf(o.data) == kKey);
+  CHECK(wire::roundOf(o.data) == round);
+  CHECK(o.data.reply().num_elements() == kElems);
+  CHECK(o.data.reply().dtype() == static_cast<uint32_t>(DType::kFloat32));
   CHECK(floatsOf(o.payload) == sum);
 }
 
 inline void checkError(const std::vector<Outgoing>& out, int worker, const std::string& needle) {
   REQUIRE(out.size() == 1);
   CHECK(out[0].peer == peerOf(worker));
-  CHECK(out[0].header.command() == pb::CMD_ERROR);
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_ERROR);
   CHECK(out[0].payload.empty());
-  CHECK_THAT(out[0].header.error(), Catch::Contains(needle));
+  CHECK_THAT(out[0].data.error().text(), Catch::Contains(needle));
 }
 
 inline void declareAll(StoreFixture& f, uint64_t key = kKey, uint64_t n = kElems) {
   for (int w = 0; w < kWorkers; ++w) {
     auto out = f.declare(w, key, n);
     REQUIRE(out.size() == 1);
-    CHECK(out[0].header.command() == pb::CMD_REPLY);
+    CHECK(wire::commandOf(out[0].data) == pb::CMD_REPLY);
   }
 }
 

@@ -18,17 +18,17 @@ using KeyRounds = std::vector<std::pair<uint64_t, uint64_t>>;
 
 KeyRounds awaitedOf(const Outgoing& o) {
   KeyRounds named;
-  for (const auto& a : o.header.awaited()) named.emplace_back(a.key(), a.round());
+  for (const auto& a : o.data.reply().awaited()) named.emplace_back(a.key(), a.round());
   return named;
 }
 
 // A scheduled PUSH of `key` round `round` from `worker`, asking for hints; returns its reply.
 Outgoing scheduledPush(StoreFixture& f, int worker, uint64_t key, uint64_t round) {
   auto m = StoreFixture::pushMessage(pb::CMD_PUSH, key, round, DType::kFloat32, pushValues(worker, round));
-  m.header.set_wants_awaited(true);
+  m.data.mutable_tensor()->set_wants_awaited(true);
   auto out = f.send(worker, m);
   REQUIRE(!out.empty());
-  REQUIRE(out[0].header.command() == pb::CMD_REPLY);
+  REQUIRE(wire::commandOf(out[0].data) == pb::CMD_REPLY);
   return out[0];
 }
 

@@ -54,8 +54,8 @@ TEST_CASE("sum store: a push for a round finished long ago is an error", "[sum_s
   for (uint64_t r = 1; r <= SumStore::kKeptResults + 1; ++r) pushRound(f, r);
   auto out = f.push(1, 1, pushValues(1, 1));
   checkError(out, 1, "key 7 round 1 of 'grad'");
-  CHECK_THAT(out[0].header.error(), Catch::Contains("finished long ago"));
-  CHECK(out[0].header.round() == 1);
+  CHECK_THAT(out[0].data.error().text(), Catch::Contains("finished long ago"));
+  CHECK(wire::roundOf(out[0].data) == 1);
 }
 
 TEST_CASE("sum store: a push too far ahead is an error", "[sum_store]") {
@@ -65,7 +65,7 @@ TEST_CASE("sum store: a push too far ahead is an error", "[sum_store]") {
       StoreFixture::pushMessage(pb::CMD_PUSH, kKey, 1 + SumStore::kMaxRoundsAhead, DType::kFloat32, pushValues(0, 3));
   auto out = f.send(0, m);
   checkError(out, 0, "too far ahead");
-  CHECK(out[0].header.request_id() == m.header.request_id());
+  CHECK(out[0].data.request_id() == m.data.request_id());
   CHECK(f.push(0, SumStore::kMaxRoundsAhead, pushValues(0, 2)).size() == 1);
   checkError(f.push(0, 0, pushValues(0, 0)), 0, "rounds start at 1");
   checkError(f.pull(0, 1 + SumStore::kMaxRoundsAhead), 0, "pull is too far ahead");
@@ -106,25 +106,25 @@ TEST_CASE("sum store: declarations", "[sum_store]") {
   StoreFixture f;
   auto out = f.declare(0, kKey, kElems, DType::kFloat32, "grad");
   REQUIRE(out.size() == 1);
-  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_REPLY);
   // The same declaration from another worker is fine.
   out = f.declare(1, kKey, kElems, DType::kFloat32, "grad");
   REQUIRE(out.size() == 1);
-  CHECK(out[0].header.command() == pb::CMD_REPLY);
+  CHECK(wire::commandOf(out[0].data) == pb::CMD_REPLY);
   CHECK(f.store().numKeys() == 1);
 
   out = f.declare(2, kKey, 8, DType::kFloat32, "grad");
   checkError(out, 2, "'grad' (4 x float32)");
-  CHECK_THAT(out[0].header.error(), Catch::Contains("'grad' (8 x float32)"));
+  CHECK_THAT(out[0].data.error().text(), Catch::Contains("'grad' (8 x float32)"));
   out = f.declare(2, kKey, kElems, DType::kFloat16, "grad");
   checkError(out, 2, "'grad' (4 x float16)");
   out = f.declare(2, kKey, kElems, DType::kFloat32, "bias");
   checkError(out, 2, "'bias' (4 x float32)");
-  CHECK_THAT(out[0].header.error(), Catch::Contains("was declared as 'grad'"));
+  CHECK_THAT(out[0].data.error().text(), Catch::Contains("was declared as 'grad'"));
 
   checkError(f.declare(0, 8, 0), 0, "declared with 0 elements");
   auto param = StoreFixture::header(pb::CMD_DECLARE, 10, 0, DType::kFloat32, 4);
-  param.header.set_mode(pb::MODE_PARAM);
+  param.data.mutable_declare()->set_mode(pb::MODE_PARAM);
   checkError(f.send(0, param), 0, "MODE_PARAM is not supported");
   CHECK(f.store().numKeys() == 1);
 }
@@ -133,8 +133,8 @@ TEST_CASE("sum store: a process set's key sums its contributors' pushes alone, i
   StoreFixture f;  // 3 workers; ranks 0 and 2 form the set
   auto declare = [&](int worker, uint32_t contributors) {
     auto m = StoreFixture::header(pb::CMD_DECLARE, kKey, 0, DType::kFloat32, kElems);
-    m.header.set_name("set");
-    m.header.set_contributors(contributors);
+    m.data.mutable_declare()->set_name("set");
+    m.data.mutable_declare()->set_contributors(contributors);
     return f.send(worker, m);
   };
   REQUIRE(declare(2, 2).size() == 1);
@@ -142,7 +142,7 @@ TEST_CASE("sum store: a process set's key sums its contributors' pushes alone, i
   checkError(declare(1, 0), 1, "this worker declares 'set'");  // the same key for every worker: refused
   auto out = declare(1, 4);
   checkError(out, 1, "declared with 4 contributors");
-  CHECK_THAT(out[0].header.error(), Catch::Contains("0 (all) to 3"));
+  CHECK_THAT(out[0].data.error().text(), Catch::Contains("0 (all) to 3"));
   for (uint64_t r = 1; r <= 2; ++r) {
     // Rank 2 first: nothing is summed until rank 0 comes, and the sum is 0's plus 2's.
     REQUIRE(f.push(2, r, pushValues(2, r), pb::CMD_PUSH_PULL).empty());
@@ -171,15 +171,15 @@ TEST_CASE("sum store: a process set's key with local ranks counts each process a
   };
   auto declare = [&](int process, uint32_t contributors, uint32_t local_size) {
     auto m = StoreFixture::header(pb::CMD_DECLARE, kKey, 0, DType::kFloat32, kElems);
-    m.header.set_name("set");
-    m.header.set_contributors(contributors);
-    m.header.set_local_size(local_size);
+    m.data.mutable_declare()->set_name("set");
+    m.data.mutable_declare()->set_contributors(contributors);
+    m.data.mutable_declare()->set_local_size(local_size);
     return sendAs(process, m);
   };
   checkError(declare(0, 5, kLocal), 0, "0 (all) to 4");
   checkError(declare(0, 0, kLocal), 0, "a process set's key (with contributors) only");
   // The set of processes 0, 1 and 3: two of node 0's local ranks, one of node 1's.
-  for (int p : {0, 1, 3}) REQUIRE(declare(p, 3, kLocal)[0].header.command() == pb::CMD_REPLY);
+  for (int p : {0, 1, 3}) REQUIRE(wire::commandOf(declare(p, 3, kLocal)[0].data) == pb::CMD_REPLY);
   checkError(declare(2, 2, 1), 2, "this worker declares 'set'");  // another local size: refused
   auto push = [&](int process, uint64_t r) {
     return sendAs(process,
@@ -235,9 +235,9 @@ TEST_CASE("sum store: PUSH_PULL replies carry the round's sum", "[sum_store]") {
     checkSumReply(out[0], 0, r, expectedSum(r));
     checkSumReply(out[1], 1, r, expectedSum(r));
     checkSumReply(out[2], 2, r, expectedSum(r));
-    CHECK(out[0].header.request_id() == m0.header.request_id());
-    CHECK(out[1].header.request_id() == m1.header.request_id());
-    CHECK(out[2].header.request_id() == m2.header.request_id());
+    CHECK(out[0].data.request_id() == m0.data.request_id());
+    CHECK(out[1].data.request_id() == m1.data.request_id());
+    CHECK(out[2].data.request_id() == m2.data.request_id());
   }
 }
 
@@ -277,27 +277,32 @@ TEST_CASE("sum store: a long error with non-ASCII names still reaches the worker
   REQUIRE(f.declare(0, kKey, kElems, DType::kFloat32, name).size() == 1);
   auto out = f.declare(1, kKey, 2 * kElems, DType::kFloat32, name);
   REQUIRE(out.size() == 1);
-  REQUIRE(out[0].header.command() == pb::CMD_ERROR);
-  CHECK(out[0].header.error().size() <= 4000);
-  auto decoded = wire::decode(wire::encodeData(out[0].header), wire::Limits());
+  REQUIRE(wire::commandOf(out[0].data) == pb::CMD_ERROR);
+  CHECK(out[0].data.error().text().size() <= 4000);
+  auto decoded = wire::decode(wire::encodeData(out[0].data), wire::Limits());
   REQUIRE(decoded.ok());
-  CHECK_THAT(std::get<wire::DataMessage>(*decoded).header.error(), Catch::StartsWith("key 7 was declared as '"));
+  CHECK_THAT(std::get<wire::DataMessage>(*decoded).data.error().text(), Catch::StartsWith("key 7 was declared as '"));
 }
 
 TEST_CASE("sum store: errorReply copies the request's identity", "[sum_store]") {
-  pb::DataHeader h;
+  pb::Data h;
   h.set_request_id(5);
-  h.set_key(6);
-  h.set_round(7);
-  h.set_dtype(3);
+  h.mutable_tensor()->set_key(6);
+  h.mutable_tensor()->set_round(7);
+  h.mutable_tensor()->set_dtype(3);
   Outgoing o = errorReply(42, h, std::string(5000, 'e'));
   CHECK(o.peer == 42);
-  CHECK(o.header.command() == pb::CMD_ERROR);
-  CHECK(o.header.request_id() == 5);
-  CHECK(o.header.key() == 6);
-  CHECK(o.header.round() == 7);
-  CHECK(o.header.dtype() == 3);
-  CHECK(o.header.error().size() == 4000);  // fits the codec's string limit
+  CHECK(wire::commandOf(o.data) == pb::CMD_ERROR);
+  CHECK(o.data.request_id() == 5);
+  CHECK(wire::keyOf(o.data) == 6);
+  CHECK(wire::roundOf(o.data) == 7);
+  CHECK(o.data.error().text().size() == 4000);  // fits the codec's string limit
+  // An Error carries no dtype; a Reply to the same request echoes it.
+  Outgoing r = replyTo(42, h);
+  CHECK(r.data.request_id() == 5);
+  CHECK(wire::keyOf(r.data) == 6);
+  CHECK(wire::roundOf(r.data) == 7);
+  CHECK(r.data.reply().dtype() == 3);
 }
 
 TEST_CASE("sum store: keys past the memory budget are refused, and a store gives its charge back", "[sum_store]") {
@@ -309,20 +314,20 @@ TEST_CASE("sum store: keys past the memory budget are refused, and a store gives
     SumStore store(2, reducer.get(), &budget);
     auto declare = [&](uint64_t key, uint64_t n) {
       auto m = StoreFixture::header(pb::CMD_DECLARE, key, 0, DType::kFloat32, n);
-      m.header.set_name("t");
+      m.data.mutable_declare()->set_name("t");
       std::vector<Outgoing> out;
       store.handle(peerOf(0), 0, m, &out);
       REQUIRE(out.size() == 1);
-      return out[0].header;
+      return out[0].data;
     };
-    CHECK(declare(1, 1000).command() == pb::CMD_REPLY);
+    CHECK(wire::commandOf(declare(1, 1000)) == pb::CMD_REPLY);
     CHECK(budget.used() == 28'256);
-    CHECK(declare(1, 1000).command() == pb::CMD_REPLY);  // a repeat costs nothing
-    pb::DataHeader refused = declare(2, 1000);
-    CHECK(refused.command() == pb::CMD_ERROR);
-    CHECK_THAT(refused.error(), Catch::Contains("ZPS_SERVER_MAX_BYTES=40000"));
+    CHECK(wire::commandOf(declare(1, 1000)) == pb::CMD_REPLY);  // a repeat costs nothing
+    pb::Data refused = declare(2, 1000);
+    CHECK(wire::commandOf(refused) == pb::CMD_ERROR);
+    CHECK_THAT(refused.error().text(), Catch::Contains("ZPS_SERVER_MAX_BYTES=40000"));
     CHECK(budget.used() == 28'256);
-    CHECK(declare(3, 100).command() == pb::CMD_REPLY);
+    CHECK(wire::commandOf(declare(3, 100)) == pb::CMD_REPLY);
   }
   CHECK(budget.used() == 0);
 }

@@ -25,7 +25,7 @@ TEST_CASE("sum store: pushes of every worker are summed exactly, round after rou
     auto out = f.send(0, m);
     REQUIRE(out.size() == 1);
     checkAck(out[0], 0, r);
-    CHECK(out[0].header.request_id() == m.header.request_id());
+    CHECK(out[0].data.request_id() == m.data.request_id());
     for (int w = 1; w < kWorkers; ++w) {
       out = f.push(w, r, pushValues(w, r));
       REQUIRE(out.size() == 1);
@@ -36,7 +36,7 @@ TEST_CASE("sum store: pushes of every worker are summed exactly, round after rou
       out = f.send(w, p);
       REQUIRE(out.size() == 1);
       checkSumReply(out[0], w, r, expectedSum(r));
-      CHECK(out[0].header.request_id() == p.header.request_id());
+      CHECK(out[0].data.request_id() == p.data.request_id());
     }
   }
 }
@@ -73,7 +73,7 @@ TEST_CASE("sum store: int32 sums are exact and wrap", "[sum_store]") {
   for (int w = 0; w < kWorkers; ++w) {
     auto out = f.send(w, StoreFixture::pushMessage(pb::CMD_PUSH, 9, 1, DType::kInt32, values[w]));
     REQUIRE(out.size() == 1);
-    CHECK(out[0].header.command() == pb::CMD_REPLY);
+    CHECK(wire::commandOf(out[0].data) == pb::CMD_REPLY);
   }
   auto out = f.send(1, StoreFixture::header(pb::CMD_PULL, 9, 1, DType::kInt32, 0));
   REQUIRE(out.size() == 1);
@@ -83,7 +83,7 @@ TEST_CASE("sum store: int32 sums are exact and wrap", "[sum_store]") {
   CHECK(got[0] == 111);
   CHECK(got[1] == 0);
   CHECK(got[2] == INT32_MIN);
-  CHECK(out[0].header.dtype() == static_cast<uint32_t>(DType::kInt32));
+  CHECK(out[0].data.reply().dtype() == static_cast<uint32_t>(DType::kInt32));
 }
 
 TEST_CASE("sum store: a pull before the round completes is parked", "[sum_store]") {
@@ -114,7 +114,7 @@ TEST_CASE("sum store: parked replies echo the pull's request id", "[sum_store]")
   for (int w = 0; w < kWorkers - 1; ++w) REQUIRE(f.push(w, 1, pushValues(w, 1)).size() == 1);
   auto out = f.push(2, 1, pushValues(2, 1));
   REQUIRE(out.size() == 2);
-  CHECK(out[1].header.request_id() == p.header.request_id());
+  CHECK(out[1].data.request_id() == p.data.request_id());
   checkSumReply(out[1], 1, 1, expectedSum(1));
 }
 
@@ -197,7 +197,7 @@ TEST_CASE("sum store: the last kKeptResults results stay available to pull", "[s
 // Worker w's push (or push-pull) of round r that says it has every reply up to round `received`.
 wire::DataMessage pushSaying(pb::DataCommand cmd, int w, uint64_t r, uint64_t received) {
   auto m = StoreFixture::pushMessage(cmd, kKey, r, DType::kFloat32, pushValues(w, r));
-  m.header.set_received_through(received);
+  m.data.mutable_tensor()->set_received_through(received);
   return m;
 }
 
@@ -269,13 +269,13 @@ TEST_CASE("sum store: additions are timed only after a stats request, per engine
   other_engine.pushed_bytes = 5;
   other_engine.summed_bytes = 7;
   other_engine.sum_ns = 11;
-  const Outgoing stats = statsReply(peerOf(0), StoreFixture::header(pb::CMD_STATS, 0, 0, DType::kFloat32, 0).header,
+  const Outgoing stats = statsReply(peerOf(0), StoreFixture::header(pb::CMD_STATS, 0, 0, DType::kFloat32, 0).data,
                                     {&f.counts(), &other_engine});
-  CHECK(stats.header.command() == pb::CMD_REPLY);
-  CHECK(stats.header.stats_pushed_bytes() == kWorkers * kBytes + 5);
-  CHECK(stats.header.stats_summed_bytes() == 7);
-  CHECK(stats.header.stats_sum_ns() == 11);
-  CHECK(stats.header.stats_cpu_ns() > 0);
+  CHECK(wire::commandOf(stats.data) == pb::CMD_REPLY);
+  CHECK(stats.data.stats_reply().pushed_bytes() == kWorkers * kBytes + 5);
+  CHECK(stats.data.stats_reply().summed_bytes() == 7);
+  CHECK(stats.data.stats_reply().sum_ns() == 11);
+  CHECK(stats.data.stats_reply().cpu_ns() > 0);
   CHECK(f.counts().timed);
   CHECK(other_engine.timed);
 

@@ -64,13 +64,13 @@ TEST_CASE("server tables: the least recently used row is evicted and returns at 
   TableDriver t(ShardPlace{}, &budget);
   // Ids anywhere in 64 bits: hashed features need no vocabulary.
   const uint64_t a = 1, b = 0xFFFFFFFFFFFFFFFFull, c = 0x8000000000000000ull, d = 12345678901234567ull;
-  REQUIRE(t.push({a, b, c, d}).header.command() == pb::CMD_REPLY);  // round 1 updates all four
-  t.pull({a});                                                      // a is now the most recent
+  REQUIRE(t.push({a, b, c, d}).data.has_reply());  // round 1 updates all four
+  t.pull({a});                                     // a is now the most recent
   CHECK(t.counts().rows == 4);
   CHECK(t.counts().evicted == 0);
   // Round 2's new row evicts the least recently used: b, c and d were last used together (round 1),
   // created in key order (d < c < b), so d is the oldest.
-  REQUIRE(t.push({7}).header.command() == pb::CMD_REPLY);
+  REQUIRE(t.push({7}).data.has_reply());
   CHECK(t.counts().rows == 4);
   CHECK(t.counts().created == 5);
   CHECK(t.counts().evicted == 1);
@@ -89,7 +89,7 @@ TEST_CASE("server tables: the least recently used row is evicted and returns at 
   CHECK(t.counts().evicted == 3);
   CHECK(t.counts().rows == 4);
   // A pushed row evicted is updated from its initial value when it returns.
-  REQUIRE(t.push({7}).header.command() == pb::CMD_REPLY);  // round 3: 7 returns, evicting b
+  REQUIRE(t.push({7}).data.has_reply());  // round 3: 7 returns, evicting b
   CHECK(sameBits(sgdRow(7, {3}), t.pull({7}).data()));
   CHECK(t.store().counters().rows_evicted == t.counts().evicted);
 }
@@ -105,7 +105,7 @@ TEST_CASE("server tables: a stream of new ids holds the budget, every eviction c
   for (int round = 0; round < 60; ++round) {
     std::vector<uint64_t> keys(500);
     for (auto& k : keys) k = next += 0x9E3779B97F4A7C15ull;  // 30,000 distinct ids spread over 64 bits
-    REQUIRE(t.push(keys).header.command() == pb::CMD_REPLY);
+    REQUIRE(t.push(keys).data.has_reply());
     pushed += keys.size();
     const auto counts = t.counts();
     REQUIRE(counts.rows <= kRowsBudget);
@@ -125,11 +125,11 @@ TEST_CASE("server tables: a stream of new ids holds the budget, every eviction c
 TEST_CASE("server tables: a request larger than the whole budget is refused and the store keeps serving") {
   MemoryBudget budget(kLargeCap, TableRowPolicy{3 * kRowBytes, RowFormat::kFloat32});
   TableDriver t(ShardPlace{}, &budget);
-  REQUIRE(t.push({1, 2}).header.command() == pb::CMD_REPLY);
+  REQUIRE(t.push({1, 2}).data.has_reply());
   Outgoing refused = t.push({3, 4, 5, 6});
-  REQUIRE(refused.header.command() == pb::CMD_ERROR);
-  CHECK_THAT(refused.header.error(), Catch::Contains("4 new rows of table 'emb' need"));
-  CHECK_THAT(refused.header.error(), Catch::Contains("ZPS_TABLE_MEMORY_BYTES=" + std::to_string(3 * kRowBytes)));
+  REQUIRE(wire::commandOf(refused.data) == pb::CMD_ERROR);
+  CHECK_THAT(refused.data.error().text(), Catch::Contains("4 new rows of table 'emb' need"));
+  CHECK_THAT(refused.data.error().text(), Catch::Contains("ZPS_TABLE_MEMORY_BYTES=" + std::to_string(3 * kRowBytes)));
   // Nothing was evicted for the refused request, and the table still answers.
   auto rows = t.pull({1, 2});
   CHECK(sameBits(sgdRow(1, {1}), rows.data()));
@@ -168,7 +168,7 @@ TEST_CASE("server tables: float16 and bfloat16 rows are the float32 update round
         if (state_count > 0) kernels::initOptimizerState(config, state.back().data(), kDim);
       }
       for (uint64_t round = 1; round <= 3; ++round) {
-        REQUIRE(t.push(keys).header.command() == pb::CMD_REPLY);
+        REQUIRE(t.push(keys).data.has_reply());
         for (size_t i = 0; i < keys.size(); ++i) {
           float g[kDim];
           for (uint32_t j = 0; j < kDim; ++j) g[j] = TableDriver::grad(keys[i], round, j);

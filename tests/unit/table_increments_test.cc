@@ -75,11 +75,11 @@ TEST_CASE("server tables: a base plus increments restores exactly what a full ch
     TableDriver a(ShardPlace{incremental.path, 0, 1, kJob, /*checkpoint_increments=*/3}, &budget_a, adam);
     TableDriver b(ShardPlace{full.path, 0, 1, kJob, /*checkpoint_increments=*/0}, &budget_b, adam);
     for (uint64_t r = 1; r <= 16; ++r) {
-      REQUIRE(a.push(keysOf(r)).header.command() == pb::CMD_REPLY);
-      REQUIRE(b.push(keysOf(r)).header.command() == pb::CMD_REPLY);
+      REQUIRE(a.push(keysOf(r)).data.has_reply());
+      REQUIRE(b.push(keysOf(r)).data.has_reply());
       if (r % 2 == 0) {  // checkpoints at 2 (full), 4, 6, 8 (increments), 10 (full), 12, 14, 16
-        REQUIRE(a.checkpoint().header.command() == pb::CMD_REPLY);
-        REQUIRE(b.checkpoint().header.command() == pb::CMD_REPLY);
+        REQUIRE(a.checkpoint().data.has_reply());
+        REQUIRE(b.checkpoint().data.has_reply());
         const TableRows chain = readRows(incremental.path, r), whole = readRows(full.path, r);
         REQUIRE(sameRows(chain, whole));
         REQUIRE(chain.keys.size() == a.counts().rows);
@@ -92,7 +92,7 @@ TEST_CASE("server tables: a base plus increments restores exactly what a full ch
     MemoryBudget budget_c(kLargeCap, TableRowPolicy{budget_rows * row_bytes, RowFormat::kFloat32});
     TableDriver c(ShardPlace{incremental.path, 0, 1, kJob, 3}, &budget_c,
                   TableOptions{kernels::OptimizerKind::kAdam, kDim, /*restore_step=*/16});
-    REQUIRE(c.declared().header.command() == pb::CMD_REPLY);
+    REQUIRE(c.declared().data.has_reply());
     // The rows round 16 used: every one is held by the writer and restored from the chain.
     const auto expected = b.pull(keysOf(16)), restored = c.pull(keysOf(16));
     CHECK(std::memcmp(expected.data(), restored.data(), expected.size() * sizeof(float)) == 0);
@@ -106,11 +106,11 @@ TEST_CASE("server tables: an increment after 1% of the rows changed is at most 1
   TableDriver t(ShardPlace{dir.path, 0, 1, kJob, 4}, &budget, TableOptions{kernels::OptimizerKind::kAdam, dim, 0});
   std::vector<uint64_t> keys(20000);
   for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i * 0x9E3779B97F4A7C15ull;
-  REQUIRE(t.push(keys).header.command() == pb::CMD_REPLY);
-  REQUIRE(t.checkpoint().header.command() == pb::CMD_REPLY);  // step 1: full
+  REQUIRE(t.push(keys).data.has_reply());
+  REQUIRE(t.checkpoint().data.has_reply());  // step 1: full
   keys.resize(keys.size() / 100);
-  REQUIRE(t.push(keys).header.command() == pb::CMD_REPLY);
-  REQUIRE(t.checkpoint().header.command() == pb::CMD_REPLY);  // step 2: the 1% that changed
+  REQUIRE(t.push(keys).data.has_reply());
+  REQUIRE(t.checkpoint().data.has_reply());  // step 2: the 1% that changed
   const auto full = std::filesystem::file_size(tableShardPath(dir.path, "emb", 0, 1));
   const auto increment = std::filesystem::file_size(tableShardPath(dir.path, "emb", 0, 2));
   std::printf(
@@ -130,8 +130,8 @@ TEST_CASE("server tables: retention keeps the chain of the committed step") {
   // Steps 1 (full), 2, 3 (increments), 4 (full), 5 (increment). Each checkpoint asked for commits
   // the one before it (worker 0 writes `latest` before asking for the next).
   for (uint64_t step = 1; step <= 5; ++step) {
-    REQUIRE(t.push({step, 100}).header.command() == pb::CMD_REPLY);
-    REQUIRE(t.checkpoint().header.command() == pb::CMD_REPLY);
+    REQUIRE(t.push({step, 100}).data.has_reply());
+    REQUIRE(t.checkpoint().data.has_reply());
     if (step == 3) CHECK((exists(1) && exists(2) && exists(3)));  // committed 2 builds on 1
   }
   // Committed 4 is a full shard: the chain of 1 goes.

@@ -24,11 +24,16 @@ class TableDriver {
 
   TableDriver(ShardPlace place, MemoryBudget* budget, TableOptions options = {})
       : options_(options), store_(std::make_unique<ParamStore>(1, std::move(place), budget)) {
-    auto declare = message(pb::CMD_DECLARE, 0, {});
-    declare.header.set_mode(pb::MODE_PARAM);
-    declare.header.set_name("emb");
-    declare.header.set_restore_step(options.restore_step);
-    auto* o = declare.header.mutable_optimizer();
+    wire::DataMessage declare;
+    declare.data.set_request_id(++request_);
+    pb::Declare* d = declare.data.mutable_declare();
+    d->set_key(kKey);
+    d->set_mode(pb::MODE_PARAM);
+    d->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    d->set_row_dim(options_.dim);
+    d->set_name("emb");
+    d->set_restore_step(options.restore_step);
+    auto* o = d->mutable_optimizer();
     o->set_kind(static_cast<uint32_t>(options.optimizer));
     o->set_lr(0.5f);
     o->set_momentum(0.9f);
@@ -58,17 +63,17 @@ class TableDriver {
     std::vector<float> grads(keys.size() * options_.dim);
     for (size_t i = 0; i < keys.size(); ++i)
       for (uint32_t j = 0; j < options_.dim; ++j) grads[i * options_.dim + j] = grad(keys[i], round_, j);
-    auto m = message(pb::CMD_PUSH_ROWS, round_, keys);
+    auto m = rowsMessage(/*push=*/true, round_, keys);
     m.payload = Blob::copyOf(grads.data(), grads.size() * sizeof(float));
     Outgoing reply = handle(m);
-    if (reply.header.command() != pb::CMD_REPLY) --round_;  // refused: the round is still to come
+    if (!reply.data.has_reply()) --round_;  // refused: the round is still to come
     return reply;
   }
 
   // The rows of `keys` as of the last applied round (a pull of the next round).
   std::vector<float> pull(const std::vector<uint64_t>& keys) {
-    Outgoing o = handle(message(pb::CMD_PULL_ROWS, round_ + 1, keys));
-    REQUIRE(o.header.command() == pb::CMD_REPLY);
+    Outgoing o = handle(rowsMessage(/*push=*/false, round_ + 1, keys));
+    REQUIRE(wire::commandOf(o.data) == pb::CMD_REPLY);
     REQUIRE(o.payload.size() == keys.size() * options_.dim * sizeof(float));
     std::vector<float> rows(keys.size() * options_.dim);
     std::memcpy(rows.data(), o.payload.data(), o.payload.size());
@@ -76,18 +81,25 @@ class TableDriver {
   }
 
   // Checkpoints the table at the last applied round.
-  Outgoing checkpoint() { return handle(message(pb::CMD_CHECKPOINT, round_, {})); }
+  Outgoing checkpoint() {
+    wire::DataMessage m;
+    m.data.set_request_id(++request_);
+    m.data.mutable_checkpoint()->set_key(kKey);
+    m.data.mutable_checkpoint()->set_step(round_);
+    return handle(m);
+  }
 
  private:
-  wire::DataMessage message(pb::DataCommand command, uint64_t round, const std::vector<uint64_t>& keys) {
+  // A PUSH_ROWS (push) or PULL_ROWS of `keys` in `round`.
+  wire::DataMessage rowsMessage(bool push, uint64_t round, const std::vector<uint64_t>& keys) {
     wire::DataMessage m;
-    m.header.set_command(command);
-    m.header.set_request_id(++request_);
-    m.header.set_key(kKey);
-    m.header.set_round(round);
-    m.header.set_row_dim(options_.dim);
-    m.header.set_num_elements(keys.size());
-    m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    m.data.set_request_id(++request_);
+    pb::Rows* r = m.data.mutable_rows();
+    r->set_push(push);
+    r->set_key(kKey);
+    r->set_round(round);
+    r->set_row_dim(options_.dim);
+    r->set_count(keys.size());
     m.dtype = DType::kFloat32;
     m.keys = Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t));
     return m;

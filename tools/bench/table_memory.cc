@@ -55,15 +55,24 @@ uint64_t residentBytes() {
   return read == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
 
+// A DECLARE of the table or a PUSH_ROWS of `keys` to it, as the codec hands them over.
 wire::DataMessage request(pb::DataCommand command, const std::vector<uint64_t>& keys) {
   static uint64_t id = 0;
   wire::DataMessage m;
-  m.header.set_command(command);
-  m.header.set_request_id(++id);
-  m.header.set_key(kTableKey);
-  m.header.set_row_dim(kDim);
-  m.header.set_num_elements(keys.size());
-  m.header.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  m.data.set_request_id(++id);
+  if (command == pb::CMD_DECLARE) {
+    pb::Declare* d = m.data.mutable_declare();
+    d->set_key(kTableKey);
+    d->set_row_dim(kDim);
+    d->set_num_elements(keys.size());
+    d->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  } else {
+    pb::Rows* r = m.data.mutable_rows();
+    r->set_push(command == pb::CMD_PUSH_ROWS);
+    r->set_key(kTableKey);
+    r->set_row_dim(kDim);
+    r->set_count(keys.size());
+  }
   m.dtype = DType::kFloat32;
   m.keys = Blob::copyOf(keys.data(), keys.size() * sizeof(uint64_t));
   return m;
@@ -82,10 +91,11 @@ Result streamIds(uint64_t ids, uint64_t budget_bytes, RowFormat format, kernels:
   ParamStore store(1, ShardPlace{}, &budget);
   std::vector<Outgoing> out;
   auto declare = request(pb::CMD_DECLARE, {});
-  declare.header.set_mode(pb::MODE_PARAM);
-  declare.header.set_name("stream");
-  declare.header.set_async(true);
-  auto* o = declare.header.mutable_optimizer();
+  pb::Declare* d = declare.data.mutable_declare();
+  d->set_mode(pb::MODE_PARAM);
+  d->set_name("stream");
+  d->set_async(true);
+  auto* o = d->mutable_optimizer();
   o->set_kind(static_cast<uint32_t>(optimizer));
   o->set_lr(0.01f);
   o->set_beta1(0.9f);
@@ -95,7 +105,7 @@ Result streamIds(uint64_t ids, uint64_t budget_bytes, RowFormat format, kernels:
   o->set_init_scale(0.05f);
   store.handle(1, 0, 0, declare, &out);
   Result r;
-  if (out.empty() || out.back().header.command() != pb::CMD_REPLY) {
+  if (out.empty() || !out.back().data.has_reply()) {
     std::fprintf(stderr, "zps-table-memory: the declaration was refused\n");
     r.ok = false;
     return r;
@@ -109,13 +119,13 @@ Result streamIds(uint64_t ids, uint64_t budget_bytes, RowFormat format, kernels:
     keys.clear();
     for (; keys.size() < kBatch && next < ids; ++next) keys.push_back(splitmix64(next));
     auto push = request(pb::CMD_PUSH_ROWS, keys);
-    push.header.set_push_seq(++seq);
+    push.data.mutable_rows()->set_push_seq(++seq);
     push.payload = Blob::copyOf(grads.data(), keys.size() * kDim * sizeof(float));
     out.clear();
     store.handle(1, 0, 0, push, &out);
-    if (out.empty() || out.back().header.command() != pb::CMD_REPLY) {
+    if (out.empty() || !out.back().data.has_reply()) {
       std::fprintf(stderr, "zps-table-memory: push %llu refused: %s\n", static_cast<unsigned long long>(seq),
-                   out.empty() ? "no reply" : out.back().header.error().c_str());
+                   out.empty() ? "no reply" : out.back().data.error().text().c_str());
       r.ok = false;
       return r;
     }
