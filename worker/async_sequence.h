@@ -1,6 +1,6 @@
 // AsyncSequence: numbers one tensor's or table's async pushes from this process (1, 2, 3, ...; the
-// DataHeader's push_seq, the same in every request of one push and in its resends), so that servers
-// apply each exactly once (server/sequence_window.h). A server remembers wire::kAsyncPushWindow
+// push_seq of a Tensor or Rows body, the same in every request of one push and in its resends), so
+// that servers apply each exactly once (server/sequence_window.h). A server remembers wire::kAsyncPushWindow
 // numbers per (pusher, key), so a push waits to be numbered until its number is within that window of
 // the oldest push still unanswered: a late resend of that one is then still told apart from a
 // duplicate.

@@ -1,4 +1,4 @@
-// ReceivedRounds: which rounds of one tensor a worker is done with, for DataHeader.received_through.
+// ReceivedRounds: which rounds of one tensor a worker is done with, for Tensor.received_through.
 // A round is done on the push side when the replies to its push (or push-pull) came back, and on the
 // pull side when the replies to its pull (or push-pull) did; an error reply counts, since the worker
 // never resends an answered request. Rounds are numbered per side in call order, so every round up to

@@ -36,9 +36,9 @@ struct RequestSpec {
   // pullRows: the reply's i-th row goes to row positions[i] of `out` (rows of row_dim floats).
   std::shared_ptr<const std::vector<uint32_t>> positions;
   uint32_t row_dim = 0;
-  // Checks or records the reply header (HELLO's MAC, the ipc offer, STATS) before its payload is
-  // copied; a failed status fails the request. Called outside the table's lock.
-  std::function<Status(const pb::DataHeader&)> on_reply;
+  // Checks or records the answer (HELLO's MAC, the ipc offer, STATS) before its payload is copied;
+  // a failed status fails the request. Called outside the table's lock.
+  std::function<Status(const pb::Data&)> on_reply;
   // Priority scheduling (worker/scheduling/push_scheduler.h): with a priority the request waits in its
   // server's queue (lower first) and holds `credit` bytes of the server's push credit until
   // completed (a pull holds none); without one it is sent at once. `id` is the request's id

@@ -15,10 +15,10 @@ constexpr size_t kCancelledRemembered = 1 << 16;
 
 // The status of a server's ERROR reply: recovering (ZPS_RECOVERY), the user's input refused (a user
 // error, exit 2), or a failure.
-Status errorReplyStatus(const pb::DataHeader& h, const std::string& from) {
-  if (h.recovering()) return Unavailable(from + " is " + h.error());
-  if (h.user_error()) return InvalidArgument(from + " refused: " + h.error());
-  return InternalError(from + " answered: " + h.error());
+Status errorReplyStatus(const pb::Error& e, const std::string& from) {
+  if (e.recovering()) return Unavailable(from + " is " + e.text());
+  if (e.user_error()) return InvalidArgument(from + " refused: " + e.text());
+  return InternalError(from + " answered: " + e.text());
 }
 
 }  // namespace
@@ -220,9 +220,9 @@ void RequestTable::complete(uint64_t id, const Status& status) {
   cv_.notify_all();
 }
 
-Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype, const Blob& payload,
+Delivery RequestTable::deliver(int server, const pb::Data& reply, DType dtype, const Blob& payload,
                                const std::string& from) {
-  const uint64_t id = h.request_id();
+  const uint64_t id = reply.request_id();
   std::unique_lock<std::mutex> lock(mu_);
   if (aborted_) {
     // The job has ended: the program may have freed the buffers of operations it never waited for.
@@ -233,19 +233,20 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
   if (it == pending_.end() || it->second.request.server != server || it->second.delivering) {
     if (cancelled_.erase(id) > 0) {
       ++dropped_;
-      VLOG(1) << "dropped the late reply to cancelled request " << id << " (key " << h.key() << ") from " << from;
+      VLOG(1) << "dropped the late reply to cancelled request " << id << " (key " << wire::keyOf(reply) << ") from "
+              << from;
       return Delivery::kCancelled;
     }
     LOG_EVERY_N(WARNING, 20) << "reply for unknown request " << id << " from " << from;
     return Delivery::kUnknown;
   }
   const RequestSpec& r = it->second.request;
-  if (h.command() == pb::CMD_ERROR) {
-    complete(id, errorReplyStatus(h, from));
+  if (reply.has_error()) {
+    complete(id, errorReplyStatus(reply.error(), from));
     return Delivery::kDelivered;
   }
-  if (h.command() != pb::CMD_REPLY) {
-    complete(id, ProtocolError(from + " sent " + pb::DataCommand_Name(h.command())));
+  if (wire::commandOf(reply) != pb::CMD_REPLY) {
+    complete(id, ProtocolError(from + " sent " + pb::DataCommand_Name(wire::commandOf(reply))));
     return Delivery::kDelivered;
   }
   const size_t row_bytes = size_t{r.row_dim} * sizeof(float);
@@ -268,7 +269,7 @@ Delivery RequestTable::deliver(int server, const pb::DataHeader& h, DType dtype,
   ++delivering_;
   const RequestSpec request = r;
   lock.unlock();
-  Status status = request.on_reply ? request.on_reply(h) : Status::OK();
+  Status status = request.on_reply ? request.on_reply(reply) : Status::OK();
   if (status.ok() && request.positions) {
     for (size_t i = 0; i < request.positions->size(); ++i)
       std::memcpy(request.out + (*request.positions)[i] * row_bytes, payload.data() + i * row_bytes, row_bytes);

@@ -128,7 +128,7 @@ class RequestTable {
   // Called by the I/O thread for a reply from `server` (the transport's peer, checked); `from`
   // names the server in messages. Copies a pulled payload into the request's buffer and completes
   // it.
-  Delivery deliver(int server, const pb::DataHeader& h, DType dtype, const Blob& payload, const std::string& from);
+  Delivery deliver(int server, const pb::Data& reply, DType dtype, const Blob& payload, const std::string& from);
 
   // Resends the requests sent at least resend_timeout before `now`. Returns how many.
   int resendOverdue(Clock::time_point now);

@@ -88,7 +88,9 @@ OutgoingRequest ServerLinks::helloTo(int server, uint64_t upgrade_token, std::op
   o.id = d.request_id();
   o.request.server = server;
   o.request.via = peer;
-  o.request.on_reply = [this, server, nonce, peer, lane_token](const pb::DataHeader& reply) -> Status {
+  o.request.on_reply = [this, server, nonce, peer, lane_token](const pb::Data& answer) -> Status {
+    // Another answer body reads as an empty HelloReply (no MAC, no ipc offer, no lane, not fused).
+    const pb::HelloReply& reply = answer.hello_reply();
     const std::string from = describe(server);
     if (!nonce.empty() && !auth_.verify(kHelloReplyContext, nonce, reply.auth_mac()))
       return FailedPrecondition(from + " could not prove it knows ZPS_AUTH_TOKEN");

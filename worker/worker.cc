@@ -126,9 +126,9 @@ StatusOr<std::vector<ServerStats>> Worker::serverStats() {
     d.mutable_stats();
     OutgoingRequest o(d, RequestSpec::to(s), wire::encodeBody(d));
     // Runs before the wait below returns, or never (a reply after a failed wait is dropped).
-    o.request.on_reply = [&stats, s](const pb::DataHeader& r) {
-      stats[s] = ServerStats{r.stats_cpu_ns(), r.stats_peak_rss_bytes(), r.stats_pushed_bytes(), r.stats_summed_bytes(),
-                             r.stats_sum_ns()};
+    o.request.on_reply = [&stats, s](const pb::Data& answer) {
+      const pb::StatsReply& r = answer.stats_reply();  // all zero when a server sent a plain Reply
+      stats[s] = ServerStats{r.cpu_ns(), r.peak_rss_bytes(), r.pushed_bytes(), r.summed_bytes(), r.sum_ns()};
       return Status::OK();
     };
     fan.requests.push_back(std::move(o));

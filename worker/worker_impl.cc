@@ -175,7 +175,7 @@ void Worker::Impl::handleReply(const TransportMessage& msg) {
   const auto* data = std::get_if<wire::DataMessage>(&decoded.value());
   if (data == nullptr) return;
   const std::string from = links->describe(*server);
-  if (data->header.command() != pb::CMD_FUSED) {
+  if (!data->data.has_fused()) {
     deliverReply(*server, *data, from);
     return;
   }
@@ -185,21 +185,21 @@ void Worker::Impl::handleReply(const TransportMessage& msg) {
 }
 
 void Worker::Impl::deliverReply(int server, const wire::DataMessage& reply, const std::string& from) {
-  const pb::DataHeader& h = reply.header;
-  if (h.command() == pb::CMD_ERROR && h.recovering()) {
+  const pb::Data& d = reply.data;
+  if (d.has_error() && d.error().recovering()) {
     // A server ahead of us has heard of a lost node: so will we, from the scheduler (local rank 0)
     // or from this announcement (the node's other local ranks). Noticed before the request fails, so
     // a caller that sees kUnavailable finds recovering() already true; the notice fails every pending
     // request, this one included, with the same message its reply carries.
-    const Status why = Unavailable(from + " is " + h.error());
-    if (recovery->notice(h.generation(), why)) {
-      if (local) local->announceRecovery(h.generation(), why.message());
+    const Status why = Unavailable(from + " is " + d.error().text());
+    if (recovery->notice(d.generation(), why)) {
+      if (local) local->announceRecovery(d.generation(), why.message());
       return;
     }
   }
   // Push hints first: completing the push this answers pumps the queue, hurried requests at its head.
-  if (h.awaited_size() > 0) scheduler->hurry(server, h.awaited());
-  (void)requests->deliver(server, h, reply.dtype, reply.payload, from);
+  if (d.has_reply() && d.reply().awaited_size() > 0) scheduler->hurry(server, d.reply().awaited());
+  (void)requests->deliver(server, d, reply.dtype, reply.payload, from);
 }
 
 void Worker::Impl::moveToIpc() {

@@ -30,9 +30,9 @@ struct OneTensor {
 
   OneTensor() {
     f.payload = [](int, const wire::DataMessage& m) {
-      const auto command = m.header.command();
+      const auto command = wire::commandOf(m.data);
       const bool pull = command == pb::CMD_PULL || command == pb::CMD_PUSH_PULL;
-      return std::vector<float>(pull ? m.header.num_elements() : 0, static_cast<float>(m.header.round()));
+      return std::vector<float>(pull ? m.data.tensor().num_elements() : 0, static_cast<float>(wire::roundOf(m.data)));
     };
     auto declared = tensors.declare("w", 8 * sizeof(float), DType::kFloat32, false, DeclareOptions());
     REQUIRE(declared.ok());
@@ -44,7 +44,7 @@ TEST_CASE("dense tensors: a tensor's partitions each get a request per round", "
   OneTensor t;
   auto& [f, config, tensors, id] = t;
   REQUIRE(f.seen.size() == 2);
-  CHECK(f.seen[0].command() == pb::CMD_DECLARE);
+  CHECK(wire::commandOf(f.seen[0]) == pb::CMD_DECLARE);
   CHECK(tensors.partitions(id).size() == 2);
   std::vector<float> in(8, 1.0f), out(8, 0.0f);
   for (uint64_t round = 1; round <= 3; ++round) {
@@ -54,9 +54,9 @@ TEST_CASE("dense tensors: a tensor's partitions each get a request per round", "
     CHECK(f.table.wait(*h, 1s).ok());
     CHECK(out == std::vector<float>(8, static_cast<float>(round)));
     REQUIRE(f.seen.size() == 2);
-    CHECK(f.seen[0].round() == round);
+    CHECK(wire::roundOf(f.seen[0]) == round);
     // Every earlier round was answered on both sides: the servers may free it.
-    CHECK(f.seen[0].received_through() == round - 1);
+    CHECK(f.seen[0].tensor().received_through() == round - 1);
   }
   CHECK(tensors.issue(id, pb::CMD_PUSH, nullptr, nullptr).status().code() == StatusCode::kInvalidArgument);
   CHECK(tensors.issue(7, pb::CMD_PULL, nullptr, out.data()).status().message() == "tensor id 7 was not declared");
@@ -80,7 +80,7 @@ TEST_CASE("dense tensors: a cancelled pull is retried by the next pull", "[dense
   h = tensors.issue(id, pb::CMD_PULL, nullptr, out.data());
   REQUIRE(h.ok());
   CHECK(f.table.wait(*h, 1s).ok());
-  CHECK(f.seen.at(0).round() == 1);
+  CHECK(wire::roundOf(f.seen.at(0)) == 1);
 }
 
 TEST_CASE("dense tensors: a cancelled push refuses the tensor's later pushes", "[dense_tensors]") {
@@ -127,7 +127,7 @@ TEST_CASE("dense tensors: a cancelled pull with later pulls issued is not retrie
   auto third = tensors.issue(id, pb::CMD_PULL, nullptr, out.data());
   REQUIRE(third.ok());
   CHECK(f.table.wait(*third, 1s).ok());
-  CHECK(f.seen.at(0).round() == 2);
+  CHECK(wire::roundOf(f.seen.at(0)) == 2);
 }
 
 TEST_CASE("dense tensors: traffic, unmatched push-pull, and clear()", "[dense_tensors]") {

@@ -60,9 +60,9 @@ struct FakeServers {
   }
 
   Delivery reply(uint64_t id, int server, float value) {
-    pb::DataHeader h;
-    h.set_command(pb::CMD_REPLY);
+    pb::Data h;
     h.set_request_id(id);
+    h.mutable_reply();
     std::vector<float> data(4, value);
     return table.deliver(server, h, DType::kFloat32, Blob::copyOf(data.data(), data.size() * sizeof(float)),
                          "server " + std::to_string(server));

@@ -19,8 +19,8 @@ namespace zps::testing {
 struct InstantServers {
   // The floats a reply carries (default: none).
   std::function<std::vector<float>(int server, const wire::DataMessage&)> payload;
-  bool silent = false;               // true: requests get no reply
-  std::vector<pb::DataHeader> seen;  // every request's header, in send order
+  bool silent = false;         // true: requests get no reply
+  std::vector<pb::Data> seen;  // every request's body, in send order
   FunctionRoute route{[this](const RequestSpec& to, std::vector<Blob> frames) { return answer(to, frames); }};
   RequestTable table{&route, std::chrono::milliseconds(0)};
   RequestWaiter waiter{&table};  // with no receiver: its waits are the table's
@@ -29,11 +29,11 @@ struct InstantServers {
     auto decoded = wire::decode(frames, wire::Limits());
     REQUIRE(decoded.ok());
     const auto& msg = std::get<wire::DataMessage>(*decoded);
-    seen.push_back(msg.header);
+    seen.push_back(msg.data);
     if (silent) return Status::OK();
-    pb::DataHeader reply;
-    reply.set_command(pb::CMD_REPLY);
-    reply.set_request_id(msg.header.request_id());
+    pb::Data reply;
+    reply.set_request_id(msg.data.request_id());
+    reply.mutable_reply();
     const std::vector<float> data = payload ? payload(to.server, msg) : std::vector<float>();
     table.deliver(to.server, reply, DType::kFloat32, Blob::copyOf(data.data(), data.size() * sizeof(float)), "fake");
     return Status::OK();

@@ -36,7 +36,7 @@ struct EchoServers : InstantServers {
     payload = [this](int, const wire::DataMessage& m) {
       std::vector<float> v(m.payload.size() / sizeof(float));
       if (!v.empty()) std::memcpy(v.data(), m.payload.data(), m.payload.size());
-      if (m.header.command() != pb::CMD_DECLARE) pushed_floats.push_back(v.size());
+      if (!m.data.has_declare()) pushed_floats.push_back(v.size());
       return v;
     };
   }

@@ -12,6 +12,7 @@
 
 #include "kernels/reducer.h"
 #include "ps/wire/codec.h"
+#include "ps/wire/data_codec.h"
 #include "server/sum_store.h"
 #include "tests/unit/function_route.h"
 #include "worker/dense_tensors.h"
@@ -101,8 +102,10 @@ class SumServers {
     if (!msg.payload.empty()) msg.payload = Blob::copyOf(msg.payload.data(), msg.payload.size());
     std::vector<Outgoing> out;
     stores_[m.server]->handle(static_cast<PeerId>(m.worker), m.worker, msg, &out);
-    for (const Outgoing& o : out)
-      workers_[o.peer]->table->deliver(m.server, o.header, static_cast<DType>(o.header.dtype()), o.payload, "fake");
+    for (const Outgoing& o : out) {
+      const pb::Data answer = wire::detail::fromHeader(o.header);  // as the wire carries it
+      workers_[o.peer]->table->deliver(m.server, answer, static_cast<DType>(answer.reply().dtype()), o.payload, "fake");
+    }
   }
 
   std::unique_ptr<kernels::Reducer> reducer_;

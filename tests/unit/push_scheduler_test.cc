@@ -151,22 +151,23 @@ TEST_CASE("push scheduler: a fan-out's scheduled requests, and those released to
         REQUIRE(decoded.ok());
         const auto& m = std::get<wire::DataMessage>(*decoded);
         std::vector<uint64_t> keys;
-        if (m.header.command() != pb::CMD_FUSED) keys.push_back(m.header.key());
-        for (const auto& e : m.entries) keys.push_back(e.header.key());
+        if (!m.data.has_fused()) keys.push_back(wire::keyOf(m.data));
+        for (const auto& e : m.entries) keys.push_back(wire::keyOf(e.data));
         messages.push_back(keys);
         return Status::OK();
       },
       FusionPolicy{1024, nullptr});
   auto push = [](uint64_t id, int64_t priority) {
-    pb::DataHeader h;
-    h.set_command(pb::CMD_PUSH);
-    h.set_request_id(id);
-    h.set_key(id);
-    h.set_round(1);
-    h.set_num_elements(25);
-    h.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+    pb::Data d;
+    d.set_request_id(id);
+    pb::Tensor* t = d.mutable_tensor();
+    t->set_op(pb::OP_PUSH);
+    t->set_key(id);
+    t->set_round(1);
+    t->set_num_elements(25);
+    t->set_dtype(static_cast<uint32_t>(DType::kFloat32));
     ReadyRequest r{RequestSpec::to(0, id, DType::kFloat32),
-                   wire::encodeData(h, Blob::copyOf(std::string(100, 'x').data(), 100))};
+                   wire::encodeData(d, Blob::copyOf(std::string(100, 'x').data(), 100))};
     r.to.id = id;
     r.to.priority = priority;
     r.to.credit = 100;
@@ -196,13 +197,13 @@ TEST_CASE("push scheduler: a fan-out's scheduled requests, and those released to
 
 // Push hints as a server's reply carries them: (key, round) pairs.
 google::protobuf::RepeatedPtrField<pb::AwaitedRound> awaited(const std::vector<std::pair<uint64_t, uint64_t>>& rounds) {
-  pb::DataHeader h;
+  pb::Reply reply;
   for (const auto& [key, round] : rounds) {
-    auto* a = h.add_awaited();
+    auto* a = reply.add_awaited();
     a->set_key(key);
     a->set_round(round);
   }
-  return h.awaited();
+  return reply.awaited();
 }
 
 TEST_CASE("push hints: the scheduler sends a named round's push and pull next, ahead of any priority", "[push_hints]") {

@@ -79,7 +79,7 @@ struct SlowDelivery {
   std::thread io;
 
   void hold(FanOut* fan) {
-    fan->requests[0].request.on_reply = [this](const pb::DataHeader&) {
+    fan->requests[0].request.on_reply = [this](const pb::Data&) {
       copying = true;
       std::this_thread::sleep_for(200ms);
       copied = true;
@@ -159,16 +159,15 @@ TEST_CASE("request table: error replies and malformed payloads fail the operatio
   std::vector<uint64_t> ids;
   auto handle = f.table.issue(f.pull(out.data(), 2, &ids));
   REQUIRE(handle.ok());
-  pb::DataHeader error;
-  error.set_command(pb::CMD_ERROR);
+  pb::Data error;
   error.set_request_id(ids[0]);
-  error.set_error("no such key");
+  error.mutable_error()->set_text("no such key");
   CHECK(f.table.deliver(0, error, DType::kFloat32, Blob(), "server 0") == Delivery::kDelivered);
   // A reply from the wrong server does not count as the reply.
   CHECK(f.reply(ids[1], 0, 1.0f) == Delivery::kUnknown);
-  pb::DataHeader shortReply;
-  shortReply.set_command(pb::CMD_REPLY);
+  pb::Data shortReply;
   shortReply.set_request_id(ids[1]);
+  shortReply.mutable_reply();
   float one = 1.0f;
   CHECK(f.table.deliver(1, shortReply, DType::kFloat32, Blob::copyOf(&one, sizeof(one)), "server 1") ==
         Delivery::kDelivered);
@@ -181,8 +180,8 @@ TEST_CASE("request table: error replies and malformed payloads fail the operatio
   auto refused = f.table.issue(f.pull(out.data(), 2, &ids));
   REQUIRE(refused.ok());
   error.set_request_id(ids[2]);
-  error.set_error("checkpoint /ckpt/x.ckpt is corrupt: CRC mismatch");
-  error.set_user_error(true);
+  error.mutable_error()->set_text("checkpoint /ckpt/x.ckpt is corrupt: CRC mismatch");
+  error.mutable_error()->set_user_error(true);
   CHECK(f.table.deliver(0, error, DType::kFloat32, Blob(), "server 0") == Delivery::kDelivered);
   CHECK(f.reply(ids[3], 1, 1.0f) == Delivery::kDelivered);
   s = f.table.wait(*refused, 1s);

@@ -83,9 +83,9 @@ TEST_CASE("request waiter: a wait tells the receiver whether an unanswered reque
   again.requests.push_back(std::move(push2));
   auto second = f.table.issue(std::move(again));
   REQUIRE(second.ok());
-  pb::DataHeader ack;
-  ack.set_command(pb::CMD_REPLY);
+  pb::Data ack;
   ack.set_request_id(push2_id);
+  ack.mutable_reply();
   CHECK(f.table.deliver(0, ack, DType::kFloat32, Blob(), "server 0") == Delivery::kDelivered);
   CHECK(f.waiter.wait(*second, 10ms).code() == StatusCode::kDeadlineExceeded);
   CHECK(f.receive_pushes == std::vector<bool>{true, false});

@@ -25,9 +25,9 @@ class FakeTransport final : public Transport {
  public:
   struct Sent {
     PeerId peer;
-    pb::DataHeader header;
+    pb::Data data;
   };
-  std::function<std::optional<pb::DataHeader>(PeerId, const pb::DataHeader&)> reply;
+  std::function<std::optional<pb::Data>(PeerId, const pb::Data&)> reply;
   std::function<std::optional<int>(PeerId)> server_of;  // the worker's peer-to-server map
   RequestTable* table = nullptr;
   std::vector<std::string> connects;   // "host:port" or "ipc:name", in order
@@ -50,12 +50,12 @@ class FakeTransport final : public Transport {
   Status send(PeerId peer, std::vector<Blob> frames) override {
     auto decoded = wire::decode(frames, wire::Limits());
     REQUIRE(decoded.ok());
-    const pb::DataHeader& h = std::get<wire::DataMessage>(*decoded).header;
-    sent.push_back({peer, h});
+    const pb::Data& request = std::get<wire::DataMessage>(*decoded).data;
+    sent.push_back({peer, request});
     if (!reply) return Status::OK();
-    std::optional<pb::DataHeader> answer = reply(peer, h);
+    std::optional<pb::Data> answer = reply(peer, request);
     if (!answer) return Status::OK();
-    answer->set_request_id(h.request_id());
+    answer->set_request_id(request.request_id());
     std::optional<int> server = server_of(peer);
     REQUIRE(server.has_value());
     table->deliver(*server, *answer, DType::kUInt8, Blob(), "fake server");
@@ -122,8 +122,6 @@ struct Links {
   }
 };
 
-// A server's HELLO reply: its MAC over the worker's nonce when `auth` has a token, and an ipc offer
-// when `ipc_name` is set.
 // A pull of key 1, as a worker sends it.
 std::vector<Blob> pullOfKey1(RequestTable& table) {
   pb::Data d = table.newRequest();
@@ -132,16 +130,26 @@ std::vector<Blob> pullOfKey1(RequestTable& table) {
   return wire::encodeBody(std::move(d));
 }
 
-pb::DataHeader helloReply(const Authenticator& auth, const pb::DataHeader& hello, const std::string& ipc_name = "",
-                          uint64_t upgrade_token = 0) {
-  pb::DataHeader r;
-  r.set_command(pb::CMD_REPLY);
-  if (auth.enabled()) r.set_auth_mac(auth.mac(kHelloReplyContext, hello.auth_nonce()));
+// A server's HELLO reply: its MAC over the worker's nonce when `auth` has a token, and an ipc offer
+// when `ipc_name` is set.
+pb::Data helloReply(const Authenticator& auth, const pb::Data& request, const std::string& ipc_name = "",
+                    uint64_t upgrade_token = 0) {
+  pb::Data d;
+  pb::HelloReply* r = d.mutable_hello_reply();
+  if (auth.enabled()) r->set_auth_mac(auth.mac(kHelloReplyContext, request.hello().auth_nonce()));
   if (!ipc_name.empty()) {
-    r.set_ipc_name(ipc_name);
-    r.set_upgrade_token(upgrade_token);
+    r->set_ipc_name(ipc_name);
+    r->set_upgrade_token(upgrade_token);
   }
-  return r;
+  return d;
+}
+
+// A server's ERROR answer.
+pb::Data errorAnswer(const std::string& text, bool recovering = false) {
+  pb::Data d;
+  d.mutable_error()->set_text(text);
+  d.mutable_error()->set_recovering(recovering);
+  return d;
 }
 
 TEST_CASE("server links: link connects each server once and maps its peer", "[server_links]") {
@@ -212,19 +220,17 @@ TEST_CASE("server links: an address book with a server rank out of range is a pr
 TEST_CASE("server links: hello names this worker to every server, with a MAC both ways", "[server_links]") {
   Links l(2, "job-token");
   REQUIRE(l.links->link(book({9000, 9001})).ok());
-  l.transport.reply = [&](PeerId, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
-    return helloReply(l.auth, h);
-  };
+  l.transport.reply = [&](PeerId, const pb::Data& h) -> std::optional<pb::Data> { return helloReply(l.auth, h); };
   REQUIRE(l.links->hello([] { return false; }).ok());
   REQUIRE(l.transport.sent.size() == 2);
   for (const auto& sent : l.transport.sent) {
-    const pb::DataHeader& h = sent.header;
-    CHECK(h.command() == pb::CMD_HELLO);
+    const pb::Hello& h = sent.data.hello();
+    CHECK(wire::commandOf(sent.data) == pb::CMD_HELLO);
     CHECK(h.magic() == wire::kMagic);
-    CHECK(h.protocol_version() == wire::kProtocolVersion);
+    CHECK(sent.data.protocol_version() == wire::kProtocolVersion);
     CHECK(h.worker_rank() == 3);
     CHECK_FALSE(h.auth_nonce().empty());
-    CHECK(l.auth.verify(kHelloContext, helloMacInput(h), h.auth_mac()));
+    CHECK(l.auth.verify(kHelloContext, helloMacInput(h, sent.data.protocol_version()), h.auth_mac()));
     CHECK(h.upgrade_token() == 0);
   }
   CHECK(l.transport.sent[0].peer != l.transport.sent[1].peer);
@@ -236,9 +242,9 @@ TEST_CASE("server links: fused messages go only to servers whose latest HELLO re
   REQUIRE(l.links->link(book({9000, 9001})).ok());
   CHECK_FALSE(l.links->acceptsFused(0));  // no HELLO reply yet
   bool server1_upgraded = false;
-  l.transport.reply = [&](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
-    pb::DataHeader r = helloReply(l.auth, h);
-    r.set_accepts_fused(peer == 1 || server1_upgraded);  // peer 2, server 1, runs an older zps
+  l.transport.reply = [&](PeerId peer, const pb::Data& h) -> std::optional<pb::Data> {
+    pb::Data r = helloReply(l.auth, h);
+    r.mutable_hello_reply()->set_accepts_fused(peer == 1 || server1_upgraded);  // peer 2, server 1, runs an older zps
     return r;
   };
   REQUIRE(l.links->hello([] { return false; }).ok());
@@ -256,7 +262,7 @@ TEST_CASE("server links: a server that cannot prove the token fails hello, namin
   Links l(2, "job-token");
   REQUIRE(l.links->link(book({9000, 9001})).ok());
   const Authenticator impostor = Authenticator::withToken("another-token");
-  l.transport.reply = [&](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+  l.transport.reply = [&](PeerId peer, const pb::Data& h) -> std::optional<pb::Data> {
     return helloReply(peer == 2 ? impostor : l.auth, h);
   };
   Status s = l.links->hello([] { return false; });
@@ -269,13 +275,9 @@ TEST_CASE("server links: hello is repeated while a server is recovering, until t
   REQUIRE(l.links->link(book({9000})).ok());
   int hellos = 0;
   int recovering_until = 3;  // the first 3 HELLOs hear "recovering"
-  l.transport.reply = [&](PeerId, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+  l.transport.reply = [&](PeerId, const pb::Data& h) -> std::optional<pb::Data> {
     if (++hellos > recovering_until) return helloReply(l.auth, h);
-    pb::DataHeader r;
-    r.set_command(pb::CMD_ERROR);
-    r.set_recovering(true);
-    r.set_error("recovering (generation 2)");
-    return r;
+    return errorAnswer("recovering (generation 2)", /*recovering=*/true);
   };
   REQUIRE(l.links->hello([] { return false; }).ok());
   CHECK(hellos == 4);
@@ -294,7 +296,7 @@ TEST_CASE("server links: hello to a server that never answers fails at the conne
   Links l(2);
   l.config.connect_timeout = 200ms;
   REQUIRE(l.links->link(book({9000, 9001})).ok());
-  l.transport.reply = [&](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
+  l.transport.reply = [&](PeerId peer, const pb::Data& h) -> std::optional<pb::Data> {
     if (peer == 2) return std::nullopt;
     return helloReply(l.auth, h);
   };
@@ -314,15 +316,10 @@ struct IpcOffer {
 
   IpcOffer() {
     REQUIRE(l.links->link(book({9000, 9001})).ok());
-    l.transport.reply = [this](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
-      if (h.upgrade_token() != 0) {
-        upgrade_token_seen[peer] = h.upgrade_token();
-        if (refuse_moves) {
-          pb::DataHeader r;
-          r.set_command(pb::CMD_ERROR);
-          r.set_error("unknown upgrade token");
-          return r;
-        }
+    l.transport.reply = [this](PeerId peer, const pb::Data& h) -> std::optional<pb::Data> {
+      if (h.hello().upgrade_token() != 0) {
+        upgrade_token_seen[peer] = h.hello().upgrade_token();
+        if (refuse_moves) return errorAnswer("unknown upgrade token");
         return helloReply(l.auth, h);
       }
       const int server = *l.links->serverOf(peer);
@@ -408,23 +405,19 @@ struct LaneOffer {
   LaneOffer() {
     l.config.push_lane = true;
     REQUIRE(l.links->link(book({9000, 9001})).ok());
-    l.transport.reply = [this](PeerId peer, const pb::DataHeader& h) -> std::optional<pb::DataHeader> {
-      if (h.command() != pb::CMD_HELLO) return std::nullopt;
+    l.transport.reply = [this](PeerId peer, const pb::Data& h) -> std::optional<pb::Data> {
+      if (!h.has_hello()) return std::nullopt;
       const int server = *l.links->serverOf(peer);
-      if (h.lane_token() != 0) {
-        lane_hellos[peer] = h.lane_token();
-        CHECK(l.auth.verify(kHelloContext, helloMacInput(h), h.auth_mac()));
-        if (refuse_lanes || h.lane_token() != issued[server]) {
-          pb::DataHeader r;
-          r.set_command(pb::CMD_ERROR);
-          r.set_error("unknown lane token");
-          return r;
-        }
+      const pb::Hello& hello = h.hello();
+      if (hello.lane_token() != 0) {
+        lane_hellos[peer] = hello.lane_token();
+        CHECK(l.auth.verify(kHelloContext, helloMacInput(hello, h.protocol_version()), hello.auth_mac()));
+        if (refuse_lanes || hello.lane_token() != issued[server]) return errorAnswer("unknown lane token");
         return helloReply(l.auth, h);
       }
-      pb::DataHeader r = helloReply(l.auth, h);
+      pb::Data r = helloReply(l.auth, h);
       issued[server] = issued.count(server) ? issued[server] + 10 : 100 + server;
-      r.set_lane_token(issued[server]);
+      r.mutable_hello_reply()->set_lane_token(issued[server]);
       return r;
     };
     REQUIRE(l.links->hello([] { return false; }).ok());

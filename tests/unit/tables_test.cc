@@ -28,7 +28,8 @@ struct ThreeServers {
       if (!keys.empty()) std::memcpy(keys.data(), m.keys.data(), m.keys.size());
       keys_at[server].insert(keys_at[server].end(), keys.begin(), keys.end());
       for (uint64_t k : keys) {
-        if (m.header.command() == pb::CMD_PULL_ROWS) rows.insert(rows.end(), m.header.row_dim(), static_cast<float>(k));
+        if (wire::commandOf(m.data) == pb::CMD_PULL_ROWS)
+          rows.insert(rows.end(), m.data.rows().row_dim(), static_cast<float>(k));
       }
       return rows;
     };
@@ -46,7 +47,7 @@ TEST_CASE(
   auto id = tables.declare("emb", options, 4);
   REQUIRE(id.ok());
   REQUIRE(f.seen.size() == 3);  // a DECLARE to every server
-  CHECK(f.seen[0].key() == (uint64_t{4 + (1 << 29)} << 24));
+  CHECK(wire::keyOf(f.seen[0]) == (uint64_t{4 + (1 << 29)} << 24));
   const std::vector<uint64_t> keys = {11, 5, 42, 7, 1000};
   std::vector<float> out(keys.size() * 2, -1.0f);
   auto h = tables.pullRows(*id, keys.data(), keys.size(), out.data());
@@ -76,14 +77,14 @@ TEST_CASE(
   REQUIRE(h.ok());
   CHECK(f.table.wait(*h, 1s).ok());
   REQUIRE(f.seen.size() == 3);
-  for (const auto& s : f.seen) CHECK(s.round() == 1);
+  for (const auto& s : f.seen) CHECK(wire::roundOf(s) == 1);
   f.seen.clear();
   std::vector<float> out(8);
   h = tables.pullRows(*id, &key, 1, out.data());
   REQUIRE(h.ok());
   CHECK(f.table.wait(*h, 1s).ok());
   REQUIRE(f.seen.size() == 1);
-  CHECK(f.seen[0].round() == 2);
+  CHECK(wire::roundOf(f.seen[0]) == 2);
   CHECK(tables.checkpoint(5).ok());
   CHECK(tables.pullRows(3, &key, 1, out.data()).status().code() == StatusCode::kInvalidArgument);
   TableOptions bad;

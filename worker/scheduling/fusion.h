@@ -35,8 +35,8 @@ struct FusionPolicy {
 // first, unchanged, in order. Returns the first failed send's status; the rest are still sent.
 Status sendReady(std::vector<ReadyRequest> ready, const FusionPolicy& policy, const SendFunction& send);
 
-// The CMD_FUSED message of `group` (requests to one server, built by RequestTable::header and the
-// codec's encodeData): their headers as entries, their payloads copied back to back.
+// The CMD_FUSED message of `group` (requests to one server, built by RequestTable::newRequest and the
+// codec's encodeBody): their bodies as entries, their payloads copied back to back.
 StatusOr<std::vector<Blob>> fuseRequests(const std::vector<ReadyRequest*>& group);
 
 }  // namespace zps

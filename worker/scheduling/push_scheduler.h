@@ -25,7 +25,7 @@
 // sent different parts of it, and each part's round waits for the slowest worker to get back to it
 // (the pulls of the next forward pass wait with it). A server's answer to a scheduled push names the
 // rounds of its keys that wait for this worker alone: every other worker has pushed them
-// (DataHeader.awaited). hurry() moves this worker's queued push and pull of each such round to the
+// (Reply.awaited). hurry() moves this worker's queued push and pull of each such round to the
 // head of the queue, ahead of every priority: its push completes the round, and the pulls of every
 // worker are answered. Hurried requests keep their priority order among themselves. (Naming every
 // round some other worker had pushed made each worker follow the others' order, which is close to
