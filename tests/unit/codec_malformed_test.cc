@@ -22,35 +22,6 @@ struct BadCase {
   Limits limits = Limits();
 };
 
-// A declare of the pull's key and size that names no tensor.
-pb::Data declareOf(const pb::Data& pull) {
-  pb::Data d = pull;
-  pb::Declare* b = d.mutable_declare();
-  b->set_key(pull.tensor().key());
-  b->set_dtype(pull.tensor().dtype());
-  b->set_num_elements(pull.tensor().num_elements());
-  return d;
-}
-
-// An error of the pull's key and round without a text.
-pb::Data errorOf(const pb::Data& pull) {
-  pb::Data d = pull;
-  d.mutable_error()->set_key(pull.tensor().key());
-  d.mutable_error()->set_round(pull.tensor().round());
-  return d;
-}
-
-// A reply of the push's key, round, dtype and size.
-pb::Data replyOf(const pb::Data& push) {
-  pb::Data d = push;
-  pb::Reply* b = d.mutable_reply();
-  b->set_key(push.tensor().key());
-  b->set_round(push.tensor().round());
-  b->set_dtype(push.tensor().dtype());
-  b->set_num_elements(push.tensor().num_elements());
-  return d;
-}
-
 pb::Data withOp(pb::Data d, int op) {
   d.mutable_tensor()->set_op(static_cast<pb::TensorOp>(op));
   return d;
@@ -60,6 +31,12 @@ std::vector<BadCase> malformedInputs() {
   std::vector<BadCase> cases;
   const pb::Data push = sampleData(pb::CMD_PUSH, DType::kFloat32, 4);
   const pb::Data pull = sampleData(pb::CMD_PULL, DType::kFloat32, 4);
+  const pb::Data reply = sampleData(pb::CMD_REPLY, DType::kFloat32, 4);
+  // A declare without a name and an error without a text: only the field under test is set.
+  pb::Data declare = sampleData(pb::CMD_DECLARE, DType::kFloat32, 4);
+  declare.mutable_declare()->clear_name();
+  pb::Data error = sampleData(pb::CMD_ERROR, DType::kFloat32, 0);
+  error.mutable_error()->clear_text();
 
   cases.push_back({"zero frames", [] { return std::vector<Blob>{}; }, "no frames"});
   cases.push_back({"three frames",
@@ -136,14 +113,14 @@ std::vector<BadCase> malformedInputs() {
                    "is unknown"});
   cases.push_back({"unknown key mode 5",
                    [=] {
-                     auto d = declareOf(pull);
+                     auto d = declare;
                      d.mutable_declare()->set_mode(static_cast<pb::KeyMode>(5));
                      return std::vector<Blob>{dataFrame(d)};
                    },
                    "key mode 5 is unknown"});
   cases.push_back({"unknown key mode -3",
                    [=] {
-                     auto d = declareOf(pull);
+                     auto d = declare;
                      d.mutable_declare()->set_mode(static_cast<pb::KeyMode>(-3));
                      return std::vector<Blob>{dataFrame(d)};
                    },
@@ -155,10 +132,10 @@ std::vector<BadCase> malformedInputs() {
                    "CMD_PUSH_PULL is missing its payload frame"});
   cases.push_back(
       {"pull with payload", [=] { return encodeData(pull, payloadOf(16)); }, "CMD_PULL must not carry a payload"});
-  cases.push_back({"declare with payload", [=] { return encodeData(declareOf(pull), payloadOf(16)); },
+  cases.push_back({"declare with payload", [=] { return encodeData(declare, payloadOf(16)); },
                    "CMD_DECLARE must not carry a payload"});
-  cases.push_back({"error with payload", [=] { return encodeData(errorOf(pull), payloadOf(16)); },
-                   "CMD_ERROR must not carry a payload"});
+  cases.push_back(
+      {"error with payload", [=] { return encodeData(error, payloadOf(16)); }, "CMD_ERROR must not carry a payload"});
   cases.push_back({"control with a payload frame",
                    [] {
                      auto f = encodeControl(sampleRegister());
@@ -172,8 +149,7 @@ std::vector<BadCase> malformedInputs() {
                    "payload is 17 bytes but 4 x float32 needs 16"});
   cases.push_back({"empty payload for 4 elements", [=] { return encodeData(push, Blob::copyOf(nullptr, 0)); },
                    "payload is 0 bytes"});
-  cases.push_back(
-      {"reply payload of the wrong size", [=] { return encodeData(replyOf(push), payloadOf(8)); }, "needs 16"});
+  cases.push_back({"reply payload of the wrong size", [=] { return encodeData(reply, payloadOf(8)); }, "needs 16"});
   cases.push_back({"num_elements UINT64_MAX float32",
                    [=] {
                      auto d = push;
@@ -339,14 +315,14 @@ std::vector<BadCase> malformedInputs() {
                    "recovery.lost is 4097 bytes"});
   cases.push_back({"declare.name too long",
                    [=] {
-                     auto d = declareOf(pull);
+                     auto d = declare;
                      d.mutable_declare()->set_name(big);
                      return std::vector<Blob>{dataFrame(d)};
                    },
                    "declare.name is 4097 bytes"});
   cases.push_back({"error.text too long",
                    [=] {
-                     auto d = errorOf(pull);
+                     auto d = error;
                      d.mutable_error()->set_text(big);
                      return std::vector<Blob>{dataFrame(d)};
                    },
