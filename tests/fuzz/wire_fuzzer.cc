@@ -41,56 +41,66 @@ void checkDataInvariants(const wire::DataMessage& m, size_t num_frames, const wi
 // A fused message: 1..max entries, none fused itself, each keeping a message's promises with its slice
 // (present or not), the slices back to back inside the payload frame.
 void checkFusedInvariants(const wire::DataMessage& m, const wire::Limits& limits) {
-  ZPS_FUZZ_CHECK(m.header.entries_size() == 0 && m.payload.data() == nullptr);
+  ZPS_FUZZ_CHECK(m.data.fused().entries_size() == 0 && m.payload.data() == nullptr);
   ZPS_FUZZ_CHECK(!m.entries.empty() && m.entries.size() <= limits.max_fused_entries);
   for (const auto& e : m.entries) {
-    ZPS_FUZZ_CHECK(e.header.command() != pb::CMD_FUSED && e.entries.empty());
+    ZPS_FUZZ_CHECK(!e.data.has_fused() && e.entries.empty());
     checkDataInvariants(e, e.payload.data() != nullptr ? 2 : 1, limits);
   }
 }
 
 // The codec's promises about a validated data message.
 void checkDataInvariants(const wire::DataMessage& m, size_t num_frames, const wire::Limits& limits) {
-  const auto& h = m.header;
-  if (h.command() == pb::CMD_FUSED) {
+  const pb::Data& d = m.data;
+  if (d.has_fused()) {
     checkFusedInvariants(m, limits);
     return;
   }
-  ZPS_FUZZ_CHECK(static_cast<uint64_t>(m.dtype) == h.dtype());
-  ZPS_FUZZ_CHECK(h.name().size() <= limits.max_string_bytes);
-  ZPS_FUZZ_CHECK(h.error().size() <= limits.max_string_bytes);
-  if (h.command() == pb::CMD_PUSH_ROWS || h.command() == pb::CMD_PULL_ROWS) {
+  ZPS_FUZZ_CHECK(d.declare().name().size() <= limits.max_string_bytes);
+  ZPS_FUZZ_CHECK(d.error().text().size() <= limits.max_string_bytes);
+  if (d.has_rows()) {
+    const pb::Rows& r = d.rows();
     ZPS_FUZZ_CHECK(m.dtype == DType::kFloat32);
-    ZPS_FUZZ_CHECK(h.row_dim() >= 1 && h.row_dim() <= limits.max_row_dim);
-    ZPS_FUZZ_CHECK(m.keys.size() == h.num_elements() * sizeof(uint64_t));
+    ZPS_FUZZ_CHECK(r.row_dim() >= 1 && r.row_dim() <= limits.max_row_dim);
+    ZPS_FUZZ_CHECK(m.keys.size() == r.count() * sizeof(uint64_t));
     // Consumers read every key with keyAt; ASan checks that each read stays inside the frame.
     uint64_t sum = 0;
-    for (uint64_t i = 0; i < h.num_elements(); ++i) sum += m.keyAt(i);
+    for (uint64_t i = 0; i < r.count(); ++i) sum += m.keyAt(i);
     (void)sum;
-    if (h.command() == pb::CMD_PUSH_ROWS) {
+    if (r.push()) {
       ZPS_FUZZ_CHECK(num_frames == 3);
-      ZPS_FUZZ_CHECK(m.payload.size() == h.num_elements() * h.row_dim() * sizeof(float));
+      ZPS_FUZZ_CHECK(m.payload.size() == r.count() * r.row_dim() * sizeof(float));
     } else {
       ZPS_FUZZ_CHECK(num_frames == 2 && m.payload.data() == nullptr);
     }
     return;
   }
+  // The dtype and element count of the body that has them (bodies without read as float32, none).
+  const uint32_t dtype = d.has_tensor()    ? d.tensor().dtype()
+                         : d.has_declare() ? d.declare().dtype()
+                                           : d.reply().dtype();
+  const uint64_t num_elements = d.has_tensor()    ? d.tensor().num_elements()
+                                : d.has_declare() ? d.declare().num_elements()
+                                                  : d.reply().num_elements();
+  ZPS_FUZZ_CHECK(static_cast<uint64_t>(m.dtype) == dtype);
   ZPS_FUZZ_CHECK(m.keys.data() == nullptr);
-  if (h.encoding() != pb::ENCODING_DENSE) {
+  const pb::Tensor& t = d.tensor();  // the empty Tensor for other bodies: dense, no sparse count
+  const bool push = d.has_tensor() && (t.op() == pb::OP_PUSH || t.op() == pb::OP_PUSH_PULL);
+  if (t.encoding() != pb::ENCODING_DENSE) {
     // A compressed push: float32, and a payload its decoder can read without a check of its own.
     ZPS_FUZZ_CHECK(num_frames == 2 && m.dtype == DType::kFloat32);
-    ZPS_FUZZ_CHECK(h.command() == pb::CMD_PUSH || h.command() == pb::CMD_PUSH_PULL);
-    if (h.encoding() == pb::ENCODING_FP16) {
-      ZPS_FUZZ_CHECK(m.payload.size() == h.num_elements() * sizeof(uint16_t));
+    ZPS_FUZZ_CHECK(push);
+    if (t.encoding() == pb::ENCODING_FP16) {
+      ZPS_FUZZ_CHECK(m.payload.size() == num_elements * sizeof(uint16_t));
     } else {
-      ZPS_FUZZ_CHECK(h.encoding() == pb::ENCODING_SPARSE);
-      ZPS_FUZZ_CHECK(h.sparse_count() >= 1 && h.sparse_count() <= h.num_elements());
-      ZPS_FUZZ_CHECK(m.payload.size() == h.sparse_count() * 8);
+      ZPS_FUZZ_CHECK(t.encoding() == pb::ENCODING_SPARSE);
+      ZPS_FUZZ_CHECK(t.sparse_count() >= 1 && t.sparse_count() <= num_elements);
+      ZPS_FUZZ_CHECK(m.payload.size() == t.sparse_count() * 8);
       uint64_t previous = 0;
-      for (uint64_t i = 0; i < h.sparse_count(); ++i) {
+      for (uint64_t i = 0; i < t.sparse_count(); ++i) {
         uint32_t index;
         std::memcpy(&index, m.payload.data() + i * 4, 4);
-        ZPS_FUZZ_CHECK(index < h.num_elements() && (i == 0 || index > previous));
+        ZPS_FUZZ_CHECK(index < num_elements && (i == 0 || index > previous));
         previous = index;
       }
     }
@@ -98,11 +108,11 @@ void checkDataInvariants(const wire::DataMessage& m, size_t num_frames, const wi
     return;
   }
   if (num_frames == 2) {
-    ZPS_FUZZ_CHECK(m.payload.size() == h.num_elements() * dtypeSize(m.dtype));
+    ZPS_FUZZ_CHECK(m.payload.size() == num_elements * dtypeSize(m.dtype));
     ZPS_FUZZ_CHECK(m.payload.size() <= limits.max_payload_bytes);
   } else {
     ZPS_FUZZ_CHECK(num_frames == 1);
-    ZPS_FUZZ_CHECK(h.command() != pb::CMD_PUSH && h.command() != pb::CMD_PUSH_PULL);
+    ZPS_FUZZ_CHECK(!push);
   }
 }
 
@@ -119,36 +129,36 @@ void checkRoundTrip(const wire::Message& first, const wire::Limits& limits) {
     return;
   }
   const auto& m = std::get<wire::DataMessage>(first);
-  const auto cmd = m.header.command();
   std::vector<Blob> frames;
-  if (cmd == pb::CMD_FUSED) {
+  if (m.data.has_fused()) {
     // Entries and their payloads back together, as a sender fuses them.
-    pb::DataHeader h = m.header;
+    pb::Data d = m.data;
     std::string payloads;
     for (const auto& e : m.entries) {
-      *h.add_entries() = e.header;
+      *d.mutable_fused()->add_entries() = e.data;
       payloads.append(e.payload.view());
     }
-    auto again = wire::decode(wire::encodeData(h, payloads.empty() ? Blob() : Blob::fromString(payloads)), limits);
+    auto again = wire::decode(wire::encodeData(d, payloads.empty() ? Blob() : Blob::fromString(payloads)), limits);
     ZPS_FUZZ_CHECK(again.ok());
     const auto& m2 = std::get<wire::DataMessage>(*again);
     ZPS_FUZZ_CHECK(m2.entries.size() == m.entries.size());
     for (size_t i = 0; i < m.entries.size(); ++i) {
-      ZPS_FUZZ_CHECK(m2.entries[i].header.SerializeAsString() == m.entries[i].header.SerializeAsString());
+      ZPS_FUZZ_CHECK(m2.entries[i].data.SerializeAsString() == m.entries[i].data.SerializeAsString());
       ZPS_FUZZ_CHECK(sameBytes(m2.entries[i].payload, m.entries[i].payload));
     }
     return;
   }
-  if (cmd == pb::CMD_PUSH_ROWS || cmd == pb::CMD_PULL_ROWS) {
-    frames = wire::encodeRows(m.header, m.keys, cmd == pb::CMD_PUSH_ROWS ? m.payload : Blob());
+  if (m.data.has_rows()) {
+    frames = wire::encodeRows(m.data, m.keys, m.data.rows().push() ? m.payload : Blob());
   } else {
-    frames = wire::encodeData(m.header, m.payload);
+    // As received: a HELLO may name any protocol version (0 included), which the server refuses.
+    frames = wire::encodeBody(m.data, m.payload);
   }
   auto again = wire::decode(frames, limits);
   ZPS_FUZZ_CHECK(again.ok());
   const auto* m2 = std::get_if<wire::DataMessage>(&*again);
   ZPS_FUZZ_CHECK(m2 != nullptr);
-  ZPS_FUZZ_CHECK(m2->header.SerializeAsString() == m.header.SerializeAsString());
+  ZPS_FUZZ_CHECK(m2->data.SerializeAsString() == m.data.SerializeAsString());
   ZPS_FUZZ_CHECK(m2->dtype == m.dtype);
   ZPS_FUZZ_CHECK(sameBytes(m2->keys, m.keys));
   ZPS_FUZZ_CHECK(sameBytes(m2->payload, m.payload));

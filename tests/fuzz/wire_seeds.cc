@@ -69,77 +69,111 @@ void wireSeeds() {
   c.mutable_shutdown()->set_reason("server 0 is dead");
   control("shutdown", c);
 
-  auto header = [](pb::DataCommand cmd, DType dtype, uint64_t n) {
-    pb::DataHeader h;
-    h.set_command(cmd);
-    h.set_request_id(17);
-    h.set_key(3);
-    h.set_round(2);
-    h.set_dtype(static_cast<uint32_t>(dtype));
-    h.set_num_elements(n);
-    return h;
+  // Every data seed is request 17; a body with a key names key 3, round 2.
+  auto data = [] {
+    pb::Data d;
+    d.set_request_id(17);
+    return d;
   };
-  pb::DataHeader h = header(pb::CMD_HELLO, DType::kFloat32, 0);
-  h.set_magic(wire::kMagic);
-  h.set_protocol_version(wire::kProtocolVersion);
-  h.set_worker_rank(1);
-  put("wire", "hello", packFrames(wire::encodeData(h)));
-  h = header(pb::CMD_DECLARE, DType::kFloat16, 8);
-  h.set_name("fc1.grad");
-  put("wire", "declare-sum", packFrames(wire::encodeData(h)));
-  h = header(pb::CMD_DECLARE, DType::kFloat32, 0);
-  h.set_mode(pb::MODE_PARAM);
-  h.set_name("embedding");
-  h.set_row_dim(4);
-  h.set_restore_step(5);
-  h.mutable_optimizer()->set_kind(2);
-  h.mutable_optimizer()->set_lr(0.01f);
-  h.mutable_optimizer()->set_init_scale(0.05f);
-  h.mutable_optimizer()->set_init_seed(9);
-  put("wire", "declare-param", packFrames(wire::encodeData(h), /*tight=*/false));
+  auto tensor = [&](pb::TensorOp op, DType dtype, uint64_t n) {
+    pb::Data d = data();
+    pb::Tensor* t = d.mutable_tensor();
+    t->set_op(op);
+    t->set_key(3);
+    t->set_round(2);
+    t->set_dtype(static_cast<uint32_t>(dtype));
+    t->set_num_elements(n);
+    return d;
+  };
+  auto declare = [&](DType dtype, uint64_t n, const std::string& name) {
+    pb::Data d = data();
+    pb::Declare* b = d.mutable_declare();
+    b->set_key(3);
+    b->set_dtype(static_cast<uint32_t>(dtype));
+    b->set_num_elements(n);
+    b->set_name(name);
+    return d;
+  };
+  auto reply = [&](DType dtype, uint64_t n) {
+    pb::Data d = data();
+    pb::Reply* b = d.mutable_reply();
+    b->set_key(3);
+    b->set_round(2);
+    b->set_dtype(static_cast<uint32_t>(dtype));
+    b->set_num_elements(n);
+    return d;
+  };
+  auto error = [&](const std::string& text) {
+    pb::Data d = data();
+    d.mutable_error()->set_key(3);
+    d.mutable_error()->set_round(2);
+    d.mutable_error()->set_text(text);
+    return d;
+  };
+  auto rows = [&](bool push, uint64_t count, uint32_t row_dim) {
+    pb::Data d = data();
+    pb::Rows* b = d.mutable_rows();
+    b->set_push(push);
+    b->set_key(3);
+    b->set_round(2);
+    b->set_count(count);
+    b->set_row_dim(row_dim);
+    return d;
+  };
+  pb::Data d = data();
+  d.mutable_hello()->set_magic(wire::kMagic);
+  d.mutable_hello()->set_worker_rank(1);
+  put("wire", "hello", packFrames(wire::encodeData(d)));
+  put("wire", "declare-sum", packFrames(wire::encodeData(declare(DType::kFloat16, 8, "fc1.grad"))));
+  d = declare(DType::kFloat32, 0, "embedding");
+  pb::Declare* table = d.mutable_declare();
+  table->set_mode(pb::MODE_PARAM);
+  table->set_row_dim(4);
+  table->set_restore_step(5);
+  table->mutable_optimizer()->set_kind(2);
+  table->mutable_optimizer()->set_lr(0.01f);
+  table->mutable_optimizer()->set_init_scale(0.05f);
+  table->mutable_optimizer()->set_init_seed(9);
+  put("wire", "declare-param", packFrames(wire::encodeData(d), /*tight=*/false));
   const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
                           DType::kInt32,   DType::kInt64,   DType::kUInt8};
-  for (DType d : dtypes) {
+  for (DType dt : dtypes) {
     const size_t n = 3;
-    put("wire", "push-" + std::string(dtypeName(d)),
-        packFrames(wire::encodeData(header(pb::CMD_PUSH, d, n), bytesOf(n * dtypeSize(d)))));
+    put("wire", "push-" + std::string(dtypeName(dt)),
+        packFrames(wire::encodeData(tensor(pb::OP_PUSH, dt, n), bytesOf(n * dtypeSize(dt)))));
   }
-  put("wire", "push-pull", packFrames(wire::encodeData(header(pb::CMD_PUSH_PULL, DType::kInt32, 2), bytesOf(8))));
-  put("wire", "push-tight", packFrames(wire::encodeData(header(pb::CMD_PUSH, DType::kUInt8, 4), bytesOf(4)), true));
-  put("wire", "pull", packFrames(wire::encodeData(header(pb::CMD_PULL, DType::kFloat32, 4))));
-  put("wire", "reply-sum", packFrames(wire::encodeData(header(pb::CMD_REPLY, DType::kFloat64, 2), bytesOf(16))));
-  put("wire", "reply-ack", packFrames(wire::encodeData(header(pb::CMD_REPLY, DType::kFloat32, 0))));
-  h = header(pb::CMD_ERROR, DType::kFloat32, 0);
-  h.set_error("table key 3 was never declared");
-  put("wire", "error", packFrames(wire::encodeData(h)));
-  h = header(pb::CMD_PUSH_ROWS, DType::kFloat32, 2);
-  h.set_row_dim(3);
-  put("wire", "push-rows", packFrames(wire::encodeRows(h, bytesOf(16), bytesOf(24, 100))));
-  h = header(pb::CMD_PULL_ROWS, DType::kFloat32, 3);
-  h.set_row_dim(2);
-  put("wire", "pull-rows", packFrames(wire::encodeRows(h, bytesOf(24))));
-  put("wire", "pull-rows-tight", packFrames(wire::encodeRows(h, bytesOf(24)), true));
-  put("wire", "checkpoint", packFrames(wire::encodeData(header(pb::CMD_CHECKPOINT, DType::kFloat32, 0))));
-  put("wire", "stats", packFrames(wire::encodeData(header(pb::CMD_STATS, DType::kFloat32, 0))));
-  h.Clear();
-  h.set_command(pb::CMD_REPLY);
-  h.set_request_id(17);
-  h.set_stats_cpu_ns(123456789);
-  h.set_stats_pushed_bytes(4096);
-  put("wire", "stats-reply", packFrames(wire::encodeData(h)));
-  h.Clear();
-  h.set_command(pb::CMD_REPLY);
-  h.set_request_id(1);
-  h.set_ipc_name("zps-0123abcd");
-  h.set_upgrade_token(77);
-  h.set_lane_token(78);
-  h.set_accepts_fused(true);
-  put("wire", "hello-reply", packFrames(wire::encodeData(h)));
-  h = header(pb::CMD_ERROR, DType::kFloat32, 0);
-  h.set_error("recovering: this server is at generation 2");
-  h.set_recovering(true);
-  h.set_generation(2);
-  put("wire", "error-recovering", packFrames(wire::encodeData(h)));
+  put("wire", "push-pull", packFrames(wire::encodeData(tensor(pb::OP_PUSH_PULL, DType::kInt32, 2), bytesOf(8))));
+  put("wire", "push-tight", packFrames(wire::encodeData(tensor(pb::OP_PUSH, DType::kUInt8, 4), bytesOf(4)), true));
+  put("wire", "pull", packFrames(wire::encodeData(tensor(pb::OP_PULL, DType::kFloat32, 4))));
+  put("wire", "reply-sum", packFrames(wire::encodeData(reply(DType::kFloat64, 2), bytesOf(16))));
+  put("wire", "reply-ack", packFrames(wire::encodeData(reply(DType::kFloat32, 0))));
+  put("wire", "error", packFrames(wire::encodeData(error("table key 3 was never declared"))));
+  put("wire", "push-rows", packFrames(wire::encodeRows(rows(true, 2, 3), bytesOf(16), bytesOf(24, 100))));
+  put("wire", "pull-rows", packFrames(wire::encodeRows(rows(false, 3, 2), bytesOf(24))));
+  put("wire", "pull-rows-tight", packFrames(wire::encodeRows(rows(false, 3, 2), bytesOf(24)), true));
+  d = data();
+  d.mutable_checkpoint()->set_key(3);
+  d.mutable_checkpoint()->set_step(2);
+  put("wire", "checkpoint", packFrames(wire::encodeData(d)));
+  d = data();
+  d.mutable_stats();
+  put("wire", "stats", packFrames(wire::encodeData(d)));
+  d = data();
+  d.mutable_stats_reply()->set_cpu_ns(123456789);
+  d.mutable_stats_reply()->set_pushed_bytes(4096);
+  put("wire", "stats-reply", packFrames(wire::encodeData(d)));
+  d.Clear();
+  d.set_request_id(1);
+  pb::HelloReply* hello_reply = d.mutable_hello_reply();
+  hello_reply->set_ipc_name("zps-0123abcd");
+  hello_reply->set_upgrade_token(77);
+  hello_reply->set_lane_token(78);
+  hello_reply->set_accepts_fused(true);
+  put("wire", "hello-reply", packFrames(wire::encodeData(d)));
+  d = error("recovering: this server is at generation 2");
+  d.mutable_error()->set_recovering(true);
+  d.set_generation(2);
+  put("wire", "error-recovering", packFrames(wire::encodeData(d)));
   {
     // A HELLO of protocol version 1 (the flat header in the envelope's field 2), which is refused.
     pb::Envelope old;
@@ -151,31 +185,31 @@ void wireSeeds() {
   }
   put("wire", "no-frames", std::string(1, '\0'));
   // Compressed pushes (kernels/compressor.h): fp16, and sparse entries at indices 0 and 2 of 3.
-  h = header(pb::CMD_PUSH, DType::kFloat32, 3);
-  h.set_encoding(pb::ENCODING_FP16);
-  put("wire", "push-fp16", packFrames(wire::encodeData(h, bytesOf(6))));
-  h.set_command(pb::CMD_PUSH_PULL);
-  h.set_encoding(pb::ENCODING_SPARSE);
-  h.set_sparse_count(2);
-  put("wire", "push-pull-sparse", packFrames(wire::encodeData(h, sparseBytes({0, 2}))));
-  // Fused (CMD_FUSED): a push of 2 int32, a pull and an fp16 push-pull of 3 floats (8 + 6 bytes); and
-  // the replies: an acknowledgement, a sum of 2 float64 and an error.
-  pb::DataHeader fused;
-  fused.set_command(pb::CMD_FUSED);
-  *fused.add_entries() = header(pb::CMD_PUSH, DType::kInt32, 2);
-  *fused.add_entries() = header(pb::CMD_PULL, DType::kFloat32, 4);
-  fused.mutable_entries(1)->set_key(6);
-  h = header(pb::CMD_PUSH_PULL, DType::kFloat32, 3);
-  h.set_key(7);
-  h.set_encoding(pb::ENCODING_FP16);
-  *fused.add_entries() = h;
+  d = tensor(pb::OP_PUSH, DType::kFloat32, 3);
+  d.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
+  put("wire", "push-fp16", packFrames(wire::encodeData(d, bytesOf(6))));
+  d.mutable_tensor()->set_op(pb::OP_PUSH_PULL);
+  d.mutable_tensor()->set_encoding(pb::ENCODING_SPARSE);
+  d.mutable_tensor()->set_sparse_count(2);
+  put("wire", "push-pull-sparse", packFrames(wire::encodeData(d, sparseBytes({0, 2}))));
+  // Fused: a push of 2 int32, a pull and an fp16 push-pull of 3 floats (8 + 6 bytes); and the
+  // replies: an acknowledgement, a sum of 2 float64 and an error. Entries leave the protocol version
+  // to the fused message.
+  pb::Data fused;
+  fused.set_protocol_version(wire::kProtocolVersion);
+  pb::Fused* entries = fused.mutable_fused();
+  *entries->add_entries() = tensor(pb::OP_PUSH, DType::kInt32, 2);
+  *entries->add_entries() = tensor(pb::OP_PULL, DType::kFloat32, 4);
+  entries->mutable_entries(1)->mutable_tensor()->set_key(6);
+  d = tensor(pb::OP_PUSH_PULL, DType::kFloat32, 3);
+  d.mutable_tensor()->set_key(7);
+  d.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
+  *entries->add_entries() = d;
   put("wire", "fused-requests", packFrames(wire::encodeData(fused, bytesOf(14))));
-  fused.clear_entries();
-  *fused.add_entries() = header(pb::CMD_REPLY, DType::kFloat32, 0);
-  *fused.add_entries() = header(pb::CMD_REPLY, DType::kFloat64, 2);
-  h = header(pb::CMD_ERROR, DType::kFloat32, 0);
-  h.set_error("key 9 was never declared");
-  *fused.add_entries() = h;
+  entries->clear_entries();
+  *entries->add_entries() = reply(DType::kFloat32, 0);
+  *entries->add_entries() = reply(DType::kFloat64, 2);
+  *entries->add_entries() = error("key 9 was never declared");
   put("wire", "fused-replies", packFrames(wire::encodeData(fused, bytesOf(16))));
 }
 

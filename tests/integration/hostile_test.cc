@@ -17,6 +17,7 @@
 
 using zps::testing::Cluster;
 using zps::testing::contains;
+using zps::wire::commandOf;
 using namespace std::chrono_literals;
 namespace pb = zps::pb;
 
@@ -70,28 +71,51 @@ std::string envelope(const pb::Control& c) {
   return e.SerializeAsString();
 }
 
-// A data message as a worker sends it (the body for the header's command).
-std::string envelope(const pb::DataHeader& h) { return std::string(zps::wire::encodeData(h)[0].view()); }
+// A data message's first frame as a worker sends it (protocol version 0 is sent as ours).
+std::string envelope(const pb::Data& d) { return std::string(zps::wire::encodeData(d)[0].view()); }
 
 // The server's answer (its first frame), read as a worker reads it.
-pb::DataHeader answerOf(const std::string& frame) {
+pb::Data answerOf(const std::string& frame) {
   auto decoded = zps::wire::decode({zps::Blob::fromString(frame)}, zps::wire::Limits());
   REQUIRE(decoded.ok());
   REQUIRE(std::holds_alternative<zps::wire::DataMessage>(*decoded));
-  return std::get<zps::wire::DataMessage>(*decoded).header;
+  return std::get<zps::wire::DataMessage>(*decoded).data;
 }
 
 // A valid HELLO from worker `worker_rank` under local rank `local_rank` (a rank of its own, so the real
 // worker with that rank is not disturbed).
-pb::DataHeader hello(int worker_rank, int local_rank) {
-  pb::DataHeader h;
-  h.set_command(pb::CMD_HELLO);
-  h.set_request_id(1);
-  h.set_magic(zps::wire::kMagic);
-  h.set_protocol_version(zps::wire::kProtocolVersion);
-  h.set_worker_rank(worker_rank);
-  h.set_local_rank(local_rank);
-  return h;
+pb::Data hello(int worker_rank, int local_rank) {
+  pb::Data d;
+  d.set_request_id(1);
+  d.set_protocol_version(zps::wire::kProtocolVersion);
+  d.mutable_hello()->set_magic(zps::wire::kMagic);
+  d.mutable_hello()->set_worker_rank(worker_rank);
+  d.mutable_hello()->set_local_rank(local_rank);
+  return d;
+}
+
+// A dense float32 push of `num_elements` of key `key` in round `round`.
+pb::Data pushOf(uint64_t request_id, uint64_t key, uint64_t round, uint64_t num_elements) {
+  pb::Data d;
+  d.set_request_id(request_id);
+  pb::Tensor* t = d.mutable_tensor();
+  t->set_op(pb::OP_PUSH);
+  t->set_key(key);
+  t->set_round(round);
+  t->set_num_elements(num_elements);
+  return d;
+}
+
+// A sum key's DECLARE: `num_elements` float32 named `name`.
+pb::Data declareOf(uint64_t request_id, uint64_t key, uint64_t num_elements, const std::string& name) {
+  pb::Data d;
+  d.set_request_id(request_id);
+  pb::Declare* b = d.mutable_declare();
+  b->set_key(key);
+  b->set_dtype(static_cast<uint32_t>(zps::DType::kFloat32));
+  b->set_num_elements(num_elements);
+  b->set_name(name);
+  return d;
 }
 
 std::string randomBytes(std::mt19937& rng, size_t n) {
@@ -184,38 +208,31 @@ TEST_CASE("garbage from a raw client costs messages, not the job") {
     RawClient d(ctx, server_port);
     for (int i = 0; i < 50; ++i) d.send({randomBytes(rng, 1 + rng() % 200), randomBytes(rng, rng() % 64)});
     // A push before HELLO, a HELLO with a bad magic and one with an out-of-range rank.
-    pb::DataHeader push;
-    push.set_command(pb::CMD_PUSH);
-    push.set_key(0);
-    push.set_round(1);
-    push.set_num_elements(4);
+    const pb::Data push = pushOf(0, 0, 1, 4);
     d.send({envelope(push), std::string(16, '\0')});
-    pb::DataHeader bad_hello;
-    bad_hello.set_command(pb::CMD_HELLO);
-    bad_hello.set_magic(1);
-    d.send({envelope(bad_hello)});
-    bad_hello.set_magic(zps::wire::kMagic);
+    pb::Data bad_hello;
+    bad_hello.mutable_hello()->set_magic(1);
+    d.send({std::string(zps::wire::encodeBody(bad_hello)[0].view())});  // as built: no protocol version
     bad_hello.set_protocol_version(zps::wire::kProtocolVersion);
-    bad_hello.set_worker_rank(99);
+    bad_hello.mutable_hello()->set_magic(zps::wire::kMagic);
+    bad_hello.mutable_hello()->set_worker_rank(99);
     d.send({envelope(bad_hello)});
     // A message without a body, an unknown dtype, lengths that do not match, a truncated payload.
-    pb::DataHeader bad = push;
-    bad.set_command(static_cast<pb::DataCommand>(77));
-    d.send({envelope(bad)});
-    bad = push;
-    bad.set_dtype(42);
+    d.send({envelope(pb::Data())});
+    pb::Data bad = push;
+    bad.mutable_tensor()->set_dtype(42);
     d.send({envelope(bad), std::string(16, '\0')});
     bad = push;
     d.send({envelope(bad), std::string(15, '\0')});
-    bad.set_num_elements(~0ull);
+    bad.mutable_tensor()->set_num_elements(~0ull);
     d.send({envelope(bad), std::string(8, '\0')});
     // The server serves data once the job has started: then it answers what it can with an error.
     w1 = c.startWorker(1, {"check", "--rounds", "10", "--sizes", "1,4K,1M+3"});
     std::string reply = d.recv(20s);
     REQUIRE_FALSE(reply.empty());
-    const pb::DataHeader answer = answerOf(reply);
-    CHECK(answer.command() == pb::CMD_ERROR);
-    CHECK(contains(answer.error(), "HELLO"));
+    const pb::Data answer = answerOf(reply);
+    CHECK(commandOf(answer) == pb::CMD_ERROR);
+    CHECK(contains(answer.error().text(), "HELLO"));
   }
   {
     // A worker of protocol version 1 hears, in its own framing, which versions the two speak.
@@ -263,58 +280,50 @@ TEST_CASE("a server at its memory cap refuses new keys and rows and keeps servin
     RawClient d(ctx, server_port);
     // Worker 0's rank under a local rank of its own, so the real worker 0 is not disturbed.
     d.send({envelope(hello(0, 7))});
-    REQUIRE(answerOf(d.recv(20s)).command() == pb::CMD_REPLY);
-    auto ask = [&](const pb::DataHeader& h, const std::vector<std::string>& extra = {}) {
-      std::vector<std::string> frames = {envelope(h)};
+    REQUIRE(commandOf(answerOf(d.recv(20s))) == pb::CMD_REPLY);
+    auto ask = [&](const pb::Data& request, const std::vector<std::string>& extra = {}) {
+      std::vector<std::string> frames = {envelope(request)};
       frames.insert(frames.end(), extra.begin(), extra.end());
       d.send(frames);
       return answerOf(d.recv(20s));
     };
-    pb::DataHeader declare;
-    declare.set_command(pb::CMD_DECLARE);
-    declare.set_request_id(2);
-    declare.set_key(uint64_t{1} << 50);
-    declare.set_dtype(static_cast<uint32_t>(zps::DType::kFloat32));
-    declare.set_num_elements(4 << 20);  // 16 MiB, held up to 7 times by a synchronous key of 2 workers
-    declare.set_name("too big");
-    pb::DataHeader r = ask(declare);
-    CHECK(r.command() == pb::CMD_ERROR);
-    CHECK(contains(r.error(), "ZPS_SERVER_MAX_BYTES=67108864"));
+    // 16 MiB, held up to 7 times by a synchronous key of 2 workers.
+    pb::Data declare = declareOf(2, uint64_t{1} << 50, 4 << 20, "too big");
+    pb::Data r = ask(declare);
+    CHECK(commandOf(r) == pb::CMD_ERROR);
+    CHECK(contains(r.error().text(), "ZPS_SERVER_MAX_BYTES=67108864"));
     declare.set_request_id(3);
-    declare.set_async(true);
-    declare.set_num_elements(10 << 20);  // 40 MiB, twice for an async key
+    declare.mutable_declare()->set_async(true);
+    declare.mutable_declare()->set_num_elements(10 << 20);  // 40 MiB, twice for an async key
     r = ask(declare);
-    CHECK(r.command() == pb::CMD_ERROR);
-    CHECK(contains(r.error(), "server memory cap reached"));
+    CHECK(commandOf(r) == pb::CMD_ERROR);
+    CHECK(contains(r.error().text(), "server memory cap reached"));
     // A small table is fine; a pull that would create a million rows of it is not.
-    pb::DataHeader table;
-    table.set_command(pb::CMD_DECLARE);
-    table.set_request_id(4);
-    table.set_key((uint64_t{1} << 50) + 1);
-    table.set_dtype(static_cast<uint32_t>(zps::DType::kFloat32));
-    table.set_mode(pb::MODE_PARAM);
-    table.set_name("rows");
-    table.set_row_dim(64);
-    table.set_async(true);
-    table.set_local_size(8);  // this client said HELLO as local rank 7: of a node of 8 at least
-    table.mutable_optimizer()->set_lr(0.1f);
+    const uint64_t table_key = (uint64_t{1} << 50) + 1;
+    pb::Data table = declareOf(4, table_key, 0, "rows");
+    table.mutable_declare()->set_mode(pb::MODE_PARAM);
+    table.mutable_declare()->set_row_dim(64);
+    table.mutable_declare()->set_async(true);
+    table.mutable_declare()->set_local_size(8);  // this client said HELLO as local rank 7: of a node of 8 at least
+    table.mutable_declare()->mutable_optimizer()->set_lr(0.1f);
     r = ask(table);
-    CHECK(r.command() == pb::CMD_REPLY);
-    pb::DataHeader pull = table;
-    pull.set_command(pb::CMD_PULL_ROWS);
+    CHECK(commandOf(r) == pb::CMD_REPLY);
+    pb::Data pull;
     pull.set_request_id(5);
-    pull.set_num_elements(1 << 20);
+    pull.mutable_rows()->set_key(table_key);
+    pull.mutable_rows()->set_count(1 << 20);
+    pull.mutable_rows()->set_row_dim(64);
     std::string keys((size_t{1} << 20) * 8, '\0');
     for (size_t i = 0; i < (size_t{1} << 20); ++i) std::memcpy(&keys[i * 8], &i, 8);
     r = ask(pull, {keys});
-    CHECK(r.command() == pb::CMD_ERROR);
-    CHECK(contains(r.error(), "new rows of table 'rows'"));
+    CHECK(commandOf(r) == pb::CMD_ERROR);
+    CHECK(contains(r.error().text(), "new rows of table 'rows'"));
     // A pull of a few rows still works.
     pull.set_request_id(6);
-    pull.set_num_elements(3);
+    pull.mutable_rows()->set_count(3);
     r = ask(pull, {keys.substr(0, 24)});
-    CHECK(r.command() == pb::CMD_REPLY);
-    CHECK(r.num_elements() == 3 * 64);
+    CHECK(commandOf(r) == pb::CMD_REPLY);
+    CHECK(r.reply().num_elements() == 3 * 64);
   }
   zmq_ctx_term(ctx);
   c.expectAllExitZero(120s);
@@ -334,32 +343,27 @@ TEST_CASE("a bad compressed push gets an error reply, counts as malformed, and t
     RawClient d(ctx, server_port);
     // A peer that joined properly (worker 1, a local rank of its own), then sends hostile pushes.
     d.send({envelope(hello(1, 7))});
-    pb::DataHeader push;
-    push.set_command(pb::CMD_PUSH);
-    push.set_request_id(2);
-    push.set_key(0);
-    push.set_round(1);
-    push.set_num_elements(4);
-    push.set_encoding(pb::ENCODING_SPARSE);
-    push.set_sparse_count(1);
+    pb::Data push = pushOf(2, 0, 1, 4);
+    push.mutable_tensor()->set_encoding(pb::ENCODING_SPARSE);
+    push.mutable_tensor()->set_sparse_count(1);
     uint32_t entry[2] = {4, 0};  // index 4 of 4 elements
     d.send({envelope(push), std::string(reinterpret_cast<const char*>(entry), sizeof(entry))});
     push.set_request_id(3);
-    push.set_encoding(pb::ENCODING_FP16);
-    push.set_sparse_count(0);
+    push.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
+    push.mutable_tensor()->set_sparse_count(0);
     d.send({envelope(push), std::string(16, '\0')});  // fp16 of 4 elements is 8 bytes
     w1 = c.startWorker(1, {"check", "--rounds", "5", "--sizes", "4K"});
     std::vector<std::string> errors;
     for (int i = 0; i < 3; ++i) {
       std::string reply = d.recv(20s);
       REQUIRE_FALSE(reply.empty());
-      const pb::DataHeader answer = answerOf(reply);
+      const pb::Data answer = answerOf(reply);
       if (answer.request_id() == 1) {
-        CHECK(answer.command() == pb::CMD_REPLY);
+        CHECK(commandOf(answer) == pb::CMD_REPLY);
         continue;
       }
-      CHECK(answer.command() == pb::CMD_ERROR);
-      errors.push_back(answer.error());
+      CHECK(commandOf(answer) == pb::CMD_ERROR);
+      errors.push_back(answer.error().text());
     }
     REQUIRE(errors.size() == 2);
     CHECK(contains(errors[0], "sparse index 4 at position 0 is not below 4 elements"));
@@ -385,27 +389,27 @@ TEST_CASE("a forged lane HELLO is refused, and a lane opens once per connection"
 
   void* ctx = zmq_ctx_new();
   {
-    auto ask = [](RawClient& client, const pb::DataHeader& h) {
-      client.send({envelope(h)});
+    auto ask = [](RawClient& client, const pb::Data& request) {
+      client.send({envelope(request)});
       return answerOf(client.recv(20s));
     };
     // Worker 0's rank under a local rank of its own, so the real worker 0 is not disturbed.
     RawClient first(ctx, server_port);
-    pb::DataHeader r = ask(first, hello(0, 7));
-    REQUIRE(r.command() == pb::CMD_REPLY);
-    CHECK(r.accepts_fused());  // workers fuse only for servers that say so
-    const uint64_t token = r.lane_token();
+    pb::Data r = ask(first, hello(0, 7));
+    REQUIRE(commandOf(r) == pb::CMD_REPLY);
+    CHECK(r.hello_reply().accepts_fused());  // workers fuse only for servers that say so
+    const uint64_t token = r.hello_reply().lane_token();
     REQUIRE(token != 0);
     auto laneHello = [&](int local_rank, uint64_t lane_token) {
-      pb::DataHeader h = hello(0, local_rank);
-      h.set_lane_token(lane_token);
+      pb::Data h = hello(0, local_rank);
+      h.mutable_hello()->set_lane_token(lane_token);
       return h;
     };
-    auto refusedOn = [&](RawClient& client, const pb::DataHeader& h) {
-      pb::DataHeader answer = ask(client, h);
-      CHECK(answer.command() == pb::CMD_ERROR);
-      CHECK(contains(answer.error(), "unknown lane token"));
-      CHECK(contains(answer.error(), "worker 0 local rank " + std::to_string(h.local_rank())));
+    auto refusedOn = [&](RawClient& client, const pb::Data& h) {
+      pb::Data answer = ask(client, h);
+      CHECK(commandOf(answer) == pb::CMD_ERROR);
+      CHECK(contains(answer.error().text(), "unknown lane token"));
+      CHECK(contains(answer.error().text(), "worker 0 local rank " + std::to_string(h.hello().local_rank())));
     };
     {
       RawClient forged(ctx, server_port);
@@ -418,9 +422,9 @@ TEST_CASE("a forged lane HELLO is refused, and a lane opens once per connection"
     refusedOn(first, laneHello(7, token));  // a connection cannot be its own lane
     RawClient lane(ctx, server_port);
     r = ask(lane, laneHello(7, token));
-    CHECK(r.command() == pb::CMD_REPLY);
-    CHECK(r.lane_token() == 0);  // a lane opens no lane
-    CHECK(r.upgrade_token() == 0);
+    CHECK(commandOf(r) == pb::CMD_REPLY);
+    CHECK(r.hello_reply().lane_token() == 0);  // a lane opens no lane
+    CHECK(r.hello_reply().upgrade_token() == 0);
     RawClient again(ctx, server_port);
     refusedOn(again, laneHello(7, token));  // once per connection
   }
@@ -442,30 +446,31 @@ TEST_CASE("with a token, a resent HELLO is answered again on its connection and 
   const zps::Authenticator auth = zps::Authenticator::withToken(token);
   REQUIRE(c.waitForLog(server, "data salt", 30s));
   const std::string password = zps::testing::serverDataPassword(c.log(server), token);
-  pb::DataHeader h = hello(0, 7);
-  h.set_auth_nonce(zps::Authenticator::newNonce());
-  h.set_auth_time_ms(zps::Authenticator::nowMs());
-  h.set_auth_mac(auth.mac(zps::kHelloContext, zps::helloMacInput(h)));
+  pb::Data h = hello(0, 7);
+  pb::Hello* signed_hello = h.mutable_hello();
+  signed_hello->set_auth_nonce(zps::Authenticator::newNonce());
+  signed_hello->set_auth_time_ms(zps::Authenticator::nowMs());
+  signed_hello->set_auth_mac(auth.mac(zps::kHelloContext, zps::helloMacInput(*signed_hello, h.protocol_version())));
 
   void* ctx = zmq_ctx_new();
   {
-    auto ask = [](RawClient& client, const pb::DataHeader& request) {
+    auto ask = [](RawClient& client, const pb::Data& request) {
       client.send({envelope(request)});
       return answerOf(client.recv(20s));
     };
     RawClient first(ctx, server_port, password);
-    const pb::DataHeader accepted = ask(first, h);
-    REQUIRE(accepted.command() == pb::CMD_REPLY);
-    CHECK(auth.verify(zps::kHelloReplyContext, h.auth_nonce(), accepted.auth_mac()));
+    const pb::Data accepted = ask(first, h);
+    REQUIRE(commandOf(accepted) == pb::CMD_REPLY);
+    CHECK(auth.verify(zps::kHelloReplyContext, h.hello().auth_nonce(), accepted.hello_reply().auth_mac()));
     // Its reply was lost: the same HELLO again on the same connection gets the same answer.
-    const pb::DataHeader again = ask(first, h);
-    CHECK(again.command() == pb::CMD_REPLY);
+    const pb::Data again = ask(first, h);
+    CHECK(commandOf(again) == pb::CMD_REPLY);
     CHECK(again.SerializeAsString() == accepted.SerializeAsString());
     // The same bytes from another connection are a replay.
     RawClient other(ctx, server_port, password);
-    const pb::DataHeader replayed = ask(other, h);
-    CHECK(replayed.command() == pb::CMD_ERROR);
-    CHECK(contains(replayed.error(), "replayed nonce"));
+    const pb::Data replayed = ask(other, h);
+    CHECK(commandOf(replayed) == pb::CMD_ERROR);
+    CHECK(contains(replayed.error().text(), "replayed nonce"));
   }
   zmq_ctx_term(ctx);
   c.expectAllExitZero(120s);

@@ -250,7 +250,7 @@ void* neverReadingDealer(void* ctx, int port) {
   return s;
 }
 
-std::string dataMessage(const pb::DataHeader& h) { return std::string(zps::wire::encodeData(h)[0].view()); }
+std::string dataMessage(const pb::Data& d) { return std::string(zps::wire::encodeData(d)[0].view()); }
 
 }  // namespace
 
@@ -273,21 +273,17 @@ TEST_CASE("memory attack: an open job's server bounds the replies of strangers t
   void* ctx = zmq_ctx_new();
   void* without_hello = neverReadingDealer(ctx, server_port);
   void* with_hello = neverReadingDealer(ctx, server_port);
-  pb::DataHeader hello;
-  hello.set_command(pb::CMD_HELLO);
+  pb::Data hello;
   hello.set_request_id(1);
-  hello.set_magic(zps::wire::kMagic);
-  hello.set_protocol_version(zps::wire::kProtocolVersion);
-  hello.set_worker_rank(0);
-  hello.set_local_rank(77);  // a local rank of its own: the real worker 0 can still connect
+  hello.mutable_hello()->set_magic(zps::wire::kMagic);
+  hello.mutable_hello()->set_worker_rank(0);
+  hello.mutable_hello()->set_local_rank(77);  // a local rank of its own: the real worker 0 can still connect
   const std::string hello_bytes = dataMessage(hello);
   REQUIRE(zmq_send(with_hello, hello_bytes.data(), hello_bytes.size(), 0) == static_cast<int>(hello_bytes.size()));
-  pb::DataHeader pull;
-  pull.set_command(pb::CMD_PULL);
-  pull.set_magic(zps::wire::kMagic);
-  pull.set_protocol_version(zps::wire::kProtocolVersion);
-  pull.set_key(12345);
-  pull.set_round(1);
+  pb::Data pull;
+  pull.mutable_tensor()->set_op(pb::OP_PULL);
+  pull.mutable_tensor()->set_key(12345);
+  pull.mutable_tensor()->set_round(1);
   constexpr int kPerConnection = 500'000;
   const auto attack_start = std::chrono::steady_clock::now();
   for (int i = 0; i < kPerConnection; ++i) {

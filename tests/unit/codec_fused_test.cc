@@ -13,22 +13,24 @@ namespace {
 
 using namespace codec_testing;
 
-pb::DataHeader entry(pb::DataCommand command, uint64_t key, uint64_t floats) {
-  pb::DataHeader h = sampleHeader(command, DType::kFloat32, floats);
-  h.set_key(key);
-  h.set_request_id(100 + key);
-  return h;
+// An entry of a fused message: no protocol version of its own.
+pb::Data entry(pb::DataCommand command, uint64_t key, uint64_t floats) {
+  pb::Data d = sampleData(command, DType::kFloat32, floats, key);
+  d.set_request_id(100 + key);
+  d.clear_protocol_version();
+  return d;
 }
 
-pb::DataHeader fused(const std::vector<pb::DataHeader>& entries) {
-  pb::DataHeader h;
-  h.set_command(pb::CMD_FUSED);
-  for (const auto& e : entries) *h.add_entries() = e;
-  return h;
+pb::Data fused(const std::vector<pb::Data>& entries) {
+  pb::Data d;
+  d.set_protocol_version(kProtocolVersion);
+  d.mutable_fused();  // a body even without entries
+  for (const auto& e : entries) *d.mutable_fused()->add_entries() = e;
+  return d;
 }
 
-std::vector<Blob> frames(const pb::DataHeader& h, size_t payload_bytes) {
-  std::vector<Blob> f{dataFrame(h)};
+std::vector<Blob> frames(const pb::Data& d, size_t payload_bytes) {
+  std::vector<Blob> f{dataFrame(d)};
   if (payload_bytes > 0) f.push_back(payloadOf(payload_bytes));
   return f;
 }
@@ -47,15 +49,15 @@ TEST_CASE("codec: a fused request decodes into its entries with their payload sl
   auto decoded = decode(encodeData(h, payload), Limits());
   REQUIRE(decoded.ok());
   const auto& m = std::get<DataMessage>(*decoded);
-  CHECK(m.header.command() == pb::CMD_FUSED);
-  CHECK(m.header.entries_size() == 0);  // moved into m.entries
+  CHECK(m.data.has_fused());
+  CHECK(m.data.fused().entries_size() == 0);  // moved into m.entries
   CHECK(m.payload.empty());
   REQUIRE(m.entries.size() == 3);
-  CHECK(m.entries[0].header.key() == 1);
-  CHECK(m.entries[0].header.request_id() == 101);
+  CHECK(m.entries[0].data.tensor().key() == 1);
+  CHECK(m.entries[0].data.request_id() == 101);
   CHECK(m.entries[0].payload.data() == payload.data());
   CHECK(m.entries[0].payload.size() == 12);
-  CHECK(m.entries[1].header.command() == pb::CMD_PULL);
+  CHECK(commandOf(m.entries[1].data) == pb::CMD_PULL);
   CHECK(m.entries[1].payload.empty());
   CHECK(m.entries[2].payload.data() == payload.data() + 12);
   CHECK(m.entries[2].payload.size() == 8);
@@ -63,16 +65,16 @@ TEST_CASE("codec: a fused request decodes into its entries with their payload sl
 }
 
 TEST_CASE("codec: fused replies decode, acknowledgements and errors without payload", "[codec][fusion]") {
-  pb::DataHeader ack = entry(pb::CMD_REPLY, 1, 0);
-  pb::DataHeader sum = entry(pb::CMD_REPLY, 2, 4);
-  pb::DataHeader error = entry(pb::CMD_ERROR, 3, 0);
+  pb::Data ack = entry(pb::CMD_REPLY, 1, 0);
+  pb::Data sum = entry(pb::CMD_REPLY, 2, 4);
+  pb::Data error = entry(pb::CMD_ERROR, 3, 0);
   auto decoded = decode(frames(fused({ack, sum, error}), 16), Limits());
   REQUIRE(decoded.ok());
   const auto& m = std::get<DataMessage>(*decoded);
   REQUIRE(m.entries.size() == 3);
   CHECK(m.entries[0].payload.empty());
   CHECK(m.entries[1].payload.size() == 16);
-  CHECK(m.entries[2].header.error() == "key was never declared");
+  CHECK(m.entries[2].data.error().text() == "key was never declared");
   // Replies may name a key twice (a pull's sum and the next round's push acknowledgement).
   CHECK(decode(frames(fused({ack, entry(pb::CMD_REPLY, 1, 4)}), 16), Limits()).ok());
   // All pulls: no payload frame at all.
@@ -102,8 +104,8 @@ TEST_CASE("codec: fused entries do not nest and only data requests or replies fu
   CHECK_THAT(refusal(frames(fused({entry(pb::CMD_REPLY, 1, 0), entry(pb::CMD_PULL, 2, 1)}), 0)),
              Catch::Contains("CMD_PULL cannot be fused with replies"));
   // Entries are checked like messages: an unknown dtype is named with the entry's position.
-  pb::DataHeader bad = entry(pb::CMD_PULL, 2, 1);
-  bad.set_dtype(999);
+  pb::Data bad = entry(pb::CMD_PULL, 2, 1);
+  bad.mutable_tensor()->set_dtype(999);
   CHECK_THAT(refusal(frames(fused({entry(pb::CMD_PULL, 1, 1), bad}), 0)),
              Catch::Contains("fused entry 1") && Catch::Contains("dtype 999 is unknown"));
 }
@@ -120,8 +122,8 @@ TEST_CASE("codec: fused payload lengths are bounded by the frame, and fill it ex
   CHECK_THAT(refusal({dataFrame(fused({entry(pb::CMD_PULL, 1, 1)})), payloadOf(0), payloadOf(0)}),
              Catch::Contains("at most"));
   // A compressed entry takes its encoding's size: 3 floats as fp16 are 6 bytes.
-  pb::DataHeader fp16 = entry(pb::CMD_PUSH, 1, 3);
-  fp16.set_encoding(pb::ENCODING_FP16);
+  pb::Data fp16 = entry(pb::CMD_PUSH, 1, 3);
+  fp16.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
   CHECK(refusal(frames(fused({fp16}), 6)) == "decoded");
   CHECK_THAT(refusal(frames(fused({fp16}), 12)), Catch::Contains("frame is 12 bytes but its entries take 6"));
 }
@@ -129,11 +131,11 @@ TEST_CASE("codec: fused payload lengths are bounded by the frame, and fill it ex
 TEST_CASE("codec: a fused request names each key once", "[codec][fusion]") {
   auto twice = fused({entry(pb::CMD_PUSH, 7, 1), entry(pb::CMD_PULL, 8, 1), entry(pb::CMD_PULL, 7, 1)});
   CHECK_THAT(refusal(frames(twice, 4)), Catch::Contains("key 7 appears twice in one fused message"));
-  // The refused header keeps its entries, so a server can answer each of them.
-  pb::DataHeader rejected;
+  // The refused message keeps its entries, so a server can answer each of them.
+  pb::Data rejected;
   REQUIRE_FALSE(decode(frames(twice, 4), Limits(), &rejected).ok());
-  CHECK(rejected.entries_size() == 3);
-  CHECK(rejected.entries(2).request_id() == 107);
+  CHECK(rejected.fused().entries_size() == 3);
+  CHECK(rejected.fused().entries(2).request_id() == 107);
 }
 
 }  // namespace

@@ -28,17 +28,27 @@ void checkFuzzed(const std::vector<Blob>& frames, const Limits& limits, int* ok,
   }
   ++*ok;
   if (auto* data = std::get_if<DataMessage>(&*decoded)) {
-    CHECK(pb::DataCommand_IsValid(data->header.command()));
-    CHECK(data->header.command() != pb::CMD_UNSPECIFIED);
-    CHECK(data->header.dtype() < static_cast<uint32_t>(kNumDTypes));
+    const pb::Data& d = data->data;
+    const pb::DataCommand command = commandOf(d);
+    CHECK(pb::DataCommand_IsValid(command));
+    CHECK(command != pb::CMD_UNSPECIFIED);
+    // The body's dtype and element count (a rows message: its row count; none for other bodies).
+    const uint32_t dtype = d.has_tensor()    ? d.tensor().dtype()
+                           : d.has_declare() ? d.declare().dtype()
+                                             : d.reply().dtype();
+    const uint64_t num_elements = d.has_tensor()    ? d.tensor().num_elements()
+                                  : d.has_declare() ? d.declare().num_elements()
+                                  : d.has_rows()    ? d.rows().count()
+                                                    : d.reply().num_elements();
+    CHECK(dtype < static_cast<uint32_t>(kNumDTypes));
     uint64_t bytes = 0;
-    REQUIRE(checkedBytes(data->header.num_elements(), dtypeSize(data->dtype), &bytes));
+    REQUIRE(checkedBytes(num_elements, dtypeSize(data->dtype), &bytes));
     CHECK(bytes <= limits.max_payload_bytes);
     if (frames.size() == 2) {
       CHECK(data->payload.size() == bytes);
     } else {
       CHECK(data->payload.empty());
-      CHECK_FALSE(hasPayload(data->header.command()));
+      CHECK_FALSE(hasPayload(command));
     }
   } else {
     CHECK(frames.size() == 1);
@@ -54,11 +64,11 @@ TEST_CASE("codec: text fields that are not UTF-8 still decode (they are bytes)",
   auto decoded = decode(encodeControl(c), Limits());
   REQUIRE(decoded.ok());
   CHECK(std::get<pb::Control>(*decoded).register_().hostname() == "host\xff\xfe");
-  auto h = sampleHeader(pb::CMD_DECLARE, DType::kFloat32, 4);
-  h.set_name(std::string("grad\xc3", 5));  // a character cut in half
-  auto data = decode(encodeData(h), Limits());
+  auto d = sampleData(pb::CMD_DECLARE, DType::kFloat32, 4);
+  d.mutable_declare()->set_name(std::string("grad\xc3", 5));  // a character cut in half
+  auto data = decode(encodeData(d), Limits());
   REQUIRE(data.ok());
-  CHECK(std::get<DataMessage>(*data).header.name() == std::string("grad\xc3", 5));
+  CHECK(std::get<DataMessage>(*data).data.declare().name() == std::string("grad\xc3", 5));
 }
 
 TEST_CASE("codec: random byte strings never crash decode", "[codec]") {
@@ -98,8 +108,8 @@ TEST_CASE("codec: valid messages with random byte mutations never crash decode",
   std::vector<std::vector<Blob>> corpus;
   for (const auto& [name, control] : allControlBodies()) corpus.push_back(encodeControl(control));
   for (pb::DataCommand cmd : kAllCommands) {
-    pb::DataHeader h = sampleHeader(cmd, DType::kInt32, 3);
-    corpus.push_back(hasPayload(cmd) ? encodeData(h, payloadOf(12)) : encodeData(h));
+    pb::Data d = sampleData(cmd, DType::kInt32, 3);
+    corpus.push_back(hasPayload(cmd) ? encodeData(d, payloadOf(12)) : encodeData(d));
   }
   std::mt19937_64 rng(20240601);
   std::uniform_int_distribution<int> byte_dist(0, 255);

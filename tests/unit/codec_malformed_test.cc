@@ -22,15 +22,21 @@ struct BadCase {
   Limits limits = Limits();
 };
 
-pb::DataHeader withCommand(pb::DataHeader h, int command) {
-  h.set_command(static_cast<pb::DataCommand>(command));
-  return h;
+pb::Data withOp(pb::Data d, int op) {
+  d.mutable_tensor()->set_op(static_cast<pb::TensorOp>(op));
+  return d;
 }
 
 std::vector<BadCase> malformedInputs() {
   std::vector<BadCase> cases;
-  const pb::DataHeader push = sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4);
-  const pb::DataHeader pull = sampleHeader(pb::CMD_PULL, DType::kFloat32, 4);
+  const pb::Data push = sampleData(pb::CMD_PUSH, DType::kFloat32, 4);
+  const pb::Data pull = sampleData(pb::CMD_PULL, DType::kFloat32, 4);
+  const pb::Data reply = sampleData(pb::CMD_REPLY, DType::kFloat32, 4);
+  // A declare without a name and an error without a text: only the field under test is set.
+  pb::Data declare = sampleData(pb::CMD_DECLARE, DType::kFloat32, 4);
+  declare.mutable_declare()->clear_name();
+  pb::Data error = sampleData(pb::CMD_ERROR, DType::kFloat32, 0);
+  error.mutable_error()->clear_text();
 
   cases.push_back({"zero frames", [] { return std::vector<Blob>{}; }, "no frames"});
   cases.push_back({"three frames",
@@ -62,11 +68,6 @@ std::vector<BadCase> malformedInputs() {
                      return encodeControl(c);
                    },
                    "over the limit of 1048576"});
-  auto withOp = [](pb::DataHeader h, int op) {
-    pb::Data d = detail::fromHeader(h);
-    d.mutable_tensor()->set_op(static_cast<pb::TensorOp>(op));
-    return d;
-  };
   cases.push_back({"unknown tensor op 99", [=] { return std::vector<Blob>{dataFrame(withOp(pull, 99))}; },
                    "tensor op 99 is unknown"});
   cases.push_back({"unspecified tensor op", [=] { return std::vector<Blob>{dataFrame(withOp(pull, 0))}; },
@@ -74,7 +75,7 @@ std::vector<BadCase> malformedInputs() {
   cases.push_back({"negative tensor op", [=] { return std::vector<Blob>{dataFrame(withOp(pull, -1))}; }, "is unknown"});
   cases.push_back({"data message without a body",
                    [=] {
-                     pb::Data d = detail::fromHeader(pull);
+                     pb::Data d = pull;
                      d.clear_tensor();
                      return std::vector<Blob>{dataFrame(d)};
                    },
@@ -82,54 +83,59 @@ std::vector<BadCase> malformedInputs() {
   for (uint32_t version : {0u, 1u, 3u}) {
     cases.push_back({"protocol version " + std::to_string(version) + " on a pull",
                      [=] {
-                       pb::Data d = detail::fromHeader(pull);
+                       pb::Data d = pull;
                        d.set_protocol_version(version);
                        return std::vector<Blob>{dataFrame(d)};
                      },
                      "the peer speaks zps protocol version " + std::to_string(version) + ", this node version 2"});
   }
-  cases.push_back({"a version-1 pull", [=] { return std::vector<Blob>{version1Frame(pull)}; },
+  cases.push_back({"a version-1 pull",
+                   [] {
+                     pb::Version1Data named;
+                     named.set_command(pb::CMD_PULL);
+                     named.set_request_id(99);
+                     return std::vector<Blob>{version1Frame(named, {{3, kSampleKey}, {4, 12}, {6, 4}})};
+                   },
                    "the peer speaks zps protocol version 1, this node speaks version 2"});
   cases.push_back({"unknown dtype 7",
                    [=] {
-                     auto h = pull;
-                     h.set_dtype(7);
-                     return std::vector<Blob>{dataFrame(h)};
+                     auto d = pull;
+                     d.mutable_tensor()->set_dtype(7);
+                     return std::vector<Blob>{dataFrame(d)};
                    },
                    "dtype 7 is unknown"});
   cases.push_back({"unknown dtype UINT32_MAX",
                    [=] {
-                     auto h = pull;
-                     h.set_dtype(UINT32_MAX);
-                     return std::vector<Blob>{dataFrame(h)};
+                     auto d = pull;
+                     d.mutable_tensor()->set_dtype(UINT32_MAX);
+                     return std::vector<Blob>{dataFrame(d)};
                    },
                    "is unknown"});
   cases.push_back({"unknown key mode 5",
                    [=] {
-                     auto h = withCommand(pull, pb::CMD_DECLARE);
-                     h.set_mode(static_cast<pb::KeyMode>(5));
-                     return std::vector<Blob>{dataFrame(h)};
+                     auto d = declare;
+                     d.mutable_declare()->set_mode(static_cast<pb::KeyMode>(5));
+                     return std::vector<Blob>{dataFrame(d)};
                    },
                    "key mode 5 is unknown"});
   cases.push_back({"unknown key mode -3",
                    [=] {
-                     auto h = withCommand(pull, pb::CMD_DECLARE);
-                     h.set_mode(static_cast<pb::KeyMode>(-3));
-                     return std::vector<Blob>{dataFrame(h)};
+                     auto d = declare;
+                     d.mutable_declare()->set_mode(static_cast<pb::KeyMode>(-3));
+                     return std::vector<Blob>{dataFrame(d)};
                    },
                    "key mode -3 is unknown"});
   cases.push_back({"push without payload", [=] { return std::vector<Blob>{dataFrame(push)}; },
                    "CMD_PUSH is missing its payload frame"});
   cases.push_back({"push_pull without payload",
-                   [=] { return std::vector<Blob>{dataFrame(withCommand(push, pb::CMD_PUSH_PULL))}; },
+                   [=] { return std::vector<Blob>{dataFrame(withOp(push, pb::OP_PUSH_PULL))}; },
                    "CMD_PUSH_PULL is missing its payload frame"});
   cases.push_back(
       {"pull with payload", [=] { return encodeData(pull, payloadOf(16)); }, "CMD_PULL must not carry a payload"});
-  cases.push_back({"declare with payload",
-                   [=] { return encodeData(withCommand(pull, pb::CMD_DECLARE), payloadOf(16)); },
+  cases.push_back({"declare with payload", [=] { return encodeData(declare, payloadOf(16)); },
                    "CMD_DECLARE must not carry a payload"});
-  cases.push_back({"error with payload", [=] { return encodeData(withCommand(pull, pb::CMD_ERROR), payloadOf(16)); },
-                   "CMD_ERROR must not carry a payload"});
+  cases.push_back(
+      {"error with payload", [=] { return encodeData(error, payloadOf(16)); }, "CMD_ERROR must not carry a payload"});
   cases.push_back({"control with a payload frame",
                    [] {
                      auto f = encodeControl(sampleRegister());
@@ -143,37 +149,36 @@ std::vector<BadCase> malformedInputs() {
                    "payload is 17 bytes but 4 x float32 needs 16"});
   cases.push_back({"empty payload for 4 elements", [=] { return encodeData(push, Blob::copyOf(nullptr, 0)); },
                    "payload is 0 bytes"});
-  cases.push_back({"reply payload of the wrong size",
-                   [=] { return encodeData(withCommand(push, pb::CMD_REPLY), payloadOf(8)); }, "needs 16"});
+  cases.push_back({"reply payload of the wrong size", [=] { return encodeData(reply, payloadOf(8)); }, "needs 16"});
   cases.push_back({"num_elements UINT64_MAX float32",
                    [=] {
-                     auto h = push;
-                     h.set_num_elements(UINT64_MAX);
-                     return encodeData(h, payloadOf(16));
+                     auto d = push;
+                     d.mutable_tensor()->set_num_elements(UINT64_MAX);
+                     return encodeData(d, payloadOf(16));
                    },
                    "exceeds the payload limit"});
   cases.push_back({"num_elements UINT64_MAX uint8",
                    [=] {
-                     auto h = push;
-                     h.set_dtype(static_cast<uint32_t>(DType::kUInt8));
-                     h.set_num_elements(UINT64_MAX);
-                     return encodeData(h, payloadOf(16));
+                     auto d = push;
+                     d.mutable_tensor()->set_dtype(static_cast<uint32_t>(DType::kUInt8));
+                     d.mutable_tensor()->set_num_elements(UINT64_MAX);
+                     return encodeData(d, payloadOf(16));
                    },
                    "exceeds the payload limit"});
   cases.push_back({"num_elements wrapping to a small size",
                    [=] {
                      // 2^62 * 4 wraps to 0 in 64 bits; an unchecked multiply would accept an
                      // empty payload.
-                     auto h = push;
-                     h.set_num_elements(uint64_t{1} << 62);
-                     return encodeData(h, Blob::copyOf(nullptr, 0));
+                     auto d = push;
+                     d.mutable_tensor()->set_num_elements(uint64_t{1} << 62);
+                     return encodeData(d, Blob::copyOf(nullptr, 0));
                    },
                    "exceeds the payload limit"});
   cases.push_back({"num_elements too large for a pull",
                    [=] {
-                     auto h = pull;
-                     h.set_num_elements(UINT64_MAX);
-                     return std::vector<Blob>{dataFrame(h)};
+                     auto d = pull;
+                     d.mutable_tensor()->set_num_elements(UINT64_MAX);
+                     return std::vector<Blob>{dataFrame(d)};
                    },
                    "exceeds the payload limit"});
   for (int group : {0, 4, 7, -1}) {
@@ -310,16 +315,16 @@ std::vector<BadCase> malformedInputs() {
                    "recovery.lost is 4097 bytes"});
   cases.push_back({"declare.name too long",
                    [=] {
-                     auto h = withCommand(pull, pb::CMD_DECLARE);
-                     h.set_name(big);
-                     return std::vector<Blob>{dataFrame(h)};
+                     auto d = declare;
+                     d.mutable_declare()->set_name(big);
+                     return std::vector<Blob>{dataFrame(d)};
                    },
                    "declare.name is 4097 bytes"});
   cases.push_back({"error.text too long",
                    [=] {
-                     auto h = withCommand(pull, pb::CMD_ERROR);
-                     h.set_error(big);
-                     return std::vector<Blob>{dataFrame(h)};
+                     auto d = error;
+                     d.mutable_error()->set_text(big);
+                     return std::vector<Blob>{dataFrame(d)};
                    },
                    "error.text is 4097 bytes"});
   {
@@ -347,34 +352,33 @@ std::vector<BadCase> malformedInputs() {
       {"control with no body", [] { return encodeControl(pb::Control()); }, "control message has no (known) body"});
   cases.push_back({"awaited rounds beyond the limit",
                    [] {
-                     pb::DataHeader h = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
-                     for (int i = 0; i <= kMaxAwaitedRounds; ++i) h.add_awaited()->set_key(i);
-                     return encodeData(h);
+                     pb::Data d = sampleData(pb::CMD_REPLY, DType::kFloat32, 0);
+                     for (int i = 0; i <= kMaxAwaitedRounds; ++i) d.mutable_reply()->add_awaited()->set_key(i);
+                     return encodeData(d);
                    },
                    "names 17 awaited rounds, at most 16"});
   for (pb::DataCommand command : {pb::CMD_PULL, pb::CMD_PUSH_PULL}) {
     cases.push_back({pb::DataCommand_Name(command) + " that claims push credit",
                      [=] {
-                       pb::DataHeader h = sampleHeader(command, DType::kFloat32, 4);
-                       h.set_holds_credit(true);
-                       return encodeData(h, command == pb::CMD_PULL ? Blob() : payloadOf(16));
+                       pb::Data d = sampleData(command, DType::kFloat32, 4);
+                       d.mutable_tensor()->set_holds_credit(true);
+                       return encodeData(d, command == pb::CMD_PULL ? Blob() : payloadOf(16));
                      },
                      pb::DataCommand_Name(command) + " must not hold push credit; only a PUSH does"});
   }
   cases.push_back({"a rows pull with a rows frame",
                    [] {
-                     pb::DataHeader h;
-                     h.set_command(pb::CMD_PULL_ROWS);
-                     h.set_num_elements(1);
-                     h.set_row_dim(2);
-                     return encodeRows(h, payloadOf(8), payloadOf(8));
+                     pb::Data d;
+                     d.mutable_rows()->set_count(1);
+                     d.mutable_rows()->set_row_dim(2);
+                     return encodeRows(d, payloadOf(8), payloadOf(8));
                    },
                    "CMD_PULL_ROWS needs 2 frames, got 3"});
   cases.push_back({"a fused entry that names a protocol version",
                    [=] {
                      pb::Data d;
                      d.set_protocol_version(kProtocolVersion);
-                     *d.mutable_fused()->add_entries() = detail::fromHeader(pull);
+                     *d.mutable_fused()->add_entries() = pull;
                      return std::vector<Blob>{dataFrame(d)};
                    },
                    "entries take the fused message's"});
@@ -418,14 +422,14 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
   CHECK(decode(frames, tight).ok());
   tight.max_envelope_bytes = frames[0].size() - 1;
   CHECK_FALSE(decode(frames, tight).ok());
-  pb::DataHeader reply = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
-  for (int i = 0; i < kMaxAwaitedRounds; ++i) reply.add_awaited()->set_key(i);
+  pb::Data reply = sampleData(pb::CMD_REPLY, DType::kFloat32, 0);
+  for (int i = 0; i < kMaxAwaitedRounds; ++i) reply.mutable_reply()->add_awaited()->set_key(i);
   CHECK(decode(encodeData(reply), Limits()).ok());
   // The most tables, each with the longest name, still fit the default envelope.
   CHECK(
       decode(encodeControl(sampleHeartbeatWithTables(kMaxHeartbeatTables, Limits().max_string_bytes)), Limits()).ok());
-  pb::DataHeader paced = sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4);
-  paced.set_holds_credit(true);
+  pb::Data paced = sampleData(pb::CMD_PUSH, DType::kFloat32, 4);
+  paced.mutable_tensor()->set_holds_credit(true);
   CHECK(decode(encodeData(paced, payloadOf(16)), Limits()).ok());
 }
 
@@ -433,17 +437,20 @@ TEST_CASE("codec: the limits tested above are accepted just below the limit", "[
 // HELLO is refused naming both versions, with what a server needs to answer it in that framing; the
 // answer is an ERROR that a version-1 decoder reads.
 TEST_CASE("codec: version 1 is refused with a message naming both versions, and answered in its framing", "[codec]") {
-  pb::DataHeader hello = sampleHeader(pb::CMD_HELLO, DType::kFloat32, 0);
-  hello.set_protocol_version(1);
+  // The flat header's worker_rank (field 12) follows the fields version 2 reads.
+  pb::Version1Data hello;
+  hello.set_command(pb::CMD_HELLO);
   hello.set_request_id(41);
-  pb::DataHeader rejected;
-  auto decoded = decode({version1Frame(hello)}, Limits(), &rejected);
+  hello.set_magic(kMagic);
+  hello.set_protocol_version(1);
+  pb::Data rejected;
+  auto decoded = decode({version1Frame(hello, {{12, 2}})}, Limits(), &rejected);
   REQUIRE_FALSE(decoded.ok());
   CHECK(decoded.status().code() == StatusCode::kProtocol);
   CHECK(decoded.status().message() == version1Refusal());
   CHECK_THAT(version1Refusal(), Catch::Contains("version 1") && Catch::Contains("version 2"));
   CHECK(rejected.protocol_version() == 1);
-  CHECK(rejected.command() == pb::CMD_HELLO);
+  CHECK(commandOf(rejected) == pb::CMD_HELLO);
   CHECK(rejected.request_id() == 41);
 
   // The answer, read as version 1 did: field 2 of the envelope is the flat header.
@@ -452,26 +459,25 @@ TEST_CASE("codec: version 1 is refused with a message naming both versions, and 
   pb::Envelope env;
   REQUIRE(env.ParseFromArray(answer[0].data(), static_cast<int>(answer[0].size())));
   REQUIRE(env.has_version1_data());
-  pb::DataHeader old;
-  REQUIRE(old.ParseFromString(env.version1_data().SerializeAsString()));
+  const pb::Version1Data& old = env.version1_data();
   CHECK(old.command() == pb::CMD_ERROR);
   CHECK(old.request_id() == 41);
   CHECK(old.error() == version1Refusal());
 
   // A version-2 HELLO that names another version passes the codec: the server refuses it in words.
-  pb::DataHeader other = sampleHeader(pb::CMD_HELLO, DType::kFloat32, 0);
+  pb::Data other = sampleData(pb::CMD_HELLO, DType::kFloat32, 0);
   other.set_protocol_version(3);
   auto passed = decode(encodeData(other), Limits());
   REQUIRE(passed.ok());
-  CHECK(std::get<DataMessage>(*passed).header.protocol_version() == 3);
+  CHECK(std::get<DataMessage>(*passed).data.protocol_version() == 3);
 }
 
 TEST_CASE("codec: every truncation of a valid header is rejected", "[codec]") {
   std::vector<std::vector<Blob>> messages = {
       encodeControl(sampleRegister()),
       encodeControl(sampleRegisterReply(3)),
-      encodeData(sampleHeader(pb::CMD_DECLARE, DType::kFloat16, 9)),
-      encodeData(sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4), payloadOf(16)),
+      encodeData(sampleData(pb::CMD_DECLARE, DType::kFloat16, 9)),
+      encodeData(sampleData(pb::CMD_PUSH, DType::kFloat32, 4), payloadOf(16)),
   };
   for (const auto& frames : messages) {
     const std::string full(frames[0].view());

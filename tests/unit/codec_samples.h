@@ -1,5 +1,5 @@
 // Samples for the wire codec's tests (ps/wire/codec.h): one valid message of every control body and
-// data command, frames built by hand so a test can put any value in a header, and a guard that keeps
+// data command, frames built by hand so a test can put any value in a message, and a guard that keeps
 // libprotobuf quiet during fuzz loops. Shared by the codec*_test.cc files.
 #pragma once
 
@@ -11,7 +11,6 @@
 #include <google/protobuf/stubs/common.h>
 
 #include "ps/wire/codec.h"
-#include "ps/wire/data_codec.h"
 
 // libprotobuf logs an ERROR line for every string field that is not UTF-8; the fuzz loops of
 // codec_fuzz_test.cc produce thousands. Protobuf 3.21 and older can silence that; newer releases log
@@ -39,18 +38,25 @@ inline Blob dataFrame(const pb::Data& data) {
   return Blob::fromString(env.SerializeAsString());
 }
 
-// The frame the encoder would send for `header`, without the encoder's checks.
-inline Blob dataFrame(const pb::DataHeader& header) { return dataFrame(detail::fromHeader(header)); }
-
-// A data message as protocol version 1 framed it: the flat header (whose field numbers pb::DataHeader
-// keeps) as the envelope's field 2.
-inline Blob version1Frame(const pb::DataHeader& header) {
-  const std::string body = header.SerializeAsString();
-  std::string frame(1, static_cast<char>((2 << 3) | 2));  // field 2, length-delimited
-  for (uint64_t n = body.size();; n >>= 7) {
-    frame.push_back(static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
+inline void appendVarint(std::string* out, uint64_t n) {
+  for (;; n >>= 7) {
+    out->push_back(static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
     if (n < 0x80) break;
   }
+}
+
+// A data message as protocol version 1 framed it: one flat header as the envelope's field 2, of which
+// pb::Version1Data names the fields version 2 still reads. `more` are the flat header's other integer
+// fields (field number, value), which follow those in the samples (key 3, round 4, num_elements 6,
+// worker_rank 12).
+inline Blob version1Frame(const pb::Version1Data& named, const std::vector<std::pair<uint32_t, uint64_t>>& more = {}) {
+  std::string body = named.SerializeAsString();
+  for (const auto& [field, value] : more) {
+    appendVarint(&body, uint64_t{field} << 3);  // wire type 0: varint
+    appendVarint(&body, value);
+  }
+  std::string frame(1, static_cast<char>((2 << 3) | 2));  // field 2, length-delimited
+  appendVarint(&frame, body.size());
   return Blob::fromString(frame + body);
 }
 
@@ -160,32 +166,70 @@ inline std::vector<std::pair<std::string, pb::Control>> allControlBodies() {
   return out;
 }
 
-// A header with the fields its command carries on the wire (so that it survives a round trip).
-inline pb::DataHeader sampleHeader(pb::DataCommand command, DType dtype, uint64_t num_elements) {
-  pb::DataHeader h;
-  h.set_command(command);
-  h.set_request_id(99);
-  if (command == pb::CMD_HELLO) {
-    h.set_magic(kMagic);
-    h.set_protocol_version(kProtocolVersion);
-    h.set_worker_rank(2);
-    return h;
+inline constexpr uint64_t kSampleKey = (uint64_t{5} << 24) | 3;
+
+// A message of `command` with the fields its body carries (so that it survives a round trip): request
+// 99, and where the body has them `key`, round 12, `dtype` and `num_elements`.
+inline pb::Data sampleData(pb::DataCommand command, DType dtype, uint64_t num_elements, uint64_t key = kSampleKey) {
+  pb::Data d;
+  d.set_protocol_version(kProtocolVersion);
+  d.set_request_id(99);
+  const uint32_t dtype_value = static_cast<uint32_t>(dtype);
+  switch (command) {
+    case pb::CMD_HELLO:
+      d.mutable_hello()->set_magic(kMagic);
+      d.mutable_hello()->set_worker_rank(2);
+      break;
+    case pb::CMD_DECLARE: {
+      pb::Declare* b = d.mutable_declare();
+      b->set_key(key);
+      b->set_mode(pb::MODE_SUM);
+      b->set_dtype(dtype_value);
+      b->set_num_elements(num_elements);
+      b->set_name("layer1.weight");
+      break;
+    }
+    case pb::CMD_PUSH:
+    case pb::CMD_PULL:
+    case pb::CMD_PUSH_PULL: {
+      pb::Tensor* b = d.mutable_tensor();
+      b->set_op(tensorOp(command));
+      b->set_key(key);
+      b->set_round(12);
+      b->set_dtype(dtype_value);
+      b->set_num_elements(num_elements);
+      break;
+    }
+    case pb::CMD_PUSH_ROWS:
+    case pb::CMD_PULL_ROWS: {
+      pb::Rows* b = d.mutable_rows();
+      b->set_push(command == pb::CMD_PUSH_ROWS);
+      b->set_key(key);
+      b->set_round(12);
+      b->set_count(num_elements);
+      break;
+    }
+    case pb::CMD_REPLY: {
+      pb::Reply* b = d.mutable_reply();
+      b->set_key(key);
+      b->set_round(12);
+      b->set_dtype(dtype_value);
+      b->set_num_elements(num_elements);
+      break;
+    }
+    case pb::CMD_ERROR:
+      d.mutable_error()->set_key(key);
+      d.mutable_error()->set_round(12);
+      d.mutable_error()->set_text("key was never declared");
+      break;
+    case pb::CMD_CHECKPOINT:
+      d.mutable_checkpoint()->set_key(key);
+      d.mutable_checkpoint()->set_step(12);
+      break;
+    case pb::CMD_STATS: d.mutable_stats(); break;
+    default: break;  // no body
   }
-  if (command == pb::CMD_STATS) return h;
-  h.set_key((uint64_t{5} << 24) | 3);
-  if (command != pb::CMD_DECLARE) h.set_round(12);
-  if (command == pb::CMD_ERROR) {
-    h.set_error("key was never declared");
-    return h;
-  }
-  if (command == pb::CMD_CHECKPOINT) return h;
-  h.set_dtype(static_cast<uint32_t>(dtype));
-  h.set_num_elements(num_elements);
-  if (command == pb::CMD_DECLARE) {
-    h.set_mode(pb::MODE_SUM);
-    h.set_name("layer1.weight");
-  }
-  return h;
+  return d;
 }
 
 inline bool hasPayload(pb::DataCommand c) { return c == pb::CMD_PUSH || c == pb::CMD_PUSH_PULL; }

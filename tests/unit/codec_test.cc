@@ -54,9 +54,9 @@ TEST_CASE("codec: every data command round trips, with and without payload", "[c
       for (bool with_payload : {false, true}) {
         const uint64_t n = 37;
         INFO(pb::DataCommand_Name(cmd) << " " << dtypeName(dtype) << " payload=" << with_payload);
-        pb::DataHeader h = sampleHeader(cmd, dtype, n);
+        const pb::Data sent = sampleData(cmd, dtype, n);
         Blob payload = with_payload ? payloadOf(n * dtypeSize(dtype)) : Blob();
-        std::vector<Blob> frames = encodeData(h, payload);
+        std::vector<Blob> frames = encodeData(sent, payload);
         REQUIRE(frames.size() == (with_payload ? 2u : 1u));
         auto decoded = decode(frames, limits);
         bool valid = with_payload ? mayHavePayload(cmd) : !hasPayload(cmd);
@@ -70,7 +70,7 @@ TEST_CASE("codec: every data command round trips, with and without payload", "[c
         REQUIRE(decoded.ok());
         REQUIRE(std::holds_alternative<DataMessage>(*decoded));
         const auto& msg = std::get<DataMessage>(*decoded);
-        CHECK(msg.header.SerializeAsString() == h.SerializeAsString());
+        CHECK(msg.data.SerializeAsString() == sent.SerializeAsString());
         CHECK(msg.dtype == (carriesDtype(cmd) ? dtype : DType::kFloat32));
         if (with_payload) {
           REQUIRE(msg.payload.size() == n * dtypeSize(dtype));
@@ -85,77 +85,82 @@ TEST_CASE("codec: every data command round trips, with and without payload", "[c
   }
 }
 
-// The bodies sampleHeader does not make: each reads back into the header it came from.
+// A data message of protocol version 2 with request id `request_id` (the version the encoders send).
+pb::Data dataOf(uint64_t request_id) {
+  pb::Data d;
+  d.set_protocol_version(kProtocolVersion);
+  d.set_request_id(request_id);
+  return d;
+}
+
+// The bodies sampleData does not make: each decodes into the message it came from.
 TEST_CASE("codec: hello and stats replies, rows, tables and error flags round trip", "[codec]") {
-  std::vector<std::pair<pb::DataHeader, std::vector<Blob>>> samples;
-  pb::DataHeader hello_reply;
-  hello_reply.set_command(pb::CMD_REPLY);
-  hello_reply.set_request_id(3);
-  hello_reply.set_auth_mac("mac");
-  hello_reply.set_ipc_name("zps-00ff");
-  hello_reply.set_upgrade_token(77);
-  hello_reply.set_lane_token(78);
-  hello_reply.set_accepts_fused(true);
+  std::vector<std::pair<pb::Data, std::vector<Blob>>> samples;
+  pb::Data hello_reply = dataOf(3);
+  hello_reply.mutable_hello_reply()->set_auth_mac("mac");
+  hello_reply.mutable_hello_reply()->set_ipc_name("zps-00ff");
+  hello_reply.mutable_hello_reply()->set_upgrade_token(77);
+  hello_reply.mutable_hello_reply()->set_lane_token(78);
+  hello_reply.mutable_hello_reply()->set_accepts_fused(true);
   samples.emplace_back(hello_reply, encodeData(hello_reply));
-  pb::DataHeader stats = hello_reply;
-  stats.Clear();
-  stats.set_command(pb::CMD_REPLY);
-  stats.set_request_id(4);
-  stats.set_stats_cpu_ns(1);
-  stats.set_stats_peak_rss_bytes(2);
-  stats.set_stats_pushed_bytes(3);
-  stats.set_stats_summed_bytes(4);
-  stats.set_stats_sum_ns(5);
+  pb::Data stats = dataOf(4);
+  pb::StatsReply* totals = stats.mutable_stats_reply();
+  totals->set_cpu_ns(1);
+  totals->set_peak_rss_bytes(2);
+  totals->set_pushed_bytes(3);
+  totals->set_summed_bytes(4);
+  totals->set_sum_ns(5);
   samples.emplace_back(stats, encodeData(stats));
-  pb::DataHeader table = sampleHeader(pb::CMD_DECLARE, DType::kFloat32, 0);
-  table.set_mode(pb::MODE_PARAM);
-  table.set_row_dim(8);
-  table.set_async(true);
-  table.set_restore_step(40);
-  table.set_local_size(2);
-  table.mutable_optimizer()->set_kind(2);
-  table.mutable_optimizer()->set_lr(0.5f);
+  pb::Data table = sampleData(pb::CMD_DECLARE, DType::kFloat32, 0);
+  pb::Declare* declare = table.mutable_declare();
+  declare->set_mode(pb::MODE_PARAM);
+  declare->set_row_dim(8);
+  declare->set_async(true);
+  declare->set_restore_step(40);
+  declare->set_local_size(2);
+  declare->mutable_optimizer()->set_kind(2);
+  declare->mutable_optimizer()->set_lr(0.5f);
   samples.emplace_back(table, encodeData(table));
-  pb::DataHeader push_rows;
-  push_rows.set_command(pb::CMD_PUSH_ROWS);
-  push_rows.set_request_id(5);
-  push_rows.set_key(9);
-  push_rows.set_round(2);
-  push_rows.set_num_elements(3);
-  push_rows.set_row_dim(2);
-  push_rows.set_push_seq(6);
+  pb::Data push_rows = dataOf(5);
+  pb::Rows* rows = push_rows.mutable_rows();
+  rows->set_push(true);
+  rows->set_key(9);
+  rows->set_round(2);
+  rows->set_count(3);
+  rows->set_row_dim(2);
+  rows->set_push_seq(6);
   samples.emplace_back(push_rows, encodeRows(push_rows, payloadOf(24), payloadOf(24)));
-  pb::DataHeader pull_rows = push_rows;
-  pull_rows.set_command(pb::CMD_PULL_ROWS);
-  pull_rows.clear_push_seq();
+  pb::Data pull_rows = push_rows;
+  pull_rows.mutable_rows()->set_push(false);
+  pull_rows.mutable_rows()->clear_push_seq();
   samples.emplace_back(pull_rows, encodeRows(pull_rows, payloadOf(24)));
-  pb::DataHeader error = sampleHeader(pb::CMD_ERROR, DType::kFloat32, 0);
-  error.set_recovering(true);
-  error.set_user_error(true);
+  pb::Data error = sampleData(pb::CMD_ERROR, DType::kFloat32, 0);
+  error.mutable_error()->set_recovering(true);
+  error.mutable_error()->set_user_error(true);
   error.set_generation(3);
   samples.emplace_back(error, encodeData(error));
-  pb::DataHeader ack = sampleHeader(pb::CMD_REPLY, DType::kFloat32, 0);
-  ack.add_awaited()->set_key(4);
-  ack.mutable_awaited(0)->set_round(2);
+  pb::Data ack = sampleData(pb::CMD_REPLY, DType::kFloat32, 0);
+  ack.mutable_reply()->add_awaited()->set_key(4);
+  ack.mutable_reply()->mutable_awaited(0)->set_round(2);
   samples.emplace_back(ack, encodeData(ack));
-  pb::DataHeader push = sampleHeader(pb::CMD_PUSH, DType::kFloat32, 4);
-  push.set_received_through(1);
-  push.set_push_seq(2);
-  push.set_wants_awaited(true);
-  push.set_holds_credit(true);
-  push.set_encoding(pb::ENCODING_FP16);
+  pb::Data push = sampleData(pb::CMD_PUSH, DType::kFloat32, 4);
+  pb::Tensor* tensor = push.mutable_tensor();
+  tensor->set_received_through(1);
+  tensor->set_push_seq(2);
+  tensor->set_wants_awaited(true);
+  tensor->set_holds_credit(true);
+  tensor->set_encoding(pb::ENCODING_FP16);
   samples.emplace_back(push, encodeData(push, payloadOf(8)));
-  for (const auto& [header, frames] : samples) {
-    INFO(header.ShortDebugString());
+  for (const auto& [data, frames] : samples) {
+    INFO(data.ShortDebugString());
     auto decoded = decode(frames, Limits());
     REQUIRE(decoded.ok());
-    CHECK(std::get<DataMessage>(*decoded).header.SerializeAsString() == header.SerializeAsString());
+    CHECK(std::get<DataMessage>(*decoded).data.SerializeAsString() == data.SerializeAsString());
   }
 }
 
 TEST_CASE("codec: zero-element push with an empty payload frame is valid", "[codec]") {
-  pb::DataHeader h = sampleHeader(pb::CMD_PUSH, DType::kFloat32, 0);
-  auto frames = encodeData(h, Blob::copyOf(nullptr, 0));
+  auto frames = encodeData(sampleData(pb::CMD_PUSH, DType::kFloat32, 0), Blob::copyOf(nullptr, 0));
   REQUIRE(frames.size() == 2);
   auto decoded = decode(frames, Limits());
   REQUIRE(decoded.ok());
@@ -165,9 +170,9 @@ TEST_CASE("codec: zero-element push with an empty payload frame is valid", "[cod
 TEST_CASE("codec: payload exactly at max_payload_bytes is accepted, one element more is not", "[codec]") {
   Limits limits;
   limits.max_payload_bytes = 64;
-  auto ok = decode(encodeData(sampleHeader(pb::CMD_PUSH, DType::kFloat32, 16), payloadOf(64)), limits);
+  auto ok = decode(encodeData(sampleData(pb::CMD_PUSH, DType::kFloat32, 16), payloadOf(64)), limits);
   CHECK(ok.ok());
-  auto over = decode(encodeData(sampleHeader(pb::CMD_PUSH, DType::kFloat32, 17), payloadOf(68)), limits);
+  auto over = decode(encodeData(sampleData(pb::CMD_PUSH, DType::kFloat32, 17), payloadOf(68)), limits);
   REQUIRE_FALSE(over.ok());
   CHECK(over.status().code() == StatusCode::kProtocol);
   CHECK_THAT(over.status().message(), Catch::Contains("payload limit"));
