@@ -98,8 +98,7 @@ const char* roleName(pb::Role role) {
 namespace {
 
 // A data message's Data, validated, or its refusal; *rejected (if given) receives what was read.
-StatusOr<Message> decodeEnvelope(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected,
-                                 pb::DataHeader* rejected_header) {
+StatusOr<Message> decodeEnvelope(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected) {
   if (frames.empty()) return ProtocolError("empty message (no frames)");
   if (frames.size() > limits.max_frames)
     return ProtocolError("message has " + std::to_string(frames.size()) + " frames, at most " +
@@ -126,11 +125,6 @@ StatusOr<Message> decodeEnvelope(const std::vector<Blob>& frames, const Limits& 
       rejected->set_protocol_version(1);
       if (v1.command() == pb::CMD_HELLO) rejected->mutable_hello();
     }
-    if (rejected_header != nullptr) {
-      rejected_header->set_command(pb::DataCommand_IsValid(v1.command()) ? v1.command() : pb::CMD_UNSPECIFIED);
-      rejected_header->set_request_id(v1.request_id());
-      rejected_header->set_protocol_version(1);
-    }
     return ProtocolError(version1Refusal());
   }
   if (env.body_case() != pb::Envelope::kData) return ProtocolError("envelope has no (known) body");
@@ -144,7 +138,6 @@ StatusOr<Message> decodeEnvelope(const std::vector<Blob>& frames, const Limits& 
       if (rejected->has_fused() && static_cast<size_t>(rejected->fused().entries_size()) > limits.max_fused_entries)
         rejected->mutable_fused()->clear_entries();
     }
-    if (rejected_header != nullptr) *rejected_header = std::move(msg.header);
     return s;
   }
   return Message(std::move(msg));
@@ -152,16 +145,8 @@ StatusOr<Message> decodeEnvelope(const std::vector<Blob>& frames, const Limits& 
 
 }  // namespace
 
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits) {
-  return decodeEnvelope(frames, limits, nullptr, nullptr);
-}
-
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected) {
-  return decodeEnvelope(frames, limits, nullptr, rejected);
-}
-
 StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected) {
-  return decodeEnvelope(frames, limits, rejected, nullptr);
+  return decodeEnvelope(frames, limits, rejected);
 }
 
 std::string version1Refusal() {
@@ -190,8 +175,9 @@ std::vector<Blob> encodeControl(const pb::Control& control) {
   return {Blob::fromString(env.SerializeAsString())};
 }
 
-std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload) {
-  return encodeBody(detail::fromHeader(header), std::move(payload));
+std::vector<Blob> encodeData(pb::Data data, Blob payload) {
+  if (data.protocol_version() == 0) data.set_protocol_version(kProtocolVersion);
+  return encodeBody(std::move(data), std::move(payload));
 }
 
 std::vector<Blob> encodeBody(pb::Data data, Blob payload) {
@@ -204,14 +190,8 @@ std::vector<Blob> encodeBody(pb::Data data, Blob payload) {
   return frames;
 }
 
-std::vector<Blob> encodeData(const pb::Data& data, Blob payload) {
-  pb::Data copy = data;
-  if (copy.protocol_version() == 0) copy.set_protocol_version(kProtocolVersion);
-  return encodeBody(std::move(copy), std::move(payload));
-}
-
-std::vector<Blob> encodeRows(const pb::Data& data, Blob keys, Blob rows) {
-  std::vector<Blob> frames = encodeData(data);
+std::vector<Blob> encodeRows(pb::Data data, Blob keys, Blob rows) {
+  std::vector<Blob> frames = encodeData(std::move(data));
   frames.push_back(std::move(keys));
   if (rows.data() != nullptr) frames.push_back(std::move(rows));
   return frames;
@@ -253,6 +233,15 @@ uint64_t keyOf(const pb::Data& d) {
   }
 }
 
+pb::TensorOp tensorOp(pb::DataCommand command) {
+  switch (command) {
+    case pb::CMD_PUSH: return pb::OP_PUSH;
+    case pb::CMD_PULL: return pb::OP_PULL;
+    case pb::CMD_PUSH_PULL: return pb::OP_PUSH_PULL;
+    default: return pb::OP_UNSPECIFIED;
+  }
+}
+
 uint64_t roundOf(const pb::Data& d) {
   switch (d.body_case()) {
     case pb::Data::kTensor: return d.tensor().round();
@@ -264,11 +253,5 @@ uint64_t roundOf(const pb::Data& d) {
   }
 }
 
-std::vector<Blob> encodeRows(const pb::DataHeader& header, Blob keys, Blob rows) {
-  std::vector<Blob> frames = encodeData(header);
-  frames.push_back(std::move(keys));
-  if (rows.data() != nullptr) frames.push_back(std::move(rows));
-  return frames;
-}
 
 }  // namespace zps::wire

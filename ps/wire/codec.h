@@ -20,7 +20,7 @@ inline constexpr uint32_t kMagic = 0x5A505331;  // "ZPS1"
 // 2: one message per command (pb::Data's bodies); 1 had one flat header for every command and is
 // refused (version1Refusal).
 inline constexpr uint32_t kProtocolVersion = 2;
-// Async pushes (DataHeader.push_seq): a worker keeps every unanswered push of a key within this many
+// Async pushes (Tensor.push_seq, Rows.push_seq): a worker keeps every unanswered push of a key within this many
 // numbers of its oldest unanswered one, and a server remembers this many numbers per (pusher, key).
 inline constexpr uint64_t kAsyncPushWindow = 64;
 // CMD_FUSED: the most entries one fused message may carry (a worker fuses at most this many).
@@ -28,7 +28,7 @@ inline constexpr size_t kMaxFusedEntries = 1024;
 // A heartbeat: the most tables it may carry (a server sends its largest this many and counts the rest).
 // With names of at most max_string_bytes they fit max_envelope_bytes.
 inline constexpr size_t kMaxHeartbeatTables = 128;
-// A push's REPLY: the most awaited rounds it may name (DataHeader.awaited; a server names at most this many).
+// A push's Reply: the most awaited rounds it may name (Reply.awaited; a server names at most this many).
 inline constexpr int kMaxAwaitedRounds = 16;
 
 struct Limits {
@@ -42,18 +42,17 @@ struct Limits {
   size_t max_heartbeat_tables = kMaxHeartbeatTables;
 };
 
-// A validated data-plane message. dtype is already range-checked; payload sizes already match.
-// Row commands (PUSH_ROWS, PULL_ROWS) carry num_elements keys in `keys` (uint64, possibly unaligned:
-// read them with keyAt) and, for PUSH_ROWS, num_elements x row_dim float32 values in `payload`.
-// A compressed push (header.encoding, float32 keys only) has the payload size of its encoding, and a
-// sparse one has sparse_count in [1, num_elements] and indices that increase strictly below num_elements.
-// CMD_FUSED: `entries` holds one validated message per fused request (PUSH, PULL, PUSH_PULL, no key twice)
-// or reply (REPLY, ERROR), each with its slice of the payload frame (which the entries fill exactly);
-// the outer message itself has no payload, and header.entries is emptied (moved into `entries`).
+// A validated data-plane message: its Data (request id, generation and one body) and what its frames
+// carry. dtype is already range-checked; payload sizes already match. Rows carry `count` keys in `keys`
+// (uint64, possibly unaligned: read them with keyAt) and, for a push, count x row_dim float32 values in
+// `payload`. A compressed push (Tensor.encoding, float32 keys only) has the payload size of its
+// encoding, and a sparse one has sparse_count in [1, num_elements] and indices that increase strictly
+// below num_elements. Fused: `entries` holds one validated message per fused request (Tensor: push,
+// pull or push-pull, no key twice) or answer (Reply, Error), each with its slice of the payload frame
+// (which the entries fill exactly); the outer message itself has no payload, and its body's entries
+// are moved into `entries`.
 struct DataMessage {
-  pb::Data data;                                     // the validated envelope and body (Fused: entries moved out)
-  pb::DataHeader header;                             // the body, read into the in-memory form
-  pb::Data::BodyCase body = pb::Data::BODY_NOT_SET;  // which body it came in
+  pb::Data data;  // the validated envelope and body (Fused: its entries moved to `entries`)
   DType dtype = DType::kFloat32;
   Blob keys;                         // row commands only
   Blob payload;                      // empty for commands without one
@@ -64,30 +63,25 @@ struct DataMessage {
 
 using Message = std::variant<pb::Control, DataMessage>;
 
-// When a data message's envelope parses but the message is invalid, *rejected (if given) receives its
-// header, so that a server can address an error reply to a known peer. A data message of protocol
-// version 1 is refused with version1Refusal(), and *rejected then has protocol_version 1, its command
-// and request id (the server answers its HELLO with encodeVersion1Error).
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits);
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::DataHeader* rejected);
-// The same; *rejected receives the refused message's Data (a Fused one with at most
-// Limits::max_fused_entries entries; a version-1 message as protocol_version 1, its request id and, for
-// its HELLO, an empty Hello body).
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected);
+// Decodes and validates a received message. When a data message's envelope parses but the message is
+// invalid, *rejected (if given) receives its Data as received, so that a server can address an error
+// reply to a known peer (a Fused one's entries only when there are at most Limits::max_fused_entries).
+// A data message of protocol version 1 is refused with version1Refusal(), and *rejected then has
+// protocol_version 1, its request id and, for its HELLO, an empty Hello body (the server answers it with
+// encodeVersion1Error).
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected = nullptr);
 
 // Encoders build frames for a (validated, our own) message. The payload Blob is sent without copying.
-// A CMD_FUSED message is encodeData(header with its entries, the entries' payloads back to back).
 std::vector<Blob> encodeControl(const pb::Control& control);
-std::vector<Blob> encodeData(const pb::DataHeader& header, Blob payload = Blob());
-// Row commands: header, keys frame, and (PUSH_ROWS) rows frame.
-std::vector<Blob> encodeRows(const pb::DataHeader& header, Blob keys, Blob rows = Blob());
-// A body built directly (a worker fusing requests it has encoded already).
-std::vector<Blob> encodeBody(pb::Data data, Blob payload = Blob());
-// A data message: its body and, for a push or an answer with data, the payload. protocol_version 0 is
-// sent as kProtocolVersion (a test may set another).
-std::vector<Blob> encodeData(const pb::Data& data, Blob payload = Blob());
+// A data message: its body and, for a push or an answer with data, the payload (a Fused message: the
+// entries' payloads back to back). protocol_version 0 is sent as kProtocolVersion (a test may set
+// another).
+std::vector<Blob> encodeData(pb::Data data, Blob payload = Blob());
 // Rows: the body, the keys frame and (a push) the rows frame.
-std::vector<Blob> encodeRows(const pb::Data& data, Blob keys, Blob rows = Blob());
+std::vector<Blob> encodeRows(pb::Data data, Blob keys, Blob rows = Blob());
+// A Data sent exactly as given, its protocol version included (a worker fusing requests it has
+// encoded already; tests of refusals).
+std::vector<Blob> encodeBody(pb::Data data, Blob payload = Blob());
 
 // What a body is, by the command names of log lines and refusals (CMD_PUSH_PULL, CMD_REPLY for every
 // answer but an Error, CMD_UNSPECIFIED without a body).

@@ -16,7 +16,7 @@ Status checkString(const std::string& field, const std::string& value, const Lim
 namespace {
 
 // The command's name in messages ("CMD_PULL must not carry a payload").
-std::string nameOf(const DataMessage& msg) { return pb::DataCommand_Name(msg.header.command()); }
+std::string nameOf(const DataMessage& msg) { return pb::DataCommand_Name(commandOf(msg.data)); }
 
 StatusOr<DType> checkDtype(uint32_t value) {
   auto dtype = dtypeFromInt(value);
@@ -193,7 +193,6 @@ Status takeEntry(const pb::Data& d, const Blob& frame, size_t* offset, bool repl
   if (replies ? !isReplyBody(d.body_case()) : d.body_case() != pb::Data::kTensor)
     return ProtocolError(nameOf(entry) + " cannot be fused with " +
                          (replies ? "replies" : "requests (only PUSH, PULL and PUSH_PULL can)"));
-  entry.body = d.body_case();
   if (d.has_error()) return checkError(d.error(), limits);
   uint64_t announced = 0;
   if (d.has_tensor()) {
@@ -207,7 +206,7 @@ Status takeEntry(const pb::Data& d, const Blob& frame, size_t* offset, bool repl
     ZPS_ASSIGN_OR_RETURN(announced, denseBytes(d.reply().num_elements(), entry.dtype, limits));
   }
   if (announced > frame.size() - *offset)
-    return ProtocolError("fused entry for key " + std::to_string(entry.header.key()) + " needs " +
+    return ProtocolError("fused entry for key " + std::to_string(keyOf(entry.data)) + " needs " +
                          std::to_string(announced) + " payload bytes but only " +
                          std::to_string(frame.size() - *offset) + " are left");
   const Blob slice(frame.owner(), frame.data() + *offset, static_cast<size_t>(announced));
@@ -233,11 +232,10 @@ Status checkFused(const pb::Fused& f, const std::vector<Blob>& frames, const Lim
   size_t offset = 0;
   for (size_t i = 0; i < count; ++i) {
     DataMessage& entry = msg.entries[i];
-    toHeader(f.entries(static_cast<int>(i)), &entry.header);
     entry.data = f.entries(static_cast<int>(i));
     Status s = takeEntry(f.entries(static_cast<int>(i)), frame, &offset, replies, limits, entry);
     if (!s.ok()) return s.withContext("fused entry " + std::to_string(i));
-    if (!replies) keys.push_back(entry.header.key());
+    if (!replies) keys.push_back(keyOf(entry.data));
   }
   if (offset != frame.size())
     return ProtocolError("fused payload frame is " + std::to_string(frame.size()) + " bytes but its entries take " +
@@ -246,7 +244,6 @@ Status checkFused(const pb::Fused& f, const std::vector<Blob>& frames, const Lim
   if (auto twice = std::adjacent_find(keys.begin(), keys.end()); twice != keys.end())
     return ProtocolError("key " + std::to_string(*twice) +
                          " appears twice in one fused message; each key may be fused once per message");
-  msg.header.clear_entries();
   msg.data.mutable_fused()->clear_entries();
   return Status::OK();
 }
@@ -291,8 +288,6 @@ Status checkBody(const pb::Data& d, const std::vector<Blob>& frames, const Limit
 Status decodeData(pb::Data received, const std::vector<Blob>& frames, const Limits& limits, DataMessage& msg) {
   msg.data = std::move(received);
   const pb::Data& data = msg.data;
-  toHeader(data, &msg.header);
-  msg.body = data.body_case();
   // A HELLO's version is the server's to refuse, in an answer the peer prints (server/server.cc).
   if (!data.has_hello() && data.protocol_version() != kProtocolVersion)
     return ProtocolError("the peer speaks zps protocol version " + std::to_string(data.protocol_version()) +

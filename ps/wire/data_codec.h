@@ -1,7 +1,6 @@
 // The data plane's half of the codec (protocol version 2): one validating function per body of
-// pb::Data (data_codec.cc), and the translation between a body and the in-memory pb::DataHeader
-// that the stores and the worker's request table read (data_header.cc). Used by codec.cc (and the
-// codec's tests); the rest of zps calls wire::decode and the encoders in codec.h.
+// pb::Data (data_codec.cc). Used by codec.cc (and the codec's tests); the rest of zps calls
+// wire::decode and the encoders in codec.h.
 #pragma once
 
 #include <string>
@@ -12,17 +11,12 @@
 namespace zps::wire::detail {
 
 // Validates a data message's body against its frames (frames[0] is the envelope) and fills `msg`:
-// data, header, body, dtype, keys, payload, and for Fused its entries (moved out of msg.data's body).
-// On failure msg.data holds the message as received (and msg.header as much as could be read), for an
-// error reply.
+// data, dtype, keys, payload, and for Fused its entries (moved out of msg.data's body). On failure
+// msg.data holds the message as received, for an error reply.
 Status decodeData(pb::Data data, const std::vector<Blob>& frames, const Limits& limits, DataMessage& msg);
 
 // A peer's text must fit limits.max_string_bytes; `field` names it in the refusal.
 Status checkString(const std::string& field, const std::string& value, const Limits& limits);
 
-// The in-memory header of a body; Fused entries become header.entries. Reads, never validates.
-void toHeader(const pb::Data& data, pb::DataHeader* header);
-// The body that carries a header's command, with the fields that command uses (the rest are not sent).
-pb::Data fromHeader(const pb::DataHeader& header);
 
 }  // namespace zps::wire::detail
