@@ -1,4 +1,4 @@
-// Element types a tensor can have. The numeric values travel on the wire (proto DataHeader.dtype), so they
+// Element types a tensor can have. The numeric values travel on the wire (Declare, Tensor and Reply's dtype), so they
 // never change; the codec range-checks them before use.
 #pragma once
 

@@ -171,15 +171,6 @@ std::string helloMacInput(const pb::Hello& hello, uint32_t protocol_version) {
   return w.take();
 }
 
-std::string helloMacInput(const pb::DataHeader& h) {
-  pb::Hello hello;
-  hello.set_worker_rank(h.worker_rank());
-  hello.set_auth_nonce(h.auth_nonce());
-  hello.set_auth_time_ms(h.auth_time_ms());
-  hello.set_lane_token(h.lane_token());
-  return helloMacInput(hello, h.protocol_version());
-}
-
 Status checkPeerProof(const Authenticator& auth, NonceCache& nonces, std::string_view context, const std::string& input,
                       const std::string& nonce, int64_t time_ms, const std::string& mac) {
   if (mac.empty()) return FailedPrecondition("authentication required: set the job's ZPS_AUTH_TOKEN on this node");

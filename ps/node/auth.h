@@ -65,7 +65,6 @@ StatusOr<std::string> tokenFromEnvironment();
 // What the MACs cover: every field a peer could want to change, length-prefixed so no two field lists
 // give the same bytes.
 std::string registerMacInput(const pb::Register& r);
-std::string helloMacInput(const pb::DataHeader& h);
 std::string helloMacInput(const pb::Hello& hello, uint32_t protocol_version);
 inline constexpr std::string_view kRegisterContext = "zps-register-v1";
 inline constexpr std::string_view kRegisterReplyContext = "zps-register-reply-v1";

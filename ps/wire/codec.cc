@@ -253,5 +253,4 @@ uint64_t roundOf(const pb::Data& d) {
   }
 }
 
-
 }  // namespace zps::wire

@@ -18,5 +18,4 @@ Status decodeData(pb::Data data, const std::vector<Blob>& frames, const Limits& 
 // A peer's text must fit limits.max_string_bytes; `field` names it in the refusal.
 Status checkString(const std::string& field, const std::string& value, const Limits& limits);
 
-
 }  // namespace zps::wire::detail

@@ -12,7 +12,6 @@
 
 #include "kernels/reducer.h"
 #include "ps/wire/codec.h"
-#include "ps/wire/data_codec.h"
 #include "server/sum_store.h"
 #include "tests/unit/function_route.h"
 #include "worker/dense_tensors.h"
@@ -103,8 +102,7 @@ class SumServers {
     std::vector<Outgoing> out;
     stores_[m.server]->handle(static_cast<PeerId>(m.worker), m.worker, msg, &out);
     for (const Outgoing& o : out) {
-      const pb::Data answer = wire::detail::fromHeader(o.header);  // as the wire carries it
-      workers_[o.peer]->table->deliver(m.server, answer, static_cast<DType>(answer.reply().dtype()), o.payload, "fake");
+      workers_[o.peer]->table->deliver(m.server, o.data, static_cast<DType>(o.data.reply().dtype()), o.payload, "fake");
     }
   }
 
