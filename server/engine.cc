@@ -40,7 +40,7 @@ void Engine::process(const EngineTask& task) {
   out_.clear();
   handle(task, &out_);
   if (pacer_ != nullptr) pacer_->offerAll(&out_);
-  for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(o.data, std::move(o.payload)));
+  for (auto& o : out_) (void)transport_->send(o.peer, wire::encodeData(std::move(o.data), std::move(o.payload)));
 }
 
 void Engine::handle(const EngineTask& task, std::vector<Outgoing>* out) {

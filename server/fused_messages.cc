@@ -24,7 +24,7 @@ std::vector<Blob> fuse(std::vector<Outgoing>& answers, size_t payload_bytes) {
     std::memcpy(buffer->data() + offset, o.payload.data(), o.payload.size());
     offset += o.payload.size();
   }
-  return wire::encodeData(fused, payload_bytes > 0 ? Blob::fromBuffer(std::move(buffer)) : Blob());
+  return wire::encodeData(std::move(fused), payload_bytes > 0 ? Blob::fromBuffer(std::move(buffer)) : Blob());
 }
 
 }  // namespace
@@ -35,7 +35,7 @@ std::vector<std::pair<PeerId, std::vector<Blob>>> packReplies(PeerId sender, std
   size_t batch_bytes = 0;
   auto flush = [&] {
     if (batch.size() == 1) {
-      messages.emplace_back(sender, wire::encodeData(batch[0].data, std::move(batch[0].payload)));
+      messages.emplace_back(sender, wire::encodeData(std::move(batch[0].data), std::move(batch[0].payload)));
     } else if (batch.size() > 1) {
       messages.emplace_back(sender, fuse(batch, batch_bytes));
     }
@@ -44,7 +44,7 @@ std::vector<std::pair<PeerId, std::vector<Blob>>> packReplies(PeerId sender, std
   };
   for (Outgoing& o : out) {
     if (o.peer != sender) {
-      messages.emplace_back(o.peer, wire::encodeData(o.data, std::move(o.payload)));
+      messages.emplace_back(o.peer, wire::encodeData(std::move(o.data), std::move(o.payload)));
       continue;
     }
     if (!batch.empty() &&

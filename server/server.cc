@@ -350,7 +350,7 @@ void Server::pace(PeerId peer, int worker, const wire::DataMessage& push) {
 }
 
 void Server::reply(PeerId peer, Outgoing o) {
-  (void)transport_->send(peer, wire::encodeData(o.data, std::move(o.payload)));
+  (void)transport_->send(peer, wire::encodeData(std::move(o.data), std::move(o.payload)));
 }
 
 void Server::sendAll(std::vector<Outgoing> out) {
