@@ -342,6 +342,9 @@ TEST_CASE("memory attack: a server's PLAIN password seen on the wire opens no ot
   int w = c.startWorker(0, {"check", "--rounds", "1000000", "--sizes", "4K"});
   REQUIRE(c.waitForLog(server0, "ready on", 30s));
   REQUIRE(c.waitForLog(server1, "ready on", 30s));
+  // In the job before the probes: a SIGTERM while the worker still connects ends it with exit 1, and
+  // on a loaded machine the probes can be over before it has connected.
+  REQUIRE(c.waitForLog(w, "declared", 30s));
   // The scheduler's registration lines give each server's port and pid.
   const std::string slog = c.log(sched);
   std::map<int, int> port_of_pid;
