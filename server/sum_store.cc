@@ -8,6 +8,13 @@
 #include "ps/common/config.h"
 
 namespace zps {
+namespace {
+
+Outgoing notServed(PeerId peer, const pb::Data& request) {
+  return errorReply(peer, request, "command " + pb::DataCommand_Name(wire::commandOf(request)) + " is not served here");
+}
+
+}  // namespace
 
 SumStore::~SumStore() {
   for (auto& [key, k] : keys_) {
@@ -34,8 +41,7 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
     return;
   }
   if (!request.has_tensor()) {
-    out->push_back(
-        errorReply(peer, request, "command " + pb::DataCommand_Name(wire::commandOf(request)) + " is not served here"));
+    out->push_back(notServed(peer, request));
     return;
   }
   const pb::Tensor& t = request.tensor();
@@ -82,8 +88,7 @@ void SumStore::handle(PeerId peer, int worker, const wire::DataMessage& msg, std
     if (!s.ok()) out->push_back(errorReply(peer, request, s.withContext(where + " of '" + k.name + "'").message()));
     return;
   }
-  out->push_back(
-      errorReply(peer, request, "command " + pb::DataCommand_Name(wire::commandOf(request)) + " is not served here"));
+  out->push_back(notServed(peer, request));
 }
 
 Status SumStore::declare(const wire::DataMessage& msg) {
@@ -236,10 +241,14 @@ Outgoing SumStore::snapshot(KeyState& k, PeerId peer, const pb::Data& request) {
     std::memcpy(copy->data(), k.running->data(), k.bytes);
   else
     std::memset(copy->data(), 0, k.bytes);
+  return sumReply(k, peer, request, Blob::fromBuffer(std::move(copy)));
+}
+
+Outgoing SumStore::sumReply(const KeyState& k, PeerId peer, const pb::Data& request, Blob sum) const {
   Outgoing o = replyTo(peer, request);
   o.data.mutable_reply()->set_num_elements(k.num_elements);
   o.data.mutable_reply()->set_dtype(static_cast<uint32_t>(k.dtype));
-  o.payload = Blob::fromBuffer(std::move(copy));
+  o.payload = std::move(sum);
   return o;
 }
 
@@ -351,14 +360,10 @@ void SumStore::completeReadyRounds(KeyState& k, std::vector<Outgoing>* out) {
     std::vector<ParkedPull> still;
     for (auto& p : k.parked) {
       if (p.round() != done.first) {
-        still.push_back(p);
+        still.push_back(std::move(p));
         continue;
       }
-      Outgoing o = replyTo(p.peer, p.request);
-      o.data.mutable_reply()->set_dtype(static_cast<uint32_t>(k.dtype));
-      o.data.mutable_reply()->set_num_elements(k.num_elements);
-      o.payload = done.second;
-      out->push_back(std::move(o));
+      out->push_back(sumReply(k, p.peer, p.request, done.second));
     }
     k.parked.swap(still);
   }
@@ -407,11 +412,7 @@ Status SumStore::pull(KeyState& k, PeerId peer, const pb::Data& request, std::ve
   if (h.round() <= k.completed) {
     for (const auto& [round, buf] : k.results) {
       if (round != h.round()) continue;
-      Outgoing o = replyTo(peer, request);
-      o.data.mutable_reply()->set_num_elements(k.num_elements);
-      o.data.mutable_reply()->set_dtype(static_cast<uint32_t>(k.dtype));
-      o.payload = buf;
-      out->push_back(std::move(o));
+      out->push_back(sumReply(k, peer, request, buf));
       return Status::OK();
     }
     return FailedPrecondition("the result of this round is no longer kept (last completed round " +

@@ -142,6 +142,8 @@ class SumStore {
   // A round's push with an engine that holds rounds (Reducer::holdsRounds).
   Status addRoundPush(const KeyState& k, OpenRound& r, const wire::DataMessage& msg);
   Outgoing snapshot(KeyState& k, PeerId peer, const pb::Data& request);
+  // The Reply to a pull or push-pull of key k carrying `sum` (a round's result or a snapshot).
+  Outgoing sumReply(const KeyState& k, PeerId peer, const pb::Data& request, Blob sum) const;
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::Data& request, std::vector<Outgoing>* out);
   void completeReadyRounds(KeyState& k, std::vector<Outgoing>* out);

@@ -95,10 +95,7 @@ const char* roleName(pb::Role role) {
   }
 }
 
-namespace {
-
-// A data message's Data, validated, or its refusal; *rejected (if given) receives what was read.
-StatusOr<Message> decodeEnvelope(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected) {
+StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected) {
   if (frames.empty()) return ProtocolError("empty message (no frames)");
   if (frames.size() > limits.max_frames)
     return ProtocolError("message has " + std::to_string(frames.size()) + " frames, at most " +
@@ -141,12 +138,6 @@ StatusOr<Message> decodeEnvelope(const std::vector<Blob>& frames, const Limits& 
     return s;
   }
   return Message(std::move(msg));
-}
-
-}  // namespace
-
-StatusOr<Message> decode(const std::vector<Blob>& frames, const Limits& limits, pb::Data* rejected) {
-  return decodeEnvelope(frames, limits, rejected);
 }
 
 std::string version1Refusal() {
@@ -233,15 +224,6 @@ uint64_t keyOf(const pb::Data& d) {
   }
 }
 
-pb::TensorOp tensorOp(pb::DataCommand command) {
-  switch (command) {
-    case pb::CMD_PUSH: return pb::OP_PUSH;
-    case pb::CMD_PULL: return pb::OP_PULL;
-    case pb::CMD_PUSH_PULL: return pb::OP_PUSH_PULL;
-    default: return pb::OP_UNSPECIFIED;
-  }
-}
-
 uint64_t roundOf(const pb::Data& d) {
   switch (d.body_case()) {
     case pb::Data::kTensor: return d.tensor().round();
@@ -250,6 +232,15 @@ uint64_t roundOf(const pb::Data& d) {
     case pb::Data::kReply: return d.reply().round();
     case pb::Data::kError: return d.error().round();
     default: return 0;
+  }
+}
+
+pb::TensorOp tensorOp(pb::DataCommand command) {
+  switch (command) {
+    case pb::CMD_PUSH: return pb::OP_PUSH;
+    case pb::CMD_PULL: return pb::OP_PULL;
+    case pb::CMD_PUSH_PULL: return pb::OP_PUSH_PULL;
+    default: return pb::OP_UNSPECIFIED;
   }
 }
 
