@@ -20,9 +20,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-       echo $((20000 + RANDOM % 20000)))
-# zps launch gives the scheduler this port and the others port+1.. (port+3). The job's token is set here
+port=$(python3 "$(dirname "$0")/../../tools/free_ports.py" 4) || exit 1
+# zps launch gives the scheduler this port and the others port+1.. (port+3), all four free now and below
+# the ephemeral range, where another process's outgoing connection cannot take one. The job's token is set here
 # (launch would make a random one) so that the page and zps status can present it.
 export ZPS_AUTH_TOKEN=dashboard-test-token
 # A node whose heartbeat is two intervals old shows as late, not alive: at 0.5 s the idle server's row

@@ -33,7 +33,13 @@ export PYTHONPATH=$SRC/examples/torch:$BUILD/python${PYTHONPATH:+:$PYTHONPATH}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 OUT=$T/out
-fail() { echo "FAILED: $1"; tail -40 "$OUT" 2>/dev/null; exit 1; }
+fail() {
+  echo "FAILED: $1"
+  # Each node's own error first (a tail alone can be all of the node that reported a peer's exit).
+  grep -E "^\[[a-z]+ [0-9]+\] (zps\.errors\.|FAILED|[A-Za-z]*Error)" "$OUT" 2>/dev/null | head -8
+  tail -40 "$OUT" 2>/dev/null
+  exit 1
+}
 ok() { echo "ok: $1"; }
 
 case "$WHAT" in
@@ -84,8 +90,9 @@ assert len(whole[0]) == 70000 and whole[1].shape == (70000, 26), 'wrong shapes'
   row_cache_*)
     part=${WHAT#row_cache_}
     # The job reads each worker's byte counters from its metrics endpoint: zps launch gives the
-    # scheduler this port and the servers and workers the next ones (port+1 .. port+4).
-    port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    # scheduler this port and the servers and workers the next ones (port+1 .. port+4), all five free
+    # and below the ephemeral range (a node that cannot listen on its port refuses to start).
+    port=$("$PY" "$SRC/tools/free_ports.py" 5) || fail "no 5 free ports in a row for ZPS_METRICS_PORT"
     ZPS_METRICS_PORT=$port timeout 300 "$ZPS" launch --servers 2 --workers 2 --progress 0 -- \
       python3 "$SRC/tests/torch/row_cache_job.py" "$part" >"$OUT" 2>&1 || fail "row_cache_job.py $part exited $?"
     [ "$(grep -c "^\[worker [01]\] row cache ok$" "$OUT")" = 2 ] ||

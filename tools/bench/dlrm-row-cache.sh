@@ -33,7 +33,8 @@ RESULTS=$OUT_DIR/results.jsonl
 TOOL=dlrm-row-cache.sh
 . "$ROOT/tools/bench/torch_runs.sh"
 
-free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# The scheduler's port and the 4 after it (launch gives them to the servers and workers), all free.
+free_port() { "$PYTHON" "$ROOT/tools/free_ports.py" 5; }
 
 echo "dlrm-row-cache: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); K in {$KS}, seeds {$SEEDS}," \
      "scale $SCALE, Zipf $ZIPF, $STEPS steps of 2 x 512 rows, cache of $CACHE_ROWS rows"
