@@ -250,11 +250,51 @@ def print_table():
     for row in table:
         print("| " + " | ".join(row) + " |")
 
+def per_rep(run, key, size=None, label=None):
+    """{repetition: value} of one zps measurement."""
+    out = {}
+    for r in rows:
+        if r.get("run") == run:
+            for row in r["rows"]:
+                if (size is None or row["bytes"] == size) and (label is None or label in row["label"]):
+                    if row.get(key) is not None and row[key] > 0:
+                        out[r["rep"]] = row[key]
+    return out
+
+def speedups():
+    """After against BASELINE, repetition by repetition: both ran back to back in each, under the same
+    load, so the ratio within a repetition is steadier than a ratio of the two columns' medians (a
+    2-core machine moves a goodput by 2x from one repetition to the next)."""
+    measures = []
+    for run, transport in (("bench_lat", "ipc"), ("bench_lat_tcp", "tcp")):
+        for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (262144, "256 KiB")):
+            measures.append((f"{name} 1x1 pushpull p50, {transport}", run, "p50_us", size, None, False))
+    if not latency_only:
+        for size, name in ((4194304, "4 MiB"), (67108864, "64 MiB")):
+            measures.append((f"1x1 pushpull goodput {name}", "bench_1x1", "goodput_gbs", size, None, True))
+        for size in (1048576, 4194304, 16777216):
+            for run, transport in (("bench_2x2", "ipc"), ("bench_2x2_tcp", "tcp")):
+                measures.append((f"2x2 goodput per worker {size >> 20} MiB, {transport}", run, "goodput_gbs", size,
+                                 None, True))
+        measures.append(("resnet50 round (2x2, p50)", "model_resnet50", "p50_us", None, "tensors", False))
+    print("\nafter against BASELINE, per repetition (speed-up: > 1 is faster; median, lowest, highest):\n")
+    print("| what | speed-up | lowest | highest | repetitions |")
+    print("| --- | --- | --- | --- | --- |")
+    for what, run, key, size, label, higher in measures:
+        after, before = per_rep(run, key, size, label), per_rep("base_" + run, key, size, label)
+        both = sorted(set(after) & set(before))
+        if not both:
+            continue
+        ratios = [(after[k] / before[k]) if higher else (before[k] / after[k]) for k in both]
+        print(f"| {what} | {statistics.median(ratios):.3f} | {min(ratios):.3f} | {max(ratios):.3f} | {len(both)} |")
+
 if any(r.get("run", "").startswith("base_") for r in rows):
     print("\nbefore (BASELINE):")
     goals("base_")
     print("\nafter:")
 goals("")
+if any(r.get("run", "").startswith("base_") for r in rows):
+    speedups()
 print()
 for what, mine, reference, ratio, target, verdict in table:
     if what.startswith(("4 KiB", "64 KiB", "256 KiB")):
