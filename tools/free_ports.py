@@ -36,7 +36,7 @@ def main():
         sys.exit("free_ports.py: N must be 1..100, not %d" % count)
     high = ephemeral_low() - count
     if high <= FLOOR:
-        high = 65535 - count  # an unusual range: search above it instead
+        high = 65535 - count  # no room below the ephemeral range: draw from every port above FLOOR
     for _ in range(200):
         base = random.randint(FLOOR, high)
         if all(bindable(base + i) for i in range(count)):

@@ -196,12 +196,17 @@ def goal(what, mine, reference, ratio, target, higher_is_better):
     sign = ">=" if higher_is_better else "<="
     table.append((what, mine, reference, fmt(ratio), f"{sign} {target}", verdict))
 
+# The sizes of the rows, shared by the goal tables and the per-repetition speed-ups.
+LATENCY_ROWS = ((4096, "4 KiB"), (65536, "64 KiB"), (262144, "256 KiB"))
+GOODPUT_1X1_ROWS = ((4194304, "4 MiB"), (67108864, "64 MiB"))
+GOODPUT_2X2_SIZES = (1048576, 4194304, 16777216)
+
 iperf = ref("iperf3", "gbs")
 bound = iperf / 2 if iperf else None
 add = ref("add", "gbs")
 
 def latency_goals(p):
-    for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (262144, "256 KiB")):
+    for size, name in LATENCY_ROWS:
         runs = (("bench_lat", "ipc"),) if not has(p + "bench_lat_tcp") else (("bench_lat", "ipc"), ("bench_lat_tcp", "tcp"))
         for run, transport in runs:
             lat = zps(p + run, "p50_us", size)
@@ -215,14 +220,14 @@ def goals(p):
     latency_goals(p)
     if latency_only:
         return print_table()
-    for size, name in ((4194304, "4 MiB"), (67108864, "64 MiB")):
+    for size, name in GOODPUT_1X1_ROWS:
         g = zps(p + "bench_1x1", "goodput_gbs", size)
         goal(f"1x1 pushpull goodput {name} / (iperf3 / 2)", fmt(g, " GB/s"), fmt(bound, " GB/s"),
              g / bound if g and bound else None, 0.75, True)
     # Over ipc (zps's default on one host) and over TCP (ZPS_IPC=0), which a BASELINE older than
     # ZPS_IPC does not have: there its one run is the ipc row.
     runs = (("bench_2x2", "ipc"),) if not has(p + "bench_2x2_tcp") else (("bench_2x2", "ipc"), ("bench_2x2_tcp", "tcp"))
-    for size in (1048576, 4194304, 16777216):
+    for size in GOODPUT_2X2_SIZES:
         for run, transport in runs:
             g = zps(p + run, "goodput_gbs", size)
             m = ref("mpi_allreduce", "algbw_gbs", bytes=size)
@@ -267,12 +272,12 @@ def speedups():
     2-core machine moves a goodput by 2x from one repetition to the next)."""
     measures = []
     for run, transport in (("bench_lat", "ipc"), ("bench_lat_tcp", "tcp")):
-        for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (262144, "256 KiB")):
+        for size, name in LATENCY_ROWS:
             measures.append((f"{name} 1x1 pushpull p50, {transport}", run, "p50_us", size, None, False))
     if not latency_only:
-        for size, name in ((4194304, "4 MiB"), (67108864, "64 MiB")):
+        for size, name in GOODPUT_1X1_ROWS:
             measures.append((f"1x1 pushpull goodput {name}", "bench_1x1", "goodput_gbs", size, None, True))
-        for size in (1048576, 4194304, 16777216):
+        for size in GOODPUT_2X2_SIZES:
             for run, transport in (("bench_2x2", "ipc"), ("bench_2x2_tcp", "tcp")):
                 measures.append((f"2x2 goodput per worker {size >> 20} MiB, {transport}", run, "goodput_gbs", size,
                                  None, True))
@@ -288,12 +293,13 @@ def speedups():
         ratios = [(after[k] / before[k]) if higher else (before[k] / after[k]) for k in both]
         print(f"| {what} | {statistics.median(ratios):.3f} | {min(ratios):.3f} | {max(ratios):.3f} | {len(both)} |")
 
-if any(r.get("run", "").startswith("base_") for r in rows):
+has_baseline = any(r.get("run", "").startswith("base_") for r in rows)
+if has_baseline:
     print("\nbefore (BASELINE):")
     goals("base_")
     print("\nafter:")
 goals("")
-if any(r.get("run", "").startswith("base_") for r in rows):
+if has_baseline:
     speedups()
 print()
 for what, mine, reference, ratio, target, verdict in table:
