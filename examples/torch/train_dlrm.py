@@ -9,7 +9,7 @@ The model (dlrm_model.py): 13 dense fields through a bottom MLP 512-256-64-16, 2
 with the Criteo Kaggle cardinalities (33.8 M rows in all; --scale shrinks the large ones for quick
 runs) looked up in zps.torch.EmbeddingBags (dim 16), the dot products of every pair of the 27 vectors,
 and a top MLP 512-256-1. The tables' rows live on the servers, created on first touch and updated there
-by Adagrad; a step pulls the batch's distinct rows of all 26 tables in one message per server and
+by Adagrad (or sgd: --table-optimizer); a step pulls the batch's distinct rows of all 26 tables in one message per server and
 pushes their gradients in one. The MLPs train with Adam through DistributedOptimizer.
 
 Every worker takes --batch-size rows per step (the global batch is workers x batch size) for --steps
@@ -18,7 +18,10 @@ steps, in order, over --data: synthetic (dlrm_data.py: Zipf ids, a known teacher
 of the same rows) and the samples per second of the job (after --warmup steps).
 
 --row-cache-steps K > 0 serves each pulled row from the worker's cache for up to K steps (at most
---row-cache-rows rows; zps/torch/row_cache.py); gradients are still pushed every step. Worker 0 prints
+--row-cache-rows rows; zps/torch/row_cache.py); gradients are still pushed every step, unless
+--row-cache-write-back 1 (sgd tables): then this worker's gradients move the cache's copies and the cache
+holds them until a row is refreshed or evicted, and pushes what it still holds after the last step
+(before the held-out rows are scored). Worker 0 prints
 the embedding bytes per training sample: from the workers' own row counts, and, when ZPS_METRICS_PORT
 is set, from the servers' byte counters (their pushed and pulled bytes during training less the MLP
 gradients' exact share).
@@ -57,11 +60,16 @@ def parse_args(argv=None):
     p.add_argument("--test-rows", type=int, default=100000, help="held-out synthetic rows")
     p.add_argument("--embedding-dim", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate for the MLPs")
-    p.add_argument("--table-lr", type=float, default=0.2, help="Adagrad's learning rate for the tables")
+    p.add_argument("--table-lr", type=float, default=None,
+                   help="the tables' learning rate (default: 0.2 with adagrad, 16 with sgd)")
+    p.add_argument("--table-optimizer", choices=("adagrad", "sgd"), default="adagrad")
     p.add_argument("--table-accumulator", type=float, default=1e-6,
                    help="Adagrad's starting accumulator (small: a row's first steps are about --table-lr)")
     p.add_argument("--row-cache-steps", type=int, default=0,
                    help="serve a pulled row from the worker's cache for up to this many steps (0: no cache)")
+    p.add_argument("--row-cache-write-back", type=int, choices=(0, 1), default=0,
+                   help="1: the cache applies this worker's gradients to its rows and holds them until a row is "
+                        "refreshed (needs --table-optimizer sgd)")
     p.add_argument("--row-cache-rows", type=int, default=100000, help="rows the worker's cache holds at most")
     p.add_argument("--prefetch", type=int, choices=(0, 1), default=1,
                    help="1 (the default): pull the next step's rows while this step computes "
@@ -77,6 +85,10 @@ def parse_args(argv=None):
         p.error("--drift-rows must be >= 0, and is for --data synthetic only")
     if args.row_cache_steps < 0 or args.row_cache_rows < 1:
         p.error("need --row-cache-steps >= 0 and --row-cache-rows >= 1")
+    if args.row_cache_write_back and (args.table_optimizer != "sgd" or args.row_cache_steps == 0):
+        p.error("--row-cache-write-back 1 needs --table-optimizer sgd and --row-cache-steps > 0")
+    if args.table_lr is None:
+        args.table_lr = 0.2 if args.table_optimizer == "adagrad" else 16.0
     return args
 
 
@@ -104,9 +116,11 @@ def main():
     train_set, test_set, bayes_auc = load(args.data, args.seed, args.scale, args.zipf,
                                           args.steps * size * args.batch_size, args.test_rows, args.drift_rows)
 
-    tables = bps.EmbeddingBags(CATEGORICAL, args.embedding_dim, name="dlrm", optimizer="adagrad", lr=args.table_lr,
-                               initial_accumulator=args.table_accumulator, eps=1e-8,
-                               row_cache_steps=args.row_cache_steps, row_cache_rows=args.row_cache_rows)
+    table_options = {"initial_accumulator": args.table_accumulator, "eps": 1e-8} if args.table_optimizer == "adagrad" else {}
+    tables = bps.EmbeddingBags(CATEGORICAL, args.embedding_dim, name="dlrm", optimizer=args.table_optimizer, lr=args.table_lr,
+                               **table_options,
+                               row_cache_steps=args.row_cache_steps, row_cache_rows=args.row_cache_rows,
+                               row_cache_write_back=bool(args.row_cache_write_back))
     model = DLRM(tables, NUMERIC, CATEGORICAL, args.embedding_dim)
     optimizer = bps.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=args.lr),
                                          named_parameters=model.named_parameters())
@@ -124,6 +138,7 @@ def main():
     servers_after = server_bytes(rank) if rank == 0 else None
     bps.barrier()
     traffic = embedding_traffic(args, tables, model, size, servers_before, servers_after)
+    tables.push_held()  # a write-back cache's last gradients (every worker, as a step)
     if tables.row_cache is not None:
         tables.row_cache.clear()  # the held-out rows are scored with the servers' rows
 
@@ -143,6 +158,8 @@ def main():
         print(json.dumps({"system": "zps", "samples_per_s": samples_per_s, "auc": auc, "bayes_auc": bayes_auc,
                           "steps": args.steps, "workers": size, "batch_size": args.batch_size, "scale": args.scale,
                           "row_cache_steps": args.row_cache_steps, "row_cache_rows": args.row_cache_rows,
+                          "table_optimizer": args.table_optimizer, "table_lr": args.table_lr,
+                          "row_cache_write_back": args.row_cache_write_back,
                           "prefetch": args.prefetch, "drift_rows": args.drift_rows,
                           # The held-out scores' bits: two runs that trained the same weights agree.
                           "scores_sha256": hashlib.sha256(every_score.astype(np.float32).tobytes()).hexdigest(),

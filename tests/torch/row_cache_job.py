@@ -7,6 +7,10 @@
          before, and hot rows are indeed served stale (the cache is used)
   bound  row_cache_rows=64 and a stream of new ids: the cache never holds more than 64 rows, the hot
          ids stay cached (only the new ids are pulled), and the evictions are counted exactly
+  write_back  row_cache_steps=3 with row_cache_write_back on an sgd table: a served row is the servers'
+         row as last pulled less lr x 2 workers x this worker's gradients since (bit for bit), each step pushes
+         exactly the held rows that turn stale at the next step, and after push_held() the servers'
+         rows are bit for bit those of a table without cache trained on the same gradients
 Prints "row cache ok" when all hold.
 """
 import sys
@@ -130,13 +134,69 @@ def bound(rank):
            ["row_cache_steps must be >= 0"])
 
 
+def write_back(rank):
+    k, lr = 3, 0.5
+    # Rows start at 0 and the gradients are multiples of 1/8 (loss weights in quarters, averaged over 2
+    # workers), so every sum is exact in float32 whatever its order: the checks compare bits.
+    options = dict(optimizer="sgd", lr=lr, init_scale=0.0, seed=9)
+    plain = bps.EmbeddingBags(TABLES, DIM, name="wb_plain", **options)
+    bags = bps.EmbeddingBags(TABLES, DIM, name="wb", row_cache_steps=k, row_cache_rows=1000,
+                             row_cache_write_back=True, **options)
+    pulled_at, pulled_row, own = {}, {}, {}  # the rule's model: key -> step pulled, row then, own grads since
+    for step in range(12):
+        ids = batch(step, rank)
+        keys = torch.unique((ids | bags.table_base).reshape(-1)).tolist()
+        out = bags(ids)
+        with torch.no_grad():
+            servers = bags.table._pull(torch.tensor(keys))  # the servers' rows now, past the cache
+        for i, key in enumerate(keys):
+            if key not in pulled_at or step - pulled_at[key] > k:
+                pulled_at[key], pulled_row[key], own[key] = step, servers[i].clone(), torch.zeros(DIM)
+        for b in range(ids.shape[0]):
+            for t in range(TABLES):
+                key = int(ids[b, t]) | (t << 40)
+                want = pulled_row[key] - lr * 2 * own[key]  # this worker's gradients, taken as both workers'
+                if not torch.equal(out[b, t], want):
+                    check("step %d: key %d is the servers' row of step %d less this worker's %s x lr x 2" %
+                          (step, key, pulled_at[key], own[key].tolist()), out[b, t], want)
+        w = torch.randint(1, 5, (ids.shape[0], TABLES, DIM), generator=torch.Generator().manual_seed(step)) / 4.0
+        grads = {}
+        for b in range(ids.shape[0]):
+            for t in range(TABLES):
+                key = int(ids[b, t]) | (t << 40)
+                grads[key] = grads.get(key, torch.zeros(DIM)) + w[b, t] / 2  # averaged over 2 workers
+        for key, g in grads.items():
+            own[key] = own[key] + g
+        due = [key for key in own if own[key].any() and step + 1 - pulled_at[key] > k]
+        for key in due:
+            own[key] = torch.zeros(DIM)
+        before = bags.pushed_rows
+        (out * w).sum().backward()
+        check("step %d: pushed the %d held rows that turn stale" % (step, len(due)), bags.pushed_rows - before,
+              len(due))
+        (plain(ids) * w).sum().backward()
+    raises("clear() with gradients held", bags.row_cache.clear, ["gradients still held"], kind=RuntimeError)
+    bags.push_held()
+    bags.row_cache.clear()
+    every = torch.unique(torch.cat([(batch(s, r) | bags.table_base).reshape(-1) for s in range(12) for r in (0, 1)]))
+    with torch.no_grad():
+        check("after push_held, the servers' rows are those of the table without cache",
+              bags.table._pull(every), plain.table._pull(every))
+    raises("write-back with adagrad", lambda: bps.EmbeddingBags(1, DIM, name="bad", optimizer="adagrad",
+                                                                row_cache_steps=2, row_cache_write_back=True),
+           ["row_cache_write_back needs"])
+    raises("write-back without a cache", lambda: bps.EmbeddingBags(1, DIM, name="bad", optimizer="sgd",
+                                                                   row_cache_write_back=True),
+           ["row_cache_write_back needs"])
+
+
 def main():
     bps.init()
     job_checks.rank = bps.rank()
     if own_port() <= 0:
         print("FAILED: run with ZPS_METRICS_PORT set (the checks read this worker's byte counters)", flush=True)
         sys.exit(1)
-    {"exact": exact, "stale": stale, "bound": bound}[sys.argv[1]](bps.rank())
+    {"exact": exact, "stale": stale, "bound": bound, "write_back": write_back}[sys.argv[1]](bps.rank())
     print("row cache ok", flush=True)
     bps.shutdown()
 

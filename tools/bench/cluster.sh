@@ -40,7 +40,9 @@
 # --system ddp: sparse table gradients, every table in every process), per round, and
 # tools/bench/dlrm_cluster_table.py prints the medians of samples/s, AUC on DLRM_TEST_ROWS (20000)
 # held-out rows and the ratio per round, with `goal:` lines (>= 2x DDP with the servers on their own
-# hosts, >= 1.3x colocated).
+# hosts, >= 1.3x colocated). DLRM_ARGS adds train_dlrm.py arguments to both systems (the reference takes
+# the model's and the tables' optimizer from them and ignores zps's row cache), e.g. DLRM_ARGS="--table-optimizer
+# sgd --row-cache-steps 48 --row-cache-write-back 1".
 #
 # zps runs with its defaults: no ZPS_* setting unless one is given here (PARTITION, CREDIT) or in the
 # environment, and the header line names every one that was. On these hosts the defaults are those of a
@@ -91,6 +93,7 @@ DLRM=${DLRM:-}
 DLRM_SCALE=${DLRM_SCALE:-0.01}
 DLRM_STEPS=${DLRM_STEPS:-100}
 DLRM_TEST_ROWS=${DLRM_TEST_ROWS:-20000}
+DLRM_ARGS=${DLRM_ARGS:-}
 QUEUE=${QUEUE:-200ms}
 ZPS=$BUILD_DIR/bin/zps
 PY=/usr/bin/python3
@@ -147,7 +150,7 @@ if [ "${CLUSTER_INSIDE:-0}" != 1 ]; then
   if [ "$GLOO" = 1 ] && ! $PY -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then GLOO=0; fi
   export BUILD_DIR OUT_DIR WORKERS SERVERS LAYOUT RATE DELAY SIZES REPEATS MIN_TIME HALF_RATE GLOO MPI RUN_TIMEOUT PARTITION
   export MODEL COMPUTE_MS ITERS TRACE QUEUE CREDIT DELAY_VARIANT TORCH BATCH IMAGE_SIZE STEPS WARMUP COMPUTE_STEPS
-  export DLRM DLRM_SCALE DLRM_STEPS DLRM_TEST_ROWS
+  export DLRM DLRM_SCALE DLRM_STEPS DLRM_TEST_ROWS DLRM_ARGS
   CLUSTER_INSIDE=1 exec unshare --net --mount --propagation private -- bash "$SELF"
 fi
 
@@ -332,6 +335,9 @@ run_torch() {
 run_dlrm() {
   local system=$1 name="dlrm_$1_round$rep" i h
   local args=(--scale "$DLRM_SCALE" --steps "$DLRM_STEPS" --warmup 10 --test-rows "$DLRM_TEST_ROWS" --seed "$rep")
+  local extra
+  read -ra extra <<<"$DLRM_ARGS"
+  args+=("${extra[@]}")
   local python=(/usr/bin/env PYTHONPATH="$BUILD_DIR/python" $PY)
   if [ "$system" = zps ]; then
     start_zps_roles "$name" $((9700 + rep))
@@ -382,7 +388,7 @@ if [ -n "$MODEL" ]; then
 fi
 
 if [ -n "$DLRM" ]; then
-  echo "cluster.sh: DLRM at scale $DLRM_SCALE, $DLRM_STEPS steps of $WORKERS x 512 rows, $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, $SETTINGS, $REPEATS rounds of zps and DDP/Gloo"
+  echo "cluster.sh: DLRM at scale $DLRM_SCALE, $DLRM_STEPS steps of $WORKERS x 512 rows, $WORKERS worker hosts, $SERVERS server $([ "$LAYOUT" = separate ] && echo hosts || echo "processes on the worker hosts"), links at $RATE${DELAY:+ + $DELAY delay}, $SETTINGS, $REPEATS rounds of zps and DDP/Gloo${DLRM_ARGS:+, both with $DLRM_ARGS}"
   for rep in $(seq 1 "$REPEATS"); do
     echo "cluster.sh: round $rep of $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     # Each round starts with the other system, so a load that rises or falls favours neither.

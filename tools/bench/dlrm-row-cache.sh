@@ -26,6 +26,8 @@ SCALE=${SCALE:-0.01}
 ZIPF=${ZIPF:-1.1}
 TEST_ROWS=${TEST_ROWS:-50000}
 CACHE_ROWS=${CACHE_ROWS:-100000}
+TABLE_OPTIMIZER=${TABLE_OPTIMIZER:-adagrad}
+WRITE_BACK=${WRITE_BACK:-0}
 OUT_DIR=${OUT_DIR:-$BUILD_DIR/dlrm-row-cache}
 EXAMPLE=$ROOT/examples/torch/train_dlrm.py
 RESULTS=$OUT_DIR/results.jsonl
@@ -37,7 +39,8 @@ TOOL=dlrm-row-cache.sh
 free_port() { "$PYTHON" "$ROOT/tools/free_ports.py" 5; }
 
 echo "dlrm-row-cache: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); K in {$KS}, seeds {$SEEDS}," \
-     "scale $SCALE, Zipf $ZIPF, $STEPS steps of 2 x 512 rows, cache of $CACHE_ROWS rows"
+     "scale $SCALE, Zipf $ZIPF, $STEPS steps of 2 x 512 rows, cache of $CACHE_ROWS rows, $TABLE_OPTIMIZER" \
+     "tables, write-back $WRITE_BACK"
 read -ra ks <<<"$KS"
 round=0
 for seed in $SEEDS; do
@@ -45,10 +48,11 @@ for seed in $SEEDS; do
   for i in "${!ks[@]}"; do
     k=${ks[(i + round - 1) % ${#ks[@]}]}
     out=$OUT_DIR/k$k-seed$seed.out
+    write_back=(); [ "$WRITE_BACK" = 1 ] && [ "$k" != 0 ] && write_back=(--row-cache-write-back 1)
     ZPS_METRICS_PORT=$(free_port) "$ZPS" launch --servers 2 --workers 2 --progress 0 --timeout 900 -- \
       "$PYTHON" "$EXAMPLE" --scale "$SCALE" --zipf "$ZIPF" --steps "$STEPS" --warmup "$WARMUP" \
-      --test-rows "$TEST_ROWS" --seed "$seed" --row-cache-steps "$k" --row-cache-rows "$CACHE_ROWS" --json \
-      >"$out" 2>&1
+      --test-rows "$TEST_ROWS" --seed "$seed" --row-cache-steps "$k" --row-cache-rows "$CACHE_ROWS" \
+      --table-optimizer "$TABLE_OPTIMIZER" "${write_back[@]}" --json >"$out" 2>&1
     keep "k$k" "$out" "\"seed\": $seed"
   done
 done

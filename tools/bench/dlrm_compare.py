@@ -73,9 +73,12 @@ def main():
     model = DLRM(TorchTables(cardinalities(args.scale), args.embedding_dim), NUMERIC, CATEGORICAL, args.embedding_dim)
     tables = list(model.tables.parameters())
     dense = [p for name, p in model.named_parameters() if not name.startswith("tables.")]
-    optimizers = [torch.optim.Adam(dense, lr=args.lr),
-                  torch.optim.Adagrad(tables, lr=args.table_lr, initial_accumulator_value=args.table_accumulator,
-                                      eps=1e-8)]
+    if args.table_optimizer == "sgd":
+        table_optimizer = torch.optim.SGD(tables, lr=args.table_lr)
+    else:
+        table_optimizer = torch.optim.Adagrad(tables, lr=args.table_lr, initial_accumulator_value=args.table_accumulator,
+                                              eps=1e-8)
+    optimizers = [torch.optim.Adam(dense, lr=args.lr), table_optimizer]
     if mine.system == "ddp":
         model = torch.nn.parallel.DistributedDataParallel(model)
         torch.distributed.barrier()
@@ -87,7 +90,8 @@ def main():
         auc = roc_auc(scores(model.module if mine.system == "ddp" else model, dense_test, ids_test), labels)
         print(json.dumps({"system": mine.system, "samples_per_s": samples_per_s, "auc": auc, "bayes_auc": bayes_auc,
                           "steps": args.steps, "workers": ranks, "batch_size": args.batch_size,
-                          "scale": args.scale, "threads": torch.get_num_threads()}), flush=True)
+                          "scale": args.scale, "table_optimizer": args.table_optimizer,
+                          "threads": torch.get_num_threads()}), flush=True)
     if mine.system == "ddp":
         torch.distributed.barrier()
 

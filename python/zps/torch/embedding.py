@@ -14,7 +14,11 @@ forward and backward once per step (an empty batch is fine).
 row_cache_steps=k > 0 serves each pulled row from this worker's copy for up to k steps before it is
 pulled again (at most row_cache_rows rows, least recently used evicted; see row_cache.py): a row
 used at step t then lacks at most the updates of the k rounds before t. k = 0 (the default) pulls
-every row every step. Gradients are pushed every step either way.
+every row every step. Gradients are pushed every step either way, unless row_cache_write_back=True
+(optimizer="sgd" only): then this worker's gradients move the cache's copies at once (taken as every
+worker's) and the cache holds their sum until the row is refreshed or evicted (row_cache.py), so a hot row moves both ways once every
+k + 1 steps; push_held() pushes what is still held (every worker, once, as a step) before the servers'
+rows are read.
 
 prefetch_rows(keys) starts the pull of the next lookup's rows now, so that it travels while this step
 computes (see EmbeddingBags.prefetch). Called after a forward whose backward is still to come, it asks
@@ -49,7 +53,8 @@ class Embedding(torch.nn.Module):
     """Rows of `embedding_dim` float32 values kept in server table `name` (the same on every worker)."""
 
     def __init__(self, embedding_dim, name, optimizer="adagrad", lr=0.05, init_scale=0.01, seed=1, average=True,
-                 async_=None, row_cache_steps=0, row_cache_rows=100000, **optimizer_options):
+                 async_=None, row_cache_steps=0, row_cache_rows=100000, row_cache_write_back=False,
+                 **optimizer_options):
         super().__init__()
         rt = runtime("Embedding")
         if not isinstance(name, str) or not name:
@@ -65,7 +70,13 @@ class Embedding(torch.nn.Module):
                                             seed=seed, async_=async_, **optimizer_options))
         # Not a Parameter: only makes autograd call backward, whatever requires grad in the model.
         self._anchor = torch.zeros(0, requires_grad=True)
-        self.row_cache = RowCache(self.embedding_dim, row_cache_steps, row_cache_rows) if row_cache_steps else None
+        if row_cache_write_back and (optimizer != "sgd" or optimizer_options or not row_cache_steps):
+            raise ValueError("zps.torch.Embedding '%s': row_cache_write_back needs row_cache_steps > 0 and "
+                             "optimizer='sgd' without options (a held sum of gradients, pushed once, does on "
+                             "the servers what the steps would only for plain sgd)" % name)
+        self.row_cache = (RowCache(self.embedding_dim, row_cache_steps, row_cache_rows,
+                                   write_back_lr=float(lr) if row_cache_write_back else None, workers=rt.size)
+                          if row_cache_steps else None)
         # Rows this module moved: pulled from the servers (the cache's hits are not), and pushed.
         self.pulled_rows = self.pushed_rows = 0
         self.pushes = 0  # backward passes so far (the table's rounds pushed by this worker)
@@ -140,11 +151,23 @@ class Embedding(torch.nn.Module):
         return out
 
     def _push(self, keys, grad_rows):
-        rt = runtime("Embedding.backward")
         grads = grad_rows.detach().to(device="cpu", dtype=torch.float32)
         if self.scale != 1.0:
             grads = grads * self.scale
-        grads = grads.contiguous()
+        if self.row_cache is not None and self.row_cache.write_back_lr is not None:
+            keys, grads = self.row_cache.hold(keys, grads)
+        self._push_now(keys, grads)
+
+    def push_held(self):
+        """With row_cache_write_back: pushes every gradient the cache holds, as one step's push (in sync
+        mode every worker must call it at the same point, as a step); without, a no-op."""
+        if self.row_cache is None or self.row_cache.write_back_lr is None:
+            return
+        self._push_now(*self.row_cache.take_all_held())
+
+    def _push_now(self, keys, grads):
+        rt = runtime("Embedding.backward")
+        keys, grads = keys.contiguous(), grads.contiguous()
         h = rt.worker.push_rows(self._table, keys.data_ptr(), keys.numel(), grads.data_ptr())
         rt.worker.wait(h, -1, "zps.torch.Embedding '%s': pushing %d rows" % (self.name, keys.numel()))
         self.pushed_rows += keys.numel()

@@ -11,7 +11,9 @@ Each table pools its bags like torch.nn.EmbeddingBag (offsets, mode "sum", "mean
 output is [bags, num_tables, embedding_dim]. Synchronous like zps.torch.Embedding: every worker calls
 forward and backward once per step, and a forward sees every worker's gradients of the steps before it,
 unless row_cache_steps=k > 0: then a row may be served from this worker's cache of recently pulled rows
-(at most row_cache_rows of them), and lack at most the gradients of the k steps before (row_cache.py).
+(at most row_cache_rows of them), and lack at most the gradients of the k steps before (row_cache.py);
+with row_cache_write_back=True (sgd tables) the cache also holds this worker's gradients of a cached row,
+applied to its copy, until the row is refreshed (push_held() pushes the rest).
 
 prefetch(next_ids) after a step's forward starts the pull of the next step's rows, which then travels
 while this step's backward, gradient sums and optimizer run; the next forward takes its rows from it.
@@ -31,7 +33,8 @@ class EmbeddingBags(torch.nn.Module):
     worker). Optimizer arguments are zps.torch.Embedding's (the servers apply them to every table)."""
 
     def __init__(self, num_tables, embedding_dim, name, mode="sum", optimizer="adagrad", lr=0.05, init_scale=0.01,
-                 seed=1, average=True, async_=None, row_cache_steps=0, row_cache_rows=100000, **optimizer_options):
+                 seed=1, average=True, async_=None, row_cache_steps=0, row_cache_rows=100000, row_cache_write_back=False,
+                 **optimizer_options):
         super().__init__()
         if not 0 < int(num_tables) <= MAX_TABLES:
             raise ValueError("zps.torch.EmbeddingBags: num_tables must be in [1, %d]" % MAX_TABLES)
@@ -42,7 +45,8 @@ class EmbeddingBags(torch.nn.Module):
         self.embedding_dim = int(embedding_dim)
         self.table = Embedding(embedding_dim, name, optimizer=optimizer, lr=lr, init_scale=init_scale, seed=seed,
                                average=average, async_=async_, row_cache_steps=row_cache_steps,
-                               row_cache_rows=row_cache_rows, **optimizer_options)
+                               row_cache_rows=row_cache_rows, row_cache_write_back=row_cache_write_back,
+                               **optimizer_options)
         self.table_base = torch.arange(self.num_tables, dtype=torch.int64) << ID_BITS
         self._prefetched = None  # (keys, their distinct keys, inverse) of the last prefetch
 
@@ -50,6 +54,10 @@ class EmbeddingBags(torch.nn.Module):
     def row_cache(self):
         """The worker's cache of recently pulled rows (row_cache.RowCache), or None (row_cache_steps=0)."""
         return self.table.row_cache
+
+    def push_held(self):
+        """Pushes the gradients a write-back row cache holds (Embedding.push_held): one step's push."""
+        self.table.push_held()
 
     @property
     def pulled_rows(self):
