@@ -9,8 +9,8 @@ The model (dlrm_model.py): 13 dense fields through a bottom MLP 512-256-64-16, 2
 with the Criteo Kaggle cardinalities (33.8 M rows in all; --scale shrinks the large ones for quick
 runs) looked up in zps.torch.EmbeddingBags (dim 16), the dot products of every pair of the 27 vectors,
 and a top MLP 512-256-1. The tables' rows live on the servers, created on first touch and updated there
-by Adagrad (or sgd: --table-optimizer); a step pulls the batch's distinct rows of all 26 tables in one message per server and
-pushes their gradients in one. The MLPs train with Adam through DistributedOptimizer.
+by Adagrad (or sgd: --table-optimizer); a step pulls the batch's distinct rows of all 26 tables in one
+message per server and pushes their gradients in one. The MLPs train with Adam through DistributedOptimizer.
 
 Every worker takes --batch-size rows per step (the global batch is workers x batch size) for --steps
 steps, in order, over --data: synthetic (dlrm_data.py: Zipf ids, a known teacher) or criteo:PATH
@@ -116,9 +116,9 @@ def main():
     train_set, test_set, bayes_auc = load(args.data, args.seed, args.scale, args.zipf,
                                           args.steps * size * args.batch_size, args.test_rows, args.drift_rows)
 
-    table_options = {"initial_accumulator": args.table_accumulator, "eps": 1e-8} if args.table_optimizer == "adagrad" else {}
-    tables = bps.EmbeddingBags(CATEGORICAL, args.embedding_dim, name="dlrm", optimizer=args.table_optimizer, lr=args.table_lr,
-                               **table_options,
+    adagrad = {"initial_accumulator": args.table_accumulator, "eps": 1e-8}
+    tables = bps.EmbeddingBags(CATEGORICAL, args.embedding_dim, name="dlrm", optimizer=args.table_optimizer,
+                               lr=args.table_lr, **(adagrad if args.table_optimizer == "adagrad" else {}),
                                row_cache_steps=args.row_cache_steps, row_cache_rows=args.row_cache_rows,
                                row_cache_write_back=bool(args.row_cache_write_back))
     model = DLRM(tables, NUMERIC, CATEGORICAL, args.embedding_dim)

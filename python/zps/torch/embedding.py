@@ -16,9 +16,9 @@ pulled again (at most row_cache_rows rows, least recently used evicted; see row_
 used at step t then lacks at most the updates of the k rounds before t. k = 0 (the default) pulls
 every row every step. Gradients are pushed every step either way, unless row_cache_write_back=True
 (optimizer="sgd" only): then this worker's gradients move the cache's copies at once (taken as every
-worker's) and the cache holds their sum until the row is refreshed or evicted (row_cache.py), so a hot row moves both ways once every
-k + 1 steps; push_held() pushes what is still held (every worker, once, as a step) before the servers'
-rows are read.
+worker's) and the cache holds their sum until the row is refreshed or evicted (row_cache.py), so a hot
+row moves both ways once every k + 1 steps; push_held() pushes what is still held (every worker, once,
+as a step) before the servers' rows are read.
 
 prefetch_rows(keys) starts the pull of the next lookup's rows now, so that it travels while this step
 computes (see EmbeddingBags.prefetch). Called after a forward whose backward is still to come, it asks

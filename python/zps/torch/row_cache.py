@@ -16,21 +16,23 @@ k = 0 caches nothing (every lookup pulls, as without a cache).
 Write-back (write_back_lr = an sgd table's learning rate; Embedding's row_cache_write_back): this
 worker's gradient of a cached row moves its copy at once and is added to the row's held sum instead of
 being pushed. The copy moves by lr x workers x gradient: the step the servers' sgd would take if every
-worker had sent the same gradient. Workers draw their batches from the same data, so for the rows
-that matter here, the hot ones every worker uses, the others' gradients are like this one's; an
-estimate, replaced by the servers' row at each refresh (with this worker's gradient alone, the copy
-lags the servers' by the other workers' share: measured, that cost several times the AUC). A held sum is pushed in the
-push before the step at which its row turns stale (so the pull that refreshes the row sees it applied),
-or in the next push after its row is evicted, or by take_all_held() (Embedding.push_held) at the end.
-A served row is then the servers' row as pulled, moved by this worker's gradients since as above: the
-servers' row lacks at most the last k steps of each worker's updates, so a served row lacks at most
-the other workers' updates of the 2k steps before, and has an estimate in their place. Every gradient reaches the servers exactly once, and sgd applies a sum as it applies its terms:
-after push_held the servers' rows are those of training without the cache on the same gradients (up to
-the order of float additions). Only sgd: Adagrad or Adam would apply a held sum as one step, not as the
-steps it sums. A hot row then moves both ways once every k + 1 steps instead of every step.
+worker had sent the same gradient. Workers draw their batches from the same data, so for the hot rows,
+which every worker uses, the others' gradients are like this one's; an estimate, replaced by the
+servers' row at each refresh (moved by this worker's share alone, the copy lags the servers' row, and
+on DLRM that cost 0.0015 AUC where the estimate costs none: docs/recommendation.md). A held sum is
+pushed in the push before the step at which its row turns stale (so the pull that refreshes the row
+sees it applied), or in the next push after its row is evicted (a row evicted and used again before
+that push is pulled without it), or by take_all_held() (Embedding.push_held) at the end. The servers'
+row lacks at most the last k steps of each worker's updates, so a served row lacks at most the other
+workers' updates of the 2k steps before, and has the estimate in their place. Every gradient reaches
+the servers exactly once, and sgd applies a sum as it applies its terms: after push_held the servers'
+rows are those of training without the cache on the same gradients (up to the order of float
+additions). Only sgd: Adagrad or Adam would apply a held sum as one step, not as the steps it sums. A
+hot row then moves both ways once every k + 1 steps instead of every step.
 
 Memory: at most `capacity` rows, allocated up front: capacity x dim floats, plus 24 bytes per row (its
-key and two step stamps) and a dict entry per row held; write-back doubles the floats (the held sums). When new rows need room, the least recently used go first, so a stream of ever-new ids keeps
+key and two step stamps) and a dict entry per row held; write-back doubles the floats (the held sums).
+When new rows need room, the least recently used go first, so a stream of ever-new ids keeps
 the cache at `capacity` rows whatever its length.
 """
 import torch
@@ -119,30 +121,31 @@ class RowCache:
         """Write-back: takes this step's gradients of `keys` (as pushed: scaled, distinct keys) and
         returns (keys, gradients) to push now. A cached row's gradient moves its copy (row -= lr x
         workers x gradient: the servers' sgd step if every worker sent the same) and is added to the
-        row's held sum;
-        what is pushed is the rows not cached, the held sums of rows that turn stale at the next step
-        (so the pull that refreshes them sees them applied) and those of rows evicted since."""
+        row's held sum; what is pushed is the rows not cached, the held sums of rows that turn stale at
+        the next step (so the pull that refreshes them sees them applied) and those of rows evicted
+        since."""
         slots = self._slots(keys)
         cached = slots >= 0
         held_slots, held_grads = slots[cached], grads[cached]
         self.rows.index_add_(0, held_slots, held_grads, alpha=-self.local_step)
         self.held.index_add_(0, held_slots, held_grads)
         self.holding[held_slots] = True
-        due = (self.holding & (self.step + 1 - self.pulled_at > self.max_age)).nonzero().reshape(-1)
-        out_keys = [keys[~cached], self.keys[due]] + [k for k, _ in self._released]
-        out_grads = [grads[~cached], self.held[due]] + [g for _, g in self._released]
-        self.held[due] = 0
-        self.holding[due] = False
-        self._released = []
-        return _merge(torch.cat(out_keys), torch.cat(out_grads))
+        due = self.holding & (self.step + 1 - self.pulled_at > self.max_age)
+        return self._let_go(due, keys[~cached], grads[~cached])
 
     def take_all_held(self):
         """Write-back: (keys, gradients) of every held sum, now no longer held (for a last push)."""
-        due = self.holding.nonzero().reshape(-1)
-        out = _merge(torch.cat([self.keys[due]] + [k for k, _ in self._released]),
-                     torch.cat([self.held[due]] + [g for _, g in self._released]))
-        self.held[due] = 0
-        self.holding[due] = False
+        return self._let_go(self.holding, keys=torch.zeros(0, dtype=torch.int64),
+                            grads=torch.zeros(0, self.dim, dtype=torch.float32))
+
+    def _let_go(self, due, keys, grads):
+        """(keys, gradients) to push: `keys` and `grads`, the held sums of the slots `due` (a mask) and
+        those of the rows evicted since the last push, merged per key; the sums are no longer held."""
+        slots = due.nonzero().reshape(-1)
+        out = _merge(torch.cat([keys, self.keys[slots]] + [k for k, _ in self._released]),
+                     torch.cat([grads, self.held[slots]] + [g for _, g in self._released]))
+        self.held[slots] = 0
+        self.holding[slots] = False
         self._released = []
         return out
 
