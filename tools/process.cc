@@ -18,6 +18,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -399,7 +401,10 @@ std::string selfExe() {
   return path;
 }
 
-int pickFreeTcpPort() {
+namespace {
+
+// Binds 127.0.0.1:`port` (0: the kernel picks one) and returns the port bound, -1 on failure.
+int bindLoopback(int port, bool log_failure) {
   Fd sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (sock.get() < 0) {
     LOG(ERROR) << "pickFreeTcpPort: socket: " << errnoText(errno);
@@ -408,14 +413,39 @@ int pickFreeTcpPort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
   if (bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       getsockname(sock.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    LOG(ERROR) << "pickFreeTcpPort: " << errnoText(errno);
+    if (log_failure) LOG(ERROR) << "pickFreeTcpPort: " << errnoText(errno);
     return -1;
   }
   return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+int ephemeralPortLow() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (range >> low && low > 0 && low < 65536) return low;
+  return 32768;  // Linux's default
+}
+
+int pickFreeTcpPort() {
+  // Below the ephemeral range only an explicit bind takes a port; inside it, any process's next
+  // outgoing connection may take the port as its source between this check and the caller's bind.
+  constexpr int kFloor = 10000;  // under this are the well-known and registered services' ports
+  int high = ephemeralPortLow() - 1;
+  if (high > kFloor) {
+    std::mt19937 draw(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+    std::uniform_int_distribution<int> port(kFloor, high);
+    for (int i = 0; i < 100; ++i) {
+      int p = bindLoopback(port(draw), /*log_failure=*/false);
+      if (p > 0) return p;
+    }
+  }
+  return bindLoopback(0, /*log_failure=*/true);
 }
 
 }  // namespace zps::proc

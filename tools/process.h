@@ -80,9 +80,14 @@ class Subprocess {
 // the message's context). For tests and short-lived children whose output fits in memory.
 StatusOr<std::string> readUntilEof(int fd, std::chrono::milliseconds timeout);
 
-// Binds 127.0.0.1:0, reads the port the kernel picked and closes the socket; -1 on failure. The
-// port may be taken by someone else before the caller binds it again: fine on a test machine.
+// A port free on 127.0.0.1 now (bound and closed again), drawn below the kernel's ephemeral range
+// (where no outgoing connection takes it before the caller binds it) when there is room, else the
+// one bind(0) gives; -1 on failure. Another process may still bind it first.
 int pickFreeTcpPort();
+
+// The first port of the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range; 32768 when
+// unreadable).
+int ephemeralPortLow();
 
 // This program's path, to start more of itself; "/proc/self/exe" when the file was replaced since
 // (a rebuilt binary), which still executes the running image.

@@ -1,5 +1,6 @@
 #include "tools/process.h"
 
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -247,10 +248,27 @@ TEST_CASE("The child inherits no descriptors beyond stdio", "[process]") {
   CHECK(std::stoi(out) == 4);
 }
 
-TEST_CASE("pickFreeTcpPort returns a usable port", "[process]") {
-  int port = pickFreeTcpPort();
-  CHECK(port > 0);
-  CHECK(port < 65536);
+TEST_CASE("pickFreeTcpPort returns a usable port below the ephemeral range", "[process]") {
+  int low = ephemeralPortLow();
+  REQUIRE(low > 0);
+  for (int i = 0; i < 20; ++i) {
+    int port = pickFreeTcpPort();
+    REQUIRE(port > 0);
+    CHECK(port < 65536);
+    if (low > 10001) {  // room below the range: the port is drawn there
+      CHECK(port >= 10000);
+      CHECK(port < low);
+    }
+    // Free: it can be bound at once.
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    close(fd);
+  }
 }
 
 }  // namespace
