@@ -19,23 +19,15 @@
 
 #include "ps/node/http_server.h"
 #include "tests/integration/cluster.h"
+#include "tools/process.h"
 
 namespace zps::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+// Below the ephemeral range, where no outgoing connection takes the port before the node binds it.
+int freePort() { return proc::pickFreeTcpPort(); }
 
 std::string dataDir() {
   const char* d = std::getenv("ZPS_DATA_DIR");
