@@ -154,14 +154,14 @@ class Embedding(torch.nn.Module):
         grads = grad_rows.detach().to(device="cpu", dtype=torch.float32)
         if self.scale != 1.0:
             grads = grads * self.scale
-        if self.row_cache is not None and self.row_cache.write_back_lr is not None:
+        if self.row_cache is not None and self.row_cache.write_back:
             keys, grads = self.row_cache.hold(keys, grads)
         self._push_now(keys, grads)
 
     def push_held(self):
         """With row_cache_write_back: pushes every gradient the cache holds, as one step's push (in sync
         mode every worker must call it at the same point, as a step); without, a no-op."""
-        if self.row_cache is None or self.row_cache.write_back_lr is None:
+        if self.row_cache is None or not self.row_cache.write_back:
             return
         self._push_now(*self.row_cache.take_all_held())
 

@@ -59,9 +59,9 @@ class RowCache:
         # Write-back (an sgd table's learning rate, or None): this worker's gradients of a cached row move
         # its copy at once, as if each of the job's `workers` had sent the same, and are held, summed,
         # until the row is refreshed or evicted.
-        self.write_back_lr = None if write_back_lr is None else float(write_back_lr)
-        self.local_step = None if write_back_lr is None else float(write_back_lr) * int(workers)
-        if self.write_back_lr is not None:
+        self.write_back = write_back_lr is not None
+        self.local_step = float(write_back_lr) * int(workers) if self.write_back else None
+        if self.write_back:
             self.held = torch.zeros(self.capacity, self.dim, dtype=torch.float32)
             self.holding = torch.zeros(self.capacity, dtype=torch.bool)
             self._released = []  # (keys, gradients) of evicted rows, for the next push
@@ -78,7 +78,7 @@ class RowCache:
     def clear(self):
         """Forgets every row (the next lookups pull them all). With write-back, the held gradients must
         have been pushed first (take_all_held)."""
-        if self.write_back_lr is not None and (bool(self.holding.any()) or self._released):
+        if self.write_back and (bool(self.holding.any()) or self._released):
             raise RuntimeError("zps.torch RowCache: clear() with gradients still held (push take_all_held() first)")
         self.slot_of.clear()
         self.keys.fill_(-1)
@@ -161,7 +161,7 @@ class RowCache:
         # Refreshed slots keep their key: out of reach of the choice of slots for the new keys.
         self.used_at[slots[stale]] = self.step + 1
         taken = torch.topk(self.used_at, new_keys.numel(), largest=False).indices
-        if self.write_back_lr is not None:  # evicted rows' held gradients go with the next push
+        if self.write_back:  # evicted rows' held gradients go with the next push
             leaving = taken[self.holding[taken]]
             if leaving.numel():
                 self._released.append((self.keys[leaving].clone(), self.held[leaving].clone()))
@@ -178,7 +178,7 @@ class RowCache:
         self.rows[targets] = torch.cat([rows[stale], rows[new]])
         self.pulled_at[targets] = self.step
         self.used_at[targets] = self.step
-        if self.write_back_lr is not None:  # a refreshed row still holding gradients: its copy has them
+        if self.write_back:  # a refreshed row still holding gradients: its copy has them
             again = targets[self.holding[targets]]
             self.rows.index_add_(0, again, self.held[again], alpha=-self.local_step)
 
