@@ -1,9 +1,7 @@
 // Observability on a real job: /metrics on every role (names, # TYPE lines, counters that grow, a strict
 // check of the text format), embedding-row traffic in the worker's counters, `zps status` for a healthy
 // cluster and after a worker is killed, and `zps launch`'s status line on a terminal and in a pipe.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -25,9 +23,6 @@ namespace zps::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Below the ephemeral range, where no outgoing connection takes the port before the node binds it.
-int freePort() { return proc::pickFreeTcpPort(); }
 
 std::string dataDir() {
   const char* d = std::getenv("ZPS_DATA_DIR");
@@ -111,8 +106,8 @@ void scrapeUntil(Cluster& c, int process, int port, Ready ready, std::map<std::s
 TEST_CASE("every role serves /metrics and the counters grow", "[observability]") {
   Cluster c(1, 2);
   c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
-  int base = freePort();
-  int ports[4] = {base, freePort(), freePort(), freePort()};
+  int base = proc::pickFreeTcpPort();
+  int ports[4] = {base, proc::pickFreeTcpPort(), proc::pickFreeTcpPort(), proc::pickFreeTcpPort()};
   c.startScheduler({{"ZPS_METRICS_PORT", std::to_string(ports[0])}});
   c.startServer({{"ZPS_METRICS_PORT", std::to_string(ports[1])}});
   std::vector<std::string> train = {"train", "--data", "digits", "--data_dir", dataDir(), "--epochs", "3000"};
@@ -169,7 +164,7 @@ TEST_CASE("zps status: healthy, then a killed worker is named and the exit code 
   Cluster c(1, 2);
   c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
   c.setEnv("ZPS_HEARTBEAT_TIMEOUT", "60");  // the job stays up while we look at the dead worker
-  int port = freePort();
+  int port = proc::pickFreeTcpPort();
   c.startScheduler({{"ZPS_METRICS_PORT", std::to_string(port)}});
   c.startServer();
   std::vector<std::string> train = {"train", "--data", "digits", "--data_dir", dataDir(), "--epochs", "3000"};
@@ -227,7 +222,7 @@ TEST_CASE("zps status: healthy, then a killed worker is named and the exit code 
 TEST_CASE("embedding-row traffic counts in the worker's bytes, messages and rows", "[observability]") {
   Cluster c(1, 1);
   c.setEnv("ZPS_HEARTBEAT_INTERVAL", "0.3");
-  int port = freePort();
+  int port = proc::pickFreeTcpPort();
   c.startScheduler();
   c.startServer();
   int w = c.startWorker(
