@@ -8,9 +8,9 @@
 #   row_cache_exact, row_cache_stale, row_cache_bound, row_cache_write_back
 #          the worker-side row cache (row_cache_job.py, 2 workers + 2 servers): k = 0 is bit for bit no
 #          cache; k = 3 pulls exactly the rows its rule says and serves no row older than 3 steps; a
-#          stream of new ids keeps it at its row bound; write-back serves the pulled row moved by this
-#          worker's gradients (as every worker's), pushes exactly the held rows its rule says, and ends with the servers'
-#          rows bit for bit those without cache
+#          stream of new ids keeps it at its row bound; write-back serves the pulled row moved by
+#          this worker's gradients (as every worker's), pushes exactly the held rows its rule says,
+#          and ends with the servers' rows bit for bit those without cache
 #   prefetch_exact, prefetch_async, prefetch_deadline
 #          EmbeddingBags.prefetch (prefetch_job.py, 2 workers + 2 servers): sync rows bit for bit those
 #          without prefetch, async rows at most one step stale, a held prefetch fails at

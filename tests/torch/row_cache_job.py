@@ -8,8 +8,8 @@
   bound  row_cache_rows=64 and a stream of new ids: the cache never holds more than 64 rows, the hot
          ids stay cached (only the new ids are pulled), and the evictions are counted exactly
   write_back  row_cache_steps=3 with row_cache_write_back on an sgd table: a served row is the servers'
-         row as last pulled less lr x 2 workers x this worker's gradients since (bit for bit), each step pushes
-         exactly the held rows that turn stale at the next step, and after push_held() the servers'
+         row as last pulled less lr x 2 workers x this worker's gradients since (bit for bit), each
+         step pushes exactly the held rows that turn stale at the next step, and after push_held() the servers'
          rows are bit for bit those of a table without cache trained on the same gradients
 Prints "row cache ok" when all hold.
 """
