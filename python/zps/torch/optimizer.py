@@ -18,6 +18,7 @@ from zps import _capi
 from zps.torch import coordinator
 from zps.torch._runtime import runtime
 from zps.torch.compression import Compression
+from zps.torch.deferred_updates import DeferredUpdates
 from zps.torch.ops import Adasum, Average, Sum, start_push_pull, synchronize
 from zps.torch.process_sets import group_of
 
@@ -80,13 +81,15 @@ class _Unit:
             p.grad.copy_(self.flat[start:start + n].view_as(p.grad))
 
 
-def _plan_units(named, bucket_bytes):
+def _plan_units(named, bucket_bytes, owner=None):
     """Groups (name, param) into units. Walks backward's usual order (the last parameter first), filling
     one open bucket per dtype and device; a parameter of bucket_bytes or more, or any with buckets off,
-    is a unit of its own and closes the open buckets. Returns the units ordered by their first
+    is a unit of its own and closes the open buckets. With owner (id(param) -> its module), a bucket
+    holds one module's parameters: the next module's close it. Returns the units ordered by their first
     parameter: the order of declaration."""
     position = {id(p): i for i, (_, p) in enumerate(named)}
     units, open_buckets, open_bytes = [], {}, {}
+    last_owner = None
 
     def close(key):
         members = open_buckets.pop(key, None)
@@ -95,6 +98,11 @@ def _plan_units(named, bucket_bytes):
             units.append(members)
 
     for name, p in reversed(named):
+        if owner is not None:
+            if owner.get(id(p)) != last_owner:
+                for key in list(open_buckets):
+                    close(key)
+            last_owner = owner.get(id(p))
         nbytes = p.numel() * p.element_size()
         if nbytes == 0 or nbytes >= bucket_bytes:
             # Buckets hold neighbours only: one that went on past this gradient would wait for the
@@ -130,7 +138,7 @@ def _plan_units(named, bucket_bytes):
 
 class _DistributedMixin:
     def _zps_setup(self, named_parameters, compression, backward_passes_per_step, op, bucket_bytes,
-                   gradient_predivide_factor, sparse_as_dense, process_set, join_steps):
+                   gradient_predivide_factor, sparse_as_dense, process_set, join_steps, overlap_forward):
         runtime("DistributedOptimizer")
         # Over a process set, its members sum their gradients; the other workers step on their own (as
         # in Horovod).
@@ -147,6 +155,12 @@ class _DistributedMixin:
                              (gradient_predivide_factor,))
         if backward_passes_per_step < 1:
             raise ValueError("zps.torch.DistributedOptimizer: backward_passes_per_step must be >= 1")
+        if overlap_forward is not None and not isinstance(overlap_forward, torch.nn.Module):
+            raise TypeError("zps.torch.DistributedOptimizer: overlap_forward must be the torch.nn.Module whose "
+                            "forward uses the parameters, got %s" % type(overlap_forward).__name__)
+        if overlap_forward is not None and join_steps:
+            raise ValueError("zps.torch.DistributedOptimizer: overlap_forward and join_steps cannot be combined "
+                             "(a joined worker's steps are agreed when step() waits for the sums)")
         bucket_bytes = bucket_bytes_setting(bucket_bytes)
         all_params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is not None:
@@ -179,7 +193,15 @@ class _DistributedMixin:
         self._zps_ids = []
         self._zps_compression = compression
         self._zps_passes = backward_passes_per_step
-        self._zps_units = _plan_units(trained, bucket_bytes)
+        owner = None
+        if overlap_forward is not None:
+            # A bucket spanning two modules would hold the first one's forward until the second's sums
+            # are back: with overlap_forward a bucket holds one module's parameters.
+            owner = {}
+            for module in overlap_forward.modules():
+                for p in module.parameters(recurse=False):
+                    owner.setdefault(id(p), id(module))
+        self._zps_units = _plan_units(trained, bucket_bytes, owner)
         self._zps_unit_of = {}
         self._zps_names = {id(p): "grad." + name for name, p in trained}
         self._parameter_names = {p: name for name, p in named}  # Horovod's attribute, read by some scripts
@@ -217,11 +239,21 @@ class _DistributedMixin:
         if over_every_worker and join_steps:
             self._zps_join_name = "zps.optimizer.%d" % len(rt.optimizers)
             rt.optimizers[self._zps_join_name] = sums
+        self._zps_deferred = None
+        scheduled = [i for i in self._zps_ids if i is not None and rt.worker.priority(i) is not None]
+        if overlap_forward is not None and scheduled:
+            # Only with priority scheduling (ZPS_PRIORITY's auto: on when the job spans hosts) do the
+            # first layers' sums come back first; without, every sum is sent at once, the CPUs are the
+            # limit, and waiting for one unit at a time costs more than it overlaps.
+            self._zps_deferred = DeferredUpdates(self, overlap_forward, self._zps_units, self._zps_unit_of,
+                                                 self._zps_names)
 
     def _zps_make_hook(self, p):
         def hook(*_):
             if p.grad is None or self._zps_synchronized:
                 return
+            if self._zps_deferred is not None:
+                self._zps_deferred.check_applied(p)
             if p.grad.is_sparse:
                 # Summed dense (the servers add whole tensors, so sparse_as_dense changes nothing) and given
                 # back sparse after the sum, for optimizers that take only sparse gradients (SparseAdam).
@@ -246,6 +278,8 @@ class _DistributedMixin:
             self._zps_start(index)
 
     def _zps_start(self, index):
+        if self._zps_deferred is not None:
+            self._zps_deferred.apply(index)  # its buffers are the last step's sum until then
         unit = self._zps_units[index]
         unit.ready = 0
         pushed = unit.tensor()
@@ -261,33 +295,50 @@ class _DistributedMixin:
             self._zps_step_agreement = self._zps_group.coordinator.submit(
                 coordinator.Op("optimizer", self._zps_join_name, None, (len(self._zps_units),), 0, lambda agreed: None))
 
-    def synchronize(self):
-        """Waits for every gradient's sum (e.g. before clipping gradients); step() then does not wait again."""
+    def _zps_start_rest(self):
+        """Ends the step's pushes: every gradient that no hook pushed (an unused parameter, or fewer
+        backward passes) is pushed as it is, zeros when there is none, so that every worker's rounds stay
+        in step. Returns the sums in flight (unit index -> handle)."""
+        if self._zps_deferred is not None:
+            self._zps_deferred.apply_all()
         for unit in self._zps_units:
             for p in unit.params:
                 if id(p) in self._zps_done:
                     continue
-                # No complete gradient from this step (an unused parameter, or fewer backward passes):
-                # push what there is, zeros when nothing, so that every worker's rounds stay in step.
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
                 self._zps_mark_done(p)
         handles, self._zps_handles = self._zps_handles, {}
         self._zps_agree_step()
+        self._zps_done.clear()
+        return handles
+
+    def _zps_finish_unit(self, index, handle):
+        """Waits for one unit's sum and gives it to its gradients (sparse again where they came sparse)."""
+        synchronize(handle)
+        unit = self._zps_units[index]
+        unit.scatter()
+        if self._zps_sparse:
+            for p in unit.params:
+                if id(p) in self._zps_sparse:
+                    p.grad = p.grad.to_sparse()
+                    self._zps_sparse.discard(id(p))
+
+    def synchronize(self):
+        """Waits for every gradient's sum (e.g. before clipping gradients); step() then does not wait again."""
+        handles = self._zps_start_rest()
         step, self._zps_step_agreement = self._zps_step_agreement, None
         for index, h in handles.items():
-            synchronize(h)
-            self._zps_units[index].scatter()
+            self._zps_finish_unit(index, h)
         if step is not None:
             self._zps_group.coordinator.wait_started(step, None)
-        if self._zps_sparse:
-            for unit in self._zps_units:
-                for p in unit.params:
-                    if id(p) in self._zps_sparse:
-                        p.grad = p.grad.to_sparse()
-            self._zps_sparse.clear()
-        self._zps_done.clear()
         self._zps_synchronized = True
+
+    def finish_step(self):
+        """Applies every update that step() left to the next forward (overlap_forward): call it before
+        reading the parameters other than through the model's forward or state_dict(). A no-op otherwise."""
+        if self._zps_deferred is not None:
+            self._zps_deferred.apply_all()
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -304,6 +355,16 @@ class _DistributedMixin:
             warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
                           "optimizer.synchronize(). This can cause training slowdown. You may want to consider using "
                           "optimizer.skip_synchronize() context if you use optimizer.synchronize() in your code.")
+        deferred = self._zps_deferred
+        if deferred is not None and closure is None and not self._zps_synchronized and not self._zps_skip_synchronize:
+            # overlap_forward: the sums are waited for, and their parameters stepped, by the next forward.
+            deferred.defer(self._zps_start_rest())
+            pending = deferred.pending_params()
+            rest = [p for group in self.param_groups for p in group["params"] if id(p) not in pending]
+            if rest:
+                with deferred.only(rest):
+                    super(self.__class__, self).step()
+            return None
         if not self._zps_synchronized and not self._zps_skip_synchronize:
             self.synchronize()
         self._zps_synchronized = False
@@ -313,21 +374,45 @@ class _DistributedMixin:
         """The wrapped optimizer's own step, without summing gradients (broadcast_optimizer_state)."""
         return super(self.__class__, self).step(closure)
 
+    def _zps_base_zero_grad(self, *args, **kwargs):
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
     def zero_grad(self, *args, **kwargs):
         if self._zps_handles:
             raise RuntimeError("zps.torch.DistributedOptimizer: zero_grad() while gradients are being summed; "
                                "call step() or synchronize() first")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+        deferred = self._zps_deferred
+        if deferred is None or not deferred.any_pending():
+            return super(self.__class__, self).zero_grad(*args, **kwargs)
+        # The pending sums are still being written into their gradients: those are zeroed after their update.
+        pending = deferred.pending_params()
+        with deferred.only([p for group in self.param_groups for p in group["params"] if id(p) not in pending]):
+            super(self.__class__, self).zero_grad(*args, **kwargs)
+        deferred.zero_grad_later(args, kwargs)
+        return None
+
+    def state_dict(self, *args, **kwargs):
+        self.finish_step()
+        return super(self.__class__, self).state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        self.finish_step()
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
                          op=Average, bucket_bytes=None, gradient_predivide_factor=1.0, sparse_as_dense=False,
-                         num_groups=0, groups=None, process_set=None, join_steps=False):
+                         num_groups=0, groups=None, process_set=None, join_steps=False, overlap_forward=None):
     """An optimizer that sums (op=Average: averages) every gradient over the workers before each step.
     bucket_bytes (a zps extension; default ZPS_TORCH_BUCKET_BYTES, else 1 MiB): gradients smaller than
     this travel together in buckets of at most this many bytes; 0 sends every gradient alone.
     join_steps (a zps extension): workers with uneven data call join() and the others step on; each
     step is then agreed with the other workers (one more round trip per step).
+    overlap_forward (a zps extension): the model (a torch.nn.Module) whose forward uses the parameters;
+    step() then returns once the sums are under way, and each parameter is updated, bit for bit as by a
+    plain step, when the next forward reaches its module (zps/torch/deferred_updates.py): the next
+    forward's first layers overlap the last layers' sums. The wrapped optimizer must step each
+    parameter from its own gradient and state (every torch.optim optimizer but LBFGS does).
     gradient_predivide_factor: divide by it before the sum and by size / it after. sparse_as_dense: turn
     sparse gradients dense. num_groups and groups (Horovod's explicit fusion groups) are accepted and
     ignored: buckets group the gradients."""
@@ -336,5 +421,5 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)
     wrapped._zps_setup(named_parameters, compression, backward_passes_per_step, op, bucket_bytes,
-                       gradient_predivide_factor, sparse_as_dense, process_set, join_steps)
+                       gradient_predivide_factor, sparse_as_dense, process_set, join_steps, overlap_forward)
     return wrapped
