@@ -1,7 +1,8 @@
 """zps.torch.EmbeddingBags checked exactly, in a job of 1 worker and 2 servers (tests/torch/dlrm_test.sh bags):
 lookups of [bags, tables] ids and of per-table ids and offsets (sum, then mean) against the same rows pooled by
 hand, the tables kept apart (equal ids of two tables are two rows), and one SGD step (lr 0.5) moving
-each row by exactly lr x the summed gradient of its uses. Prints "bags ok" when all hold."""
+each row by exactly lr x the summed gradient of its uses (backward leaves its push in flight; the next
+lookup waits for it). Prints "bags ok" when all hold."""
 import torch
 
 import zps.torch as bps
@@ -39,8 +40,11 @@ def main():
     # One step: loss = sum(out * w), so row (t, i) gets w summed over its uses.
     w = torch.arange(2 * tables * dim, dtype=torch.float32).reshape(2, tables, dim) / 10
     (bags(ids) * w).sum().backward()
+    # Backward started the push and went on; the next lookup waits for it, so it sees the step.
+    assert bags.table._push_in_flight is not None, "backward waited for its push"
     with torch.no_grad():
         after = bags(ids)
+    assert bags.table._push_in_flight is None, "the lookup after backward did not wait for its push"
     for (t, i), old in row.items():
         grad = sum(w[b, t] for b in range(2) if int(ids[b, t]) == i)
         b = [b for b in range(2) if int(ids[b, t]) == i][0]

@@ -169,6 +169,8 @@ def stop():
     rt = _runtime
     if rt is None or rt.finished:
         return
+    from zps.torch.embedding import wait_pushes  # the last backward's table pushes
+    wait_pushes()
     code = rt.finish()
     if code != 0:
         raise ZpsError("zps.torch.shutdown: the job ended with exit code %d (the line above says why)" % code)
@@ -201,6 +203,8 @@ def _install_hooks():
         if rt is None or rt.finished:
             return
         try:
+            from zps.torch.embedding import wait_pushes  # the last backward's table pushes
+            wait_pushes()
             code = rt.finish()
         except Exception as e:
             print("zps.torch: finishing at exit: %s" % e, file=sys.stderr)

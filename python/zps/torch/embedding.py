@@ -27,6 +27,10 @@ worker's round of that push is applied, so the rows are bit for bit those of a p
 in async mode it is served at once and lacks at most this worker's next push (and whatever other
 workers push meanwhile, as any async pull): at most one step stale. With a row cache only the rows the
 next lookup would not serve from the cache are prefetched.
+
+Backward starts the push of the rows' gradients and goes on (to the layers below the table, whose
+gradients are then pushed sooner); the push is waited for by the next lookup, prefetch, push or
+shutdown(), so a failed push is raised there, and a lookup still sees the rows after it.
 """
 import torch
 
@@ -82,6 +86,7 @@ class Embedding(torch.nn.Module):
         self.pushes = 0  # backward passes so far (the table's rounds pushed by this worker)
         self._push_pending = False  # a forward with grad whose backward has not pushed yet
         self._prefetch = None  # the pull prefetch_rows started, for the next lookup
+        self._push_in_flight = None  # (handle, keys, grads) of the push backward started
 
     def extra_repr(self):
         return "embedding_dim=%d, name='%s' (rows on the servers)" % (self.embedding_dim, self.name)
@@ -107,6 +112,7 @@ class Embedding(torch.nn.Module):
             raise RuntimeError("zps.torch.Embedding '%s': prefetch_rows called twice before a lookup took the "
                                "first prefetch" % self.name)
         keys = keys.to(torch.int64).contiguous()
+        self.wait_push()  # a prefetch "after no push" must not overtake a push in flight
         ahead = 1 if self._push_pending else 0
         pull_keys = keys
         if self.row_cache is not None:
@@ -116,7 +122,8 @@ class Embedding(torch.nn.Module):
     def _lookup(self, keys):
         pull = self._pull
         if self._prefetch is not None:
-            pull = self._take_prefetch(keys)
+            pull = self._take_prefetch(keys)  # answered once the round of the push in flight is applied
+        self.wait_push()
         return self.row_cache.lookup(keys, pull) if self.row_cache is not None else pull(keys)
 
     def _take_prefetch(self, keys):
@@ -166,15 +173,36 @@ class Embedding(torch.nn.Module):
         self._push_now(*self.row_cache.take_all_held())
 
     def _push_now(self, keys, grads):
+        self.wait_push()
         rt = runtime("Embedding.backward")
         keys, grads = keys.contiguous(), grads.contiguous()
         h = rt.worker.push_rows(self._table, keys.data_ptr(), keys.numel(), grads.data_ptr())
-        rt.worker.wait(h, -1, "zps.torch.Embedding '%s': pushing %d rows" % (self.name, keys.numel()))
+        self._push_in_flight = (h, keys, grads)  # the buffers live until the push is answered
+        _pushing.add(self)
         self.pushed_rows += keys.numel()
         self.pushes += 1
         self._push_pending = False
         if self.row_cache is not None:
             self.row_cache.advance()
+
+
+    def wait_push(self):
+        """Waits for the push backward started (a no-op when none is in flight); raises if it failed."""
+        push, self._push_in_flight = self._push_in_flight, None
+        _pushing.discard(self)
+        if push is not None:
+            runtime("Embedding.backward").worker.wait(
+                push[0], -1, "zps.torch.Embedding '%s': pushing %d rows" % (self.name, push[1].numel()))
+
+
+# Modules with a push in flight: shutdown() waits for them (wait_pushes), so that the last backward's
+# push is answered, or its failure raised, before the job ends.
+_pushing = set()
+
+
+def wait_pushes():
+    for module in list(_pushing):
+        module.wait_push()
 
 
 # Prefetches not waited for yet: the worker writes a reply into its buffer whenever it comes, so the

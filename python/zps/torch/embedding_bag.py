@@ -59,6 +59,10 @@ class EmbeddingBags(torch.nn.Module):
         """Pushes the gradients a write-back row cache holds (Embedding.push_held): one step's push."""
         self.table.push_held()
 
+    def wait_push(self):
+        """Waits for the gradients' push the last backward started (Embedding.wait_push)."""
+        self.table.wait_push()
+
     @property
     def pulled_rows(self):
         """Rows this worker pulled from the servers so far (rows served from the cache not counted)."""
