@@ -64,25 +64,38 @@ class TorchTables(nn.Module):
 
 def train(model, optimizers, batch, steps, warmup, prefetch=None):
     """Runs `steps` steps of batch(step) -> (dense, ids, labels); returns the seconds the steps after the
-    first `warmup` took (the first steps create rows and fill caches). prefetch(ids), when given, is
-    called with the next step's ids after each step's forward (EmbeddingBags.prefetch)."""
+    first `warmup` took (the first steps create rows and fill caches). prefetch, when given, is the
+    tables module (EmbeddingBags): each step's forward starts the pull of the next step's rows right
+    after its own lookup (EmbeddingBags.prefetch), so that the pull, and the work of starting it, overlap
+    the rest of the step, and any wait of the forward for the last step's sums (overlap_forward)."""
     loss_fn = nn.BCEWithLogitsLoss()
     start = None
     upcoming = batch(0)
-    for step in range(steps):
-        if step == warmup:
-            start = time.perf_counter()
-        dense, ids, labels = upcoming
+    following = None  # the next step's batch, while this step's forward runs
+
+    def after_lookup(tables, inputs, output):
+        if following is not None:
+            tables.prefetch(following[1])
+    hook = prefetch.register_forward_hook(after_lookup) if prefetch is not None else None
+    try:
+        for step in range(steps):
+            if step == warmup:
+                start = time.perf_counter()
+            dense, ids, labels = upcoming
+            following = batch(step + 1) if step + 1 < steps else None
+            for opt in optimizers:
+                opt.zero_grad()
+            loss = loss_fn(model(dense, ids), labels)
+            upcoming, following = following, None
+            loss.backward()
+            for opt in optimizers:
+                opt.step()
         for opt in optimizers:
-            opt.zero_grad()
-        loss = loss_fn(model(dense, ids), labels)
-        if step + 1 < steps:
-            upcoming = batch(step + 1)
-            if prefetch is not None:
-                prefetch(upcoming[1])
-        loss.backward()
-        for opt in optimizers:
-            opt.step()
+            if hasattr(opt, "finish_step"):
+                opt.finish_step()  # DistributedOptimizer(overlap_forward=...): the last step's updates
+    finally:
+        if hook is not None:
+            hook.remove()
     return time.perf_counter() - start if start is not None else float("nan")
 
 

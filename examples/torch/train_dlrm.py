@@ -10,7 +10,9 @@ with the Criteo Kaggle cardinalities (33.8 M rows in all; --scale shrinks the la
 runs) looked up in zps.torch.EmbeddingBags (dim 16), the dot products of every pair of the 27 vectors,
 and a top MLP 512-256-1. The tables' rows live on the servers, created on first touch and updated there
 by Adagrad (or sgd: --table-optimizer); a step pulls the batch's distinct rows of all 26 tables in one
-message per server and pushes their gradients in one. The MLPs train with Adam through DistributedOptimizer.
+message per server and pushes their gradients in one. The MLPs train with Adam through DistributedOptimizer,
+which leaves each layer's update to the next forward (overlap_forward; --overlap-forward 0 waits in
+step()) where the job spans hosts: the same weights, the bottom MLP's forward overlapping the top's sums.
 
 Every worker takes --batch-size rows per step (the global batch is workers x batch size) for --steps
 steps, in order, over --data: synthetic (dlrm_data.py: Zipf ids, a known teacher) or criteo:PATH
@@ -26,7 +28,7 @@ the embedding bytes per training sample: from the workers' own row counts, and, 
 is set, from the servers' byte counters (their pushed and pulled bytes during training less the MLP
 gradients' exact share).
 
-Each step starts the pull of the next step's rows right after its forward (EmbeddingBags.prefetch;
+Each step starts the pull of the next step's rows right after its own lookup (EmbeddingBags.prefetch;
 --prefetch 0 pulls them in each forward instead): the servers answer it once every worker's gradients
 of the step are applied, so it travels during the MLPs' backward and the dense gradients' sums; the
 rows are the same bits (with async tables, at most one step older).
@@ -74,6 +76,10 @@ def parse_args(argv=None):
     p.add_argument("--prefetch", type=int, choices=(0, 1), default=1,
                    help="1 (the default): pull the next step's rows while this step computes "
                         "(EmbeddingBags.prefetch; the same rows in sync mode); 0: pull them in each forward")
+    p.add_argument("--overlap-forward", type=int, choices=(0, 1), default=1,
+                   help="1 (the default): step() leaves each MLP layer's update to the next forward "
+                        "(DistributedOptimizer's overlap_forward; the same weights), so the first layers' "
+                        "forward overlaps the last layers' sums; 0: step() waits for every sum")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = p.parse_args(argv)
@@ -123,7 +129,8 @@ def main():
                                row_cache_write_back=bool(args.row_cache_write_back))
     model = DLRM(tables, NUMERIC, CATEGORICAL, args.embedding_dim)
     optimizer = bps.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=args.lr),
-                                         named_parameters=model.named_parameters())
+                                         named_parameters=model.named_parameters(),
+                                         overlap_forward=model if args.overlap_forward else None)
     bps.broadcast_parameters(model.state_dict(), root_rank=0)
 
     # The servers' counters are read with every worker between two barriers, so they count the
@@ -132,8 +139,9 @@ def main():
     servers_before = server_bytes(rank) if rank == 0 else None
     bps.barrier()
     seconds = train(model, [optimizer], batches(train_set, rank, size, args.batch_size), args.steps, args.warmup,
-                    prefetch=tables.prefetch if args.prefetch else None)
+                    prefetch=tables if args.prefetch else None)
     samples_per_s = (args.steps - args.warmup) * size * args.batch_size / seconds
+    tables.wait_push()  # the last backward's push, before the servers' counters are read
     bps.barrier()
     servers_after = server_bytes(rank) if rank == 0 else None
     bps.barrier()
@@ -160,7 +168,8 @@ def main():
                           "row_cache_steps": args.row_cache_steps, "row_cache_rows": args.row_cache_rows,
                           "table_optimizer": args.table_optimizer, "table_lr": args.table_lr,
                           "row_cache_write_back": args.row_cache_write_back,
-                          "prefetch": args.prefetch, "drift_rows": args.drift_rows,
+                          "prefetch": args.prefetch, "overlap_forward": args.overlap_forward,
+                          "drift_rows": args.drift_rows,
                           # The held-out scores' bits: two runs that trained the same weights agree.
                           "scores_sha256": hashlib.sha256(every_score.astype(np.float32).tobytes()).hexdigest(),
                           "embedding_bytes_per_sample": traffic}), flush=True)
