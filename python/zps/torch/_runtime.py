@@ -124,7 +124,12 @@ class Runtime(Group):
         return self.worker.declare(declared_name, nbytes, dtype, compressor, priority=priority)
 
     def finish(self, error=None):
-        """Ends the job once (OK or failed with `error`); returns the exit code zps decided."""
+        """Ends the job once (OK or failed with `error`); returns the exit code zps decided. Ending OK, it
+        first waits for the tables' pushes still in flight, so that the last backward's push is answered
+        (or its failure raised) before the job ends."""
+        if error is None:
+            from zps.torch.embedding import wait_pushes
+            wait_pushes()
         with self.finish_lock:
             if self.finished:
                 return 0
@@ -169,8 +174,6 @@ def stop():
     rt = _runtime
     if rt is None or rt.finished:
         return
-    from zps.torch.embedding import wait_pushes  # the last backward's table pushes
-    wait_pushes()
     code = rt.finish()
     if code != 0:
         raise ZpsError("zps.torch.shutdown: the job ended with exit code %d (the line above says why)" % code)
@@ -203,8 +206,6 @@ def _install_hooks():
         if rt is None or rt.finished:
             return
         try:
-            from zps.torch.embedding import wait_pushes  # the last backward's table pushes
-            wait_pushes()
             code = rt.finish()
         except Exception as e:
             print("zps.torch: finishing at exit: %s" % e, file=sys.stderr)

@@ -51,11 +51,13 @@ class DeferredUpdates:
     def any_pending(self):
         return bool(self._pending)
 
-    def pending(self, index):
-        return index in self._pending
-
     def pending_params(self):
         return {id(p) for index in self._pending for p in self._units[index].params}
+
+    def others(self):
+        """The optimizer's parameters whose update is not pending."""
+        pending = self.pending_params()
+        return [p for group in self._opt.param_groups for p in group["params"] if id(p) not in pending]
 
     def defer(self, handles):
         """Takes the step's sums in flight (unit index -> handle) and the groups' hyperparameters now;

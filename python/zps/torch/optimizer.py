@@ -240,8 +240,8 @@ class _DistributedMixin:
             self._zps_join_name = "zps.optimizer.%d" % len(rt.optimizers)
             rt.optimizers[self._zps_join_name] = sums
         self._zps_deferred = None
-        scheduled = [i for i in self._zps_ids if i is not None and rt.worker.priority(i) is not None]
-        if overlap_forward is not None and scheduled:
+        if overlap_forward is not None and any(i is not None and rt.worker.priority(i) is not None
+                                               for i in self._zps_ids):
             # Only with priority scheduling (ZPS_PRIORITY's auto: on when the job spans hosts) do the
             # first layers' sums come back first; without, every sum is sent at once, the CPUs are the
             # limit, and waiting for one unit at a time costs more than it overlaps.
@@ -359,8 +359,7 @@ class _DistributedMixin:
         if deferred is not None and closure is None and not self._zps_synchronized and not self._zps_skip_synchronize:
             # overlap_forward: the sums are waited for, and their parameters stepped, by the next forward.
             deferred.defer(self._zps_start_rest())
-            pending = deferred.pending_params()
-            rest = [p for group in self.param_groups for p in group["params"] if id(p) not in pending]
+            rest = deferred.others()
             if rest:
                 with deferred.only(rest):
                     super(self.__class__, self).step()
@@ -385,8 +384,7 @@ class _DistributedMixin:
         if deferred is None or not deferred.any_pending():
             return super(self.__class__, self).zero_grad(*args, **kwargs)
         # The pending sums are still being written into their gradients: those are zeroed after their update.
-        pending = deferred.pending_params()
-        with deferred.only([p for group in self.param_groups for p in group["params"] if id(p) not in pending]):
+        with deferred.only(deferred.others()):
             super(self.__class__, self).zero_grad(*args, **kwargs)
         deferred.zero_grad_later(args, kwargs)
         return None
