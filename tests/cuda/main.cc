@@ -1,12 +1,11 @@
 // Runner for zps_cuda_tests: skips the whole binary, with the reason, when there is no CUDA device
 // (ctest SKIP_RETURN_CODE 77, see CMakeLists.txt), and fails when one is there but cannot run this
 // build's kernels.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
 
 #include "kernels/cuda_reducer.h"
+#include "tests/catch_session.h"
 
 namespace {
 constexpr int kSkipExitCode = 77;
@@ -24,7 +23,7 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: %s\n", why.c_str());
     return kSkipExitCode;
   }
-  const int failed = Catch::Session().run(argc, argv);
+  const int failed = zps::testing::runCatchSession(argc, argv);
   // Catch returns the failure count, which must never read as "skipped".
   return failed == 0 ? 0 : 1;
 }

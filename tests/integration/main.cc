@@ -10,7 +10,6 @@
 // `zps_integration_tests --async-counter-worker` is the worker of exactly_once_test.cc,
 // `--barrier-generation-worker` the worker of barrier_generation_test.cc, `--table-sizes-worker` the
 // worker of table_sizes_test.cc.
-#define CATCH_CONFIG_RUNNER
 #include <signal.h>
 #include <zps/worker.h>
 
@@ -26,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_session.h"
 
 int asyncCounterWorker();       // exactly_once_test.cc
 int barrierGenerationWorker();  // barrier_generation_test.cc
@@ -129,5 +128,5 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--table-sizes-worker") == 0) return tableSizesWorker();
   setenv("ZPS_BIN", ZPS_TEST_BIN, /*overwrite=*/0);
   setenv("ZPS_DATA_DIR", ZPS_TEST_DATA_DIR, /*overwrite=*/0);
-  return Catch::Session().run(argc, argv);
+  return zps::testing::runCatchSession(argc, argv);
 }
