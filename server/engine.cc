@@ -13,12 +13,13 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Engine::Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
-               MemoryBudget* budget, Transport* transport, PushPacer* pacer, bool threaded)
+               MemoryBudget* budget, Transport* transport, PushPacer* pacer, bool threaded, bool skip_zeros)
     : index_(index),
       reducer_(std::move(reducer)),
       num_workers_(num_workers),
       checkpoints_(checkpoints),
       budget_(budget),
+      skip_zeros_(skip_zeros),
       transport_(transport),
       pacer_(pacer),
       queue_(1024) {
@@ -92,7 +93,7 @@ void Engine::run() {
 void Engine::resetStores() {
   store_.reset();  // gives its memory charge back before the new store takes any
   params_.reset();
-  store_ = std::make_unique<SumStore>(num_workers_, reducer_.get(), budget_, &sum_counts_);
+  store_ = std::make_unique<SumStore>(num_workers_, reducer_.get(), budget_, &sum_counts_, skip_zeros_);
   params_ = std::make_unique<ParamStore>(num_workers_, checkpoints_, budget_, reducer_.get());
 }
 

@@ -38,8 +38,10 @@ class Engine {
  public:
   // pacer (may be null): the acknowledgements of credit-holding pushes go through it
   // (server/scheduling/push_pacer.h).
+  // skip_zeros: sums are answered nonzero-encoded where that saves enough (ZPS_SKIP_ZEROS).
   Engine(int index, std::unique_ptr<kernels::Reducer> reducer, int num_workers, const ShardPlace& checkpoints,
-         MemoryBudget* budget, Transport* transport, PushPacer* pacer = nullptr, bool threaded = true);
+         MemoryBudget* budget, Transport* transport, PushPacer* pacer = nullptr, bool threaded = true,
+         bool skip_zeros = false);
   ~Engine() { stop(); }
   void stop();
   // Read after the engine thread has stopped (the destructor path joins it first).
@@ -65,6 +67,7 @@ class Engine {
   const int num_workers_;
   const ShardPlace checkpoints_;
   MemoryBudget* const budget_;
+  const bool skip_zeros_;
   SumCounts sum_counts_;  // kept across resetStores(): a new generation's store counts on
   std::unique_ptr<SumStore> store_;
   std::unique_ptr<ParamStore> params_;

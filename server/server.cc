@@ -104,10 +104,12 @@ int Server::run() {
   }
   rank_ = book->rank();
   generation_ = book->generation();
+  bool skip_zeros = false;
   {
     Config chosen = config_;  // the servers choose the workers' pacing with the same rule
     LOG(INFO) << "server " << rank_ << ": " << chooseScheduling(layoutOf(*book), &chosen);
     pacer_ = std::make_unique<PushPacer>(config_.num_workers, chosen.push_pacing_bytes);
+    skip_zeros = chosen.skip_zeros;
   }
   if (generation_ > 0)
     LOG(INFO) << "server " << rank_ << " replaces a lost server (generation " << generation_
@@ -131,10 +133,10 @@ int Server::run() {
                       : std::string("no table budget"));
   for (int i = 0; i < config_.server_engine_threads; ++i)
     engines_.push_back(std::make_unique<Engine>(i, std::move(reducers[i]), config_.num_workers, checkpoints, &memory_,
-                                                transport_.get(), pacer_.get()));
+                                                transport_.get(), pacer_.get(), /*threaded=*/true, skip_zeros));
   inline_engine_ =
       std::make_unique<Engine>(config_.server_engine_threads, std::move(reducers.back()), config_.num_workers,
-                               checkpoints, &memory_, transport_.get(), pacer_.get(), /*threaded=*/false);
+                               checkpoints, &memory_, transport_.get(), pacer_.get(), /*threaded=*/false, skip_zeros);
 
   // The transport's I/O thread dispatches each message itself: one thread hand-off less per request.
   transport_->onMessage([this](TransportMessage msg) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/compressor.h"
+#include "kernels/nonzero_encoding.h"
 #include "ps/common/config.h"
 
 namespace zps {
@@ -209,6 +210,7 @@ Status SumStore::addPush(const KeyState& k, uint8_t* sum, bool first, const wire
     case pb::ENCODING_SPARSE:
       kernels::addSparse(dst, k.num_elements, msg.payload.data(), msg.data.tensor().sparse_count(), first);
       return Status::OK();
+    case pb::ENCODING_NONZERO: kernels::addNonzero(dst, k.num_elements, msg.payload.data(), first); return Status::OK();
     default:
       if (!first) return reduce(sum, msg.payload.data(), k);
       std::memcpy(sum, msg.payload.data(), k.bytes);
@@ -252,6 +254,27 @@ Outgoing SumStore::sumReply(const KeyState& k, PeerId peer, const pb::Data& requ
   return o;
 }
 
+Outgoing SumStore::resultReply(const KeyState& k, PeerId peer, const pb::Data& request, const Result& result) const {
+  Outgoing o = sumReply(k, peer, request, result.payload);
+  if (result.encoding != pb::ENCODING_DENSE) {
+    o.data.mutable_reply()->set_encoding(result.encoding);
+    o.data.mutable_reply()->set_sparse_count(result.nonzero);
+  }
+  return o;
+}
+
+SumStore::Result SumStore::keptResult(const KeyState& k, uint64_t round, Blob sum, bool zeros_left_out) const {
+  if (skip_zeros_ && zeros_left_out && k.dtype == DType::kFloat32) {
+    const uint64_t nonzero = kernels::countNonzero(sum.data(), k.num_elements);
+    if (kernels::nonzeroWorthIt(k.num_elements, nonzero)) {
+      auto encoded = std::make_shared<AlignedBuffer>(kernels::nonzeroEncodedBytes(k.num_elements, nonzero));
+      kernels::encodeNonzero(sum.data(), k.num_elements, encoded->data());
+      return Result{round, Blob::fromBuffer(std::move(encoded)), pb::ENCODING_NONZERO, nonzero};
+    }
+  }
+  return Result{round, std::move(sum)};
+}
+
 Status SumStore::push(KeyState& k, int pusher, const wire::DataMessage& msg) {
   const pb::Tensor& h = msg.data.tensor();
   if (msg.dtype != k.dtype || h.num_elements() != k.num_elements)
@@ -262,8 +285,8 @@ Status SumStore::push(KeyState& k, int pusher, const wire::DataMessage& msg) {
   if (h.round() <= k.completed) {
     // Every worker pushed a completed round, so this is a resend or a duplicate: acknowledge it (a
     // PUSH_PULL then gets the kept result) without summing. Rounds no longer kept are refused.
-    for (const auto& [round, buf] : k.results)
-      if (round == h.round()) return Status::OK();
+    for (const Result& kept : k.results)
+      if (kept.round == h.round()) return Status::OK();
     return FailedPrecondition("push for round " + std::to_string(h.round()) +
                               ", which finished long ago (last completed round " + std::to_string(k.completed) + ")");
   }
@@ -306,6 +329,7 @@ Status SumStore::push(KeyState& k, int pusher, const wire::DataMessage& msg) {
     }
   }
   r.pushed[pusher] = true;
+  r.zeros_left_out |= h.encoding() == pb::ENCODING_NONZERO;
   ++r.count;
   return Status::OK();
 }
@@ -353,17 +377,17 @@ void SumStore::completeReadyRounds(KeyState& k, std::vector<Outgoing>* out) {
       k.open.erase(it);
       continue;
     }
-    k.results.emplace_back(it->first, std::move(it->second.sum));
+    k.results.push_back(keptResult(k, it->first, std::move(it->second.sum), it->second.zeros_left_out));
     k.open.erase(it);
     forgetResults(k);  // never this round: no worker can have said it received it before now
-    const auto& done = k.results.back();
+    const Result& done = k.results.back();
     std::vector<ParkedPull> still;
     for (auto& p : k.parked) {
-      if (p.round() != done.first) {
+      if (p.round() != done.round) {
         still.push_back(std::move(p));
         continue;
       }
-      out->push_back(sumReply(k, p.peer, p.request, done.second));
+      out->push_back(resultReply(k, p.peer, p.request, done));
     }
     k.parked.swap(still);
   }
@@ -400,7 +424,7 @@ void SumStore::noteReceived(KeyState& k, int pusher, uint64_t received_through) 
 
 void SumStore::forgetResults(KeyState& k) {
   const uint64_t everyone = *std::min_element(k.received.begin(), k.received.end());
-  while (!k.results.empty() && (k.results.size() > kKeptResults || k.results.front().first <= everyone))
+  while (!k.results.empty() && (k.results.size() > kKeptResults || k.results.front().round <= everyone))
     k.results.pop_front();
 }
 
@@ -410,9 +434,9 @@ Status SumStore::pull(KeyState& k, PeerId peer, const pb::Data& request, std::ve
   if (h.round() > k.completed + kMaxRoundsAhead)
     return FailedPrecondition("pull is too far ahead: last completed round is " + std::to_string(k.completed));
   if (h.round() <= k.completed) {
-    for (const auto& [round, buf] : k.results) {
-      if (round != h.round()) continue;
-      out->push_back(sumReply(k, peer, request, buf));
+    for (const Result& kept : k.results) {
+      if (kept.round != h.round()) continue;
+      out->push_back(resultReply(k, peer, request, kept));
       return Status::OK();
     }
     return FailedPrecondition("the result of this round is no longer kept (last completed round " +

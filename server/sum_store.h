@@ -64,8 +64,11 @@ class SumStore {
 
   // `budget` (may be null) is charged for every key declared: the most buffers the key can hold at once.
   // `counts` (may be null; it outlives the store) counts what this store takes in and adds.
-  SumStore(int num_workers, kernels::Reducer* reducer, MemoryBudget* budget = nullptr, SumCounts* counts = nullptr)
-      : num_workers_(num_workers), reducer_(reducer), memory_(budget), counts_(counts) {}
+  // skip_zeros: a completed float32 round is kept, and answered, nonzero-encoded where that saves
+  // enough (ZPS_SKIP_ZEROS; kernels/nonzero_encoding.h).
+  SumStore(int num_workers, kernels::Reducer* reducer, MemoryBudget* budget = nullptr, SumCounts* counts = nullptr,
+           bool skip_zeros = false)
+      : num_workers_(num_workers), reducer_(reducer), memory_(budget), counts_(counts), skip_zeros_(skip_zeros) {}
   // Open rounds the reducer still holds are discarded there (the reducer outlives its stores).
   ~SumStore();
   SumStore(const SumStore&) = delete;
@@ -92,11 +95,22 @@ class SumStore {
     // Pushes of ranks above `summed` that came early, by rank; each is added (and let go) in turn.
     std::vector<wire::DataMessage> waiting;
     bool on_engine = false;  // the engine holds the sum (start/add) until collect() fills `sum`
+    // A push of the round came without its zeros: only then may the sum have enough to leave out (a
+    // sum has zeros where every push has, and a push that had too few came dense).
+    bool zeros_left_out = false;
   };
   struct ParkedPull {
     PeerId peer;
     pb::Data request;  // a pull or push-pull of a sum key (a Tensor)
     uint64_t round() const { return request.tensor().round(); }
+  };
+  // A completed round's sum, as it is answered: dense, or nonzero-encoded (then the dense buffer is
+  // let go, so a kept result never takes more memory than a dense one).
+  struct Result {
+    uint64_t round = 0;
+    Blob payload;
+    pb::PayloadEncoding encoding = pb::ENCODING_DENSE;
+    uint64_t nonzero = 0;  // ENCODING_NONZERO: the elements that travel
   };
   struct KeyState {
     std::string name;
@@ -105,8 +119,8 @@ class SumStore {
     size_t bytes;
     uint64_t completed = 0;  // last completed round (rounds start at 1)
     std::map<uint64_t, OpenRound> open;
-    std::deque<std::pair<uint64_t, Blob>> results;  // sent to pullers without copying
-    std::vector<uint64_t> received;                 // per pusher: the newest received_through it sent (<= completed)
+    std::deque<Result> results;      // sent to pullers without copying
+    std::vector<uint64_t> received;  // per pusher: the newest received_through it sent (<= completed)
     std::vector<ParkedPull> parked;
     bool async = false;
     // Workers that push each round: num_workers_ for a key of every worker, fewer for a process
@@ -144,6 +158,9 @@ class SumStore {
   Outgoing snapshot(KeyState& k, PeerId peer, const pb::Data& request);
   // The Reply to a pull or push-pull of key k carrying `sum` (a round's result or a snapshot).
   Outgoing sumReply(const KeyState& k, PeerId peer, const pb::Data& request, Blob sum) const;
+  Outgoing resultReply(const KeyState& k, PeerId peer, const pb::Data& request, const Result& result) const;
+  // A completed round's sum as it will be kept and answered.
+  Result keptResult(const KeyState& k, uint64_t round, Blob sum, bool zeros_left_out) const;
   // Answers a pull now if its round is done, parks it otherwise.
   Status pull(KeyState& k, PeerId peer, const pb::Data& request, std::vector<Outgoing>* out);
   void completeReadyRounds(KeyState& k, std::vector<Outgoing>* out);
@@ -162,6 +179,7 @@ class SumStore {
   bool hints_asked_ = false;  // a push asked for hints in a job of three workers or more: keep pushed_keys_
   MemoryCharge memory_;
   SumCounts* const counts_;
+  const bool skip_zeros_;
 };
 
 }  // namespace zps

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/nonzero_encoding.h"
 #include "ps/wire/codec.h"
 
 namespace zps {
@@ -14,6 +15,17 @@ namespace {
 // received every byte.
 Blob borrow(const void* data, size_t bytes) {
   return Blob(std::shared_ptr<const void>(std::shared_ptr<const void>(), data), data, bytes);
+}
+
+// A float32 partition's push: nonzero-encoded (a copy that leaves out the +0.0 elements) where that
+// saves enough, else the caller's buffer itself.
+EncodedPush withoutZeros(const uint8_t* part, size_t bytes) {
+  const size_t n = bytes / sizeof(float);
+  const size_t count = kernels::countNonzero(part, n);
+  if (!kernels::nonzeroWorthIt(n, count)) return EncodedPush{borrow(part, bytes)};
+  auto encoded = std::make_shared<AlignedBuffer>(kernels::nonzeroEncodedBytes(n, count));
+  kernels::encodeNonzero(part, n, encoded->data());
+  return EncodedPush{Blob::fromBuffer(std::move(encoded)), pb::ENCODING_NONZERO, count};
 }
 
 const char* verbOf(pb::DataCommand command) {
@@ -181,8 +193,11 @@ StatusOr<Handle> DenseTensors::issueNumbered(TensorId id, pb::DataCommand comman
   }
   // Compress outside any lock: the receiver thread needs the request table's.
   std::vector<EncodedPush> pushes(parts.size());
-  for (size_t i = 0; in != nullptr && compression == nullptr && i < parts.size(); ++i)
-    pushes[i].payload = borrow(static_cast<const uint8_t*>(in) + parts[i].offset, parts[i].bytes);
+  for (size_t i = 0; in != nullptr && compression == nullptr && i < parts.size(); ++i) {
+    const uint8_t* part = static_cast<const uint8_t*>(in) + parts[i].offset;
+    pushes[i] = config_.skip_zeros && dtype == DType::kFloat32 ? withoutZeros(part, parts[i].bytes)
+                                                               : EncodedPush{borrow(part, parts[i].bytes)};
+  }
   if (in != nullptr && compression != nullptr) pushes = compression->encode(in);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "kernels/nonzero_encoding.h"
 #include "ps/common/config.h"
 #include "ps/wire/codec.h"
 
@@ -255,10 +256,17 @@ Delivery RequestTable::deliver(int server, const pb::Data& reply, DType dtype, c
                                std::to_string(r.positions->size()) + " rows"));
     return Delivery::kDelivered;
   }
-  if (!r.positions && r.out != nullptr && (payload.size() != r.bytes || dtype != r.dtype)) {
-    complete(id, ProtocolError(from + " returned " + std::to_string(payload.size()) + " bytes of " +
+  // A nonzero-encoded sum (the codec checked its size and bitmap) is decoded into the buffer.
+  const bool nonzero = reply.has_reply() && reply.reply().encoding() == pb::ENCODING_NONZERO;
+  const uint64_t reply_bytes = nonzero ? reply.reply().num_elements() * sizeof(float) : payload.size();
+  if (!r.positions && r.out != nullptr && (reply_bytes != r.bytes || dtype != r.dtype)) {
+    complete(id, ProtocolError(from + " returned " + std::to_string(reply_bytes) + " bytes of " +
                                std::string(dtypeName(dtype)) + ", expected " + std::to_string(r.bytes) + " of " +
                                std::string(dtypeName(r.dtype))));
+    return Delivery::kDelivered;
+  }
+  if (nonzero && r.positions) {
+    complete(id, ProtocolError(from + " returned table rows nonzero-encoded"));
     return Delivery::kDelivered;
   }
   // Copy outside the lock: other replies and new requests go on meanwhile. cancel() and waitFor()
@@ -273,6 +281,8 @@ Delivery RequestTable::deliver(int server, const pb::Data& reply, DType dtype, c
   if (status.ok() && request.positions) {
     for (size_t i = 0; i < request.positions->size(); ++i)
       std::memcpy(request.out + (*request.positions)[i] * row_bytes, payload.data() + i * row_bytes, row_bytes);
+  } else if (status.ok() && request.out != nullptr && nonzero) {
+    kernels::addNonzero(request.out, request.bytes / sizeof(float), payload.data(), /*first=*/true);
   } else if (status.ok() && request.out != nullptr) {
     std::memcpy(request.out, payload.data(), request.bytes);
   }

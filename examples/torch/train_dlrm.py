@@ -36,6 +36,7 @@ rows are the same bits (with async tables, at most one step older).
 import argparse
 import hashlib
 import json
+import os
 
 import numpy as np
 import torch
@@ -100,13 +101,17 @@ def parse_args(argv=None):
 
 def embedding_traffic(args, tables, model, size, servers_before, servers_after):
     """Embedding bytes per training sample (a dict): pulled and pushed, from every worker's row counts,
-    and, when the servers' counters were read, from those less the MLP gradients' share (each worker
-    pushes and pulls every dense gradient once a step, uncompressed)."""
+    and, when the servers' counters were read in a job on one host, from those less the MLP gradients'
+    share (each worker pushes and pulls every dense gradient once a step, zeros included)."""
     samples = args.steps * size * args.batch_size
     row_bytes = args.embedding_dim * 4
     pulled, pushed = (sum(bps.allgather_object(n)) * row_bytes for n in (tables.pulled_rows, tables.pushed_rows))
     out = {"workers_pulled": pulled / samples, "workers_pushed": pushed / samples}
-    if servers_before is not None and servers_after is not None:
+    # The dense share is known only where the sums travel dense: a job on one host (ZPS_SKIP_ZEROS's
+    # auto leaves the zeros of the sums out across hosts, and then the servers' counts hold less).
+    zeros_sent = os.environ.get("ZPS_SKIP_ZEROS", "auto") in ("0", "auto") and \
+        os.environ.get("DMLC_PS_ROOT_URI", "127.0.0.1") in ("127.0.0.1", "localhost")
+    if servers_before is not None and servers_after is not None and zeros_sent:
         dense = args.steps * size * 4 * sum(p.numel() for p in model.parameters())
         out["servers_pulled"] = (servers_after[1] - servers_before[1] - dense) / samples
         out["servers_pushed"] = (servers_after[0] - servers_before[0] - dense) / samples

@@ -95,6 +95,9 @@ Status loadScheduling(const EnvLookup& env, Config& c) {
   ZPS_ASSIGN_OR_RETURN(const std::optional<bool> priority, readSwitchOrAuto(env, settings::kPriority));
   c.automatic.priority = !priority;
   if (priority) c.priority = *priority;
+  ZPS_ASSIGN_OR_RETURN(const std::optional<bool> skip_zeros, readSwitchOrAuto(env, settings::kSkipZeros));
+  c.automatic.skip_zeros = !skip_zeros;
+  if (skip_zeros) c.skip_zeros = *skip_zeros;
   ZPS_ASSIGN_OR_RETURN(const std::optional<long long> credit, readIntegerOrAuto(env, settings::kCreditBytes));
   c.automatic.credit = !credit;
   c.credit_bytes = credit ? static_cast<size_t>(*credit) : c.partition_bytes;

@@ -63,6 +63,9 @@ struct Config {
   // Priority scheduling (worker/scheduling/push_scheduler.h): ZPS_PRIORITY gives every dense tensor its
   // declaration index as priority; ZPS_CREDIT_BYTES bounds the scheduled pushes in flight per server.
   bool priority = false;
+  // ZPS_SKIP_ZEROS: float32 pushes and sums travel nonzero-encoded where that saves enough
+  // (kernels/nonzero_encoding.h); "auto" (the one-host value, off) until chooseScheduling sees the book.
+  bool skip_zeros = false;
   // ZPS_FUSION_BYTES (0: off): requests for smaller partitions that are ready together for one server
   // travel as one CMD_FUSED message of at most this many payload bytes (worker/scheduling/fusion.h).
   size_t fusion_bytes = integerDefault(settings::kFusionBytes);
@@ -87,6 +90,7 @@ struct Config {
   struct Automatic {
     bool partition = false;
     bool priority = false;
+    bool skip_zeros = false;
     bool credit = false;
     bool pacing = false;
     bool pacing_follows_credit = false;

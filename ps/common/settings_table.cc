@@ -42,6 +42,7 @@ constexpr std::reference_wrapper<const Setting> kTable[] = {
     settings::kPushLane,
     settings::kPushHints,
     settings::kPushPacingBytes,
+    settings::kSkipZeros,
     settings::kServerEngine,
     settings::kServerEngineThreads,
     settings::kServerMaxBytes,

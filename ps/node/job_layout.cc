@@ -35,6 +35,7 @@ std::string chooseScheduling(const JobLayout& layout, Config* config) {
   const bool network = layout.spansHosts();
   if (a.partition) config->partition_bytes = network ? kNetworkPartitionBytes : kOneHostPartitionBytes;
   if (a.priority) config->priority = network;
+  if (a.skip_zeros) config->skip_zeros = network;
   if (a.credit) config->credit_bytes = config->partition_bytes;
   if (a.pacing) config->push_pacing_bytes = network ? 2 * config->credit_bytes : 0;
   if (a.pacing_follows_credit) config->push_pacing_bytes = 2 * config->credit_bytes;
@@ -54,6 +55,7 @@ std::string chooseScheduling(const JobLayout& layout, Config* config) {
   } else {
     line += ", " + described("no priority scheduling", a.priority, "ZPS_PRIORITY") + ": every partition sent at once";
   }
+  line += ", zeros " + described(config->skip_zeros ? "skipped" : "sent", a.skip_zeros, "ZPS_SKIP_ZEROS");
   return line;
 }
 

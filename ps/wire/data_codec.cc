@@ -1,6 +1,7 @@
 #include "ps/wire/data_codec.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -14,6 +15,10 @@ Status checkString(const std::string& field, const std::string& value, const Lim
 }
 
 namespace {
+
+// ENCODING_NONZERO's layout (proto/zps.proto; kernels/nonzero_encoding.h encodes and decodes it): a
+// bitmap of ceil(n / 8) bytes, then one float32 per set bit.
+uint64_t nonzeroBitmapBytes(uint64_t n) { return n / 8 + (n % 8 != 0); }
 
 // The command's name in messages ("CMD_PULL must not carry a payload").
 std::string nameOf(const DataMessage& msg) { return pb::DataCommand_Name(commandOf(msg.data)); }
@@ -49,25 +54,45 @@ Status checkPayloadSize(const Blob& payload, uint64_t expected, uint64_t num_ele
                        std::to_string(expected));
 }
 
-// The payload size of a compressed push (kernels/compressor.h has the layouts), after checking that
-// the body allows one.
-StatusOr<uint64_t> compressedBytes(const pb::Tensor& t, DType dtype, const Limits& limits) {
-  if (!pb::PayloadEncoding_IsValid(t.encoding()))
-    return ProtocolError("payload encoding " + std::to_string(t.encoding()) + " is unknown");
+// The payload size of an encoded payload (kernels/compressor.h and kernels/nonzero_encoding.h have
+// the layouts) of num_elements x dtype, whose dense size the caller capped.
+StatusOr<uint64_t> encodedBytes(pb::PayloadEncoding encoding, uint64_t sparse_count, uint64_t num_elements, DType dtype,
+                                const Limits& limits) {
+  if (!pb::PayloadEncoding_IsValid(encoding))
+    return ProtocolError("payload encoding " + std::to_string(encoding) + " is unknown");
   if (dtype != DType::kFloat32)
-    return ProtocolError("a compressed payload needs a float32 key, not " + std::string(dtypeName(dtype)));
-  if (t.encoding() == pb::ENCODING_FP16) {
-    if (t.sparse_count() != 0) return ProtocolError("sparse_count is set on an fp16 payload");
-    return t.num_elements() * sizeof(uint16_t);  // below the dense size, which the caller capped
+    return ProtocolError("an encoded payload needs a float32 key, not " + std::string(dtypeName(dtype)));
+  if (encoding == pb::ENCODING_FP16) {
+    if (sparse_count != 0) return ProtocolError("sparse_count is set on an fp16 payload");
+    return num_elements * sizeof(uint16_t);  // below the dense size, which the caller capped
   }
-  if (t.sparse_count() == 0 || t.sparse_count() > t.num_elements())
-    return ProtocolError("sparse_count " + std::to_string(t.sparse_count()) + " is out of range [1, " +
-                         std::to_string(t.num_elements()) + "]");
-  const uint64_t bytes = t.sparse_count() * (sizeof(uint32_t) + sizeof(float));  // <= 2 x the capped dense size
+  if (encoding == pb::ENCODING_NONZERO) {
+    if (sparse_count > num_elements)
+      return ProtocolError("sparse_count " + std::to_string(sparse_count) +
+                           " of a nonzero payload is out of range [0, " + std::to_string(num_elements) + "]");
+    return nonzeroBitmapBytes(num_elements) + sparse_count * sizeof(float);  // at most 1/8 over the capped dense size
+  }
+  if (sparse_count == 0 || sparse_count > num_elements)
+    return ProtocolError("sparse_count " + std::to_string(sparse_count) + " is out of range [1, " +
+                         std::to_string(num_elements) + "]");
+  const uint64_t bytes = sparse_count * (sizeof(uint32_t) + sizeof(float));  // <= 2 x the capped dense size
   if (bytes > limits.max_payload_bytes)
-    return ProtocolError("sparse payload of " + std::to_string(t.sparse_count()) +
-                         " entries exceeds the payload limit");
+    return ProtocolError("sparse payload of " + std::to_string(sparse_count) + " entries exceeds the payload limit");
   return bytes;
+}
+
+// A nonzero payload's bitmap sets exactly sparse_count bits, none at num_elements or past it: a decoder
+// may then read one value per set bit without checks.
+Status checkNonzeroBitmap(const Blob& payload, uint64_t count, uint64_t num_elements) {
+  const uint64_t bytes = nonzeroBitmapBytes(num_elements);
+  uint64_t set = 0;
+  for (uint64_t b = 0; b < bytes; ++b) set += static_cast<uint64_t>(std::popcount(payload.data()[b]));
+  if (set != count)
+    return ProtocolError("nonzero bitmap sets " + std::to_string(set) + " bits but sparse_count is " +
+                         std::to_string(count));
+  if (num_elements % 8 != 0 && (payload.data()[bytes - 1] >> (num_elements % 8)) != 0)
+    return ProtocolError("nonzero bitmap sets bits past its " + std::to_string(num_elements) + " elements");
+  return Status::OK();
 }
 
 // Sparse indices must increase strictly and stay below the key's element count: a decoder may then
@@ -92,8 +117,8 @@ bool isPush(pb::TensorOp op) { return op == pb::OP_PUSH || op == pb::OP_PUSH_PUL
 StatusOr<uint64_t> tensorBytes(const pb::Tensor& t, const DataMessage& msg, const Limits& limits) {
   ZPS_ASSIGN_OR_RETURN(const uint64_t dense, denseBytes(t.num_elements(), msg.dtype, limits));
   if (t.encoding() != pb::ENCODING_DENSE) {
-    if (!isPush(t.op())) return ProtocolError(nameOf(msg) + " cannot carry a compressed payload; only pushes do");
-    return compressedBytes(t, msg.dtype, limits);
+    if (!isPush(t.op())) return ProtocolError(nameOf(msg) + " cannot carry an encoded payload; only pushes do");
+    return encodedBytes(t.encoding(), t.sparse_count(), t.num_elements(), msg.dtype, limits);
   }
   if (t.sparse_count() != 0) return ProtocolError("sparse_count is set on a dense payload");
   return dense;
@@ -115,19 +140,38 @@ Status checkTensor(const pb::Tensor& t, const Blob* payload, const Limits& limit
   ZPS_RETURN_IF_ERROR(checkPayloadSize(*payload, expected, t.num_elements(), msg.dtype, t.encoding()));
   if (t.encoding() == pb::ENCODING_SPARSE)
     ZPS_RETURN_IF_ERROR(checkSparseIndices(*payload, t.sparse_count(), t.num_elements()));
+  if (t.encoding() == pb::ENCODING_NONZERO)
+    ZPS_RETURN_IF_ERROR(checkNonzeroBitmap(*payload, t.sparse_count(), t.num_elements()));
   msg.payload = *payload;
   return Status::OK();
 }
 
-// An answer: its payload, if any, is num_elements x dtype.
+// The payload bytes a Reply announces: num_elements x dtype, or its nonzero encoding's.
+StatusOr<uint64_t> replyBytes(const pb::Reply& r, DType dtype, const Limits& limits) {
+  ZPS_ASSIGN_OR_RETURN(const uint64_t dense, denseBytes(r.num_elements(), dtype, limits));
+  if (r.encoding() == pb::ENCODING_DENSE) {
+    if (r.sparse_count() != 0) return ProtocolError("sparse_count is set on a dense reply");
+    return dense;
+  }
+  if (r.encoding() != pb::ENCODING_NONZERO)
+    return ProtocolError("a reply's payload encoding must be dense or nonzero, not " + std::to_string(r.encoding()));
+  return encodedBytes(r.encoding(), r.sparse_count(), r.num_elements(), dtype, limits);
+}
+
+// An answer: its payload, if any, is num_elements x dtype, or their nonzero encoding.
 Status checkReply(const pb::Reply& r, const Blob* payload, const Limits& limits, DataMessage& msg) {
   ZPS_ASSIGN_OR_RETURN(msg.dtype, checkDtype(r.dtype()));
   if (r.awaited_size() > kMaxAwaitedRounds)
     return ProtocolError("reply names " + std::to_string(r.awaited_size()) + " awaited rounds, at most " +
                          std::to_string(kMaxAwaitedRounds));
-  ZPS_ASSIGN_OR_RETURN(const uint64_t expected, denseBytes(r.num_elements(), msg.dtype, limits));
-  if (payload == nullptr) return Status::OK();
-  ZPS_RETURN_IF_ERROR(checkPayloadSize(*payload, expected, r.num_elements(), msg.dtype, pb::ENCODING_DENSE));
+  ZPS_ASSIGN_OR_RETURN(const uint64_t expected, replyBytes(r, msg.dtype, limits));
+  if (payload == nullptr) {
+    if (r.encoding() != pb::ENCODING_DENSE) return ProtocolError("a nonzero-encoded reply is missing its payload");
+    return Status::OK();
+  }
+  ZPS_RETURN_IF_ERROR(checkPayloadSize(*payload, expected, r.num_elements(), msg.dtype, r.encoding()));
+  if (r.encoding() == pb::ENCODING_NONZERO)
+    ZPS_RETURN_IF_ERROR(checkNonzeroBitmap(*payload, r.sparse_count(), r.num_elements()));
   msg.payload = *payload;
   return Status::OK();
 }
@@ -203,7 +247,7 @@ Status takeEntry(const pb::Data& d, const Blob& frame, size_t* offset, bool repl
     ZPS_ASSIGN_OR_RETURN(announced, tensorBytes(d.tensor(), entry, limits));
   } else {
     ZPS_ASSIGN_OR_RETURN(entry.dtype, checkDtype(d.reply().dtype()));
-    ZPS_ASSIGN_OR_RETURN(announced, denseBytes(d.reply().num_elements(), entry.dtype, limits));
+    ZPS_ASSIGN_OR_RETURN(announced, replyBytes(d.reply(), entry.dtype, limits));
   }
   if (announced > frame.size() - *offset)
     return ProtocolError("fused entry for key " + std::to_string(keyOf(entry.data)) + " needs " +

@@ -86,6 +86,21 @@ void checkDataInvariants(const wire::DataMessage& m, size_t num_frames, const wi
   ZPS_FUZZ_CHECK(m.keys.data() == nullptr);
   const pb::Tensor& t = d.tensor();  // the empty Tensor for other bodies: dense, no sparse count
   const bool push = d.has_tensor() && (t.op() == pb::OP_PUSH || t.op() == pb::OP_PUSH_PULL);
+  const pb::PayloadEncoding encoding = d.has_reply() ? d.reply().encoding() : t.encoding();
+  if (encoding == pb::ENCODING_NONZERO) {
+    // A push or a sum without its zeros: a bitmap whose set bits, none past the elements, count the
+    // float32 values after it (kernels/nonzero_encoding.h reads them without a check of its own).
+    const uint64_t count = d.has_reply() ? d.reply().sparse_count() : t.sparse_count();
+    const uint64_t bitmap = (num_elements + 7) / 8;
+    ZPS_FUZZ_CHECK(num_frames == 2 && m.dtype == DType::kFloat32 && (push || d.has_reply()));
+    ZPS_FUZZ_CHECK(count <= num_elements && m.payload.size() == bitmap + count * sizeof(float));
+    uint64_t set = 0;
+    for (uint64_t b = 0; b < bitmap; ++b) set += static_cast<uint64_t>(__builtin_popcount(m.payload.data()[b]));
+    ZPS_FUZZ_CHECK(set == count);
+    ZPS_FUZZ_CHECK(num_elements % 8 == 0 || (m.payload.data()[bitmap - 1] >> (num_elements % 8)) == 0);
+    return;
+  }
+  ZPS_FUZZ_CHECK(!d.has_reply() || d.reply().sparse_count() == 0);
   if (t.encoding() != pb::ENCODING_DENSE) {
     // A compressed push: float32, and a payload its decoder can read without a check of its own.
     ZPS_FUZZ_CHECK(num_frames == 2 && m.dtype == DType::kFloat32);

@@ -192,6 +192,21 @@ void wireSeeds() {
   d.mutable_tensor()->set_encoding(pb::ENCODING_SPARSE);
   d.mutable_tensor()->set_sparse_count(2);
   put("wire", "push-pull-sparse", packFrames(wire::encodeData(d, sparseBytes({0, 2}))));
+  // Without zeros (kernels/nonzero_encoding.h): elements 0 and 2 of 3 travel, in a push and in a sum.
+  d.mutable_tensor()->set_encoding(pb::ENCODING_NONZERO);
+  d.mutable_tensor()->set_sparse_count(2);
+  put("wire", "push-pull-nonzero",
+      packFrames(wire::encodeData(d, Blob::fromString(std::string("\x05", 1) + std::string(8, '\x01')))));
+  pb::Data sum;
+  sum.set_request_id(3);
+  sum.mutable_reply()->set_key(1);
+  sum.mutable_reply()->set_round(1);
+  sum.mutable_reply()->set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  sum.mutable_reply()->set_num_elements(3);
+  sum.mutable_reply()->set_encoding(pb::ENCODING_NONZERO);
+  sum.mutable_reply()->set_sparse_count(2);
+  put("wire", "reply-nonzero",
+      packFrames(wire::encodeData(sum, Blob::fromString(std::string("\x05", 1) + std::string(8, '\x01')))));
   // Fused: a push of 2 int32, a pull and an fp16 push-pull of 3 floats (8 + 6 bytes); and the
   // replies: an acknowledgement, a sum of 2 float64 and an error. Entries leave the protocol version
   // to the fused message.

@@ -256,14 +256,15 @@ TEST_CASE("codec: hostile compressed pushes are kProtocol errors", "[compressor]
   expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({4, 2}, {1.0f, 2.0f})), "does not increase");
   expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 1, sparsePayload({0xFFFFFFFF}, {1.0f})), "not below");
   expectRejected(compressedPush(pb::ENCODING_DENSE, 2, 1, std::string(8, '\0')), "sparse_count is set on a dense");
-  // Only pushes are compressed: a pull claiming an encoding is refused, and a reply has no encoding
-  // (proto/zps.proto's Reply), so a compressed payload in one is read as dense and refused by its size.
+  // Only pushes are compressed: a pull claiming an encoding is refused, and a reply names no compressed
+  // encoding (proto/zps.proto's Reply: dense or nonzero), so a compressed payload in one is read as
+  // dense and refused by its size.
   pb::Data pull;
   pull.set_request_id(5);
   pull.mutable_tensor()->set_op(pb::OP_PULL);
   pull.mutable_tensor()->set_num_elements(4);
   pull.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
-  expectRejected(wire::encodeData(pull), "cannot carry a compressed payload");
+  expectRejected(wire::encodeData(pull), "cannot carry an encoded payload");
   auto reply = compressedPush(pb::ENCODING_FP16, 4, 0, std::string(8, '\0'), DType::kFloat32, pb::CMD_REPLY);
   expectRejected(reply, "payload is 8 bytes but 4 x float32 needs 16");
 }

@@ -66,6 +66,8 @@ TEST_CASE("job layout: on one host the defaults are large partitions sent at onc
   CHECK(c.push_pacing_bytes == 0);
   CHECK(line.find("one host") != std::string::npos);
   CHECK(line.find("partitions of 4194304 bytes (auto)") != std::string::npos);
+  CHECK_FALSE(c.skip_zeros);
+  CHECK(line.find("zeros sent (auto)") != std::string::npos);
 }
 
 TEST_CASE("job layout: across hosts, small partitions with priority, one partition of credit, pacing", "[job_layout]") {
@@ -77,6 +79,23 @@ TEST_CASE("job layout: across hosts, small partitions with priority, one partiti
   CHECK(c.push_pacing_bytes == 2 * kNetworkPartitionBytes);
   CHECK(line.find("2 hosts") != std::string::npos);
   CHECK(line.find("priority scheduling on (auto)") != std::string::npos);
+  CHECK(c.skip_zeros);
+  CHECK(line.find("zeros skipped (auto)") != std::string::npos);
+}
+
+TEST_CASE("job layout: ZPS_SKIP_ZEROS set wins in either layout, and a bad value is refused", "[job_layout]") {
+  Config off = configWith({{"ZPS_SKIP_ZEROS", "0"}});
+  const std::string line = chooseScheduling(layoutOf(bookOf(2, 2, {"10.0.0.1", "10.0.0.2"})), &off);
+  CHECK_FALSE(off.skip_zeros);
+  CHECK(line.find("zeros sent (ZPS_SKIP_ZEROS)") != std::string::npos);
+  Config on = configWith({{"ZPS_SKIP_ZEROS", "1"}});
+  chooseScheduling(layoutOf(bookOf(2, 2, {"127.0.0.1"})), &on);
+  CHECK(on.skip_zeros);
+  Env env = {{"DMLC_ROLE", "worker"},       {"DMLC_NUM_SERVER", "4"},          {"DMLC_NUM_WORKER", "4"},
+             {"DMLC_PS_ROOT_PORT", "9000"}, {"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"ZPS_SKIP_ZEROS", "maybe"}};
+  auto bad = loadConfig(lookup(env));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("ZPS_SKIP_ZEROS") != std::string::npos);
 }
 
 TEST_CASE("job layout: settings the user gave are kept, and the log names them", "[job_layout]") {

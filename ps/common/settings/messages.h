@@ -134,6 +134,19 @@ inline constexpr Setting kPushPacingBytes{
     .blank_is_unset = false,
     .accepts_auto = true,
 };
+inline constexpr Setting kSkipZeros{
+    .name = "skip_zeros",
+    .env = {"ZPS_SKIP_ZEROS"},
+    .type = SettingType::kSwitch,
+    .default_text = "auto",
+    .help =
+        "float32 pushes and sums leave out their +0.0 elements (a bitmap says which travel) where that saves "
+        "an eighth of the bytes or more: lossless, the same bits arrive (the gradients of ReLU layers are "
+        "often half zeros); auto: on when the job spans hosts, off on one host, where the CPUs and not the "
+        "links are the limit (docs/performance.md#skipping-zeros)",
+    .group = kGroupMessages,
+    .accepts_auto = true,
+};
 inline constexpr Setting kServerEngine{
     .name = "server_engine",
     .env = {"ZPS_SERVER_ENGINE"},
