@@ -16,6 +16,7 @@
 #include "ps/common/config.h"
 #include "ps/wire/codec.h"
 #include "server/sum_store.h"
+#include "tests/unit/encoded_message.h"
 #include "tests/unit/env_lookup.h"
 
 namespace zps {
@@ -195,25 +196,7 @@ TEST_CASE("compressor: error feedback makes the sum over rounds converge to the 
 
 std::vector<Blob> compressedPush(pb::PayloadEncoding encoding, uint64_t n, uint64_t count, const std::string& payload,
                                  DType dtype = DType::kFloat32, pb::DataCommand command = pb::CMD_PUSH) {
-  pb::Data d;
-  d.set_request_id(5);
-  if (command == pb::CMD_REPLY) {  // a Reply names no encoding: its payload is dense
-    pb::Reply* r = d.mutable_reply();
-    r->set_key(1);
-    r->set_round(1);
-    r->set_dtype(static_cast<uint32_t>(dtype));
-    r->set_num_elements(n);
-    return wire::encodeData(d, Blob::fromString(payload));
-  }
-  pb::Tensor* t = d.mutable_tensor();
-  t->set_op(wire::tensorOp(command));
-  t->set_key(1);
-  t->set_round(1);
-  t->set_dtype(static_cast<uint32_t>(dtype));
-  t->set_num_elements(n);
-  t->set_encoding(encoding);
-  t->set_sparse_count(count);
-  return wire::encodeData(d, Blob::fromString(payload));
+  return testing::encodedMessage(command, encoding, n, count, payload, dtype);
 }
 
 std::string sparsePayload(const std::vector<uint32_t>& indices, const std::vector<float>& values) {
@@ -224,12 +207,7 @@ std::string sparsePayload(const std::vector<uint32_t>& indices, const std::vecto
 }
 
 void expectRejected(const std::vector<Blob>& frames, const std::string& needle) {
-  pb::Data rejected;
-  auto m = wire::decode(frames, wire::Limits(), &rejected);
-  REQUIRE_FALSE(m.ok());
-  CHECK(m.status().code() == StatusCode::kProtocol);
-  CHECK_THAT(m.status().message(), Catch::Contains(needle));
-  CHECK(rejected.request_id() == 5);  // so the server can answer with an error
+  testing::expectRefused(frames, needle);
 }
 
 TEST_CASE("codec: valid compressed pushes decode", "[compressor][codec]") {
@@ -256,9 +234,8 @@ TEST_CASE("codec: hostile compressed pushes are kProtocol errors", "[compressor]
   expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 2, sparsePayload({4, 2}, {1.0f, 2.0f})), "does not increase");
   expectRejected(compressedPush(pb::ENCODING_SPARSE, 10, 1, sparsePayload({0xFFFFFFFF}, {1.0f})), "not below");
   expectRejected(compressedPush(pb::ENCODING_DENSE, 2, 1, std::string(8, '\0')), "sparse_count is set on a dense");
-  // Only pushes are compressed: a pull claiming an encoding is refused, and a reply names no compressed
-  // encoding (proto/zps.proto's Reply: dense or nonzero), so a compressed payload in one is read as
-  // dense and refused by its size.
+  // Only pushes are compressed: a pull claiming an encoding is refused, and so is a reply (proto/zps.proto's
+  // Reply: dense or nonzero only).
   pb::Data pull;
   pull.set_request_id(5);
   pull.mutable_tensor()->set_op(pb::OP_PULL);
@@ -266,7 +243,7 @@ TEST_CASE("codec: hostile compressed pushes are kProtocol errors", "[compressor]
   pull.mutable_tensor()->set_encoding(pb::ENCODING_FP16);
   expectRejected(wire::encodeData(pull), "cannot carry an encoded payload");
   auto reply = compressedPush(pb::ENCODING_FP16, 4, 0, std::string(8, '\0'), DType::kFloat32, pb::CMD_REPLY);
-  expectRejected(reply, "payload is 8 bytes but 4 x float32 needs 16");
+  expectRejected(reply, "a reply's payload encoding must be dense or nonzero");
 }
 
 // ---- the server: float32 sums of compressed pushes ----

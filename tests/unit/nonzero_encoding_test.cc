@@ -16,6 +16,7 @@
 #include "kernels/reducer.h"
 #include "ps/wire/codec.h"
 #include "server/sum_store.h"
+#include "tests/unit/encoded_message.h"
 
 namespace zps {
 namespace {
@@ -107,37 +108,10 @@ TEST_CASE("nonzero encoding: used where it saves an eighth of the bytes", "[nonz
 
 std::vector<Blob> nonzeroMessage(pb::DataCommand command, uint64_t n, uint64_t count, const std::string& payload,
                                  DType dtype = DType::kFloat32, pb::PayloadEncoding encoding = pb::ENCODING_NONZERO) {
-  pb::Data d;
-  d.set_request_id(5);
-  if (command == pb::CMD_REPLY) {
-    pb::Reply* r = d.mutable_reply();
-    r->set_key(1);
-    r->set_round(1);
-    r->set_dtype(static_cast<uint32_t>(dtype));
-    r->set_num_elements(n);
-    r->set_encoding(encoding);
-    r->set_sparse_count(count);
-  } else {
-    pb::Tensor* t = d.mutable_tensor();
-    t->set_op(wire::tensorOp(command));
-    t->set_key(1);
-    t->set_round(1);
-    t->set_dtype(static_cast<uint32_t>(dtype));
-    t->set_num_elements(n);
-    t->set_encoding(encoding);
-    t->set_sparse_count(count);
-  }
-  return wire::encodeData(d, payload.empty() ? Blob() : Blob::fromString(payload));
+  return testing::encodedMessage(command, encoding, n, count, payload, dtype);
 }
 
-void expectRefused(const std::vector<Blob>& frames, const std::string& needle) {
-  pb::Data rejected;
-  auto m = wire::decode(frames, wire::Limits(), &rejected);
-  REQUIRE_FALSE(m.ok());
-  CHECK(m.status().code() == StatusCode::kProtocol);
-  CHECK_THAT(m.status().message(), Catch::Contains(needle));
-  CHECK(rejected.request_id() == 5);
-}
+using testing::expectRefused;
 
 TEST_CASE("codec: nonzero-encoded pushes and replies decode", "[nonzero][codec]") {
   const std::vector<float> v = {0, 1.5f, 0, 0, -0.0f, 0, 0, 0, 0, 2.5f};  // 3 travel
